@@ -1,0 +1,178 @@
+package nn
+
+// The two matrix products every layer is built from. Both take row-major
+// operands with explicit strides so that layers can point them at views of
+// larger buffers without copying, and both either overwrite C or add to it:
+//
+//	gemmNN: C (m×n) (+)= A (m×k) · B (k×n)
+//	gemmNT: C (m×n) (+)= A (m×k) · Bᵀ, with B stored n×k
+//
+// On amd64 with AVX2 and FMA they run on the assembly micro-kernels of
+// gemm_amd64.s: 4×16 register tiles for NN (masked at the right edge, an
+// overlapping tile through a stack buffer at the bottom edge) and four dot
+// products at a time for NT. The Go loops are the portable path. Every
+// product sums in a fixed order, so results are reproducible run to run.
+// Shapes are programmer errors: slices too short panic on the bounds checks.
+
+// maskTab[16-w:32-w] selects the first w of 16 columns for the masked kernels.
+var maskTab = [32]int32{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
+
+// gemmNN computes C = A·B (acc false) or C += A·B (acc true).
+func gemmNN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		if !acc {
+			for i := 0; i < m; i++ {
+				clear(c[i*ldc : i*ldc+n])
+			}
+		}
+		return
+	}
+	// Bounds checks up front; the kernels index without them.
+	_ = a[(m-1)*lda+k-1]
+	_ = b[(k-1)*ldb+n-1]
+	_ = c[(m-1)*ldc+n-1]
+	if !useAsm {
+		gemmNNGo(m, n, k, a, lda, b, ldb, c, ldc, acc)
+		return
+	}
+	i := 0
+	for ; i+4 <= m; i += 4 {
+		for j := 0; j < n; j += 16 {
+			if w := n - j; w >= 16 {
+				kernNN4x16(k, &a[i*lda], lda, &b[j], ldb, &c[i*ldc+j], ldc, acc)
+			} else {
+				kernNN4x16m(k, &a[i*lda], lda, &b[j], ldb, &c[i*ldc+j], ldc, &maskTab[16-w], acc)
+			}
+		}
+	}
+	if i == m {
+		return
+	}
+	if m < 4 {
+		for ; i < m; i++ {
+			for j := 0; j < n; j += 16 {
+				kernNN1x16m(k, &a[i*lda], &b[j], ldb, &c[i*ldc+j], &maskTab[16-min(16, n-j)], acc)
+			}
+		}
+		return
+	}
+	// The last m-i rows: compute the overlapping tile of rows m-4..m-1 into
+	// a buffer and keep only the rows not done above.
+	var tmp [4 * 16]float32
+	i0 := m - 4
+	for j := 0; j < n; j += 16 {
+		w := min(16, n-j)
+		kernNN4x16m(k, &a[i0*lda], lda, &b[j], ldb, &tmp[0], 16, &maskTab[16-w], false)
+		for r := i - i0; r < 4; r++ {
+			row := c[(i0+r)*ldc+j : (i0+r)*ldc+j+w]
+			t := tmp[r*16 : r*16+w]
+			if acc {
+				for q := range row {
+					row[q] += t[q]
+				}
+			} else {
+				copy(row, t)
+			}
+		}
+	}
+}
+
+// gemmNNGo is the portable gemmNN: row by row, an axpy per element of A.
+func gemmNNGo(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	for i := 0; i < m; i++ {
+		ci := c[i*ldc : i*ldc+n]
+		if !acc {
+			clear(ci)
+		}
+		ai := a[i*lda : i*lda+k]
+		for p, av := range ai {
+			bp := b[p*ldb : p*ldb+n]
+			for j, bv := range bp {
+				ci[j] += av * bv
+			}
+		}
+	}
+}
+
+// gemmNT computes C = A·Bᵀ (acc false) or C += A·Bᵀ (acc true), B stored n×k.
+func gemmNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		if !acc {
+			for i := 0; i < m; i++ {
+				clear(c[i*ldc : i*ldc+n])
+			}
+		}
+		return
+	}
+	_ = a[(m-1)*lda+k-1]
+	_ = b[(n-1)*ldb+k-1]
+	_ = c[(m-1)*ldc+n-1]
+	if !useAsm || n < 4 || k < 8 {
+		gemmNTGo(m, n, k, a, lda, b, ldb, c, ldc, acc)
+		return
+	}
+	for i := 0; i < m; i++ {
+		ai := a[i*lda : i*lda+k]
+		ci := c[i*ldc : i*ldc+n]
+		j := 0
+		for ; j+4 <= n; j += 4 {
+			dot4(ai, b[j*ldb:], ldb, ci[j:j+4], acc)
+		}
+		if j < n {
+			// Overlapping last four columns into a buffer; keep the new ones.
+			var tmp [4]float32
+			dot4(ai, b[(n-4)*ldb:], ldb, tmp[:], false)
+			for q := j; q < n; q++ {
+				if acc {
+					ci[q] += tmp[q-(n-4)]
+				} else {
+					ci[q] = tmp[q-(n-4)]
+				}
+			}
+		}
+	}
+}
+
+// dot4 sets or adds c[j] = a · b[j*ldb : j*ldb+len(a)] for j < 4.
+func dot4(a, b []float32, ldb int, c []float32, acc bool) {
+	k := len(a)
+	k8 := k &^ 7
+	_ = b[3*ldb+k-1]
+	kernNT1x4(k8, &a[0], &b[0], ldb, &c[0], acc)
+	if k8 == k {
+		return
+	}
+	for j := 0; j < 4; j++ {
+		bj := b[j*ldb+k8 : j*ldb+k]
+		var s float32
+		for p, av := range a[k8:] {
+			s += av * bj[p]
+		}
+		c[j] += s
+	}
+}
+
+// gemmNTGo is the portable gemmNT: one dot product per element of C.
+func gemmNTGo(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	for i := 0; i < m; i++ {
+		ai := a[i*lda : i*lda+k]
+		for j := 0; j < n; j++ {
+			bj := b[j*ldb : j*ldb+k]
+			var s float32
+			for p, av := range ai {
+				s += av * bj[p]
+			}
+			if acc {
+				c[i*ldc+j] += s
+			} else {
+				c[i*ldc+j] = s
+			}
+		}
+	}
+}

@@ -1,0 +1,20 @@
+//go:build !purego
+
+package nn
+
+import "golang.org/x/sys/cpu"
+
+// useAsm selects the assembly kernels; they need AVX2 and FMA.
+var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func kernNN4x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func kernNN4x16m(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, mask *int32, acc bool)
+
+//go:noescape
+func kernNN1x16m(k int, a *float32, b *float32, ldb int, c *float32, mask *int32, acc bool)
+
+//go:noescape
+func kernNT1x4(k int, a *float32, b *float32, ldb int, c *float32, acc bool)

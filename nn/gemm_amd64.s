@@ -1,0 +1,316 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AVX2+FMA micro-kernels for gemm.go. Arguments are raw pointers with
+// strides in elements; the Go callers check bounds before calling.
+
+// func kernNN4x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+// C[0:4, 0:16] (+)= A[0:4, 0:k] · B[0:k, 0:16]
+TEXT ·kernNN4x16(SB), NOSPLIT, $0-57
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), R8
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R9
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R9
+	SHLQ $2, R10
+	LEAQ (SI)(R8*1), R11
+	LEAQ (SI)(R8*2), R12
+	LEAQ (R11)(R8*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+nn4loop:
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R11), Y11
+	VFMADD231PS  Y8, Y11, Y2
+	VFMADD231PS  Y9, Y11, Y3
+	VBROADCASTSS (R12), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VBROADCASTSS (R13), Y13
+	VFMADD231PS  Y8, Y13, Y6
+	VFMADD231PS  Y9, Y13, Y7
+	ADDQ         $4, SI
+	ADDQ         $4, R11
+	ADDQ         $4, R12
+	ADDQ         $4, R13
+	ADDQ         R9, DI
+	DECQ         CX
+	JNZ          nn4loop
+
+	MOVBLZX acc+56(FP), AX
+	TESTQ   AX, AX
+	JZ      nn4store
+	VADDPS  (DX), Y0, Y0
+	VADDPS  32(DX), Y1, Y1
+	LEAQ    (DX)(R10*1), BX
+	VADDPS  (BX), Y2, Y2
+	VADDPS  32(BX), Y3, Y3
+	LEAQ    (BX)(R10*1), BX
+	VADDPS  (BX), Y4, Y4
+	VADDPS  32(BX), Y5, Y5
+	LEAQ    (BX)(R10*1), BX
+	VADDPS  (BX), Y6, Y6
+	VADDPS  32(BX), Y7, Y7
+
+nn4store:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	VZEROUPPER
+	RET
+
+// func kernNN4x16m(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, mask *int32, acc bool)
+// As kernNN4x16 for the first w < 16 columns, selected by mask (16 int32s,
+// -1 for a column in use, 0 otherwise); masked-off memory is never touched.
+TEXT ·kernNN4x16m(SB), NOSPLIT, $0-65
+	MOVQ    k+0(FP), CX
+	MOVQ    a+8(FP), SI
+	MOVQ    lda+16(FP), R8
+	MOVQ    b+24(FP), DI
+	MOVQ    ldb+32(FP), R9
+	MOVQ    c+40(FP), DX
+	MOVQ    ldc+48(FP), R10
+	MOVQ    mask+56(FP), AX
+	VMOVDQU (AX), Y14
+	VMOVDQU 32(AX), Y15
+	SHLQ    $2, R8
+	SHLQ    $2, R9
+	SHLQ    $2, R10
+	LEAQ    (SI)(R8*1), R11
+	LEAQ    (SI)(R8*2), R12
+	LEAQ    (R11)(R8*2), R13
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+
+nn4mloop:
+	VMASKMOVPS   (DI), Y14, Y8
+	VMASKMOVPS   32(DI), Y15, Y9
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (R11), Y11
+	VFMADD231PS  Y8, Y11, Y2
+	VFMADD231PS  Y9, Y11, Y3
+	VBROADCASTSS (R12), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VBROADCASTSS (R13), Y13
+	VFMADD231PS  Y8, Y13, Y6
+	VFMADD231PS  Y9, Y13, Y7
+	ADDQ         $4, SI
+	ADDQ         $4, R11
+	ADDQ         $4, R12
+	ADDQ         $4, R13
+	ADDQ         R9, DI
+	DECQ         CX
+	JNZ          nn4mloop
+
+	MOVBLZX    acc+64(FP), AX
+	TESTQ      AX, AX
+	JZ         nn4mstore
+	MOVQ       DX, BX
+	VMASKMOVPS (BX), Y14, Y8
+	VMASKMOVPS 32(BX), Y15, Y9
+	VADDPS     Y8, Y0, Y0
+	VADDPS     Y9, Y1, Y1
+	ADDQ       R10, BX
+	VMASKMOVPS (BX), Y14, Y8
+	VMASKMOVPS 32(BX), Y15, Y9
+	VADDPS     Y8, Y2, Y2
+	VADDPS     Y9, Y3, Y3
+	ADDQ       R10, BX
+	VMASKMOVPS (BX), Y14, Y8
+	VMASKMOVPS 32(BX), Y15, Y9
+	VADDPS     Y8, Y4, Y4
+	VADDPS     Y9, Y5, Y5
+	ADDQ       R10, BX
+	VMASKMOVPS (BX), Y14, Y8
+	VMASKMOVPS 32(BX), Y15, Y9
+	VADDPS     Y8, Y6, Y6
+	VADDPS     Y9, Y7, Y7
+
+nn4mstore:
+	VMASKMOVPS Y0, Y14, (DX)
+	VMASKMOVPS Y1, Y15, 32(DX)
+	ADDQ       R10, DX
+	VMASKMOVPS Y2, Y14, (DX)
+	VMASKMOVPS Y3, Y15, 32(DX)
+	ADDQ       R10, DX
+	VMASKMOVPS Y4, Y14, (DX)
+	VMASKMOVPS Y5, Y15, 32(DX)
+	ADDQ       R10, DX
+	VMASKMOVPS Y6, Y14, (DX)
+	VMASKMOVPS Y7, Y15, 32(DX)
+	VZEROUPPER
+	RET
+
+// func kernNN1x16m(k int, a *float32, b *float32, ldb int, c *float32, mask *int32, acc bool)
+// C[0, 0:w] (+)= A[0, 0:k] · B[0:k, 0:w], w selected by mask as above.
+TEXT ·kernNN1x16m(SB), NOSPLIT, $0-49
+	MOVQ    k+0(FP), CX
+	MOVQ    a+8(FP), SI
+	MOVQ    b+16(FP), DI
+	MOVQ    ldb+24(FP), R9
+	MOVQ    c+32(FP), DX
+	MOVQ    mask+40(FP), AX
+	VMOVDQU (AX), Y14
+	VMOVDQU 32(AX), Y15
+	SHLQ    $2, R9
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	LEAQ    (DI)(R9*1), R11
+	SHLQ    $1, R9
+	MOVQ    CX, BX
+	SHRQ    $1, BX
+	JZ      nn1tail
+
+nn1loop:
+	VMASKMOVPS   (DI), Y14, Y8
+	VMASKMOVPS   32(DI), Y15, Y9
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VMASKMOVPS   (R11), Y14, Y8
+	VMASKMOVPS   32(R11), Y15, Y9
+	VBROADCASTSS 4(SI), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	ADDQ         $8, SI
+	ADDQ         R9, DI
+	ADDQ         R9, R11
+	DECQ         BX
+	JNZ          nn1loop
+
+nn1tail:
+	ANDQ         $1, CX
+	JZ           nn1done
+	VMASKMOVPS   (DI), Y14, Y8
+	VMASKMOVPS   32(DI), Y15, Y9
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+
+nn1done:
+	VADDPS     Y2, Y0, Y0
+	VADDPS     Y3, Y1, Y1
+	MOVBLZX    acc+48(FP), AX
+	TESTQ      AX, AX
+	JZ         nn1store
+	VMASKMOVPS (DX), Y14, Y8
+	VMASKMOVPS 32(DX), Y15, Y9
+	VADDPS     Y8, Y0, Y0
+	VADDPS     Y9, Y1, Y1
+
+nn1store:
+	VMASKMOVPS Y0, Y14, (DX)
+	VMASKMOVPS Y1, Y15, 32(DX)
+	VZEROUPPER
+	RET
+
+// func kernNT1x4(k int, a *float32, b *float32, ldb int, c *float32, acc bool)
+// c[j] (+)= dot(a[0:k], b[j*ldb : j*ldb+k]) for j = 0..3; k is a positive
+// multiple of 8 (the caller adds the tail). Two accumulators per output
+// hide the FMA latency.
+TEXT ·kernNT1x4(SB), NOSPLIT, $0-41
+	MOVQ   k+0(FP), CX
+	MOVQ   a+8(FP), SI
+	MOVQ   b+16(FP), R8
+	MOVQ   ldb+24(FP), R9
+	MOVQ   c+32(FP), DX
+	SHLQ   $2, R9
+	LEAQ   (R8)(R9*1), R10
+	LEAQ   (R8)(R9*2), R11
+	LEAQ   (R10)(R9*2), R12
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	SHRQ   $3, CX
+	MOVQ   CX, BX
+	SHRQ   $1, BX
+	JZ     nttail
+
+ntloop:
+	VMOVUPS     (SI), Y8
+	VMOVUPS     32(SI), Y9
+	VFMADD231PS (R8), Y8, Y0
+	VFMADD231PS 32(R8), Y9, Y4
+	VFMADD231PS (R10), Y8, Y1
+	VFMADD231PS 32(R10), Y9, Y5
+	VFMADD231PS (R11), Y8, Y2
+	VFMADD231PS 32(R11), Y9, Y6
+	VFMADD231PS (R12), Y8, Y3
+	VFMADD231PS 32(R12), Y9, Y7
+	ADDQ        $64, SI
+	ADDQ        $64, R8
+	ADDQ        $64, R10
+	ADDQ        $64, R11
+	ADDQ        $64, R12
+	DECQ        BX
+	JNZ         ntloop
+
+nttail:
+	ANDQ        $1, CX
+	JZ          ntdone
+	VMOVUPS     (SI), Y8
+	VFMADD231PS (R8), Y8, Y0
+	VFMADD231PS (R10), Y8, Y1
+	VFMADD231PS (R11), Y8, Y2
+	VFMADD231PS (R12), Y8, Y3
+
+ntdone:
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y7, Y3, Y3
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	MOVBLZX      acc+40(FP), AX
+	TESTQ        AX, AX
+	JZ           ntstore
+	VMOVUPS      (DX), X1
+	VADDPS       X1, X0, X0
+
+ntstore:
+	VMOVUPS    X0, (DX)
+	VZEROUPPER
+	RET

@@ -1,0 +1,20 @@
+//go:build !amd64 || purego
+
+package nn
+
+// useAsm is false where there are no assembly kernels; the kernels below
+// are never called then and exist only so gemm.go compiles everywhere.
+var useAsm = false
+
+func kernNN4x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool) {
+	panic("nn: no assembly kernels on this platform")
+}
+func kernNN4x16m(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, mask *int32, acc bool) {
+	panic("nn: no assembly kernels on this platform")
+}
+func kernNN1x16m(k int, a *float32, b *float32, ldb int, c *float32, mask *int32, acc bool) {
+	panic("nn: no assembly kernels on this platform")
+}
+func kernNT1x4(k int, a *float32, b *float32, ldb int, c *float32, acc bool) {
+	panic("nn: no assembly kernels on this platform")
+}

@@ -1,0 +1,240 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// project returns Σ w·y in float64: the scalar whose gradient Backward
+// computes when given dy = w.
+func project(w, y []float32) float64 {
+	var s float64
+	for i, v := range y {
+		s += float64(w[i]) * float64(v)
+	}
+	return s
+}
+
+// spacedInputs returns n values with gaps of at least 0.05 between any two
+// and none within 0.05 of zero, in random order, so that a finite-difference
+// step of 1e-2 never crosses a ReLU kink or swaps a pooling maximum.
+func spacedInputs(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i, p := range rng.Perm(n) {
+		v := 0.05 * float32(p-n/2)
+		if v >= 0 {
+			v += 0.05
+		}
+		x[i] = v
+	}
+	return x
+}
+
+// TestLayerGradients checks every layer's Backward against central finite
+// differences of Σ dy·Forward(x): all parameter gradients and all input
+// gradients. Forward is float32, so the step is 1e-2 (linear and piecewise
+// linear layers are exact up to rounding; tanh's truncation error is about
+// 1e-5) and the tolerance 2e-3 absolute plus 2e-3 relative.
+func TestLayerGradients(t *testing.T) {
+	cases := []struct {
+		name  string
+		layer func() Layer
+	}{
+		{"conv_2x6x5_to_3_k3_pad1", func() Layer { return NewConv2D(2, 6, 5, 3, 3, 1) }},
+		{"conv_1x7x7_to_2_k5_pad2", func() Layer { return NewConv2D(1, 7, 7, 2, 5, 2) }},
+		{"conv_3x6x6_to_5_k3_pad0", func() Layer { return NewConv2D(3, 6, 6, 5, 3, 0) }},
+		{"conv_6x14x14_to_16_k5", func() Layer { return NewConv2D(6, 14, 14, 16, 5, 0) }},
+		{"maxpool_2x4x4_s2", func() Layer { return NewMaxPool2D(2, 4, 4, 2) }},
+		{"maxpool_1x5x5_s2_drops_edge", func() Layer { return NewMaxPool2D(1, 5, 5, 2) }},
+		{"avgpool_2x4x6_s2", func() Layer { return NewAvgPool2D(2, 4, 6, 2) }},
+		{"avgpool_1x6x6_s3", func() Layer { return NewAvgPool2D(1, 6, 6, 3) }},
+		{"relu_10", func() Layer { return NewReLU(10) }},
+		{"tanh_10", func() Layer { return NewTanh(10) }},
+		{"flatten_12", func() Layer { return NewFlatten(12) }},
+		{"dense_7_to_5", func() Layer { return NewDense(7, 5) }},
+		{"dense_20_to_17", func() Layer { return NewDense(20, 17) }},
+		{"dense_3_to_1", func() Layer { return NewDense(3, 1) }},
+		{"dense_40_to_12_glorot", func() Layer { d := NewDense(40, 12); d.WeightInit = Glorot; return d }},
+	}
+	const (
+		n   = 3
+		eps = 1e-2
+		tol = 2e-3
+	)
+	for ci, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(ci), 7))
+			l := tc.layer()
+			params := make([]float32, l.NumParams())
+			grads := make([]float32, l.NumParams())
+			l.Bind(params, grads)
+			l.Init(rng)
+			for i := range params { // non-zero biases too
+				params[i] += 0.1 * float32(rng.NormFloat64())
+			}
+			x := spacedInputs(rng, n*l.InSize())
+			if _, isAct := l.(*Activation); !isAct {
+				if _, isPool := l.(*Pool2D); !isPool {
+					x = randSlice(rng, n*l.InSize())
+				}
+			}
+			w := randSlice(rng, n*l.OutSize())
+			y := make([]float32, n*l.OutSize())
+			loss := func() float64 {
+				l.Forward(y, x, n)
+				return project(w, y)
+			}
+			loss()
+			dx := make([]float32, len(x))
+			for i := range dx {
+				dx[i] = float32(math.NaN()) // must be overwritten
+			}
+			l.Backward(dx, w, x, y, n)
+			check := func(what string, i int, v *float32, analytic float64) {
+				t.Helper()
+				old := *v
+				*v = old + eps
+				up := loss()
+				*v = old - eps
+				down := loss()
+				*v = old
+				num := (up - down) / (2 * eps)
+				if math.Abs(num-analytic) > tol*(1+math.Abs(num)) {
+					t.Errorf("%s[%d]: backward %.6g, finite difference %.6g", what, i, analytic, num)
+				}
+			}
+			for i := range params {
+				check("param grad", i, &params[i], float64(grads[i]))
+			}
+			for i := range x {
+				check("input grad", i, &x[i], float64(dx[i]))
+			}
+			// With dx nil the parameter gradients are the same, and they are
+			// added to what the buffer held.
+			again := make([]float32, len(grads))
+			for i := range again {
+				again[i] = 1
+			}
+			l.Bind(params, again)
+			l.Forward(y, x, n)
+			l.Backward(nil, w, x, y, n)
+			for i := range again {
+				if want := 1 + float64(grads[i]); math.Abs(float64(again[i])-want) > 1e-6*(1+math.Abs(want)) {
+					t.Fatalf("param grad %d with dx=nil added to 1: %v, want %v", i, again[i], want)
+				}
+			}
+		})
+	}
+}
+
+func TestLayerShapes(t *testing.T) {
+	for _, tc := range []struct {
+		l           Layer
+		in, out, np int
+	}{
+		{NewConv2D(1, 28, 28, 6, 5, 2), 784, 6 * 28 * 28, 156},
+		{NewConv2D(6, 14, 14, 16, 5, 0), 6 * 14 * 14, 16 * 10 * 10, 2416},
+		{NewMaxPool2D(6, 28, 28, 2), 6 * 28 * 28, 6 * 14 * 14, 0},
+		{NewAvgPool2D(1, 5, 5, 2), 25, 4, 0},
+		{NewDense(400, 120), 400, 120, 48120},
+	} {
+		if tc.l.InSize() != tc.in || tc.l.OutSize() != tc.out || tc.l.NumParams() != tc.np {
+			t.Errorf("%T: in %d out %d params %d, want %d %d %d", tc.l, tc.l.InSize(), tc.l.OutSize(), tc.l.NumParams(), tc.in, tc.out, tc.np)
+		}
+	}
+}
+
+// TestSoftmaxCrossEntropy checks the loss against a direct float64
+// evaluation, the gradient against finite differences, and stability for
+// logits far beyond float32 exp's range.
+func TestSoftmaxCrossEntropy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n, k = 4, 10
+	z := randSlice(rng, n*k)
+	labels := []int32{0, 9, 3, 3}
+	d := make([]float32, n*k)
+	loss, _ := SoftmaxCrossEntropy(z, labels, n, k, d, 1)
+	var want float64
+	for e := 0; e < n; e++ {
+		var s float64
+		for j := 0; j < k; j++ {
+			s += math.Exp(float64(z[e*k+j]))
+		}
+		want += -math.Log(math.Exp(float64(z[e*k+int(labels[e])])) / s)
+	}
+	if math.Abs(loss-want) > 1e-9*want {
+		t.Fatalf("loss %v, want %v", loss, want)
+	}
+	const eps = 1e-2
+	for i := range z {
+		old := z[i]
+		z[i] = old + eps
+		up, _ := SoftmaxCrossEntropy(z, labels, n, k, nil, 1)
+		z[i] = old - eps
+		down, _ := SoftmaxCrossEntropy(z, labels, n, k, nil, 1)
+		z[i] = old
+		if num := (up - down) / (2 * eps); math.Abs(num-float64(d[i])) > 1e-4 {
+			t.Errorf("dlogit %d: %v, finite difference %v", i, d[i], num)
+		}
+	}
+	big := []float32{1e4, -1e4, 0, 3e4}
+	l, c := SoftmaxCrossEntropy(big, []int32{0, 0}, 2, 2, d[:4], 0.5)
+	if math.IsNaN(l) || math.IsInf(l, 0) || math.Abs(l-(0+3e4)) > 1e-6 || c != 1 {
+		t.Fatalf("large logits: loss %v correct %d, want 30000 and 1", l, c)
+	}
+	for _, g := range d[:4] {
+		if math.IsNaN(float64(g)) {
+			t.Fatalf("large logits: NaN gradient %v", d[:4])
+		}
+	}
+}
+
+func TestBinaryLogistic(t *testing.T) {
+	z := []float32{0.3, -1.2, 2.5, 0, 40, -40, 800}
+	for _, labels := range [][]float32{{1, -1, -1, 1, 1, 1, -1}, {1, 0, 0, 1, 1, 1, 0}} {
+		t.Run(fmt.Sprint(labels), func(t *testing.T) {
+			n := len(z)
+			dz := make([]float32, n)
+			loss, correct := BinaryLogistic(z, labels, n, dz, 1)
+			var want float64
+			wantCorrect := 0
+			for i := range z {
+				y := 1.0
+				if labels[i] <= 0 {
+					y = -1
+				}
+				m := y * float64(z[i])
+				if m > 0 {
+					wantCorrect++
+				}
+				if m > -30 {
+					want += math.Log(1 + math.Exp(-m))
+				} else {
+					want += -m // log(1+e^-m) = -m + log(1+e^m), e^m negligible
+				}
+			}
+			if math.Abs(loss-want) > 1e-9*want || correct != wantCorrect {
+				t.Fatalf("loss %v correct %d, want %v %d", loss, correct, want, wantCorrect)
+			}
+			const eps = 1e-3
+			for i := range z[:5] {
+				old := z[i]
+				z[i] = old + eps
+				up, _ := BinaryLogistic(z, labels, n, nil, 1)
+				z[i] = old - eps
+				down, _ := BinaryLogistic(z, labels, n, nil, 1)
+				z[i] = old
+				if num := (up - down) / (2 * eps); math.Abs(num-float64(dz[i])) > 1e-4 {
+					t.Errorf("dz %d: %v, finite difference %v", i, dz[i], num)
+				}
+			}
+			for i, g := range dz {
+				if math.IsNaN(float64(g)) || math.Abs(float64(g)) > 1 {
+					t.Errorf("dz %d = %v for z = %v", i, g, z[i])
+				}
+			}
+		})
+	}
+}

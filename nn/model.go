@@ -1,0 +1,325 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+)
+
+// Model is a classifier whose parameters all live in one flat float32
+// buffer and whose gradients live in another with the same layout, so that
+// an optimizer updates it with one call and a collective moves it in one
+// message.
+type Model interface {
+	Name() string
+	InputDim() int
+	Classes() int
+	// Params is the flat parameter buffer (a view; optimizers update it in place).
+	Params() []float32
+	// Grads is the flat gradient buffer, laid out like Params.
+	Grads() []float32
+	// ForwardBackward computes the mean loss over the batch and writes the
+	// mean gradient into Grads(). x holds n×InputDim() floats and labels n
+	// class ids in [0, Classes()).
+	ForwardBackward(x []float32, labels []int32, n int) (loss float64, err error)
+	// Evaluate returns the summed loss and the number correct over n
+	// examples, without touching Grads(). It panics on a label outside
+	// [0, Classes()): data are validated before they reach a model.
+	Evaluate(x []float32, labels []int32, n int) (lossSum float64, correct int)
+}
+
+// Model names accepted by NewModel.
+const (
+	LeNet5  = "lenet"
+	Softmax = "softmax"
+)
+
+// ModelNames lists the names NewModel accepts.
+var ModelNames = []string{LeNet5, Softmax}
+
+// DefaultShards is how many parts a batch is split into. Each part runs on
+// its own goroutine when GOMAXPROCS > 1 and in turn otherwise; the partial
+// gradients are summed in part order, so a seed gives the same bits
+// whatever GOMAXPROCS is.
+const DefaultShards = 2
+
+// NewModel returns a freshly initialised model ("lenet" or "softmax"); the
+// same seed gives the same parameters, bit for bit.
+func NewModel(name string, seed int64) (Model, error) {
+	return NewModelShards(name, seed, DefaultShards)
+}
+
+// NewModelShards is NewModel with the number of batch parts set (≥ 1); see
+// DefaultShards. Different part counts sum in different orders, so they
+// agree only to rounding.
+func NewModelShards(name string, seed int64, shards int) (Model, error) {
+	if shards < 1 {
+		return nil, fmt.Errorf("nn: %d batch shards: want at least 1", shards)
+	}
+	var build func() []Layer
+	switch name {
+	case LeNet5:
+		build = lenetLayers
+	case Softmax:
+		build = softmaxLayers
+	default:
+		return nil, fmt.Errorf("nn: unknown model %q: want one of %v", name, ModelNames)
+	}
+	return newNet(name, build, seed, shards), nil
+}
+
+// lenetLayers is LeNet-5 for 28×28 inputs: conv 5×5×6 pad 2 → ReLU →
+// max-pool 2 → conv 5×5×16 → ReLU → max-pool 2 → dense 120 → ReLU →
+// dense 84 → ReLU → dense 10; 61,706 parameters.
+func lenetLayers() []Layer {
+	c1 := NewConv2D(1, 28, 28, 6, 5, 2)
+	c2 := NewConv2D(6, 14, 14, 16, 5, 0)
+	out := NewDense(84, 10)
+	out.WeightInit = Glorot
+	return []Layer{
+		c1, NewReLU(6 * 28 * 28), NewMaxPool2D(6, 28, 28, 2),
+		c2, NewReLU(16 * 10 * 10), NewMaxPool2D(16, 10, 10, 2),
+		NewFlatten(16 * 5 * 5),
+		NewDense(400, 120), NewReLU(120),
+		NewDense(120, 84), NewReLU(84),
+		out,
+	}
+}
+
+// softmaxLayers is multinomial logistic regression 784 → 10; 7,850 parameters.
+func softmaxLayers() []Layer {
+	d := NewDense(784, 10)
+	d.WeightInit = Glorot
+	return []Layer{d}
+}
+
+// net is a sequential classifier ending in softmax cross-entropy. Each
+// shard is a full copy of the layer stack (their own scratch and
+// activations) bound to the shared parameters and to its own gradient
+// buffer; shard 0's gradient buffer is the model's.
+type net struct {
+	name           string
+	inDim, classes int
+	params, grads  []float32
+	shards         []*shard
+	workers        bool // shards 1.. have goroutines
+}
+
+type shard struct {
+	layers []Layer
+	grads  []float32
+	acts   [][]float32 // acts[i] is the output of layers[i]
+	dacts  [][]float32 // dacts[i] is the gradient at the output of layers[i]
+	capN   int         // examples the buffers hold
+
+	// The job: set by the caller before signalling start.
+	x      []float32
+	labels []int32
+	n      int
+	train  bool
+	scale  float32
+	loss   float64
+	right  int
+
+	start, done chan struct{}
+}
+
+func newNet(name string, build func() []Layer, seed int64, nshards int) *net {
+	m := &net{name: name}
+	proto := build()
+	m.inDim, m.classes = proto[0].InSize(), proto[len(proto)-1].OutSize()
+	total := 0
+	for _, l := range proto {
+		total += l.NumParams()
+	}
+	m.params = make([]float32, total)
+	for i := 0; i < nshards; i++ {
+		layers := proto
+		if i > 0 {
+			layers = build()
+		}
+		s := &shard{layers: layers, grads: make([]float32, total)}
+		if i == 0 {
+			m.grads = s.grads
+		}
+		off := 0
+		for _, l := range layers {
+			np := l.NumParams()
+			l.Bind(m.params[off:off+np:off+np], s.grads[off:off+np:off+np])
+			off += np
+		}
+		m.shards = append(m.shards, s)
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e6e2d696e6974)) // "nn-init"
+	for _, l := range proto {
+		l.Init(rng)
+	}
+	if nshards > 1 {
+		m.workers = true
+		chans := make([]chan struct{}, 0, nshards-1)
+		for _, s := range m.shards[1:] {
+			s.start, s.done = make(chan struct{}), make(chan struct{})
+			chans = append(chans, s.start)
+			go s.serve()
+		}
+		// The workers hold only their shard, so the model can become
+		// unreachable; then their start channels are closed and they exit.
+		runtime.AddCleanup(m, func(cs []chan struct{}) {
+			for _, c := range cs {
+				close(c)
+			}
+		}, chans)
+	}
+	return m
+}
+
+func (m *net) Name() string      { return m.name }
+func (m *net) InputDim() int     { return m.inDim }
+func (m *net) Classes() int      { return m.classes }
+func (m *net) Params() []float32 { return m.params }
+func (m *net) Grads() []float32  { return m.grads }
+
+func (s *shard) serve() {
+	for range s.start {
+		s.run()
+		s.done <- struct{}{}
+	}
+}
+
+// reserve sizes the activation buffers for n examples (once, in warm-up).
+func (s *shard) reserve(n int) {
+	if n <= s.capN {
+		return
+	}
+	s.acts = s.acts[:0]
+	s.dacts = s.dacts[:0]
+	for _, l := range s.layers {
+		s.acts = append(s.acts, make([]float32, n*l.OutSize()))
+		s.dacts = append(s.dacts, make([]float32, n*l.OutSize()))
+	}
+	s.capN = n
+}
+
+// run does the shard's job: forward, loss, and for training backward into
+// s.grads (which it zeroes first).
+func (s *shard) run() {
+	s.loss, s.right = 0, 0
+	if s.train {
+		clear(s.grads)
+	}
+	if s.n == 0 {
+		return
+	}
+	s.reserve(s.n)
+	in := s.x
+	for i, l := range s.layers {
+		l.Forward(s.acts[i], in, s.n)
+		in = s.acts[i]
+	}
+	last := len(s.layers) - 1
+	k := s.layers[last].OutSize()
+	var dl []float32
+	if s.train {
+		dl = s.dacts[last]
+	}
+	s.loss, s.right = SoftmaxCrossEntropy(s.acts[last][:s.n*k], s.labels, s.n, k, dl, s.scale)
+	if !s.train {
+		return
+	}
+	for i := last; i >= 0; i-- {
+		x := s.x
+		var dx []float32
+		if i > 0 {
+			x = s.acts[i-1]
+			dx = s.dacts[i-1]
+		}
+		s.layers[i].Backward(dx, s.dacts[i], x, s.acts[i], s.n)
+	}
+}
+
+// dispatch splits n examples over the shards (contiguous, sizes differing
+// by at most one), runs them, and waits for all.
+func (m *net) dispatch(x []float32, labels []int32, n int, train bool, scale float32) {
+	ns := len(m.shards)
+	off := 0
+	for i, s := range m.shards {
+		c := n / ns
+		if i < n%ns {
+			c++
+		}
+		s.x, s.labels, s.n, s.train, s.scale = x[off*m.inDim:(off+c)*m.inDim], labels[off:off+c], c, train, scale
+		off += c
+	}
+	parallel := m.workers && runtime.GOMAXPROCS(0) > 1
+	if parallel {
+		for _, s := range m.shards[1:] {
+			s.start <- struct{}{}
+		}
+	} else {
+		for _, s := range m.shards[1:] {
+			s.run()
+		}
+	}
+	m.shards[0].run()
+	if parallel {
+		for _, s := range m.shards[1:] {
+			<-s.done
+		}
+	}
+}
+
+func (m *net) check(x []float32, labels []int32, n int) error {
+	if n <= 0 {
+		return fmt.Errorf("nn: %s: batch of %d examples: want at least 1", m.name, n)
+	}
+	if len(x) < n*m.inDim || len(labels) < n {
+		return fmt.Errorf("nn: %s: batch of %d needs %d inputs and %d labels, got %d and %d",
+			m.name, n, n*m.inDim, n, len(x), len(labels))
+	}
+	for i, y := range labels[:n] {
+		if y < 0 || int(y) >= m.classes {
+			return fmt.Errorf("nn: %s: label %d of example %d is outside [0, %d)", m.name, y, i, m.classes)
+		}
+	}
+	return nil
+}
+
+func (m *net) ForwardBackward(x []float32, labels []int32, n int) (float64, error) {
+	if err := m.check(x, labels, n); err != nil {
+		return 0, err
+	}
+	m.dispatch(x, labels, n, true, 1/float32(n))
+	loss := m.shards[0].loss
+	for _, s := range m.shards[1:] {
+		loss += s.loss
+		for i, g := range s.grads {
+			m.grads[i] += g
+		}
+	}
+	return loss / float64(n), nil
+}
+
+// evalChunk bounds the examples per shard per pass in Evaluate, keeping
+// its activation buffers near a training batch's.
+const evalChunk = 256
+
+func (m *net) Evaluate(x []float32, labels []int32, n int) (float64, int) {
+	if n == 0 {
+		return 0, 0
+	}
+	if err := m.check(x, labels, n); err != nil {
+		panic(err)
+	}
+	var loss float64
+	correct := 0
+	step := evalChunk * len(m.shards)
+	for off := 0; off < n; off += step {
+		c := min(step, n-off)
+		m.dispatch(x[off*m.inDim:], labels[off:], c, false, 0)
+		for _, s := range m.shards {
+			loss += s.loss
+			correct += s.right
+		}
+	}
+	return loss, correct
+}
