@@ -34,6 +34,10 @@ type Batch struct {
 	RowPtr  []int32   // sparse: len Size+1; row r is Indices[RowPtr[r]:RowPtr[r+1]]
 	Indices []int32
 	Values  []float32
+
+	// Epoch and Step locate a batch made by a Pipeline: the epoch number
+	// and the batch's index within that epoch.
+	Epoch, Step int
 }
 
 // IntLabels writes the labels as int32 class ids into dst (grown if short)
