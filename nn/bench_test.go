@@ -1,34 +1,73 @@
 package nn
 
 import (
+	"runtime"
 	"testing"
 )
 
-// benchTrainStep measures ForwardBackward plus an SGD-momentum update on a
-// fixed batch, the per-step work of training, and reports examples/s.
-func benchTrainStep(b *testing.B, name string, batch int) {
+// newStepper returns a model, an SGD-momentum optimizer and a fixed batch:
+// the per-step work of training.
+func newStepper(tb testing.TB, name string, batch int) func() {
 	m, err := NewModel(name, 1)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	_ = 0
+	opt, err := NewOptimizer(SGD, OptimizerConfig{LR: 0.01, Momentum: 0.9, Params: len(m.Params())})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	x, labels := testBatch(1, batch, m.InputDim(), m.Classes())
-	if _, err := m.ForwardBackward(x, labels, batch); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
+	return func() {
 		if _, err := m.ForwardBackward(x, labels, batch); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
+		opt.Step(m.Params(), m.Grads())
+	}
+}
 
+// TestTrainStepAllocs: after the first step sized the buffers, a training
+// step (both shards, sequential or parallel) and an evaluation allocate nothing.
+func TestTrainStepAllocs(t *testing.T) {
+	for _, name := range ModelNames {
+		step := newStepper(t, name, 64)
+		step()
+		if a := testing.AllocsPerRun(20, step); a != 0 {
+			t.Errorf("%s: %v allocations per training step", name, a)
+		}
+	}
+	// AllocsPerRun runs with GOMAXPROCS 1; count the parallel path by hand.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	step := newStepper(t, LeNet5, 64)
+	step()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 20 {
+		step()
+	}
+	runtime.ReadMemStats(&after)
+	if a := after.Mallocs - before.Mallocs; a != 0 {
+		t.Errorf("lenet, GOMAXPROCS 2: %d allocations in 20 training steps", a)
+	}
+	m, _ := NewModel(LeNet5, 1)
+	x, labels := testBatch(1, 1000, 784, 10)
+	m.Evaluate(x, labels, 1000)
+	if a := testing.AllocsPerRun(3, func() { m.Evaluate(x, labels, 1000) }); a != 0 {
+		t.Errorf("Evaluate: %v allocations per call", a)
+	}
+}
+
+func benchTrainStep(b *testing.B, name string, batch int) {
+	step := newStepper(b, name, batch)
+	step()
+	b.ReportAllocs()
+	for b.Loop() {
+		step()
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "examples/s")
 }
 
-func BenchmarkLeNetTrainStep(b *testing.B)   { benchTrainStep(b, LeNet5, 64) }
+// BenchmarkLeNetTrainStep: batch 64, as the PyTorch anchor.
+func BenchmarkLeNetTrainStep(b *testing.B) { benchTrainStep(b, LeNet5, 64) }
+
+// BenchmarkSoftmaxTrainStep: batch 100, as the PyTorch anchor.
 func BenchmarkSoftmaxTrainStep(b *testing.B) { benchTrainStep(b, Softmax, 100) }
