@@ -1,0 +1,156 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// AllReduceFloat32 reduces buf element-wise across all ranks, in place: on
+// return every rank holds the same bits.
+func (c *Comm) AllReduceFloat32(ctx context.Context, buf []float32, op Op) error {
+	return allReduce(ctx, c, buf, op, Float32)
+}
+
+// AllReduceFloat64 is AllReduceFloat32 for float64.
+func (c *Comm) AllReduceFloat64(ctx context.Context, buf []float64, op Op) error {
+	return allReduce(ctx, c, buf, op, Float64)
+}
+
+// AllReduceInt64 is AllReduceFloat32 for int64 (Avg truncates).
+func (c *Comm) AllReduceInt64(ctx context.Context, buf []int64, op Op) error {
+	return allReduce(ctx, c, buf, op, Int64)
+}
+
+// AlgoFor returns the algorithm an all-reduce of nbytes uses.
+func (c *Comm) AlgoFor(nbytes int) Algo {
+	if c.opts.Algo != Auto {
+		return c.opts.Algo
+	}
+	if nbytes <= c.opts.SmallBytes {
+		return Tree
+	}
+	return Ring
+}
+
+func allReduce[T number](ctx context.Context, c *Comm, buf []T, rop Op, dt DType) error {
+	if rop < 0 || rop >= opEnd {
+		return fmt.Errorf("collective: all-reduce with unknown op %d", int(rop))
+	}
+	esize := dt.Size()
+	kind := KindAllReduceRing
+	if c.AlgoFor(len(buf)*esize) == Tree {
+		kind = KindAllReduceTree
+	}
+	o, octx, cancel, err := c.begin(ctx, kind, dt, rop, len(buf))
+	if err != nil {
+		return err
+	}
+	n, rank := c.Size(), c.Rank()
+	raw := asBytes(buf)
+	chunk := c.opts.ChunkBytes / esize
+	switch {
+	case n == 1:
+	case kind == KindAllReduceRing:
+		err = o.runLinear(octx, planRing(n, rank, segments(len(buf), n), chunk, true), raw, esize, folder[T](rop))
+	default:
+		err = o.runRecDoubling(octx, planRecDoubling(n, rank), raw, len(buf), chunk, esize, folder[T](rop))
+	}
+	if err == nil && rop == Avg && n > 1 {
+		divide(buf, n)
+	}
+	return c.end(o, cancel, err)
+}
+
+// runRecDoubling executes a recursive-doubling plan over the whole buffer
+// (cut into frames of at most chunk elements).
+func (o *op) runRecDoubling(ctx context.Context, steps []rdStep, raw []byte, length, chunk, esize int, fn foldFunc) error {
+	cs := chunks(span{0, length}, chunk)
+	bytesOf := func(sp span) []byte { return raw[sp.off*esize : (sp.off+sp.n)*esize] }
+	sendAll := func(ctx context.Context, peer int, sent *progress) error {
+		for _, sp := range cs {
+			if err := o.send(ctx, peer, sp, bytesOf(sp)); err != nil {
+				return err
+			}
+			if sent != nil {
+				sent.advance()
+			}
+		}
+		return nil
+	}
+	recvAll := func(ctx context.Context, st rdStep, sent *progress) error {
+		for i, sp := range cs {
+			f, err := o.recv(ctx, st.peer, sp, esize)
+			if err != nil {
+				return err
+			}
+			if sent != nil {
+				// Fold chunk i only once it left: the send reads the old value.
+				if err := sent.waitFor(ctx, i); err != nil {
+					f.Release()
+					return err
+				}
+			}
+			if st.move == rdRecvCopy {
+				copy(bytesOf(sp), f.Payload)
+			} else {
+				fn(bytesOf(sp), f.Payload, st.peerFirst)
+			}
+			f.Release()
+		}
+		return nil
+	}
+	for _, st := range steps {
+		var err error
+		switch st.move {
+		case rdSend:
+			err = sendAll(ctx, st.peer, nil)
+		case rdRecvFold, rdRecvCopy:
+			err = recvAll(ctx, st, nil)
+		case rdExchange:
+			if len(cs) == 1 {
+				// One small frame: the peer's reader always drains it, so
+				// sending before receiving cannot deadlock.
+				if err = sendAll(ctx, st.peer, nil); err == nil {
+					err = recvAll(ctx, st, nil)
+				}
+				break
+			}
+			err = o.exchange(ctx, st, sendAll, recvAll)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *op) exchange(ctx context.Context, st rdStep,
+	sendAll func(context.Context, int, *progress) error,
+	recvAll func(context.Context, rdStep, *progress) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sent := newProgress()
+	var wg sync.WaitGroup
+	var sendErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if sendErr = sendAll(ctx, st.peer, sent); sendErr != nil {
+			cancel()
+		}
+	}()
+	recvErr := recvAll(ctx, st, sent)
+	if recvErr != nil {
+		cancel()
+	}
+	wg.Wait()
+	if recvErr != nil && errors.Is(sendErr, context.Canceled) {
+		sendErr = nil
+	}
+	if sendErr != nil && errors.Is(recvErr, context.Canceled) {
+		recvErr = nil
+	}
+	return errors.Join(recvErr, sendErr)
+}

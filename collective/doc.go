@@ -1,0 +1,36 @@
+// Package collective runs collective operations (all-reduce, broadcast,
+// barrier, all-gather, sparse all-gather) and tagged point-to-point messages
+// among the N ranks of a training cluster, with no parameter server.
+//
+// The package is split the way KungFu splits it:
+//
+//   - schedule.go holds pure functions that say which chunk goes to whom and
+//     in what order (ring, recursive doubling, chain, dissemination). They
+//     are unit-tested by simulating all ranks without any transport.
+//   - A Transport only moves framed bytes to and from a rank. Two exist: the
+//     in-memory MemNetwork here (which can drop and cut links, for tests) and
+//     the libp2p one in collective/p2p.
+//   - Comm executes schedules over a Transport.
+//
+// Invariants:
+//
+//   - Every frame carries a Header: operation kind, sequence number, dtype,
+//     reduction op, total element count and chunk offset. A receiver checks
+//     the header against what it expects before touching the payload; a
+//     mismatch (different length, different operation order, different
+//     algorithm) is an error on every rank naming both ranks and both shapes:
+//     the rank that detects it aborts the communicator, which tells every
+//     other rank why.
+//   - Payload lengths read from the wire are bounded (MaxFrame) before any
+//     allocation.
+//   - Every wait runs under Options.Timeout. A timed-out wait, a reset link or
+//     a peer that died is an error naming the rank waited on and the
+//     operation; a failing rank aborts the others so nobody hangs.
+//   - Each element of a result is reduced in one fixed order, so results are
+//     bitwise identical on all ranks and from run to run.
+//   - After any failed collective the Comm is broken: later collectives fail
+//     at once, since the ranks no longer agree on the frame sequence.
+//
+// Payloads are the in-memory bytes of the slices (little-endian hosts only;
+// New refuses a big-endian host), so no element is encoded one by one.
+package collective

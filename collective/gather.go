@@ -1,0 +1,83 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+)
+
+// AllGatherV returns every rank's local payload, indexed by rank; lengths
+// may differ. The results are views into one buffer owned by the caller.
+// Lengths are exchanged first, and their total is checked against
+// Options.MaxGatherBytes before the buffer is allocated.
+func (c *Comm) AllGatherV(ctx context.Context, local []byte) ([][]byte, error) {
+	n, rank := c.Size(), c.Rank()
+	o, octx, cancel, err := c.begin(ctx, KindGatherLens, Int64, Sum, n)
+	if err != nil {
+		return nil, err
+	}
+	out, err := o.allGatherV(octx, n, rank, local)
+	return out, c.end(o, cancel, err)
+}
+
+func (o *op) allGatherV(ctx context.Context, n, rank int, local []byte) ([][]byte, error) {
+	lens := make([]int64, n)
+	lens[rank] = int64(len(local))
+	if err := o.runLinear(ctx, planRing(n, rank, segments(n, n), 1, false), asBytes(lens), 8, nil); err != nil {
+		return nil, err
+	}
+	var total int64
+	segs := make([]span, n)
+	for r, l := range lens {
+		if l < 0 || l > o.c.opts.MaxGatherBytes || total+l > o.c.opts.MaxGatherBytes {
+			return nil, fmt.Errorf("all-gather: rank %d announced %d bytes, over the %d-byte MaxGatherBytes limit in total", r, l, o.c.opts.MaxGatherBytes)
+		}
+		segs[r] = span{int(total), int(l)}
+		total += l
+	}
+	buf := make([]byte, total)
+	copy(buf[segs[rank].off:], local)
+	o.hdr.Kind, o.hdr.DType, o.hdr.Count = KindAllGatherV, Bytes, uint64(total)
+	if err := o.runLinear(ctx, planRing(n, rank, segs, o.c.opts.ChunkBytes, false), buf, 1, nil); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, n)
+	for r, s := range segs {
+		out[r] = buf[s.off : s.off+s.n : s.off+s.n]
+	}
+	return out, nil
+}
+
+// SparseAllGather gathers every rank's (index, value) pairs in one
+// all-gather (indices and values packed together, one round of latency).
+// idx and val must have the same length on each rank.
+func (c *Comm) SparseAllGather(ctx context.Context, idx []int32, val []float32) (idxs [][]int32, vals [][]float32, err error) {
+	if len(idx) != len(val) {
+		return nil, nil, fmt.Errorf("collective: sparse all-gather with %d indices but %d values", len(idx), len(val))
+	}
+	packed := make([]byte, 8*len(idx))
+	if len(idx) > 0 {
+		copy(packed, unsafe.Slice((*byte)(unsafe.Pointer(&idx[0])), 4*len(idx)))
+		copy(packed[4*len(idx):], asBytes(val))
+	}
+	blocks, err := c.AllGatherV(ctx, packed)
+	if err != nil {
+		return nil, nil, err
+	}
+	idxs, vals = make([][]int32, len(blocks)), make([][]float32, len(blocks))
+	for r, b := range blocks {
+		if len(b)%8 != 0 {
+			return nil, nil, fmt.Errorf("collective: sparse all-gather: rank %d sent %d bytes, not whole (int32, float32) pairs", r, len(b))
+		}
+		k := len(b) / 8
+		if k == 0 {
+			idxs[r], vals[r] = []int32{}, []float32{}
+			continue
+		}
+		// Blocks start at multiples of 8 in an 8-aligned buffer, so the
+		// views are aligned.
+		idxs[r] = unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), k)
+		vals[r] = viewAs[float32](b[4*k:])
+	}
+	return idxs, vals, nil
+}

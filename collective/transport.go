@@ -1,0 +1,215 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Channel selects which of a link's two inbound queues Recv reads:
+// collective frames (which an abort from any rank interrupts) or
+// point-to-point frames (which only the link's own failure interrupts).
+type Channel int
+
+// Inbound channels.
+const (
+	Collective Channel = iota
+	PointToPoint
+)
+
+// Transport moves frames between the ranks of one cluster. Frames from one
+// rank to another arrive in the order they were sent.
+type Transport interface {
+	// Rank is this process's rank in [0, Size()).
+	Rank() int
+	// Size is the number of ranks.
+	Size() int
+	// MaxFrame is the largest payload Send accepts and Recv can return.
+	MaxFrame() int
+	// Send writes one frame (h with Len set from payload) to rank to. It
+	// returns once payload may be reused. Safe for concurrent use; frames to
+	// one rank are written one at a time. A ctx that ends mid-write may
+	// leave the link unusable.
+	Send(ctx context.Context, to int, h Header, payload []byte) error
+	// Recv returns the next frame from rank from on channel ch; the caller
+	// releases it. It fails when ctx ends, when the link from that rank went
+	// down, and (for Collective) when any rank aborted.
+	Recv(ctx context.Context, from int, ch Channel) (Frame, error)
+	// Close says goodbye to every peer and releases the transport.
+	Close() error
+}
+
+// PeerError reports that a rank's link failed or that the rank aborted.
+type PeerError struct {
+	Rank   int
+	Reason string // "aborted: ..." or "link down: ..."
+	Err    error
+}
+
+func (e *PeerError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("rank %d %s: %v", e.Rank, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("rank %d %s", e.Rank, e.Reason)
+}
+
+func (e *PeerError) Unwrap() error { return e.Err }
+
+// ErrClosed is returned by operations on a closed transport.
+var ErrClosed = errors.New("collective: transport closed")
+
+// inboxDepth is how many frames per link and channel wait for the executor
+// before the link's reader blocks (and the sender feels back-pressure).
+const inboxDepth = 8
+
+// Inbox queues the frames a transport's readers receive until the executor
+// asks for them, and turns abort frames and lost links into errors that wake
+// every waiting collective. Both transports use it.
+type Inbox struct {
+	links     []*inLink
+	closed    chan struct{}
+	closeOnce sync.Once
+	abortOnce sync.Once
+	aborted   chan struct{}
+	abortErr  error
+}
+
+type inLink struct {
+	coll, p2p chan Frame
+	mu        sync.Mutex
+	bye       bool
+	down      chan struct{}
+	downErr   error
+}
+
+// NewInbox returns an inbox for n ranks.
+func NewInbox(n int) *Inbox {
+	ib := &Inbox{links: make([]*inLink, n), closed: make(chan struct{}), aborted: make(chan struct{})}
+	for i := range ib.links {
+		ib.links[i] = &inLink{coll: make(chan Frame, inboxDepth), p2p: make(chan Frame, inboxDepth), down: make(chan struct{})}
+	}
+	return ib
+}
+
+// Deliver hands a frame read from rank from to the executor, blocking while
+// that queue is full. Abort and bye frames are consumed here.
+func (ib *Inbox) Deliver(ctx context.Context, from int, f Frame) error {
+	l := ib.links[from]
+	var q chan Frame
+	switch f.Kind {
+	case KindAbort:
+		ib.abort(&PeerError{Rank: from, Reason: "aborted", Err: errors.New(string(f.Payload))})
+		f.Release()
+		return nil
+	case KindBye:
+		l.mu.Lock()
+		l.bye = true
+		l.mu.Unlock()
+		f.Release()
+		return nil
+	case KindP2P:
+		q = l.p2p
+	default:
+		q = l.coll
+	}
+	select {
+	case q <- f:
+		return nil
+	case <-ib.closed:
+		f.Release()
+		return ErrClosed
+	case <-ctx.Done():
+		f.Release()
+		return ctx.Err()
+	}
+}
+
+// LinkDown records that the link from rank from ended. Unless that rank said
+// goodbye first, it counts as the rank failing and aborts collectives.
+func (ib *Inbox) LinkDown(from int, err error) {
+	l := ib.links[from]
+	l.mu.Lock()
+	select {
+	case <-l.down:
+		l.mu.Unlock()
+		return
+	default:
+	}
+	bye := l.bye
+	if bye {
+		l.downErr = &PeerError{Rank: from, Reason: "closed its communicator"}
+	} else {
+		l.downErr = &PeerError{Rank: from, Reason: "link down", Err: err}
+	}
+	close(l.down)
+	l.mu.Unlock()
+	if !bye {
+		ib.abort(l.downErr)
+	}
+}
+
+func (ib *Inbox) abort(err error) {
+	ib.abortOnce.Do(func() {
+		ib.abortErr = err
+		close(ib.aborted)
+	})
+}
+
+// Aborted returns the first abort seen, or nil.
+func (ib *Inbox) Aborted() error {
+	select {
+	case <-ib.aborted:
+		return ib.abortErr
+	default:
+		return nil
+	}
+}
+
+// Recv implements Transport.Recv.
+func (ib *Inbox) Recv(ctx context.Context, from int, ch Channel) (Frame, error) {
+	l := ib.links[from]
+	q, aborted := l.coll, ib.aborted
+	if ch == PointToPoint {
+		q, aborted = l.p2p, nil
+	}
+	select {
+	case f := <-q:
+		return f, nil
+	default:
+	}
+	select {
+	case f := <-q:
+		return f, nil
+	case <-aborted:
+		return Frame{}, ib.abortErr
+	case <-l.down:
+		select {
+		case f := <-q:
+			return f, nil
+		default:
+		}
+		return Frame{}, l.downErr
+	case <-ib.closed:
+		return Frame{}, ErrClosed
+	case <-ctx.Done():
+		return Frame{}, ctx.Err()
+	}
+}
+
+// Close wakes every waiter with ErrClosed and frees queued frames.
+func (ib *Inbox) Close() {
+	ib.closeOnce.Do(func() { close(ib.closed) })
+	for _, l := range ib.links {
+		for _, q := range []chan Frame{l.coll, l.p2p} {
+			for drained := false; !drained; {
+				select {
+				case f := <-q:
+					f.Release()
+				default:
+					drained = true
+				}
+			}
+		}
+	}
+}
