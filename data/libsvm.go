@@ -1,0 +1,242 @@
+package data
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+)
+
+// The libsvm / svmlight text format, one example per line:
+//
+//	<label> <index>:<value> <index>:<value> ... [# comment]
+//
+// Labels are -1/+1 (or 0/1). Indices are 1-based by default, as libsvm and
+// svmlight write them, so "1:0.5" is feature 0; set SparseOptions.ZeroBased
+// for files whose indices start at 0. Indices should be ascending, as the
+// format requires; a line that is not sorted is sorted, a repeated index is
+// an error. svmlight's "qid:<n>" token is accepted and ignored; blank lines
+// and lines holding only a comment are skipped (but still counted, so error
+// line numbers match an editor's).
+
+// maxLibSVMLine bounds a line, so a file without newlines cannot exhaust
+// memory: 64 MB is millions of features on one line.
+const maxLibSVMLine = 64 << 20
+
+// LibSVMReader is a Source over libsvm text. The returned Example's slices
+// are reused by the next call.
+type LibSVMReader struct {
+	sc      *bufio.Scanner
+	name    string
+	opts    SparseOptions
+	line    int
+	ex      Example
+	skipped int
+	closer  io.Closer
+}
+
+// NewLibSVMReader returns a Source over the libsvm text r; name identifies it
+// in errors.
+func NewLibSVMReader(r io.Reader, name string, opts SparseOptions) (*LibSVMReader, error) {
+	if err := opts.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLibSVMLine)
+	return &LibSVMReader{sc: sc, name: name, opts: opts}, nil
+}
+
+// Next returns the next example, io.EOF at the end, or a *RecordError naming
+// the file and line.
+func (l *LibSVMReader) Next(ctx context.Context) (Example, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return Example{}, err
+		}
+		if !l.sc.Scan() {
+			if err := l.sc.Err(); err != nil {
+				if errors.Is(err, bufio.ErrTooLong) {
+					err = fmt.Errorf("line longer than %d bytes: %w", maxLibSVMLine, err)
+				}
+				return Example{}, &RecordError{File: l.name, Unit: "line", Record: l.line + 1, Err: err}
+			}
+			return Example{}, io.EOF
+		}
+		l.line++
+		ok, err := parseLibSVMLine(l.sc.Bytes(), &l.ex, l.opts)
+		if err != nil {
+			rerr := &RecordError{File: l.name, Unit: "line", Record: l.line, Err: err}
+			if l.opts.SkipCorrupt {
+				l.skipped++
+				if l.opts.OnSkip != nil {
+					l.opts.OnSkip(rerr)
+				}
+				continue
+			}
+			return Example{}, rerr
+		}
+		if ok {
+			return l.ex, nil
+		}
+	}
+}
+
+// Skipped returns how many corrupt lines were skipped (SkipCorrupt).
+func (l *LibSVMReader) Skipped() int { return l.skipped }
+
+// Close closes the file if the reader was opened by OpenLibSVM.
+func (l *LibSVMReader) Close() error {
+	if l.closer == nil {
+		return nil
+	}
+	return l.closer.Close()
+}
+
+// OpenLibSVM returns an Opener for NewFilePipeline over libsvm files.
+func OpenLibSVM(opts SparseOptions) Opener {
+	return func(ctx context.Context, path string) (Source, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		r, err := NewLibSVMReader(f, path, opts)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		r.closer = f
+		return r, nil
+	}
+}
+
+// parseLibSVMLine parses one line into ex; false means a blank or comment
+// line.
+func parseLibSVMLine(line []byte, ex *Example, opts SparseOptions) (bool, error) {
+	if c := bytes.IndexByte(line, '#'); c >= 0 {
+		line = line[:c]
+	}
+	ex.Features = nil
+	ex.Indices, ex.Values = ex.Indices[:0], ex.Values[:0]
+	tok, rest := nextField(line)
+	if len(tok) == 0 {
+		return false, nil
+	}
+	label, err := strconv.ParseFloat(string(tok), 32)
+	if err != nil || (label != 1 && label != -1 && label != 0) {
+		return false, fmt.Errorf("label %q: want -1/+1 or 0/1", tok)
+	}
+	ex.Label = float32(label)
+	base := int64(1)
+	if opts.ZeroBased {
+		base = 0
+	}
+	for {
+		tok, rest = nextField(rest)
+		if len(tok) == 0 {
+			break
+		}
+		colon := bytes.IndexByte(tok, ':')
+		if colon < 0 {
+			return false, fmt.Errorf("token %q: want index:value", tok)
+		}
+		if string(tok[:colon]) == "qid" {
+			continue
+		}
+		i, err := strconv.ParseInt(string(tok[:colon]), 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("token %q: index is not an integer", tok)
+		}
+		if i-base < 0 || i-base >= int64(opts.Dim) {
+			return false, fmt.Errorf("index %d is outside [%d, %d] (%s); pass the right --features, or the 0-based option if the file counts from 0", i, base, int64(opts.Dim)-1+base, baseName(base))
+		}
+		v, err := strconv.ParseFloat(string(tok[colon+1:]), 32)
+		if errors.Is(err, strconv.ErrRange) {
+			return false, fmt.Errorf("token %q: value is outside float32's range", tok)
+		}
+		if err != nil {
+			return false, fmt.Errorf("token %q: value is not a number", tok)
+		}
+		ex.Indices = append(ex.Indices, int32(i-base))
+		ex.Values = append(ex.Values, float32(v))
+	}
+	if len(ex.Indices) == 0 {
+		ex.Indices, ex.Values = nil, nil
+		return true, nil
+	}
+	return true, finishSparse(ex, opts.Dim)
+}
+
+func baseName(base int64) string {
+	if base == 0 {
+		return "0-based"
+	}
+	return "1-based"
+}
+
+// nextField splits off the first whitespace-separated field of b.
+func nextField(b []byte) (field, rest []byte) {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r') {
+		i++
+	}
+	j := i
+	for j < len(b) && b[j] != ' ' && b[j] != '\t' && b[j] != '\r' {
+		j++
+	}
+	return b[i:j], b[j:]
+}
+
+// LibSVMWriter writes sparse examples as libsvm text lines.
+type LibSVMWriter struct {
+	w         io.Writer
+	zeroBased bool
+	buf       []byte
+}
+
+// NewLibSVMWriter returns a writer onto w (wrap files in a bufio.Writer);
+// indices are written 1-based unless zeroBased.
+func NewLibSVMWriter(w io.Writer, zeroBased bool) *LibSVMWriter {
+	return &LibSVMWriter{w: w, zeroBased: zeroBased}
+}
+
+// Write writes one sparse example as a line; labels are written as -1/+1
+// (0 becomes -1), values in the shortest form that reads back exactly.
+func (l *LibSVMWriter) Write(ex Example) error {
+	if len(ex.Indices) != len(ex.Values) {
+		return fmt.Errorf("libsvm: example has %d indices but %d values", len(ex.Indices), len(ex.Values))
+	}
+	b := l.buf[:0]
+	if ex.Label > 0 {
+		b = append(b, "+1"...)
+	} else {
+		b = append(b, "-1"...)
+	}
+	base := int64(1)
+	if l.zeroBased {
+		base = 0
+	}
+	for k, i := range ex.Indices {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(i)+base, 10)
+		b = append(b, ':')
+		if v := ex.Values[k]; v == 1 {
+			b = append(b, '1')
+		} else {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("libsvm: value %v of feature %d is not finite", v, i)
+			}
+			b = strconv.AppendFloat(b, float64(v), 'g', -1, 32)
+		}
+	}
+	b = append(b, '\n')
+	l.buf = b
+	if _, err := l.w.Write(b); err != nil {
+		return fmt.Errorf("libsvm: write: %w", err)
+	}
+	return nil
+}
