@@ -224,7 +224,9 @@ func TestPlanRecDoubling(t *testing.T) {
 			}
 		}
 		terms := strings.FieldsFunc(vals[0], func(c rune) bool { return c == '(' || c == ')' || c == '+' })
-		sort.Slice(terms, func(i, j int) bool { return len(terms[i]) < len(terms[j]) || len(terms[i]) == len(terms[j]) && terms[i] < terms[j] })
+		sort.Slice(terms, func(i, j int) bool {
+			return len(terms[i]) < len(terms[j]) || len(terms[i]) == len(terms[j]) && terms[i] < terms[j]
+		})
 		for i, term := range terms {
 			if term != fmt.Sprint(i) || len(terms) != n {
 				t.Fatalf("n=%d: result %s does not hold each rank once", n, vals[0])

@@ -1,0 +1,19 @@
+// Package p2p is the libp2p Transport of package collective.
+//
+// Each rank runs one libp2p host. Between every pair of ranks there is one
+// connection and, on it, one long-lived stream per direction (protocol
+// ProtocolID), opened once by New and reused by every collective; a reader
+// goroutine per inbound stream feeds a collective.Inbox.
+//
+// Security: TCP + yamux with TLS 1.3 by default; Noise or QUIC on request;
+// plaintext only when asked for explicitly (SecurityPlaintext, for trusted
+// networks: peer IDs are then claimed, not proven). An optional pnet
+// pre-shared key (TCP only) keeps non-members from even completing a
+// handshake.
+//
+// Membership is cryptographic: a connection gater admits only the peer IDs
+// of the cluster, and a stranger's connection is refused and logged, so it
+// can never inject a frame. Peer IDs come either from /p2p/ components in
+// the peer addresses or, for plain host:port entries (a TF_CONFIG), from the
+// cluster secret (see DeriveIdentity).
+package p2p

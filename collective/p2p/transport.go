@@ -1,0 +1,524 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/collective"
+)
+
+// ProtocolID names the collective stream protocol.
+const ProtocolID protocol.ID = "/meshtrain/collective/1.0.0"
+
+const (
+	// DefaultTimeout bounds New (connecting to every peer) and each Send.
+	DefaultTimeout = 60 * time.Second
+	protectTag     = "meshtrain-cluster"
+	dialRetry      = 100 * time.Millisecond
+)
+
+// Security is the channel security of the cluster's links.
+type Security string
+
+// Securities. Plaintext must be chosen explicitly.
+const (
+	SecurityTLS       Security = "tls"
+	SecurityNoise     Security = "noise"
+	SecurityQUIC      Security = "quic"
+	SecurityPlaintext Security = "plaintext"
+)
+
+// ParseSecurity parses tls, noise, quic or plaintext ("" means tls).
+func ParseSecurity(s string) (Security, error) {
+	switch Security(s) {
+	case "":
+		return SecurityTLS, nil
+	case SecurityTLS, SecurityNoise, SecurityQUIC, SecurityPlaintext:
+		return Security(s), nil
+	}
+	return "", fmt.Errorf("p2p: unknown security %q: want tls, noise, quic or plaintext", s)
+}
+
+// Config describes this rank and its cluster.
+type Config struct {
+	// Rank is this process's index into Peers.
+	Rank int
+	// Peers has one address per rank: "host:port", or a multiaddr such as
+	// /ip4/10.0.0.1/tcp/7000/p2p/12D3Koo… (QUIC: /ip4/…/udp/…/quic-v1/…).
+	Peers []string
+	// Security of the links (default TLS).
+	Security Security
+	// ClusterSecret derives the identity of every rank whose address has no
+	// /p2p/ part, and this rank's own key when Identity is nil.
+	ClusterSecret []byte
+	// Identity is this rank's key; nil derives it from ClusterSecret.
+	Identity crypto.PrivKey
+	// PSK, when set, is a 32-byte libp2p private-network key (TCP only).
+	PSK []byte
+	// Timeout bounds connecting in New and every Send.
+	Timeout time.Duration
+	// MaxFrame bounds an inbound frame's payload (default
+	// collective.DefaultMaxFrame).
+	MaxFrame int
+	// Logger receives refusals and link failures.
+	Logger *zap.Logger
+}
+
+// Transport is a collective.Transport over libp2p streams.
+type Transport struct {
+	cfg   Config
+	host  host.Host
+	ids   []peer.ID
+	ranks map[peer.ID]int
+	inbox *collective.Inbox
+	log   *zap.Logger
+	out   []*outLink
+	ctx   context.Context // ends on Close; bounds the readers
+	stop  context.CancelFunc
+
+	mu      sync.Mutex
+	inbound map[int]network.Stream
+	closed  bool
+	readers sync.WaitGroup
+}
+
+var _ collective.Transport = (*Transport)(nil)
+
+type outLink struct {
+	sem chan struct{} // one writer at a time, ctx-aware
+	s   network.Stream
+}
+
+// New starts this rank's host, connects to every other rank and opens the
+// outbound streams. It returns once every outbound link is up, or fails
+// after cfg.Timeout naming the ranks it could not reach.
+func New(ctx context.Context, cfg Config) (*Transport, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = collective.DefaultMaxFrame
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	sec, err := ParseSecurity(string(cfg.Security))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Security = sec
+	n := len(cfg.Peers)
+	if n == 0 || cfg.Rank < 0 || cfg.Rank >= n {
+		return nil, fmt.Errorf("p2p: rank %d out of range for %d peers", cfg.Rank, n)
+	}
+	addrs, ids, err := resolvePeers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	key := cfg.Identity
+	if key == nil {
+		if key, err = DeriveIdentity(cfg.ClusterSecret, cfg.Rank); err != nil {
+			return nil, fmt.Errorf("p2p: no identity for rank %d: %w", cfg.Rank, err)
+		}
+	}
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if self != ids[cfg.Rank] {
+		return nil, fmt.Errorf("p2p: this rank's key has peer ID %s but the cluster spec lists %s for rank %d", self, ids[cfg.Rank], cfg.Rank)
+	}
+	t := &Transport{
+		cfg: cfg, ids: ids, ranks: map[peer.ID]int{}, inbox: collective.NewInbox(n),
+		log: cfg.Logger.With(zap.Int("rank", cfg.Rank)), inbound: map[int]network.Stream{},
+	}
+	for r, id := range ids {
+		if prev, dup := t.ranks[id]; dup {
+			return nil, fmt.Errorf("p2p: ranks %d and %d have the same peer ID %s", prev, r, id)
+		}
+		t.ranks[id] = r
+	}
+	t.ctx, t.stop = context.WithCancel(context.Background())
+	opts, err := t.hostOptions(key, addrs[cfg.Rank])
+	if err != nil {
+		return nil, err
+	}
+	if t.host, err = libp2p.New(opts...); err != nil {
+		return nil, fmt.Errorf("p2p: starting rank %d's host on %s: %w", cfg.Rank, addrs[cfg.Rank], err)
+	}
+	for r, id := range ids {
+		if r != cfg.Rank {
+			t.host.ConnManager().Protect(id, protectTag)
+			t.host.Peerstore().AddAddr(id, addrs[r], time.Hour*24*365)
+		}
+	}
+	t.host.SetStreamHandler(ProtocolID, t.handleStream)
+	if err := t.connectAll(ctx, addrs); err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// resolvePeers turns every entry of cfg.Peers into a dialable multiaddr and
+// a peer ID.
+func resolvePeers(cfg Config) ([]ma.Multiaddr, []peer.ID, error) {
+	addrs := make([]ma.Multiaddr, len(cfg.Peers))
+	ids := make([]peer.ID, len(cfg.Peers))
+	for r, s := range cfg.Peers {
+		var a ma.Multiaddr
+		var err error
+		if strings.HasPrefix(s, "/") {
+			a, err = ma.NewMultiaddr(s)
+		} else {
+			a, err = hostPortAddr(s, cfg.Security)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("p2p: peer %d address %q: %w", r, s, err)
+		}
+		transport, id := ma.SplitFunc(a, func(c ma.Component) bool { return c.Protocol().Code == ma.P_P2P })
+		if len(id) > 0 {
+			pid, err := peer.IDFromP2PAddr(a)
+			if err != nil {
+				return nil, nil, fmt.Errorf("p2p: peer %d address %q: %w", r, s, err)
+			}
+			ids[r] = pid
+		} else {
+			if ids[r], err = DerivePeerID(cfg.ClusterSecret, r); err != nil {
+				return nil, nil, fmt.Errorf("p2p: peer %d address %q has no /p2p/ peer ID and %w", r, s, err)
+			}
+		}
+		isQUIC := false
+		ma.ForEach(transport, func(c ma.Component) bool {
+			isQUIC = isQUIC || c.Protocol().Code == ma.P_QUIC_V1
+			return true
+		})
+		if isQUIC != (cfg.Security == SecurityQUIC) {
+			return nil, nil, fmt.Errorf("p2p: peer %d address %q does not match security %q (QUIC needs /udp/…/quic-v1 addresses, the others /tcp/)", r, s, cfg.Security)
+		}
+		addrs[r] = transport
+	}
+	return addrs, ids, nil
+}
+
+func hostPortAddr(s string, sec Security) (ma.Multiaddr, error) {
+	h, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil, fmt.Errorf("want host:port or a multiaddr: %w", err)
+	}
+	proto := "/ip4/" + h
+	if ip := net.ParseIP(h); ip == nil {
+		proto = "/dns/" + h
+	} else if ip.To4() == nil {
+		proto = "/ip6/" + h
+	}
+	if sec == SecurityQUIC {
+		return ma.NewMultiaddr(proto + "/udp/" + port + "/quic-v1")
+	}
+	return ma.NewMultiaddr(proto + "/tcp/" + port)
+}
+
+// listenAddr is where this rank listens: its own address, or all interfaces
+// with its port when the address is a DNS name.
+func listenAddr(a ma.Multiaddr) ma.Multiaddr {
+	first, rest := ma.SplitFirst(a)
+	if first != nil && (first.Protocol().Code == ma.P_DNS || first.Protocol().Code == ma.P_DNS4 || first.Protocol().Code == ma.P_DNS6) {
+		any, _ := ma.NewMultiaddr("/ip4/0.0.0.0")
+		return any.Encapsulate(rest)
+	}
+	return a
+}
+
+func (t *Transport) hostOptions(key crypto.PrivKey, self ma.Multiaddr) ([]libp2p.Option, error) {
+	cm, err := connmgr.NewConnManager(len(t.ids)+16, len(t.ids)+64)
+	if err != nil {
+		return nil, err
+	}
+	rm, err := t.resourceManager()
+	if err != nil {
+		return nil, err
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(key),
+		libp2p.ListenAddrs(listenAddr(self)),
+		libp2p.ConnectionGater(&gater{t: t}),
+		libp2p.ConnectionManager(cm),
+		libp2p.ResourceManager(rm),
+		libp2p.DisableRelay(),
+		libp2p.Ping(false),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+	}
+	switch t.cfg.Security {
+	case SecurityTLS:
+		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.Security(libp2ptls.ID, libp2ptls.New))
+	case SecurityNoise:
+		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.Security(noise.ID, noise.New))
+	case SecurityPlaintext:
+		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.NoSecurity)
+	case SecurityQUIC:
+		if len(t.cfg.PSK) > 0 {
+			return nil, errors.New("p2p: a private-network key (pnet) works over TCP only; choose tls, noise or plaintext, or drop the key")
+		}
+		opts = append(opts, libp2p.Transport(quic.NewTransport))
+	}
+	if len(t.cfg.PSK) > 0 {
+		if len(t.cfg.PSK) != 32 {
+			return nil, fmt.Errorf("p2p: private-network key of %d bytes: want 32", len(t.cfg.PSK))
+		}
+		opts = append(opts, libp2p.PrivateNetwork(pnet.PSK(t.cfg.PSK)))
+	}
+	return opts, nil
+}
+
+// resourceManager keeps libp2p's default limits for everyone but lifts
+// them for cluster peers, so yamux windows can grow to their maximum on
+// every cluster link.
+func (t *Transport) resourceManager() (network.ResourceManager, error) {
+	unlimited := rcmgr.ResourceLimits{
+		Streams: rcmgr.Unlimited, StreamsInbound: rcmgr.Unlimited, StreamsOutbound: rcmgr.Unlimited,
+		Conns: rcmgr.Unlimited, ConnsInbound: rcmgr.Unlimited, ConnsOutbound: rcmgr.Unlimited,
+		FD: rcmgr.Unlimited, Memory: rcmgr.Unlimited64,
+	}
+	part := rcmgr.PartialLimitConfig{
+		Peer:   map[peer.ID]rcmgr.ResourceLimits{},
+		Conn:   rcmgr.ResourceLimits{Memory: rcmgr.Unlimited64},
+		Stream: rcmgr.ResourceLimits{Memory: rcmgr.Unlimited64},
+	}
+	for _, id := range t.ids {
+		part.Peer[id] = unlimited
+	}
+	def := rcmgr.DefaultLimits
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(part.Build(def.AutoScale())))
+}
+
+// connectAll dials every other rank (retrying while it starts up) and opens
+// the outbound stream to it.
+func (t *Transport) connectAll(ctx context.Context, addrs []ma.Multiaddr) error {
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	t.out = make([]*outLink, len(t.ids))
+	errs := make([]error, len(t.ids))
+	var wg sync.WaitGroup
+	for r := range t.ids {
+		if r == t.cfg.Rank {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := t.openStream(ctx, r, addrs[r])
+			if err != nil {
+				errs[r] = fmt.Errorf("rank %d (%s at %s): %w", r, t.ids[r], addrs[r], err)
+				return
+			}
+			t.out[r] = &outLink{sem: make(chan struct{}, 1), s: s}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("p2p: rank %d could not reach every peer within %v: %w", t.cfg.Rank, t.cfg.Timeout, err)
+	}
+	return nil
+}
+
+func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (network.Stream, error) {
+	var last error
+	for {
+		err := t.host.Connect(ctx, peer.AddrInfo{ID: t.ids[r], Addrs: []ma.Multiaddr{addr}})
+		if err == nil {
+			s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], ProtocolID)
+			if err == nil {
+				return s, nil
+			}
+			last = err
+		} else {
+			last = err
+		}
+		if sw, ok := t.host.Network().(*swarm.Swarm); ok {
+			sw.Backoff().Clear(t.ids[r]) // the peer may just be starting: retry now, not in seconds
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last dial error: %v)", ctx.Err(), last)
+		case <-time.After(dialRetry):
+		}
+	}
+}
+
+// handleStream accepts a cluster peer's outbound stream and reads frames
+// from it until it ends.
+func (t *Transport) handleStream(s network.Stream) {
+	remote := s.Conn().RemotePeer()
+	r, ok := t.ranks[remote]
+	if !ok || r == t.cfg.Rank {
+		t.log.Warn("refused a collective stream from a peer outside the cluster", zap.Stringer("peer", remote), zap.Stringer("addr", s.Conn().RemoteMultiaddr()))
+		_ = s.Reset()
+		return
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		_ = s.Reset()
+		return
+	}
+	if old := t.inbound[r]; old != nil {
+		t.mu.Unlock()
+		t.log.Warn("refused a second collective stream from a rank", zap.Int("from", r))
+		_ = s.Reset()
+		return
+	}
+	t.inbound[r] = s
+	t.readers.Add(1)
+	t.mu.Unlock()
+	go t.readLoop(r, s)
+}
+
+func (t *Transport) readLoop(r int, s network.Stream) {
+	defer t.readers.Done()
+	maxFrame := uint32(t.cfg.MaxFrame)
+	for {
+		f, err := collective.ReadFrame(s, maxFrame)
+		if err != nil {
+			t.inbox.LinkDown(r, err)
+			if t.ctx.Err() == nil && !errors.Is(err, network.ErrReset) {
+				t.log.Debug("collective stream ended", zap.Int("from", r), zap.Error(err))
+			}
+			_ = s.Reset()
+			return
+		}
+		if err := t.inbox.Deliver(t.ctx, r, f); err != nil {
+			_ = s.Reset()
+			return
+		}
+	}
+}
+
+// Rank implements collective.Transport.
+func (t *Transport) Rank() int { return t.cfg.Rank }
+
+// Size implements collective.Transport.
+func (t *Transport) Size() int { return len(t.ids) }
+
+// MaxFrame implements collective.Transport.
+func (t *Transport) MaxFrame() int { return t.cfg.MaxFrame }
+
+// Host is the libp2p host (for tests and diagnostics).
+func (t *Transport) Host() host.Host { return t.host }
+
+// PeerIDs are the cluster's peer IDs by rank.
+func (t *Transport) PeerIDs() []peer.ID { return t.ids }
+
+// Send implements collective.Transport. A ctx that ends mid-write resets
+// the stream (the link is then down for good).
+func (t *Transport) Send(ctx context.Context, to int, h collective.Header, payload []byte) error {
+	if to < 0 || to >= len(t.out) || to == t.cfg.Rank || t.out[to] == nil {
+		return fmt.Errorf("p2p: rank %d has no link to rank %d", t.cfg.Rank, to)
+	}
+	if len(payload) > t.cfg.MaxFrame {
+		return fmt.Errorf("p2p: %d-byte payload exceeds the %d-byte frame limit", len(payload), t.cfg.MaxFrame)
+	}
+	l := t.out[to]
+	select {
+	case l.sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting to write to rank %d: %w", to, ctx.Err())
+	}
+	defer func() { <-l.sem }()
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { _ = l.s.Reset() })
+		defer stop()
+	}
+	if err := collective.WriteFrame(l.s, h, payload); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return &collective.PeerError{Rank: to, Reason: "link down", Err: err}
+	}
+	return nil
+}
+
+// Recv implements collective.Transport.
+func (t *Transport) Recv(ctx context.Context, from int, ch collective.Channel) (collective.Frame, error) {
+	return t.inbox.Recv(ctx, from, ch)
+}
+
+// Close says goodbye on every outbound stream, closes them and the host.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.mu.Unlock()
+	var wg sync.WaitGroup
+	for r, l := range t.out {
+		if l == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if err := t.Send(ctx, r, collective.Header{Kind: collective.KindBye}, nil); err == nil {
+				_ = l.s.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	t.stop()
+	t.inbox.Close()
+	err := t.host.Close()
+	t.readers.Wait()
+	return err
+}
+
+// gater admits connections only to and from the cluster's peer IDs.
+type gater struct{ t *Transport }
+
+func (g *gater) member(p peer.ID) bool {
+	r, ok := g.t.ranks[p]
+	return ok && r != g.t.cfg.Rank
+}
+
+func (g *gater) InterceptPeerDial(p peer.ID) bool { return g.member(p) }
+
+func (g *gater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return g.member(p) }
+
+func (g *gater) InterceptAccept(network.ConnMultiaddrs) bool { return true }
+
+func (g *gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.ConnMultiaddrs) bool {
+	if g.member(p) {
+		return true
+	}
+	g.t.log.Warn("refused a connection from a peer outside the cluster",
+		zap.Stringer("peer", p), zap.Stringer("addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir))
+	return false
+}
+
+func (g *gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }

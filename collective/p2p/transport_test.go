@@ -1,0 +1,298 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/meshtrain/meshtrain/collective"
+)
+
+var testSecret = []byte("meshtrain test cluster secret 0123")
+
+// freeAddrs returns n host:port addresses on 127.0.0.1 that were free a
+// moment ago (UDP ports for QUIC).
+func freeAddrs(t *testing.T, n int, udp bool) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		if udp {
+			c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = c.LocalAddr().String()
+			defer c.Close()
+		} else {
+			l, err := net.Listen("tcp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = l.Addr().String()
+			defer l.Close()
+		}
+	}
+	return out
+}
+
+// startCluster starts n transports concurrently (each New waits for the
+// others) and returns their communicators.
+func startCluster(t *testing.T, n int, sec Security, log *zap.Logger, opts collective.Options) ([]*collective.Comm, []*Transport) {
+	t.Helper()
+	peers := freeAddrs(t, n, sec == SecurityQUIC)
+	ts := make([]*Transport, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts[r], errs[r] = New(context.Background(), Config{Rank: r, Peers: peers, Security: sec, ClusterSecret: testSecret, Timeout: 20 * time.Second, Logger: log})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	comms := make([]*collective.Comm, n)
+	for r := range n {
+		c, err := collective.New(ts[r], opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms[r] = c
+		t.Cleanup(func() { _ = ts[r].Close() })
+	}
+	return comms, ts
+}
+
+func onAll(comms []*collective.Comm, f func(c *collective.Comm) error) []error {
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = f(c)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestDeriveIdentity(t *testing.T) {
+	a, err := DerivePeerID(testSecret, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := DerivePeerID(testSecret, 3)
+	c, _ := DerivePeerID(testSecret, 4)
+	d, _ := DerivePeerID(append(slices.Clone(testSecret), 'x'), 3)
+	if a != b || a == c || a == d {
+		t.Fatalf("derivation not deterministic per (secret, rank): %s %s %s %s", a, b, c, d)
+	}
+	if _, err := DeriveIdentity([]byte("short"), 0); err == nil {
+		t.Fatal("a 5-byte secret was accepted")
+	}
+}
+
+func TestAllReduceOverLibp2p(t *testing.T) {
+	for _, tc := range []struct {
+		n   int
+		sec Security
+	}{{2, SecurityTLS}, {3, SecurityTLS}, {4, SecurityTLS}, {2, SecurityNoise}, {2, SecurityPlaintext}, {3, SecurityQUIC}} {
+		t.Run(fmt.Sprintf("n%d/%s", tc.n, tc.sec), func(t *testing.T) {
+			comms, _ := startCluster(t, tc.n, tc.sec, zap.NewNop(), collective.Options{Timeout: 20 * time.Second, ChunkBytes: 64 << 10})
+			for _, length := range []int{0, 1, tc.n + 1, 100003} {
+				bufs := make([][]float32, tc.n)
+				for r := range bufs {
+					bufs[r] = make([]float32, length)
+					for i := range bufs[r] {
+						bufs[r][i] = float32(r + i%7)
+					}
+				}
+				errs := onAll(comms, func(c *collective.Comm) error {
+					if err := c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum); err != nil {
+						return err
+					}
+					return c.Barrier(context.Background())
+				})
+				if err := errors.Join(errs...); err != nil {
+					t.Fatal(err)
+				}
+				for r := range bufs {
+					for i, v := range bufs[r] {
+						want := float32(tc.n*(i%7) + tc.n*(tc.n-1)/2)
+						if v != want {
+							t.Fatalf("len %d rank %d element %d = %v, want %v", length, r, i, v, want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestStrangerRefused: a host with a key outside the cluster cannot open a
+// stream to a worker, and the worker logs the refusal.
+func TestStrangerRefused(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	comms, ts := startCluster(t, 2, SecurityTLS, zap.New(core), collective.Options{})
+	stranger, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	target := peer.AddrInfo{ID: ts[0].Host().ID(), Addrs: ts[0].Host().Addrs()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := stranger.Connect(ctx, target); err == nil {
+		if s, err := stranger.NewStream(ctx, target.ID, ProtocolID); err == nil {
+			_ = collective.WriteFrame(s, collective.Header{Kind: collective.KindAbort, DType: collective.Bytes}, []byte("injected"))
+			_ = s.Close()
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for logs.FilterMessageSnippet("outside the cluster").Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // waits on a condition with a deadline
+	}
+	if logs.FilterMessageSnippet("outside the cluster").Len() == 0 {
+		t.Fatal("the stranger's connection was not logged as refused")
+	}
+	// The cluster still works and saw no injected abort.
+	bufs := [][]float32{{1}, {2}}
+	if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+		return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
+	})...); err != nil || bufs[0][0] != 3 {
+		t.Fatalf("cluster after a stranger: %v %v", err, bufs)
+	}
+}
+
+// TestWrongSecretRefused: a rank with another cluster secret has a peer ID
+// the others do not accept, and fails to join.
+func TestWrongSecretRefused(t *testing.T) {
+	peers := freeAddrs(t, 2, false)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			secret := testSecret
+			if r == 1 {
+				secret = []byte("some other cluster's secret 9876")
+			}
+			var tr *Transport
+			tr, errs[r] = New(context.Background(), Config{Rank: r, Peers: peers, ClusterSecret: secret, Timeout: 2 * time.Second})
+			if tr != nil {
+				defer tr.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if errs[0] == nil || errs[1] == nil {
+		t.Fatalf("ranks with different secrets connected: %v / %v", errs[0], errs[1])
+	}
+}
+
+func TestMismatchOverLibp2p(t *testing.T) {
+	comms, _ := startCluster(t, 3, SecurityTLS, zap.NewNop(), collective.Options{Timeout: 20 * time.Second})
+	errs := onAll(comms, func(c *collective.Comm) error {
+		length := 1000
+		if c.Rank() == 2 {
+			length = 999
+		}
+		return c.AllReduceFloat32(context.Background(), make([]float32, length), collective.Sum)
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "float32×1000") || !strings.Contains(err.Error(), "float32×999") {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestKilledPeer: a rank whose host disappears mid-run (no goodbye) makes
+// the others fail fast with an error naming it.
+func TestKilledPeer(t *testing.T) {
+	comms, ts := startCluster(t, 3, SecurityTLS, zap.NewNop(), collective.Options{Timeout: 15 * time.Second})
+	start := time.Now()
+	errs := onAll(comms, func(c *collective.Comm) error {
+		if c.Rank() == 1 {
+			return ts[1].Host().Close() // crash: connections drop without a bye
+		}
+		return c.AllReduceFloat32(context.Background(), make([]float32, 1<<20), collective.Sum)
+	})
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	for _, r := range []int{0, 2} {
+		if errs[r] == nil || !strings.Contains(errs[r].Error(), "rank 1") {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"no peers":      {Rank: 0},
+		"bad address":   {Rank: 0, Peers: []string{"nonsense"}, ClusterSecret: testSecret},
+		"no secret":     {Rank: 0, Peers: []string{"127.0.0.1:1"}},
+		"quic over tcp": {Rank: 0, Peers: []string{"/ip4/127.0.0.1/tcp/1"}, Security: SecurityQUIC, ClusterSecret: testSecret},
+		"bad security":  {Rank: 0, Peers: []string{"127.0.0.1:1"}, Security: "rot13", ClusterSecret: testSecret},
+		"short psk":     {Rank: 0, Peers: []string{"127.0.0.1:0"}, ClusterSecret: testSecret, PSK: []byte("x")},
+	} {
+		if tr, err := New(context.Background(), cfg); err == nil {
+			_ = tr.Close()
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	// Listed peer IDs win over the derived ones; a key that does not match
+	// its listed ID is refused.
+	other, _ := DerivePeerID(testSecret, 1)
+	addr, _ := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/1/p2p/" + other.String())
+	if _, err := New(context.Background(), Config{Rank: 0, Peers: []string{addr.String()}, ClusterSecret: testSecret}); err == nil || !strings.Contains(err.Error(), "lists") {
+		t.Errorf("mismatched identity: %v", err)
+	}
+}
+
+func TestPSK(t *testing.T) {
+	peers := freeAddrs(t, 2, false)
+	psk := []byte("0123456789abcdef0123456789abcdef")
+	ts := make([]*Transport, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts[r], errs[r] = New(context.Background(), Config{Rank: r, Peers: peers, ClusterSecret: testSecret, PSK: psk, Timeout: 10 * time.Second})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range ts {
+		defer tr.Close()
+	}
+	comms := make([]*collective.Comm, 2)
+	for r := range comms {
+		comms[r], _ = collective.New(ts[r], collective.Options{})
+	}
+	if err := errors.Join(onAll(comms, func(c *collective.Comm) error { return c.Barrier(context.Background()) })...); err != nil {
+		t.Fatal(err)
+	}
+}
