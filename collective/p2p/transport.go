@@ -39,6 +39,8 @@ const (
 	DefaultTimeout = 60 * time.Second
 	protectTag     = "meshtrain-cluster"
 	dialRetry      = 100 * time.Millisecond
+	// closeLinger bounds how long Close waits for peers to close their side.
+	closeLinger = 2 * time.Second
 )
 
 // Security is the channel security of the cluster's links.
@@ -491,10 +493,22 @@ func (t *Transport) Close() error {
 		}()
 	}
 	wg.Wait()
+	// Wait (briefly) for the peers' goodbyes: closing the connection while
+	// their last frames are unread would make the kernel reset it and drop
+	// frames a peer still needs.
+	done := make(chan struct{})
+	go func() {
+		t.readers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeLinger):
+	}
 	t.stop()
 	t.inbox.Close()
 	err := t.host.Close()
-	t.readers.Wait()
+	<-done
 	return err
 }
 

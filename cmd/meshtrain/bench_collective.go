@@ -1,0 +1,82 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/bench"
+	"github.com/meshtrain/meshtrain/collective/p2p"
+)
+
+func benchClusterFlags(defaultN int) []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "n", Value: defaultN, Usage: "number of peers"},
+		&cli.StringFlag{Name: "security", Value: "tls", Usage: "link security: tls, noise, quic or plaintext"},
+		&cli.BoolFlag{Name: "in-process", Usage: "run the peers as goroutines of this process instead of separate processes"},
+		&cli.DurationFlag{Name: "collective-timeout", Value: collective.DefaultTimeout, Usage: "deadline of every collective and of connecting"},
+		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
+	}
+}
+
+func benchCluster(c *cli.Context) (bench.Cluster, error) {
+	sec, err := p2p.ParseSecurity(c.String("security"))
+	if err != nil {
+		return bench.Cluster{}, err
+	}
+	return bench.Cluster{N: c.Int("n"), Security: sec, InProcess: c.Bool("in-process"), Timeout: c.Duration("collective-timeout"), Logger: logger(c, "bench")}, nil
+}
+
+func init() {
+	registerSub("bench", &cli.Command{
+		Name:  "allreduce",
+		Usage: "time float32 sum all-reduce among N local peers over libp2p (nccl-tests style)",
+		Flags: append(benchClusterFlags(2),
+			&cli.StringFlag{Name: "sizes", Value: "4K,64K,1M,16M,64M", Usage: "buffer sizes in bytes (K/M/G = KiB/MiB/GiB)"},
+			&cli.StringFlag{Name: "algo", Value: "auto", Usage: "all-reduce algorithm: ring, tree (recursive doubling) or auto"},
+			&cli.IntFlag{Name: "chunk-bytes", Usage: "ring pipelining chunk (0: default)"},
+			&cli.IntFlag{Name: "small-bytes", Usage: "auto threshold: sizes up to it use tree (0: default)"},
+			&cli.DurationFlag{Name: "min-time", Value: bench.DefaultMinTime, Usage: "time spent per size"},
+		),
+		Action: func(c *cli.Context) error {
+			cl, err := benchCluster(c)
+			if err != nil {
+				return err
+			}
+			sizes, err := bench.ParseSizes(c.String("sizes"))
+			if err != nil {
+				return err
+			}
+			algo, err := collective.ParseAlgo(c.String("algo"))
+			if err != nil {
+				return err
+			}
+			return bench.AllReduce(c.Context, bench.AllReduceConfig{
+				Cluster: cl, Sizes: sizes, Algo: algo, ChunkBytes: c.Int("chunk-bytes"), SmallBytes: c.Int("small-bytes"),
+				MinTime: c.Duration("min-time"), JSON: c.Bool("json"),
+			}, c.App.Writer)
+		},
+	})
+	registerSub("bench", &cli.Command{
+		Name:  "link",
+		Usage: "throughput (both directions at once) and round-trip time of one libp2p stream between two local peers",
+		Flags: append(benchClusterFlags(2)[1:],
+			&cli.StringFlag{Name: "bytes", Value: "1G", Usage: "volume sent each way"},
+			&cli.IntFlag{Name: "frame-bytes", Value: collective.DefaultChunkBytes, Usage: "payload per frame"},
+			&cli.IntFlag{Name: "pings", Value: 2000, Usage: "round trips timed"},
+			&cli.IntFlag{Name: "ping-bytes", Value: 4096, Usage: "round-trip payload"},
+		),
+		Action: func(c *cli.Context) error {
+			cl, err := benchCluster(c)
+			if err != nil {
+				return err
+			}
+			vol, err := bench.ParseSizes(c.String("bytes"))
+			if err != nil || len(vol) != 1 {
+				return cli.Exit("--bytes: want one size like 1G", 1)
+			}
+			return bench.Link(c.Context, bench.LinkConfig{
+				Cluster: cl, Bytes: vol[0], FrameBytes: c.Int("frame-bytes"), Pings: c.Int("pings"), PingBytes: c.Int("ping-bytes"), JSON: c.Bool("json"),
+			}, c.App.Writer)
+		},
+	})
+}

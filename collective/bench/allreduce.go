@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshtrain/meshtrain/collective"
+)
+
+// AllReduceConfig configures `meshtrain bench allreduce`.
+type AllReduceConfig struct {
+	Cluster
+	Sizes      []int64
+	Algo       collective.Algo
+	ChunkBytes int           // 0: collective.DefaultChunkBytes
+	SmallBytes int           // 0: collective.DefaultSmallBytes
+	MinTime    time.Duration // per size; iterations are chosen to last about this long
+	JSON       bool
+}
+
+// DefaultMinTime is how long each size is timed.
+const DefaultMinTime = 500 * time.Millisecond
+
+// Row is one line of the all-reduce table.
+type Row struct {
+	N       int     `json:"n"`
+	Bytes   int64   `json:"bytes"`
+	Count   int     `json:"count"`
+	Algo    string  `json:"algo"`
+	Iters   int     `json:"iters"`
+	TimeUS  float64 `json:"time_us"`
+	AlgBW   float64 `json:"algbw_gbps"`
+	BusBW   float64 `json:"busbw_gbps"`
+	Correct bool    `json:"correct"`
+}
+
+// AllReduce runs the benchmark and writes the table (or JSON) to w. In a
+// child peer process it only takes part and writes nothing.
+func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
+	if cfg.MinTime <= 0 {
+		cfg.MinTime = DefaultMinTime
+	}
+	var rows []Row
+	opts := collective.Options{Algo: cfg.Algo, ChunkBytes: cfg.ChunkBytes, SmallBytes: cfg.SmallBytes}
+	err := cfg.run(ctx, opts, func(ctx context.Context, c *collective.Comm) error {
+		for _, size := range cfg.Sizes {
+			row, err := measure(ctx, c, size, cfg.MinTime)
+			if err != nil {
+				return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
+			}
+			if c.Rank() == 0 {
+				rows = append(rows, row) // every rank measured the same row
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil // a child peer process: rank 0 reports
+	}
+	bad := 0
+	for _, r := range rows {
+		if !r.Correct {
+			bad++
+		}
+	}
+	if cfg.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(w, "# meshtrain all-reduce: float32 sum, N=%d, security %s, algo %s, %s\n", cfg.N, cfg.Security, cfg.Algo, mode(cfg.InProcess))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "size(B)\tcount\talgo\titers\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tcorrect\t")
+		for _, r := range rows {
+			ok := "yes"
+			if !r.Correct {
+				ok = "NO"
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%.1f\t%.3f\t%.3f\t%s\t\n", r.Bytes, r.Count, r.Algo, r.Iters, r.TimeUS, r.AlgBW, r.BusBW, ok)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("bench: %d of %d sizes gave a wrong result", bad, len(rows))
+	}
+	return nil
+}
+
+func mode(inProcess bool) string {
+	if inProcess {
+		return "all peers in one process"
+	}
+	return "one process per peer"
+}
+
+// measure times one size on every rank; all ranks return the same row.
+func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.Duration) (Row, error) {
+	n := c.Size()
+	count := int(size / 4)
+	buf := make([]float32, count)
+	fill := func() {
+		for i := range buf {
+			buf[i] = float32((c.Rank() + 1) * (i % 13))
+		}
+	}
+	// Correctness: small integers sum exactly, so the check is exact.
+	fill()
+	if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
+		return Row{}, err
+	}
+	correct := 1.0
+	for i, v := range buf {
+		if v != float32(n*(n+1)/2*(i%13)) {
+			correct = 0
+			break
+		}
+	}
+	// Every rank must agree that every rank was correct.
+	ok := []float64{correct}
+	if err := c.AllReduceFloat64(ctx, ok, collective.Min); err != nil {
+		return Row{}, err
+	}
+	// Warm up, then pick an iteration count every rank agrees on.
+	fill()
+	start := time.Now()
+	for range 2 {
+		if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
+			return Row{}, err
+		}
+	}
+	one := []float64{time.Since(start).Seconds() / 2}
+	if err := c.AllReduceFloat64(ctx, one, collective.Max); err != nil {
+		return Row{}, err
+	}
+	iters := int(minTime.Seconds() / max(one[0], 1e-7))
+	iters = min(max(iters, 3), 5000)
+	if err := c.Barrier(ctx); err != nil {
+		return Row{}, err
+	}
+	fill()
+	start = time.Now()
+	for range iters {
+		if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
+			return Row{}, err
+		}
+	}
+	elapsed := []float64{time.Since(start).Seconds()}
+	if err := c.AllReduceFloat64(ctx, elapsed, collective.Max); err != nil {
+		return Row{}, err
+	}
+	t := elapsed[0] / float64(iters)
+	algbw := float64(size) / t / 1e9
+	busbw := 0.0
+	if n > 1 {
+		busbw = algbw * 2 * float64(n-1) / float64(n)
+	}
+	return Row{N: n, Bytes: size, Count: count, Algo: c.AlgoFor(int(size)).String(), Iters: iters, TimeUS: t * 1e6, AlgBW: algbw, BusBW: busbw, Correct: ok[0] == 1}, nil
+}

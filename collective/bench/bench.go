@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p"
+)
+
+// ChildEnv carries a child peer's role (JSON of childRole) from the parent.
+const ChildEnv = "MESHTRAIN_BENCH_CHILD"
+
+type childRole struct {
+	Rank   int      `json:"rank"`
+	Peers  []string `json:"peers"`
+	Secret string   `json:"secret"` // hex
+}
+
+// Cluster is how the peers of a benchmark are run.
+type Cluster struct {
+	N         int
+	Security  p2p.Security
+	InProcess bool          // goroutines in this process instead of child processes
+	Timeout   time.Duration // collective timeout and connection deadline
+	Logger    *zap.Logger
+}
+
+// ParseSizes parses a comma-separated list like "4K,64K,1M,16M,64M"
+// (K, M, G are powers of 1024; a plain number is bytes).
+func ParseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		mult := int64(1)
+		switch {
+		case strings.HasSuffix(f, "K"):
+			mult, f = 1<<10, strings.TrimSuffix(f, "K")
+		case strings.HasSuffix(f, "M"):
+			mult, f = 1<<20, strings.TrimSuffix(f, "M")
+		case strings.HasSuffix(f, "G"):
+			mult, f = 1<<30, strings.TrimSuffix(f, "G")
+		}
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("bench: size %q: want a byte count like 4096, 4K, 16M", f)
+		}
+		out = append(out, v*mult)
+	}
+	return out, nil
+}
+
+// run starts the cluster and calls body on every rank with its Comm. In the
+// parent (rank 0, or every rank when InProcess) it returns rank 0's error
+// joined with the children's.
+func (cl Cluster) run(ctx context.Context, opts collective.Options, body func(ctx context.Context, c *collective.Comm) error) error {
+	if cl.Timeout <= 0 {
+		cl.Timeout = 60 * time.Second
+	}
+	if cl.Logger == nil {
+		cl.Logger = zap.NewNop()
+	}
+	opts.Timeout = cl.Timeout
+	opts.Logger = cl.Logger
+	if raw := os.Getenv(ChildEnv); raw != "" {
+		var role childRole
+		if err := json.Unmarshal([]byte(raw), &role); err != nil {
+			return fmt.Errorf("bench: bad %s: %w", ChildEnv, err)
+		}
+		secret, err := hex.DecodeString(role.Secret)
+		if err != nil {
+			return fmt.Errorf("bench: bad secret in %s: %w", ChildEnv, err)
+		}
+		return cl.runRank(ctx, role.Rank, role.Peers, secret, opts, body)
+	}
+	if cl.N < 1 {
+		return fmt.Errorf("bench: -n %d: want at least 1 peer", cl.N)
+	}
+	peers, err := freeAddrs(cl.N, cl.Security == p2p.SecurityQUIC)
+	if err != nil {
+		return err
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	errs := make([]error, cl.N)
+	var wg sync.WaitGroup
+	if cl.InProcess {
+		for r := 1; r < cl.N; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[r] = cl.runRank(ctx, r, peers, secret, opts, body)
+			}()
+		}
+	} else {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: finding this binary to start peers: %w", err)
+		}
+		for r := 1; r < cl.N; r++ {
+			role, _ := json.Marshal(childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret)})
+			cmd := exec.CommandContext(ctx, exe, os.Args[1:]...)
+			cmd.Env = append(os.Environ(), ChildEnv+"="+string(role))
+			cmd.Stdout = io.Discard
+			cmd.Stderr = os.Stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if err := cmd.Start(); err != nil {
+				return fmt.Errorf("bench: starting peer %d: %w", r, err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := cmd.Wait(); err != nil {
+					errs[r] = fmt.Errorf("peer process %d: %w", r, err)
+				}
+			}()
+		}
+	}
+	errs[0] = cl.runRank(ctx, 0, peers, secret, opts, body)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (cl Cluster) runRank(ctx context.Context, rank int, peers []string, secret []byte, opts collective.Options, body func(context.Context, *collective.Comm) error) error {
+	t, err := p2p.New(ctx, p2p.Config{Rank: rank, Peers: peers, Security: cl.Security, ClusterSecret: secret, Timeout: cl.Timeout, Logger: cl.Logger})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	c, err := collective.New(t, opts)
+	if err != nil {
+		return err
+	}
+	if err := body(ctx, c); err != nil {
+		return err
+	}
+	// Leave together, so nobody closes while a peer still reads.
+	return c.Barrier(ctx)
+}
+
+func freeAddrs(n int, udp bool) ([]string, error) {
+	out := make([]string, n)
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	for i := range out {
+		if udp {
+			c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			closers = append(closers, c)
+			out[i] = c.LocalAddr().String()
+		} else {
+			l, err := net.Listen("tcp4", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			closers = append(closers, l)
+			out[i] = l.Addr().String()
+		}
+	}
+	return out, nil
+}
