@@ -1,0 +1,304 @@
+package mirrored
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// TFConfigEnv is the environment variable holding the cluster spec when no
+// file is given, as in TensorFlow.
+const TFConfigEnv = "TF_CONFIG"
+
+// Task types a TF_CONFIG task may have.
+const (
+	TaskWorker = "worker"
+	TaskChief  = "chief"
+)
+
+// Cluster is a validated TF_CONFIG: the addresses of every peer in rank
+// order and this process's rank.
+//
+// Ranks: with no "chief" entry, worker i is rank i and worker 0 is the
+// chief. With a chief, the chief is rank 0 and worker i is rank i+1 (as in
+// TensorFlow, the chief is an extra worker that also trains). The chief
+// (rank 0) broadcasts the initial state and writes checkpoints.
+type Cluster struct {
+	// Peers has one address per rank: "host:port" or a multiaddr,
+	// possibly ending in /p2p/<peer-id>.
+	Peers []string
+	// Rank is this process's rank in Peers.
+	Rank int
+	// TaskType and TaskIndex are this process's task as written.
+	TaskType  string
+	TaskIndex int
+	// HasChief says whether the spec listed a separate chief.
+	HasChief bool
+}
+
+// tfConfig is the JSON shape, TensorFlow's: {"cluster": {"worker": [...],
+// "chief": [...]}, "task": {"type": "worker", "index": 0}}.
+type tfConfig struct {
+	Cluster map[string][]string `json:"cluster"`
+	Task    *struct {
+		Type  string `json:"type"`
+		Index *int   `json:"index"`
+	} `json:"task"`
+	// Accepted for compatibility with TensorFlow's TF_CONFIG; unused.
+	Environment string `json:"environment"`
+	RPCLayer    string `json:"rpc_layer"`
+}
+
+// LoadTFConfig reads the cluster spec from file, or from the TF_CONFIG
+// environment variable when file is "".
+func LoadTFConfig(file string) (*Cluster, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading the cluster spec: %w", err)
+		}
+		return ParseTFConfig(b, "TF_CONFIG file "+file)
+	}
+	s, ok := os.LookupEnv(TFConfigEnv)
+	if !ok || strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("no cluster spec: set %s to a JSON like {\"cluster\": {\"worker\": [\"host1:7000\", \"host2:7000\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}} or pass --tf-config FILE", TFConfigEnv)
+	}
+	return ParseTFConfig([]byte(s), TFConfigEnv+" (environment)")
+}
+
+// ParseTFConfig validates a TF_CONFIG JSON. source names where it came
+// from and starts every error.
+func ParseTFConfig(b []byte, source string) (*Cluster, error) {
+	c, err := parseTFConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return c, nil
+}
+
+func parseTFConfig(b []byte) (*Cluster, error) {
+	var tc tfConfig
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&tc); err != nil {
+		return nil, jsonError(b, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		line, col := lineCol(b, dec.InputOffset())
+		return nil, fmt.Errorf("malformed JSON at line %d, column %d: unexpected data after the top-level object", line, col)
+	}
+	if len(tc.Cluster) == 0 {
+		return nil, errors.New(`no "cluster": want {"cluster": {"worker": ["host:port", ...]}, "task": {...}}`)
+	}
+	for typ := range tc.Cluster {
+		switch typ {
+		case TaskWorker, TaskChief:
+		case "ps":
+			return nil, errors.New(`cluster has "ps" entries: meshtrain has no parameter servers (peers all-reduce among themselves); list every training machine under "worker"`)
+		case "evaluator":
+			return nil, errors.New(`cluster has an "evaluator" entry: meshtrain evaluates on the workers themselves; remove it (use "meshtrain eval --checkpoint FILE" for a separate evaluation)`)
+		default:
+			return nil, fmt.Errorf("cluster has unknown task type %q: want \"worker\" and optionally \"chief\"", typ)
+		}
+	}
+	chief, workers := tc.Cluster[TaskChief], tc.Cluster[TaskWorker]
+	if _, ok := tc.Cluster[TaskChief]; ok && len(chief) != 1 {
+		return nil, fmt.Errorf("cluster.chief lists %d addresses: want exactly one (or no \"chief\" key, making worker 0 the chief)", len(chief))
+	}
+	if len(workers) == 0 && len(chief) == 0 {
+		return nil, errors.New(`cluster.worker is empty: list at least one "host:port"`)
+	}
+	if tc.Task == nil {
+		return nil, errors.New(`no "task": want "task": {"type": "worker", "index": N} saying which entry this process is`)
+	}
+	typ := tc.Task.Type
+	switch typ {
+	case TaskWorker, TaskChief:
+	case "":
+		return nil, errors.New(`task.type is missing: want "worker" or "chief"`)
+	default:
+		return nil, fmt.Errorf("unknown task type %q: want \"worker\" or \"chief\"", typ)
+	}
+	if tc.Task.Index == nil {
+		return nil, fmt.Errorf(`task.index is missing: want the index of this process in cluster.%s`, typ)
+	}
+	idx := *tc.Task.Index
+	entries := tc.Cluster[typ]
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("task type %q but the cluster has no %q entries", typ, typ)
+	}
+	if idx < 0 || idx >= len(entries) {
+		return nil, fmt.Errorf("task index %d out of range: cluster.%s has %d entries (indices 0 to %d)", idx, typ, len(entries), len(entries)-1)
+	}
+
+	c := &Cluster{TaskType: typ, TaskIndex: idx, HasChief: len(chief) == 1}
+	type entry struct{ name, addr string }
+	var all []entry
+	for i, a := range chief {
+		all = append(all, entry{fmt.Sprintf("chief %d", i), a})
+	}
+	for i, a := range workers {
+		all = append(all, entry{fmt.Sprintf("worker %d", i), a})
+	}
+	seenAddr, seenID := map[string]string{}, map[string]string{}
+	for _, e := range all {
+		key, id, err := normaliseAddr(e.addr)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s address %q: %w", e.name, e.addr, err)
+		}
+		if prev, dup := seenAddr[key]; dup {
+			return nil, fmt.Errorf("duplicate address: %s and %s are both %s; each peer needs its own host:port", prev, e.name, e.addr)
+		}
+		seenAddr[key] = e.name
+		if id != "" {
+			if prev, dup := seenID[id]; dup {
+				return nil, fmt.Errorf("duplicate peer ID: %s and %s both have /p2p/%s; each peer needs its own identity", prev, e.name, id)
+			}
+			seenID[id] = e.name
+		}
+		c.Peers = append(c.Peers, e.addr)
+	}
+	c.Rank = idx
+	if typ == TaskWorker && c.HasChief {
+		c.Rank = idx + 1
+	}
+	return c, nil
+}
+
+// normaliseAddr checks one address and returns a key equal for two
+// spellings of the same endpoint, and the /p2p/ peer ID if any.
+func normaliseAddr(s string) (key, id string, err error) {
+	if s == "" {
+		return "", "", errors.New("empty: want host:port or a multiaddr")
+	}
+	if !strings.HasPrefix(s, "/") {
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			return "", "", fmt.Errorf("want host:port or a multiaddr such as /ip4/10.0.0.1/tcp/7000/p2p/12D3Koo…: %w", err)
+		}
+		if host == "" {
+			return "", "", errors.New("no host: want host:port")
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return "", "", fmt.Errorf("port %q: want a number in 1..65535", port)
+		}
+		return strings.ToLower(host) + "|" + port, "", nil
+	}
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return "", "", fmt.Errorf("malformed multiaddr: %w", err)
+	}
+	var host, port string
+	ma.ForEach(a, func(c ma.Component) bool {
+		switch c.Protocol().Code {
+		case ma.P_IP4, ma.P_IP6, ma.P_DNS, ma.P_DNS4, ma.P_DNS6:
+			host = strings.ToLower(c.Value())
+		case ma.P_TCP, ma.P_UDP:
+			port = c.Value()
+		case ma.P_P2P:
+			id = c.Value()
+		}
+		return true
+	})
+	if host == "" || port == "" {
+		return "", "", errors.New("want an address with a host (/ip4/, /ip6/ or /dns/) and a port (/tcp/ or /udp/…/quic-v1)")
+	}
+	return host + "|" + port, id, nil
+}
+
+// jsonError turns a decoding error into one with a line and column.
+func jsonError(b []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		line, col := lineCol(b, syn.Offset)
+		return fmt.Errorf("malformed JSON at line %d, column %d: %v", line, col, syn)
+	case errors.As(err, &typ):
+		line, col := lineCol(b, valueStart(b, typ.Offset)+1)
+		field, kind := typ.Field, typ.Type.Kind().String()
+		switch {
+		case field == "":
+			field = "the top level"
+		case field == "cluster" && kind == "slice":
+			field = "each cluster entry" // the decoder does not say which map key
+		}
+		return fmt.Errorf("malformed TF_CONFIG at line %d, column %d: %s must be %s, not a JSON %s", line, col, field, jsonKind(kind), typ.Value)
+	case errors.Is(err, io.EOF):
+		return errors.New("empty: want a JSON object with \"cluster\" and \"task\"")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		line, col := lineCol(b, int64(len(b)))
+		return fmt.Errorf("malformed JSON at line %d, column %d: unexpected end of input", line, col)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("unknown key %s: want \"cluster\" and \"task\" (\"environment\" and \"rpc_layer\" are accepted and ignored)",
+			strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return fmt.Errorf("malformed JSON: %w", err)
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "map", "struct", "ptr":
+		return "an object"
+	case "slice":
+		return "an array"
+	case "int":
+		return "an integer"
+	}
+	return "a " + k
+}
+
+// valueStart returns the offset of the first byte of the JSON value that
+// ends at off (an UnmarshalTypeError's Offset: after a scalar, or just after
+// the opening bracket of an array or object).
+func valueStart(b []byte, off int64) int64 {
+	if off <= 0 || off > int64(len(b)) {
+		return max(0, min(off, int64(len(b))))
+	}
+	i := off - 1
+	switch b[i] {
+	case '[', '{':
+		return i
+	case '"':
+		for i--; i >= 0; i-- {
+			if b[i] == '"' && (i == 0 || b[i-1] != '\\') {
+				return i
+			}
+		}
+		return 0
+	}
+	for i > 0 && !strings.ContainsRune(" \t\r\n,:[{", rune(b[i-1])) {
+		i--
+	}
+	return i
+}
+
+// lineCol converts a byte offset into a 1-based line and column (columns
+// count bytes). json.SyntaxError.Offset is the number of bytes read before
+// the error, so the offending byte is at Offset-1.
+func lineCol(b []byte, off int64) (line, col int) {
+	if off > 0 {
+		off-- // point at the offending byte
+	}
+	if off > int64(len(b)) {
+		off = int64(len(b))
+	}
+	line, col = 1, 1
+	for _, c := range b[:off] {
+		if c == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}

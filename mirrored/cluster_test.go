@@ -1,0 +1,172 @@
+package mirrored
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseTFConfig(t *testing.T) {
+	const id0 = "12D3KooWGC6TvWhfapngNqQcRswsEotfB4Bwv5pnFqXP9Y4ZbW1Z"
+	const id1 = "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo"
+	tests := []struct {
+		name     string
+		json     string
+		peers    []string
+		rank     int
+		hasChief bool
+	}{
+		{"workers only, worker 0 is chief", `{"cluster": {"worker": ["a:1", "b:2", "c:3"]}, "task": {"type": "worker", "index": 0}}`,
+			[]string{"a:1", "b:2", "c:3"}, 0, false},
+		{"workers only, last", `{"cluster": {"worker": ["a:1", "b:2", "c:3"]}, "task": {"type": "worker", "index": 2}}`,
+			[]string{"a:1", "b:2", "c:3"}, 2, false},
+		{"chief is rank 0", `{"cluster": {"chief": ["c:9"], "worker": ["a:1", "b:2"]}, "task": {"type": "chief", "index": 0}}`,
+			[]string{"c:9", "a:1", "b:2"}, 0, true},
+		{"workers follow the chief", `{"cluster": {"worker": ["a:1", "b:2"], "chief": ["c:9"]}, "task": {"type": "worker", "index": 1}}`,
+			[]string{"c:9", "a:1", "b:2"}, 2, true},
+		{"chief alone", `{"cluster": {"chief": ["c:9"]}, "task": {"type": "chief", "index": 0}}`,
+			[]string{"c:9"}, 0, true},
+		{"multiaddrs with peer IDs", `{"cluster": {"worker": ["/ip4/10.0.0.1/tcp/7000/p2p/` + id0 + `", "/ip4/10.0.0.2/tcp/7000/p2p/` + id1 + `"]}, "task": {"type": "worker", "index": 1}}`,
+			[]string{"/ip4/10.0.0.1/tcp/7000/p2p/" + id0, "/ip4/10.0.0.2/tcp/7000/p2p/" + id1}, 1, false},
+		{"quic multiaddr, ipv6 and dns", `{"cluster": {"worker": ["/ip4/10.0.0.1/udp/7000/quic-v1", "[::1]:7000", "node-3.example:7000"]}, "task": {"type": "worker", "index": 0}}`,
+			[]string{"/ip4/10.0.0.1/udp/7000/quic-v1", "[::1]:7000", "node-3.example:7000"}, 0, false},
+		{"tensorflow extras accepted", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}, "environment": "cloud", "rpc_layer": "grpc"}`,
+			[]string{"a:1"}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseTFConfig([]byte(tt.json), "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(c.Peers, tt.peers) || c.Rank != tt.rank || c.HasChief != tt.hasChief {
+				t.Errorf("got peers %q rank %d chief %v, want %q rank %d chief %v", c.Peers, c.Rank, c.HasChief, tt.peers, tt.rank, tt.hasChief)
+			}
+		})
+	}
+}
+
+// TestParseTFConfigErrors is the table of every rejected variant with the
+// message a user sees.
+func TestParseTFConfigErrors(t *testing.T) {
+	const id0 = "12D3KooWGC6TvWhfapngNqQcRswsEotfB4Bwv5pnFqXP9Y4ZbW1Z"
+	tests := []struct{ name, json, want string }{
+		{"empty", ``, "src: empty: want a JSON object"},
+		{"truncated", "{\"cluster\": {\"worker\": [\"a:1\"]},\n \"task\": {\"type\": \"worker\"",
+			"src: malformed JSON at line 2, column 26: unexpected end of input"},
+		{"syntax error line and column", "{\n  \"cluster\": {\"worker\": [\"a:1\",]},\n  \"task\": {\"type\": \"worker\", \"index\": 0}\n}",
+			"src: malformed JSON at line 2, column 32: invalid character ']' looking for beginning of value"},
+		{"syntax error first line", `{"cluster": {"worker": ["a:1"]} "task": {}}`,
+			"src: malformed JSON at line 1, column 33: invalid character '\"' after object key:value pair"},
+		{"trailing data", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}} {}`,
+			"src: malformed JSON at line 1, column 74: unexpected data after the top-level object"},
+		{"not an object", `[1, 2]`, "src: malformed TF_CONFIG at line 1, column 1: the top level must be an object, not a JSON array"},
+		{"index is a string", "{\"cluster\": {\"worker\": [\"a:1\"]},\n\"task\": {\"type\": \"worker\", \"index\": \"0\"}}",
+			"src: malformed TF_CONFIG at line 2, column 37: task.index must be an integer, not a JSON string"},
+		{"worker is a string", `{"cluster": {"worker": "a:1"}, "task": {"type": "worker", "index": 0}}`,
+			"src: malformed TF_CONFIG at line 1, column 24: each cluster entry must be an array, not a JSON string"},
+		{"unknown top-level key", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}, "tasks": 1}`,
+			`src: unknown key "tasks": want "cluster" and "task"`},
+		{"no cluster", `{"task": {"type": "worker", "index": 0}}`, `src: no "cluster"`},
+		{"no workers", `{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}`, "src: cluster.worker is empty"},
+		{"parameter server", `{"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster has "ps" entries: meshtrain has no parameter servers`},
+		{"evaluator", `{"cluster": {"worker": ["a:1"], "evaluator": ["b:2"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster has an "evaluator" entry`},
+		{"unknown cluster task type", `{"cluster": {"worker": ["a:1"], "trainer": ["b:2"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster has unknown task type "trainer": want "worker" and optionally "chief"`},
+		{"two chiefs", `{"cluster": {"worker": ["a:1"], "chief": ["b:2", "c:3"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: cluster.chief lists 2 addresses: want exactly one"},
+		{"no task", `{"cluster": {"worker": ["a:1"]}}`, `src: no "task"`},
+		{"no task type", `{"cluster": {"worker": ["a:1"]}, "task": {"index": 0}}`, "src: task.type is missing"},
+		{"unknown task type", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "ps", "index": 0}}`,
+			`src: unknown task type "ps": want "worker" or "chief"`},
+		{"no index", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}}`, "src: task.index is missing"},
+		{"index out of range", `{"cluster": {"worker": ["a:1", "b:2", "c:3"]}, "task": {"type": "worker", "index": 3}}`,
+			"src: task index 3 out of range: cluster.worker has 3 entries (indices 0 to 2)"},
+		{"negative index", `{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": -1}}`,
+			"src: task index -1 out of range: cluster.worker has 2 entries (indices 0 to 1)"},
+		{"chief task without chief", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}`,
+			`src: task type "chief" but the cluster has no "chief" entries`},
+		{"duplicate workers", `{"cluster": {"worker": ["a:1", "b:2", "a:1"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: duplicate address: worker 0 and worker 2 are both a:1; each peer needs its own host:port"},
+		{"duplicate chief and worker", `{"cluster": {"worker": ["A:1"], "chief": ["a:1"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: duplicate address: chief 0 and worker 0 are both A:1"},
+		{"duplicate in two spellings", `{"cluster": {"worker": ["10.0.0.1:7000", "/ip4/10.0.0.1/tcp/7000/p2p/` + id0 + `"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: duplicate address: worker 0 and worker 1 are both /ip4/10.0.0.1/tcp/7000/p2p/"},
+		{"duplicate peer id", `{"cluster": {"worker": ["/ip4/10.0.0.1/tcp/7000/p2p/` + id0 + `", "/ip4/10.0.0.2/tcp/7000/p2p/` + id0 + `"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: duplicate peer ID: worker 0 and worker 1 both have /p2p/" + id0},
+		{"no port", `{"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster worker 0 address "a": want host:port or a multiaddr`},
+		{"bad port", `{"cluster": {"worker": ["a:http"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster worker 0 address "a:http": port "http": want a number in 1..65535`},
+		{"port zero", `{"cluster": {"worker": ["a:1", "b:0"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster worker 1 address "b:0": port "0": want a number in 1..65535`},
+		{"no host", `{"cluster": {"worker": [":7000"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster worker 0 address ":7000": no host`},
+		{"empty address", `{"cluster": {"worker": [""]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster worker 0 address "": empty`},
+		{"malformed multiaddr", `{"cluster": {"worker": ["/ip4/300.0.0.1/tcp/7000"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster worker 0 address "/ip4/300.0.0.1/tcp/7000": malformed multiaddr`},
+		{"multiaddr without port", `{"cluster": {"worker": ["/ip4/10.0.0.1"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster worker 0 address "/ip4/10.0.0.1": want an address with a host`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseTFConfig([]byte(tt.json), "src")
+			if err == nil {
+				t.Fatalf("accepted %s", tt.json)
+			}
+			if !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error\n  %v\nwant it to start with\n  %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadTFConfig(t *testing.T) {
+	const spec = `{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}`
+	t.Setenv(TFConfigEnv, spec)
+	c, err := LoadTFConfig("")
+	if err != nil || c.Rank != 1 {
+		t.Fatalf("from the environment: %+v, %v", c, err)
+	}
+	t.Setenv(TFConfigEnv, `{"cluster": {}`)
+	if _, err := LoadTFConfig(""); err == nil || !strings.HasPrefix(err.Error(), "TF_CONFIG (environment): malformed JSON at line 1, column 14") {
+		t.Errorf("bad environment: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "tf.json")
+	if err := os.WriteFile(file, []byte(strings.Replace(spec, `"index": 1`, `"index": 0`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadTFConfig(file); err != nil || c.Rank != 0 {
+		t.Fatalf("from a file (which wins over the environment): %+v, %v", c, err)
+	}
+	if _, err := LoadTFConfig(filepath.Join(t.TempDir(), "missing.json")); err == nil || !strings.Contains(err.Error(), "reading the cluster spec") {
+		t.Errorf("missing file: %v", err)
+	}
+	t.Setenv(TFConfigEnv, "")
+	if _, err := LoadTFConfig(""); err == nil || !strings.Contains(err.Error(), "no cluster spec: set TF_CONFIG") {
+		t.Errorf("unset: %v", err)
+	}
+}
+
+func FuzzParseTFConfig(f *testing.F) {
+	f.Add([]byte(`{"cluster": {"worker": ["a:1", "b:2"], "chief": ["c:3"]}, "task": {"type": "worker", "index": 1}}`))
+	f.Add([]byte(`{"cluster": {"worker": ["/ip4/1.2.3.4/tcp/5"]}, "task": {"type": "worker", "index": 0}}`))
+	f.Add([]byte("{\n\"cluster\": [}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseTFConfig(b, "fuzz")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz: ") {
+				t.Fatalf("error without its source: %v", err)
+			}
+			return
+		}
+		if c.Rank < 0 || c.Rank >= len(c.Peers) {
+			t.Fatalf("rank %d out of range for %d peers", c.Rank, len(c.Peers))
+		}
+	})
+}
