@@ -36,17 +36,25 @@ func TestTrainStepAllocs(t *testing.T) {
 		}
 	}
 	// AllocsPerRun runs with GOMAXPROCS 1; count the parallel path by hand.
+	// MemStats counts the whole process, and the runtime itself allocates
+	// now and then while goroutines park and wake (an allocation profile
+	// of 200 such steps shows nothing from this package), so the bound is
+	// "fewer than one per 20 steps" rather than 0.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	step := newStepper(t, LeNet5, 64)
 	step()
+	// Let the earlier models' cleanups (which stop their workers) run first.
+	runtime.GC()
+	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	for range 20 {
+	const steps = 200
+	for range steps {
 		step()
 	}
 	runtime.ReadMemStats(&after)
-	if a := after.Mallocs - before.Mallocs; a != 0 {
-		t.Errorf("lenet, GOMAXPROCS 2: %d allocations in 20 training steps", a)
+	if a := after.Mallocs - before.Mallocs; a >= steps/20 {
+		t.Errorf("lenet, GOMAXPROCS 2: %d allocations in %d training steps", a, steps)
 	}
 	m, _ := NewModel(LeNet5, 1)
 	x, labels := testBatch(1, 1000, 784, 10)

@@ -17,8 +17,8 @@ type Layer interface {
 	// Bind points the layer's weights at params and their gradients at
 	// grads, both of length NumParams().
 	Bind(params, grads []float32)
-	// Init fills the bound parameters from rng (He or Glorot uniform
-	// weights, zero biases), so a seed fixes the whole model.
+	// Init fills the bound parameters from rng (see the Init kinds), so a
+	// seed fixes the whole model.
 	Init(rng *rand.Rand)
 	// Forward writes y (n×OutSize) from x (n×InSize).
 	Forward(y, x []float32, n int)
@@ -37,15 +37,32 @@ const (
 	He Init = iota
 	// Glorot draws U(±√(6/(fan_in+fan_out))), for the output layer.
 	Glorot
+	// Torch draws weights and biases from U(±1/√fan_in): He (Kaiming)
+	// uniform with negative slope √5, PyTorch's default for Conv2d and
+	// Linear, which the anchors' recipe was tuned with.
+	Torch
 )
 
-func initUniform(rng *rand.Rand, w []float32, kind Init, fanIn, fanOut int) {
-	bound := math.Sqrt(6 / float64(fanIn))
-	if kind == Glorot {
+// initLayer fills a layer's weights and biases.
+func initLayer(rng *rand.Rand, w, b []float32, kind Init, fanIn, fanOut int) {
+	var bound float64
+	switch kind {
+	case He:
+		bound = math.Sqrt(6 / float64(fanIn))
+	case Glorot:
 		bound = math.Sqrt(6 / float64(fanIn+fanOut))
+	case Torch:
+		bound = 1 / math.Sqrt(float64(fanIn))
 	}
 	for i := range w {
 		w[i] = float32((2*rng.Float64() - 1) * bound)
+	}
+	for i := range b {
+		if kind == Torch {
+			b[i] = float32((2*rng.Float64() - 1) * bound)
+		} else {
+			b[i] = 0
+		}
 	}
 }
 
@@ -69,6 +86,15 @@ type Conv2D struct {
 	w, b, dw, db []float32
 	col, dcol    []float32 // InC·K·K × OutH·OutW scratch
 	wT           []float32 // InC·K·K × OutC, transposed weights for the input gradient
+
+	// In training mode Forward keeps the im2col matrices of the whole
+	// batch side by side (cols, InC·K·K × n·OutH·OutW) for Backward, which
+	// then computes the weight gradient as one product over the batch.
+	train  bool
+	cols   []float32
+	dyAll  []float32 // OutC × n·OutH·OutW: dy regrouped by channel
+	savedN int
+	savedX *float32
 }
 
 // NewConv2D returns a convolution for InC×InH×InW inputs.
@@ -97,35 +123,47 @@ func (l *Conv2D) Bind(params, grads []float32) {
 
 func (l *Conv2D) Init(rng *rand.Rand) {
 	kk := l.K * l.K
-	initUniform(rng, l.w, l.WeightInit, l.InC*kk, l.OutC*kk)
-	clear(l.b)
+	initLayer(rng, l.w, l.b, l.WeightInit, l.InC*kk, l.OutC*kk)
 }
 
-// im2col writes col[(ci,ky,kx), (oy,ox)] = x[ci, oy+ky-Pad, ox+kx-Pad] (0 off the image).
-func (l *Conv2D) im2col(col, x []float32) {
+// setTrain switches the saving of im2col matrices for Backward on or off;
+// the model turns it on for training passes only, because an evaluation
+// batch's matrices would be large.
+func (l *Conv2D) setTrain(on bool) { l.train = on }
+
+// im2col writes col[(ci,ky,kx), (oy,ox)] = x[ci, oy+ky-Pad, ox+kx-Pad] (0
+// off the image), rows ld apart.
+func (l *Conv2D) im2col(col []float32, ld int, x []float32) {
 	hw := l.OutH * l.OutW
 	r := 0
 	for ci := 0; ci < l.InC; ci++ {
 		xc := x[ci*l.InH*l.InW : (ci+1)*l.InH*l.InW]
 		for ky := 0; ky < l.K; ky++ {
 			for kx := 0; kx < l.K; kx++ {
-				row := col[r*hw : (r+1)*hw]
+				row := col[r*ld : r*ld+hw]
 				r++
 				lo, hi := max(0, l.Pad-kx), min(l.OutW, l.InW+l.Pad-kx)
 				for oy := 0; oy < l.OutH; oy++ {
 					dst := row[oy*l.OutW : (oy+1)*l.OutW]
 					iy := oy + ky - l.Pad
 					if iy < 0 || iy >= l.InH {
-						clear(dst)
+						zero(dst)
 						continue
 					}
-					clear(dst[:lo])
-					src := xc[iy*l.InW+lo+kx-l.Pad:]
-					copy(dst[lo:hi], src[:hi-lo])
-					clear(dst[hi:])
+					zero(dst[:lo])
+					copy(dst[lo:hi], xc[iy*l.InW+lo+kx-l.Pad:])
+					zero(dst[hi:])
 				}
 			}
 		}
+	}
+}
+
+// zero clears a short slice inline (clear calls memclr, whose call costs
+// more than the few stores im2col's edges need).
+func zero(s []float32) {
+	for i := range s {
+		s[i] = 0
 	}
 }
 
@@ -159,8 +197,16 @@ func (l *Conv2D) col2im(dx, col []float32) {
 
 func (l *Conv2D) Forward(y, x []float32, n int) {
 	in, out, hw, ckk := l.InSize(), l.OutSize(), l.OutH*l.OutW, l.InC*l.K*l.K
+	l.savedN, l.savedX = 0, nil
+	if l.train {
+		l.cols = grow(l.cols, ckk*n*hw)
+	}
 	for e := 0; e < n; e++ {
-		l.im2col(l.col, x[e*in:(e+1)*in])
+		col, ld := l.col, hw
+		if l.train {
+			col, ld = l.cols[e*hw:], n*hw
+		}
+		l.im2col(col, ld, x[e*in:(e+1)*in])
 		ye := y[e*out : (e+1)*out]
 		for c, bc := range l.b {
 			yc := ye[c*hw : (c+1)*hw]
@@ -168,36 +214,55 @@ func (l *Conv2D) Forward(y, x []float32, n int) {
 				yc[i] = bc
 			}
 		}
-		gemmNN(l.OutC, hw, ckk, l.w, ckk, l.col, hw, ye, hw, true)
+		gemmNN(l.OutC, hw, ckk, l.w, ckk, col, ld, ye, hw, true)
+	}
+	if l.train && n > 0 {
+		l.savedN, l.savedX = n, &x[0]
 	}
 }
 
 func (l *Conv2D) Backward(dx, dy, x, y []float32, n int) {
+	if n == 0 {
+		return
+	}
 	in, out, hw, ckk := l.InSize(), l.OutSize(), l.OutH*l.OutW, l.InC*l.K*l.K
-	if dx != nil {
+	nhw := n * hw
+	if l.savedN != n || l.savedX != &x[0] {
+		// Not the batch of the last training Forward: rebuild its matrices.
+		l.cols = grow(l.cols, ckk*nhw)
+		for e := 0; e < n; e++ {
+			l.im2col(l.cols[e*hw:], nhw, x[e*in:(e+1)*in])
+		}
+	}
+	// dW += dy·colsᵀ over the whole batch, with dy regrouped per channel.
+	l.dyAll = grow(l.dyAll, l.OutC*nhw)
+	for e := 0; e < n; e++ {
 		for c := 0; c < l.OutC; c++ {
-			for r := 0; r < ckk; r++ {
-				l.wT[r*l.OutC+c] = l.w[c*ckk+r]
-			}
+			src := dy[e*out+c*hw : e*out+(c+1)*hw]
+			copy(l.dyAll[c*nhw+e*hw:], src)
+		}
+	}
+	for c := range l.db {
+		var s float32
+		for _, v := range l.dyAll[c*nhw : (c+1)*nhw] {
+			s += v
+		}
+		l.db[c] += s
+	}
+	gemmNT(l.OutC, ckk, nhw, l.dyAll, nhw, l.cols, nhw, l.dw, ckk, true)
+	if dx == nil {
+		return
+	}
+	for c := 0; c < l.OutC; c++ {
+		for r := 0; r < ckk; r++ {
+			l.wT[r*l.OutC+c] = l.w[c*ckk+r]
 		}
 	}
 	for e := 0; e < n; e++ {
-		dye := dy[e*out : (e+1)*out]
-		for c := range l.db {
-			var s float32
-			for _, v := range dye[c*hw : (c+1)*hw] {
-				s += v
-			}
-			l.db[c] += s
-		}
-		l.im2col(l.col, x[e*in:(e+1)*in])
-		gemmNT(l.OutC, ckk, hw, dye, hw, l.col, hw, l.dw, ckk, true)
-		if dx != nil {
-			gemmNN(ckk, hw, l.OutC, l.wT, l.OutC, dye, hw, l.dcol, hw, false)
-			dxe := dx[e*in : (e+1)*in]
-			clear(dxe)
-			l.col2im(dxe, l.dcol)
-		}
+		gemmNN(ckk, hw, l.OutC, l.wT, l.OutC, dy[e*out:(e+1)*out], hw, l.dcol, hw, false)
+		dxe := dx[e*in : (e+1)*in]
+		clear(dxe)
+		l.col2im(dxe, l.dcol)
 	}
 }
 
@@ -222,6 +287,10 @@ func (l *Pool2D) outHW() (int, int)   { return l.H / l.S, l.W / l.S }
 
 func (l *Pool2D) Forward(y, x []float32, n int) {
 	oh, ow := l.outHW()
+	if l.S == 2 && !l.Avg {
+		l.forwardMax2(y, x, n)
+		return
+	}
 	s := l.S
 	inv := 1 / float32(s*s)
 	for p := 0; p < n*l.C; p++ { // one plane per (example, channel)
@@ -259,6 +328,10 @@ func (l *Pool2D) Backward(dx, dy, x, y []float32, n int) {
 		return
 	}
 	oh, ow := l.outHW()
+	if l.S == 2 && !l.Avg && l.H%2 == 0 && l.W%2 == 0 {
+		l.backwardMax2(dx, dy, x, y, n)
+		return
+	}
 	s := l.S
 	inv := 1 / float32(s*s)
 	clear(dx[:n*l.InSize()])
@@ -293,6 +366,71 @@ func (l *Pool2D) Backward(dx, dy, x, y []float32, n int) {
 			}
 		}
 	}
+}
+
+// forwardMax2 is Forward for 2×2 max pooling, with the builtin max, which
+// compiles to branch-free MINSS/MAXSS sequences.
+func (l *Pool2D) forwardMax2(y, x []float32, n int) {
+	oh, ow := l.outHW()
+	for p := 0; p < n*l.C; p++ {
+		xp := x[p*l.H*l.W : (p+1)*l.H*l.W]
+		yp := y[p*oh*ow : (p+1)*oh*ow]
+		for oy := 0; oy < oh; oy++ {
+			r0 := xp[2*oy*l.W : 2*oy*l.W+2*ow]
+			r1 := xp[(2*oy+1)*l.W : (2*oy+1)*l.W+2*ow]
+			yr := yp[oy*ow : (oy+1)*ow]
+			for ox := range yr {
+				yr[ox] = max(max(r0[2*ox], r0[2*ox+1]), max(r1[2*ox], r1[2*ox+1]))
+			}
+		}
+	}
+}
+
+// backwardMax2 is Backward for 2×2 max pooling over even sizes: every
+// input belongs to exactly one window, so each window writes its four
+// gradients (dy at the first maximum, 0 elsewhere) without clearing dx
+// first. The choice is made with bit masks rather than branches, which a
+// random argmax would mispredict.
+func (l *Pool2D) backwardMax2(dx, dy, x, y []float32, n int) {
+	oh, ow := l.outHW()
+	for p := 0; p < n*l.C; p++ {
+		xp := x[p*l.H*l.W : (p+1)*l.H*l.W]
+		dxp := dx[p*l.H*l.W : (p+1)*l.H*l.W]
+		yp := y[p*oh*ow : (p+1)*oh*ow]
+		dyp := dy[p*oh*ow : (p+1)*oh*ow]
+		for oy := 0; oy < oh; oy++ {
+			r0 := xp[2*oy*l.W : 2*oy*l.W+2*ow]
+			r1 := xp[(2*oy+1)*l.W : (2*oy+1)*l.W+2*ow]
+			d0 := dxp[2*oy*l.W : 2*oy*l.W+2*ow]
+			d1 := dxp[(2*oy+1)*l.W : (2*oy+1)*l.W+2*ow]
+			yr := yp[oy*ow : (oy+1)*ow]
+			dyr := dyp[oy*ow : (oy+1)*ow]
+			for ox, m := range yr {
+				mb := math.Float32bits(m)
+				g := math.Float32bits(dyr[ox])
+				e0 := eqMask(math.Float32bits(r0[2*ox]), mb)
+				e1 := eqMask(math.Float32bits(r0[2*ox+1]), mb) &^ e0
+				e2 := eqMask(math.Float32bits(r1[2*ox]), mb) &^ (e0 | e1)
+				e3 := ^(e0 | e1 | e2)
+				d0[2*ox] = math.Float32frombits(g & e0)
+				d0[2*ox+1] = math.Float32frombits(g & e1)
+				d1[2*ox] = math.Float32frombits(g & e2)
+				d1[2*ox+1] = math.Float32frombits(g & e3)
+			}
+		}
+	}
+}
+
+// eqMask is all ones if a == b and 0 otherwise, without a branch.
+func eqMask(a, b uint32) uint32 {
+	d := a ^ b
+	return ^uint32(int32(d|-d) >> 31)
+}
+
+// posMask is all ones if the float32 with bits b is > 0 (not NaN), else 0.
+func posMask(b uint32) uint32 {
+	i := int32(b)
+	return uint32(-i>>31) & ^uint32(i>>31)
 }
 
 // Activation applies ReLU or Tanh element-wise to Size floats per example.
@@ -335,12 +473,12 @@ func (l *Activation) Backward(dx, dy, x, y []float32, n int) {
 		}
 		return
 	}
+	// dx = dy where y > 0, else 0, by masking bits: the sign of y is
+	// random, so a branch would be mispredicted half the time.
+	dy = dy[:len(y)]
+	dx = dx[:len(y)]
 	for i, v := range y {
-		if v > 0 {
-			dx[i] = dy[i]
-		} else {
-			dx[i] = 0
-		}
+		dx[i] = math.Float32frombits(math.Float32bits(dy[i]) & posMask(math.Float32bits(v)))
 	}
 }
 
@@ -385,8 +523,7 @@ func (l *Dense) Bind(params, grads []float32) {
 }
 
 func (l *Dense) Init(rng *rand.Rand) {
-	initUniform(rng, l.w, l.WeightInit, l.In, l.Out)
-	clear(l.b)
+	initLayer(rng, l.w, l.b, l.WeightInit, l.In, l.Out)
 }
 
 func (l *Dense) Forward(y, x []float32, n int) {

@@ -46,6 +46,8 @@ func TestLayerGradients(t *testing.T) {
 		{"conv_1x7x7_to_2_k5_pad2", func() Layer { return NewConv2D(1, 7, 7, 2, 5, 2) }},
 		{"conv_3x6x6_to_5_k3_pad0", func() Layer { return NewConv2D(3, 6, 6, 5, 3, 0) }},
 		{"conv_6x14x14_to_16_k5", func() Layer { return NewConv2D(6, 14, 14, 16, 5, 0) }},
+		{"conv_2x6x5_to_3_k3_pad1_training", func() Layer { c := NewConv2D(2, 6, 5, 3, 3, 1); c.setTrain(true); return c }},
+		{"conv_1x28x28_to_6_k5_pad2_training", func() Layer { c := NewConv2D(1, 28, 28, 6, 5, 2); c.setTrain(true); return c }},
 		{"maxpool_2x4x4_s2", func() Layer { return NewMaxPool2D(2, 4, 4, 2) }},
 		{"maxpool_1x5x5_s2_drops_edge", func() Layer { return NewMaxPool2D(1, 5, 5, 2) }},
 		{"avgpool_2x4x6_s2", func() Layer { return NewAvgPool2D(2, 4, 6, 2) }},

@@ -70,18 +70,25 @@ func NewModelShards(name string, seed int64, shards int) (Model, error) {
 
 // lenetLayers is LeNet-5 for 28×28 inputs: conv 5×5×6 pad 2 → ReLU →
 // max-pool 2 → conv 5×5×16 → ReLU → max-pool 2 → dense 120 → ReLU →
-// dense 84 → ReLU → dense 10; 61,706 parameters.
+// dense 84 → ReLU → dense 10; 61,706 parameters. ReLU and max-pooling
+// commute (both are monotone, and the gradient reaches the same input in
+// either order), so the ReLUs run after the pools, on a quarter of the
+// values.
+var lenetInit = Torch
+
 func lenetLayers() []Layer {
 	c1 := NewConv2D(1, 28, 28, 6, 5, 2)
 	c2 := NewConv2D(6, 14, 14, 16, 5, 0)
-	out := NewDense(84, 10)
-	out.WeightInit = Glorot
+	d1, d2, out := NewDense(400, 120), NewDense(120, 84), NewDense(84, 10)
+	for _, k := range []*Init{&c1.WeightInit, &c2.WeightInit, &d1.WeightInit, &d2.WeightInit, &out.WeightInit} {
+		*k = lenetInit
+	}
 	return []Layer{
-		c1, NewReLU(6 * 28 * 28), NewMaxPool2D(6, 28, 28, 2),
-		c2, NewReLU(16 * 10 * 10), NewMaxPool2D(16, 10, 10, 2),
+		c1, NewMaxPool2D(6, 28, 28, 2), NewReLU(6 * 14 * 14),
+		c2, NewMaxPool2D(16, 10, 10, 2), NewReLU(16 * 5 * 5),
 		NewFlatten(16 * 5 * 5),
-		NewDense(400, 120), NewReLU(120),
-		NewDense(120, 84), NewReLU(84),
+		d1, NewReLU(120),
+		d2, NewReLU(84),
 		out,
 	}
 }
@@ -211,6 +218,11 @@ func (s *shard) run() {
 		return
 	}
 	s.reserve(s.n)
+	for _, l := range s.layers {
+		if t, ok := l.(interface{ setTrain(bool) }); ok {
+			t.setTrain(s.train)
+		}
+	}
 	in := s.x
 	for i, l := range s.layers {
 		l.Forward(s.acts[i], in, s.n)

@@ -62,11 +62,14 @@ func TestNewModelErrors(t *testing.T) {
 }
 
 // TestModelGradients checks each whole model's gradient against finite
-// differences of its mean loss: along random directions over all
-// parameters, and coordinate by coordinate on the largest gradients and a
-// random sample. The loss is float32 inside, so the step is 1e-2 along a
-// unit direction and 1e-2 per coordinate; ReLU and max-pool kinks crossed
-// by a step add small errors, hence 2% relative tolerance.
+// differences of its mean loss, along the gradient's own direction and a
+// mixed direction, and coordinate by coordinate on the largest gradients
+// and a random sample, with steps of 1e-3 (measured: the float32 noise in
+// the quotient is then below 1e-5, while steps of 1e-2 already show the
+// curvature of ReLU networks). A step that crosses a ReLU or max-pool kink
+// makes the quotient meaningless; such coordinates are recognised by
+// quotients at steps 1e-3 and 5e-4 that disagree, and skipped (at most a
+// quarter of them may be).
 func TestModelGradients(t *testing.T) {
 	for _, name := range ModelNames {
 		t.Run(name, func(t *testing.T) {
@@ -77,9 +80,6 @@ func TestModelGradients(t *testing.T) {
 			const n = 5
 			x, labels := testBatch(9, n, m.InputDim(), m.Classes())
 			p := m.Params()
-			for i := range p { // lift biases off zero
-				p[i] += 0.01 * float32(math.Sin(float64(i)))
-			}
 			if _, err := m.ForwardBackward(x, labels, n); err != nil {
 				t.Fatal(err)
 			}
@@ -88,20 +88,9 @@ func TestModelGradients(t *testing.T) {
 				l, _ := m.Evaluate(x, labels, n)
 				return l / n
 			}
-			rng := rand.New(rand.NewPCG(11, 12))
-			const eps = 1e-2
-			for dir := 0; dir < 3; dir++ {
-				v := randSlice(rng, len(p))
-				var norm float64
-				for _, a := range v {
-					norm += float64(a) * float64(a)
-				}
-				var gv float64
-				for i := range v {
-					v[i] /= float32(math.Sqrt(norm))
-					gv += float64(v[i]) * float64(g[i])
-				}
+			quotient := func(v []float32, eps float32) float64 {
 				orig := slices.Clone(p)
+				defer copy(p, orig)
 				for i := range p {
 					p[i] = orig[i] + eps*v[i]
 				}
@@ -110,9 +99,32 @@ func TestModelGradients(t *testing.T) {
 					p[i] = orig[i] - eps*v[i]
 				}
 				down := mean()
-				copy(p, orig)
-				if num := (up - down) / (2 * eps); math.Abs(num-gv) > 0.02*math.Abs(num)+1e-4 {
-					t.Errorf("direction %d: g·v = %.6g, finite difference %.6g", dir, gv, num)
+				return (up - down) / (2 * float64(eps))
+			}
+			unit := func(v []float32) []float32 {
+				var norm float64
+				for _, a := range v {
+					norm += float64(a) * float64(a)
+				}
+				for i := range v {
+					v[i] /= float32(math.Sqrt(norm))
+				}
+				return v
+			}
+			rng := rand.New(rand.NewPCG(11, 12))
+			dirG := unit(slices.Clone(g))
+			mixed := randSlice(rng, len(g))
+			unit(mixed)
+			for i := range mixed {
+				mixed[i] += dirG[i]
+			}
+			for d, v := range [][]float32{dirG, unit(mixed)} {
+				var gv float64
+				for i := range v {
+					gv += float64(v[i]) * float64(g[i])
+				}
+				if num := quotient(v, 1e-3); math.Abs(num-gv) > 0.01*math.Abs(num)+1e-4 {
+					t.Errorf("direction %d: g·v = %.6g, finite difference %.6g", d, gv, num)
 				}
 			}
 			idx := make([]int, len(g))
@@ -124,16 +136,22 @@ func TestModelGradients(t *testing.T) {
 			for range 20 {
 				coords = append(coords, rng.IntN(len(g)))
 			}
+			skipped := 0
+			e := make([]float32, len(g))
 			for _, i := range coords {
-				old := p[i]
-				p[i] = old + eps
-				up := mean()
-				p[i] = old - eps
-				down := mean()
-				p[i] = old
-				if num := (up - down) / (2 * eps); math.Abs(num-float64(g[i])) > 0.02*math.Abs(num)+2e-4 {
-					t.Errorf("param %d: gradient %.6g, finite difference %.6g", i, g[i], num)
+				e[i] = 1
+				q1, q2 := quotient(e, 1e-3), quotient(e, 5e-4)
+				e[i] = 0
+				if math.Abs(q1-q2) > 0.05*math.Abs(q1)+1e-4 {
+					skipped++
+					continue
 				}
+				if math.Abs(q2-float64(g[i])) > 0.02*math.Abs(q2)+1e-4 {
+					t.Errorf("param %d: gradient %.6g, finite difference %.6g", i, g[i], q2)
+				}
+			}
+			if skipped > len(coords)/4 {
+				t.Errorf("%d of %d coordinates skipped as kinks", skipped, len(coords))
 			}
 		})
 	}
