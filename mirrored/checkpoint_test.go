@@ -1,0 +1,216 @@
+package mirrored
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testCheckpoint() *Checkpoint {
+	return &Checkpoint{
+		Model: "softmax", Params: []float32{1, -2.5, 3e-9, 0}, OptState: []float32{0.5, 0.25, -1, 7},
+		Step: 1875, Epoch: 3, StepInEpoch: 12, StepsPerEpoch: 937, Seed: -42,
+		Fingerprint: "abc123", Config: `{"model":"softmax"}`, History: `[]`,
+		SavedAt: time.Date(2026, 11, 22, 5, 0, 0, 123, time.UTC),
+	}
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	for _, c := range []*Checkpoint{testCheckpoint(), {Model: "lenet", Params: []float32{1}, Seed: 1}} {
+		b, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := binary.LittleEndian.Uint64(b); (8+n)%8 != 0 {
+			t.Errorf("header of %d bytes: data section not 8-byte aligned", n)
+		}
+		got, err := DecodeCheckpoint(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SavedAt.IsZero() {
+			got.SavedAt = time.Time{}
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, c)
+		}
+	}
+}
+
+// TestSafetensorsLayout checks the bytes against the format by hand: the
+// header JSON a Python reader expects and the little-endian data.
+func TestSafetensorsLayout(t *testing.T) {
+	b, err := EncodeSafetensors(map[string]Tensor{
+		"b": {DType: "F32", Shape: []int{1}, Data: []byte{0, 0, 0x80, 0x3f}},
+		"a": {DType: "U8", Shape: []int{2, 1}, Data: []byte{7, 9}},
+	}, map[string]string{"k": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := binary.LittleEndian.Uint64(b)
+	hdr := strings.TrimRight(string(b[8:8+n]), " ")
+	want := `{"__metadata__":{"k":"v"},"a":{"dtype":"U8","shape":[2,1],"data_offsets":[0,2]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}}`
+	if hdr != want {
+		t.Errorf("header\n got %s\nwant %s", hdr, want)
+	}
+	if data := b[8+n:]; string(data) != "\x07\x09\x00\x00\x80\x3f" {
+		t.Errorf("data %x", data)
+	}
+}
+
+// rawFile builds a safetensors file from a literal header and data.
+func rawFile(header string, data []byte) []byte {
+	b := make([]byte, 8, 8+len(header)+len(data))
+	binary.LittleEndian.PutUint64(b, uint64(len(header)))
+	return append(append(b, header...), data...)
+}
+
+func TestDecodeSafetensorsErrors(t *testing.T) {
+	f32 := make([]byte, 8)
+	tests := []struct {
+		name string
+		file []byte
+		want string
+	}{
+		{"short", []byte{1, 2, 3}, "3 bytes: too short"},
+		{"huge header length", binary.LittleEndian.AppendUint64(nil, 1<<62), "header length 4611686018427387904 exceeds the 104857600-byte limit"},
+		{"header past the end", append(binary.LittleEndian.AppendUint64(nil, 100), "{}"...), "header length 100 runs past the end of the 10-byte file"},
+		{"not json object", rawFile(`[1]`, nil), "header does not start with '{'"},
+		{"bad json", rawFile(`{"a":`, nil), "header JSON: unexpected end of JSON input"},
+		{"metadata not strings", rawFile(`{"__metadata__":{"k":1}}`, nil), "__metadata__ must map strings to strings"},
+		{"unknown field", rawFile(`{"p":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}}`, f32), `tensor "p": header entry: json: unknown field "x"`},
+		{"unknown dtype", rawFile(`{"p":{"dtype":"F31","shape":[2],"data_offsets":[0,8]}}`, f32), `tensor "p": unknown dtype "F31"`},
+		{"shape mismatch", rawFile(`{"p":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`, f32), `tensor "p": shape [3] of F32 is 12 bytes but the data are 8 bytes`},
+		{"negative dim", rawFile(`{"p":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}`, f32), `negative dimension`},
+		{"overflowing shape", rawFile(`{"p":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}}`, f32), `overflows`},
+		{"offsets past data", rawFile(`{"p":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`, f32), `data_offsets [0 16]: want [begin, end] with 0 ≤ begin ≤ end ≤ 8`},
+		{"offsets reversed", rawFile(`{"p":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}}`, f32), `data_offsets [8 0]`},
+		{"one offset", rawFile(`{"p":{"dtype":"F32","shape":[0],"data_offsets":[0]}}`, f32), `data_offsets [0]`},
+		{"gap", rawFile(`{"p":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, f32), `tensor "p" starts at byte 4 of the data section but the previous tensor ends at 0`},
+		{"overlap", rawFile(`{"p":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"q":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, f32), `tensor "q" starts at byte 4`},
+		{"trailing", rawFile(`{"p":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f32), `tensors cover 4 bytes but the data section has 8`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := DecodeSafetensors(tt.file)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeCheckpointErrors(t *testing.T) {
+	good := testCheckpoint().metadata()
+	with := func(k, v string) map[string]string {
+		m := map[string]string{}
+		for a, b := range good {
+			m[a] = b
+		}
+		m[k] = v
+		return m
+	}
+	p := F32Tensor([]float32{1, 2})
+	tests := []struct {
+		name    string
+		tensors map[string]Tensor
+		meta    map[string]string
+		want    string
+	}{
+		{"not meshtrain", map[string]Tensor{"params": p}, map[string]string{"k": "v"}, `metadata format "": want "meshtrain-checkpoint/1"`},
+		{"no params", map[string]Tensor{"w": p}, good, `no "params" tensor`},
+		{"params not f32", map[string]Tensor{"params": {DType: "F64", Shape: []int{1}, Data: make([]byte, 8)}}, good, `tensor "params": dtype F64: want F32`},
+		{"params matrix", map[string]Tensor{"params": {DType: "F32", Shape: []int{1, 2}, Data: p.Data}}, good, `tensor "params" has shape [1 2]: want a vector`},
+		{"extra tensor", map[string]Tensor{"params": p, "extra": p}, good, `unexpected tensor "extra"`},
+		{"bad step", map[string]Tensor{"params": p}, with("step", "x"), `metadata "step" = "x": want an integer ≥ 0`},
+		{"negative epoch", map[string]Tensor{"params": p}, with("epoch", "-1"), `metadata "epoch" = "-1"`},
+		{"bad seed", map[string]Tensor{"params": p}, with("seed", ""), `metadata "seed" = ""`},
+		{"position past epoch", map[string]Tensor{"params": p}, with("step_in_epoch", "937"), `step_in_epoch 937: want < steps_per_epoch 937`},
+		{"bad time", map[string]Tensor{"params": p}, with("saved_at", "yesterday"), `metadata "saved_at" = "yesterday"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := EncodeSafetensors(tt.tensors, tt.meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = DecodeCheckpoint(b)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteCheckpointKeepsLastK(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ck")
+	if latest, err := LatestCheckpoint(dir); err != nil || latest != "" {
+		t.Fatalf("empty dir: %q, %v", latest, err)
+	}
+	c := testCheckpoint()
+	for _, step := range []int{5, 100, 20, 1000000000} {
+		c.Step = step
+		if _, err := WriteCheckpoint(dir, c, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := ListCheckpoints(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "ckpt-000000100.safetensors"), filepath.Join(dir, "ckpt-1000000000.safetensors")}
+	if !reflect.DeepEqual(all, want) {
+		t.Errorf("kept %q, want %q", all, want)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("directory holds %d entries (temporary files left behind?)", len(entries))
+	}
+	got, err := ReadCheckpoint(want[1])
+	if err != nil || got.Step != 1000000000 {
+		t.Fatalf("read back: %+v, %v", got, err)
+	}
+	// A corrupt file is reported with its name.
+	bad := filepath.Join(dir, "ckpt-000000101.safetensors")
+	if err := os.WriteFile(bad, []byte("garbage!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadCheckpoint(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("corrupt file: %v", err)
+	}
+}
+
+func FuzzDecodeSafetensors(f *testing.F) {
+	b, _ := testCheckpoint().Encode()
+	f.Add(b)
+	f.Add(rawFile(`{"p":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, []byte{1, 2, 3, 4}))
+	f.Add(rawFile(`{}`, nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tensors, meta, err := DecodeSafetensors(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes re-encodes to something that decodes the same.
+		again, err := EncodeSafetensors(tensors, meta)
+		if err != nil {
+			t.Fatalf("re-encoding a decoded file: %v", err)
+		}
+		t2, m2, err := DecodeSafetensors(again)
+		if err != nil {
+			t.Fatalf("decoding a re-encoded file: %v", err)
+		}
+		if len(t2) != len(tensors) || len(m2) != len(meta) {
+			t.Fatalf("re-encoding changed the contents")
+		}
+		for name, tt := range tensors {
+			if !reflect.DeepEqual(tt.Shape, t2[name].Shape) || string(tt.Data) != string(t2[name].Data) {
+				t.Fatalf("tensor %q changed", name)
+			}
+		}
+		_, _ = DecodeCheckpoint(b)
+	})
+}
