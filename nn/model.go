@@ -112,8 +112,12 @@ type net struct {
 	workers        bool // shards 1.. have goroutines
 }
 
+// modal is a layer that works differently when training (see Conv2D).
+type modal interface{ setTrain(bool) }
+
 type shard struct {
 	layers []Layer
+	modal  []modal // the layers that are modal
 	grads  []float32
 	acts   [][]float32 // acts[i] is the output of layers[i]
 	dacts  [][]float32 // dacts[i] is the gradient at the output of layers[i]
@@ -146,6 +150,11 @@ func newNet(name string, build func() []Layer, seed int64, nshards int) *net {
 			layers = build()
 		}
 		s := &shard{layers: layers, grads: make([]float32, total)}
+		for _, l := range layers {
+			if t, ok := l.(modal); ok {
+				s.modal = append(s.modal, t)
+			}
+		}
 		if i == 0 {
 			m.grads = s.grads
 		}
@@ -218,10 +227,8 @@ func (s *shard) run() {
 		return
 	}
 	s.reserve(s.n)
-	for _, l := range s.layers {
-		if t, ok := l.(interface{ setTrain(bool) }); ok {
-			t.setTrain(s.train)
-		}
+	for _, t := range s.modal {
+		t.setTrain(s.train)
 	}
 	in := s.x
 	for i, l := range s.layers {
