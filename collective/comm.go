@@ -42,8 +42,8 @@ func (a Algo) String() string { return [...]string{"auto", "ring", "tree"}[a] }
 // package report); DefaultChunkBytes likewise.
 const (
 	DefaultTimeout        = 60 * time.Second
-	DefaultChunkBytes     = 256 << 10
-	DefaultSmallBytes     = 64 << 10
+	DefaultChunkBytes     = 1 << 20
+	DefaultSmallBytes     = 256 << 10
 	DefaultMaxGatherBytes = 1 << 30
 )
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -294,5 +295,38 @@ func TestPSK(t *testing.T) {
 	}
 	if err := errors.Join(onAll(comms, func(c *collective.Comm) error { return c.Barrier(context.Background()) })...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkAllReduce64MiB: two in-process ranks over plaintext libp2p on
+// loopback (for profiles; `meshtrain bench allreduce` is the real figure).
+func BenchmarkAllReduce64MiB(b *testing.B) {
+	for _, sec := range []Security{SecurityPlaintext, SecurityTLS} {
+		for _, chunk := range []int{256 << 10, 1 << 20, 4 << 20} {
+			b.Run(fmt.Sprintf("%s/chunk%dK", sec, chunk>>10), func(b *testing.B) {
+				t := &testing.T{}
+				comms, ts := startCluster(t, 2, sec, zap.NewNop(), collective.Options{ChunkBytes: chunk})
+				defer func() {
+					for _, tr := range ts {
+						_ = tr.Close()
+					}
+				}()
+				bufs := [][]float32{make([]float32, 16<<20), make([]float32, 16<<20)}
+				b.SetBytes(64 << 20)
+				var ru0, ru1 syscall.Rusage
+				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				b.ResetTimer()
+				for range b.N {
+					if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+						return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
+					})...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+				b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+			})
+		}
 	}
 }
