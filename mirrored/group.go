@@ -1,0 +1,107 @@
+package mirrored
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/meshtrain/meshtrain/collective"
+)
+
+// Group is what a multi-replica Job needs from the collective layer: the
+// Comm collectives plus an all-gather of byte strings (the start-up
+// handshake, parameter-hash comparison) and a barrier (to tell waiting for
+// peers apart from communicating). Every replica calls them in the same
+// order.
+type Group interface {
+	Comm
+	// AllGather returns every replica's local bytes, indexed by rank.
+	AllGather(ctx context.Context, local []byte) ([][]byte, error)
+	// Barrier returns once every replica has called it.
+	Barrier(ctx context.Context) error
+}
+
+// Traffic is implemented by Groups that count the bytes they move.
+type Traffic interface {
+	// Traffic returns the bytes sent and received so far.
+	Traffic() (sent, received int64)
+}
+
+// NewGroup adapts a collective.Comm. If the Comm's transport counts its
+// bytes (CountTraffic), the Group reports them through Traffic.
+func NewGroup(c *collective.Comm) Group { return &commGroup{c} }
+
+type commGroup struct{ c *collective.Comm }
+
+var (
+	_ Group   = (*commGroup)(nil)
+	_ Traffic = (*commGroup)(nil)
+)
+
+func (g *commGroup) Rank() int { return g.c.Rank() }
+func (g *commGroup) Size() int { return g.c.Size() }
+
+func (g *commGroup) AllReduceSum(ctx context.Context, buf []float32) error {
+	return g.c.AllReduceFloat32(ctx, buf, collective.Sum)
+}
+
+func (g *commGroup) Broadcast(ctx context.Context, buf []float32, root int) error {
+	return g.c.BroadcastFloat32(ctx, buf, root)
+}
+
+func (g *commGroup) AllGather(ctx context.Context, local []byte) ([][]byte, error) {
+	return g.c.AllGatherV(ctx, local)
+}
+
+func (g *commGroup) Barrier(ctx context.Context) error { return g.c.Barrier(ctx) }
+
+func (g *commGroup) Traffic() (int64, int64) {
+	if t, ok := g.c.Transport().(Traffic); ok {
+		return t.Traffic()
+	}
+	return 0, 0
+}
+
+// LocalGroup is the Group of a single replica.
+type LocalGroup struct{ Local }
+
+var _ Group = LocalGroup{}
+
+func (LocalGroup) AllGather(ctx context.Context, local []byte) ([][]byte, error) {
+	return [][]byte{local}, ctx.Err()
+}
+
+func (LocalGroup) Barrier(ctx context.Context) error { return ctx.Err() }
+
+// CountingTransport counts the bytes a Transport moves: frame headers plus
+// payloads, as the collective layer sees them (the security and
+// multiplexing layers below add their own framing, not counted).
+type CountingTransport struct {
+	collective.Transport
+	sent, received atomic.Int64
+}
+
+// CountTraffic wraps t.
+func CountTraffic(t collective.Transport) *CountingTransport {
+	return &CountingTransport{Transport: t}
+}
+
+var _ collective.Transport = (*CountingTransport)(nil)
+
+func (t *CountingTransport) Send(ctx context.Context, to int, h collective.Header, payload []byte) error {
+	err := t.Transport.Send(ctx, to, h, payload)
+	if err == nil {
+		t.sent.Add(int64(collective.HeaderSize + len(payload)))
+	}
+	return err
+}
+
+func (t *CountingTransport) Recv(ctx context.Context, from int, ch collective.Channel) (collective.Frame, error) {
+	f, err := t.Transport.Recv(ctx, from, ch)
+	if err == nil {
+		t.received.Add(int64(collective.HeaderSize + len(f.Payload)))
+	}
+	return f, err
+}
+
+// Traffic returns the bytes sent and received so far.
+func (t *CountingTransport) Traffic() (int64, int64) { return t.sent.Load(), t.received.Load() }

@@ -1,0 +1,684 @@
+package mirrored
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/nn"
+	"github.com/meshtrain/meshtrain/nn/tensorboard"
+)
+
+// Job is one replica's part of a multi-replica run: the training Config
+// (identical on every replica) plus checkpointing, consistency checks and
+// time accounting. Run it with RunJob on every replica of a Group.
+//
+// The strategy, on every replica:
+//
+//   - start-up: all-gather each replica's settings (Job.settings) and stop
+//     with a MismatchError naming every setting that differs and the ranks;
+//     the chief (rank 0) resumes from a checkpoint if there is one, then
+//     broadcasts the parameters and the optimizer state;
+//   - each step: forward/backward on this replica's batch of its shard
+//     (data.ShardAuto: example i goes to rank i mod N; a full shuffle of the
+//     shard per epoch; every rank runs the same data.Steps per epoch),
+//     [barrier], all-reduce the flat gradient, scale by 1/N, optimizer
+//     step. The global batch is BatchSize×N; the learning rate is not
+//     rescaled (pass a larger --lr for that);
+//   - every HashEvery steps and at the end: all-gather the SHA-256 of the
+//     parameters; a difference is an error naming the ranks;
+//   - each epoch: evaluation on the full test set, sharded: rank r
+//     evaluates the r-th contiguous N-th of it and the loss sums and
+//     correct counts are all-reduced, so every replica reports the same
+//     accuracy;
+//   - checkpoints (chief only): at the end of every epoch, or every
+//     CheckpointEvery steps.
+type Job struct {
+	Config
+
+	// CheckpointDir, if set, is where the chief writes checkpoints and
+	// where a run looks for one to resume from (the newest). Only the chief
+	// reads or writes it; the state reaches the others by broadcast.
+	CheckpointDir string
+	// CheckpointEvery is the number of steps between checkpoints; 0 means
+	// at the end of every epoch.
+	CheckpointEvery int
+	// KeepCheckpoints is how many checkpoints to keep (0: all).
+	KeepCheckpoints int
+	// Restore names a checkpoint file to resume from instead of the newest
+	// in CheckpointDir.
+	Restore string
+	// HashEvery is the number of steps between parameter-hash comparisons;
+	// 0 compares only at the end.
+	HashEvery int
+	// MeasureWait puts a barrier before each gradient all-reduce, so that
+	// time spent waiting for slower replicas is counted as waiting, not as
+	// communication. It costs one small collective per step.
+	MeasureWait bool
+	// NoShuffle keeps each shard in data-set order (for tests that compare
+	// against one replica on the whole batch).
+	NoShuffle bool
+	// OnEvent, if set, is called (on the calling goroutine) at start-up,
+	// after each epoch and after each checkpoint.
+	OnEvent func(Event)
+}
+
+// Event reports progress to whoever runs the job (the launcher).
+type Event struct {
+	Kind  string `json:"kind"` // "start", "resumed", "epoch", "checkpoint"
+	Rank  int    `json:"rank"`
+	Step  int    `json:"step"`  // global steps done
+	Steps int    `json:"steps"` // global steps the run will take at most
+	Epoch *Epoch `json:"epoch,omitempty"`
+	Path  string `json:"path,omitempty"` // checkpoint file
+}
+
+// Summary is one replica's view of a finished run: the run's figures
+// (identical on every replica) and this peer's own.
+type Summary struct {
+	Run  *Result   `json:"run"`
+	Peer PeerStats `json:"peer"`
+}
+
+// PeerStats are one replica's own figures: what users of TensorFlow's
+// MultiWorkerMirroredStrategy gathered with dstat, top and iftop.
+type PeerStats struct {
+	Rank     int `json:"rank"`
+	Steps    int `json:"steps"`    // steps this process ran (after any resume)
+	Examples int `json:"examples"` // training examples this process computed on
+	// ExamplesPerSec is Examples over this process's training time.
+	ExamplesPerSec float64 `json:"examples_per_sec"`
+	TestAccuracy   float64 `json:"test_accuracy"`
+	// BytesSent and BytesReceived count collective frames (headers and
+	// payloads) as the transport saw them, 0 if it does not count.
+	BytesSent     int64 `json:"bytes_sent"`
+	BytesReceived int64 `json:"bytes_received"`
+	// CPUSeconds (user + system) and PeakRSSBytes are the process's, from
+	// getrusage: with several replicas in one process they are shared.
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	// The training steps' time, split: computing (input excluded:
+	// forward, backward, update), communicating (the gradient all-reduce
+	// and the hash checks) and waiting (for the input pipeline and, with
+	// MeasureWait, for the slowest replica at the barrier).
+	ComputeSeconds float64 `json:"compute_seconds"`
+	CommSeconds    float64 `json:"comm_seconds"`
+	WaitSeconds    float64 `json:"wait_seconds"`
+	ComputeShare   float64 `json:"compute_share"`
+	CommShare      float64 `json:"comm_share"`
+	WaitShare      float64 `json:"wait_share"`
+	// EvalSeconds and CheckpointSeconds are spent outside the steps.
+	EvalSeconds       float64 `json:"eval_seconds"`
+	CheckpointSeconds float64 `json:"checkpoint_seconds"`
+	ParamsSHA256      string  `json:"params_sha256"`
+	// ResumedFrom is the checkpoint the run continued from (on the chief;
+	// "rank 0's checkpoint" elsewhere) and ResumedStep its step.
+	ResumedFrom string `json:"resumed_from,omitempty"`
+	ResumedStep int    `json:"resumed_step,omitempty"`
+}
+
+// hello is what each replica sends in the start-up all-gather.
+type hello struct {
+	Settings []Setting `json:"settings"`
+	// Chief only: where to resume, or why it could not.
+	Resume *resumeInfo `json:"resume,omitempty"`
+	Error  string      `json:"error,omitempty"`
+}
+
+type resumeInfo struct {
+	Path        string  `json:"path"`
+	Step        int     `json:"step"`
+	Epoch       int     `json:"epoch"`
+	StepInEpoch int     `json:"step_in_epoch"`
+	History     []Epoch `json:"history"`
+}
+
+func (j *Job) validate() error {
+	if err := j.Config.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case j.CheckpointEvery < 0:
+		return fmt.Errorf("checkpoint every %d steps: want ≥ 0 (0: every epoch)", j.CheckpointEvery)
+	case j.KeepCheckpoints < 0:
+		return fmt.Errorf("keep %d checkpoints: want ≥ 0 (0: all)", j.KeepCheckpoints)
+	case j.HashEvery < 0:
+		return fmt.Errorf("hash comparison every %d steps: want ≥ 0 (0: only at the end)", j.HashEvery)
+	}
+	return nil
+}
+
+// RunJob runs job as replica g.Rank() of g.Size(). Every replica must call
+// it with the same settings (checked at start-up).
+func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
+	wallStart := time.Now()
+	if err := job.validate(); err != nil {
+		return nil, err
+	}
+	cfg := &job.Config
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	rank, world := g.Rank(), g.Size()
+	log = log.With(zap.Int("rank", rank))
+	emit := func(e Event) {
+		if job.OnEvent != nil {
+			e.Rank = rank
+			job.OnEvent(e)
+		}
+	}
+
+	mn := cfg.MNIST
+	if mn == nil {
+		var err error
+		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
+			return nil, err
+		}
+	}
+	trainSet, testSet := firstN(mn.Train, cfg.TrainExamples), firstN(mn.Test, cfg.TestExamples)
+	shards := cfg.Shards
+	if shards == 0 {
+		shards = nn.DefaultShards
+	}
+	model, err := nn.NewModelShards(cfg.Model, cfg.Seed, shards)
+	if err != nil {
+		return nil, err
+	}
+	if d := trainSet.Rows * trainSet.Cols; d != model.InputDim() {
+		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", cfg.Model, model.InputDim(), d)
+	}
+	params, grads := model.Params(), model.Grads()
+	opt, err := nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
+		Params: len(params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay})
+	if err != nil {
+		return nil, err
+	}
+	steps := data.Steps(trainSet.N, world, cfg.BatchSize, true)
+	if steps == 0 {
+		return nil, fmt.Errorf("%d training examples over %d replicas give no full batch of %d: use a smaller batch or more examples",
+			trainSet.N, world, cfg.BatchSize)
+	}
+	sched, err := nn.NewSchedule(nn.ScheduleConfig{
+		Kind: cfg.Schedule, Base: cfg.LR, Gamma: cfg.LRGamma,
+		DecayEvery:  max(1, int(math.Round(cfg.LRDecayEpochs*float64(steps)))),
+		TotalSteps:  cfg.Epochs * steps,
+		MinLR:       cfg.MinLR,
+		WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(steps))),
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// Start-up handshake: settings from everyone, the resume point from the
+	// chief, in one all-gather.
+	settings := job.settings(len(params), world, dataDigest(trainSet, testSet))
+	fp := Fingerprint(settings)
+	me := hello{Settings: settings}
+	var ck *Checkpoint
+	if rank == 0 {
+		var path string
+		ck, path, err = job.findCheckpoint(settings, fp, len(params), len(opt.State()))
+		if err != nil {
+			me.Error = err.Error()
+		} else if ck != nil {
+			var hist []Epoch
+			if ck.History != "" {
+				if err := json.Unmarshal([]byte(ck.History), &hist); err != nil {
+					me.Error = fmt.Sprintf("checkpoint %s: metadata history: %v", path, err)
+				}
+			}
+			me.Resume = &resumeInfo{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist}
+		}
+	}
+	hb, err := json.Marshal(me)
+	if err != nil {
+		return nil, err
+	}
+	all, err := g.AllGather(ctx, hb)
+	if err != nil {
+		return nil, fmt.Errorf("start-up handshake (comparing the peers' settings): %w", err)
+	}
+	hellos := make([]hello, world)
+	who := make([]string, world)
+	sets := make([][]Setting, world)
+	for r, b := range all {
+		if err := json.Unmarshal(b, &hellos[r]); err != nil {
+			return nil, fmt.Errorf("start-up handshake: rank %d sent an unreadable hello (a different meshtrain version?): %w", r, err)
+		}
+		who[r], sets[r] = fmt.Sprintf("rank %d", r), hellos[r].Settings
+	}
+	if err := compareSettings(who, sets); err != nil {
+		return nil, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
+	}
+	if e := hellos[0].Error; e != "" {
+		if rank == 0 {
+			return nil, errors.New(e)
+		}
+		return nil, fmt.Errorf("rank 0 (the chief) could not resume: %s", e)
+	}
+	resume := hellos[0].Resume
+
+	if ck != nil {
+		copy(params, ck.Params)
+		copy(opt.State(), ck.OptState)
+	}
+	// Start equal: the chief's parameters and optimizer state everywhere.
+	if err := g.Broadcast(ctx, params, 0); err != nil {
+		return nil, fmt.Errorf("broadcasting the initial parameters from rank 0: %w", err)
+	}
+	if st := opt.State(); len(st) > 0 {
+		if err := g.Broadcast(ctx, st, 0); err != nil {
+			return nil, fmt.Errorf("broadcasting the optimizer state from rank 0: %w", err)
+		}
+	}
+
+	res := &Result{
+		Model: cfg.Model, Params: len(params), Replicas: world, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
+		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed,
+		TrainExamples: trainSet.N, TestExamples: testSet.N, StepsPerEpoch: steps,
+		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
+		TimeToAccuracy: map[string]float64{},
+	}
+	if cfg.Schedule == nn.ScheduleStep {
+		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
+	}
+	peer := PeerStats{Rank: rank}
+	startEpoch, skip, global := 1, 0, 0
+	var trainTime time.Duration
+	if resume != nil {
+		startEpoch, skip, global = resume.Epoch, resume.StepInEpoch, resume.Step
+		res.EpochResults = resume.History
+		if n := len(resume.History); n > 0 {
+			trainTime = time.Duration(resume.History[n-1].TrainSeconds * float64(time.Second))
+			for _, ep := range resume.History {
+				markAccuracy(res, ep)
+			}
+		}
+		peer.ResumedFrom, peer.ResumedStep = resume.Path, resume.Step
+		if rank != 0 {
+			peer.ResumedFrom = "rank 0's " + resume.Path
+		}
+		if startEpoch < 1 || global != (startEpoch-1)*steps+skip {
+			return nil, fmt.Errorf("checkpoint %s: step %d is not epoch %d step %d at %d steps per epoch: it belongs to another configuration", resume.Path, global, startEpoch, skip, steps)
+		}
+		log.Info("resumed", zap.String("checkpoint", resume.Path), zap.Int("step", global), zap.Int("epoch", startEpoch))
+		if cfg.Progress != nil && rank == 0 {
+			fmt.Fprintf(cfg.Progress, "resumed from %s: step %d, epoch %d step %d\n", resume.Path, global, startEpoch, skip)
+		}
+		emit(Event{Kind: "resumed", Step: global, Steps: cfg.Epochs * steps, Path: resume.Path})
+	}
+	done := startEpoch > cfg.Epochs || targetMet(cfg, res.EpochResults)
+
+	// Evaluation shard: a contiguous part of the test set.
+	lo, hi := rank*testSet.N/world, (rank+1)*testSet.N/world
+	testX, testY := denseRange(testSet, lo, hi)
+
+	var tb *tensorboard.Writer
+	if cfg.LogDir != "" {
+		if tb, err = tensorboard.Create(tensorboard.WorkerDir(cfg.LogDir, rank), time.Now()); err != nil {
+			return nil, err
+		}
+		defer tb.Close()
+	}
+	if cfg.Progress != nil && rank == 0 {
+		fmt.Fprintf(cfg.Progress, "%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples\n",
+			cfg.Model, len(params), world, cfg.BatchSize, world*cfg.BatchSize, steps, trainSet.N, testSet.N)
+	}
+	emit(Event{Kind: "start", Step: global, Steps: cfg.Epochs * steps})
+
+	var compute, comm, wait, evalTime, ckTime time.Duration
+	saveCheckpoint := func(epoch, stepInEpoch int) error {
+		if rank != 0 || job.CheckpointDir == "" {
+			return nil
+		}
+		t := time.Now()
+		hist, _ := json.Marshal(res.EpochResults) // plain numbers: cannot fail
+		path, err := WriteCheckpoint(job.CheckpointDir, &Checkpoint{
+			Model: cfg.Model, Params: params, OptState: opt.State(),
+			Step: global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: steps, Seed: cfg.Seed,
+			Fingerprint: fp, Config: settingsJSON(settings), History: string(hist), SavedAt: time.Now(),
+		}, job.KeepCheckpoints)
+		ckTime += time.Since(t)
+		if err != nil {
+			return fmt.Errorf("writing the checkpoint at step %d: %w", global, err)
+		}
+		log.Debug("checkpoint", zap.String("path", path), zap.Int("step", global))
+		emit(Event{Kind: "checkpoint", Step: global, Steps: cfg.Epochs * steps, Path: path})
+		return nil
+	}
+	checkHashes := func(what string) error {
+		t := time.Now()
+		err := compareParamHashes(ctx, g, params, what)
+		comm += time.Since(t)
+		return err
+	}
+
+	if !done {
+		pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), cfg.Epochs-startEpoch+1)
+		pcfg.Policy = data.ShardAuto
+		pcfg.StartEpoch = startEpoch - 1 // the pipeline counts epochs from 0
+		if job.NoShuffle {
+			pcfg.ShuffleBuffer = 0
+		}
+		pipe, err := data.NewPipeline(ctx, trainSet.Dataset(), pcfg)
+		if err != nil {
+			return nil, err
+		}
+		defer pipe.Close()
+		if pipe.StepsPerEpoch() != steps {
+			return nil, fmt.Errorf("input pipeline yields %d steps per epoch, expected %d", pipe.StepsPerEpoch(), steps)
+		}
+		for range skip {
+			if _, err := pipe.Next(ctx); err != nil {
+				return nil, fmt.Errorf("skipping to the checkpoint's position in epoch %d: %w", startEpoch, err)
+			}
+		}
+
+		var labels []int32
+		scale := 1 / float32(world)
+		for epoch := startEpoch; epoch <= cfg.Epochs; epoch++ {
+			epochStart := time.Now()
+			var lossSum float64
+			examples, first := 0, 0
+			if epoch == startEpoch {
+				first = skip
+			}
+			for step := first; step < steps; step++ {
+				t0 := time.Now()
+				b, err := pipe.Next(ctx)
+				if err != nil {
+					return nil, fmt.Errorf("epoch %d step %d: reading the next batch: %w", epoch, step, err)
+				}
+				t1 := time.Now()
+				opt.SetLR(sched.At(global))
+				if b.Size > 0 {
+					labels = b.IntLabels(labels)
+					loss, err := model.ForwardBackward(b.X, labels, b.Size)
+					if err != nil {
+						return nil, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
+					}
+					if math.IsNaN(loss) || math.IsInf(loss, 0) {
+						return nil, &NonFiniteError{Epoch: epoch, Step: step, GlobalStep: global, Loss: loss}
+					}
+					lossSum += loss
+					examples += b.Size
+				} else {
+					clear(grads) // an empty batch still takes part in the all-reduce
+				}
+				t2 := time.Now()
+				if job.MeasureWait {
+					if err := g.Barrier(ctx); err != nil {
+						return nil, fmt.Errorf("epoch %d step %d: waiting for the other replicas: %w", epoch, step, err)
+					}
+				}
+				t3 := time.Now()
+				if err := g.AllReduceSum(ctx, grads); err != nil {
+					return nil, fmt.Errorf("epoch %d step %d: all-reducing the gradients: %w", epoch, step, err)
+				}
+				t4 := time.Now()
+				if world > 1 {
+					for i := range grads {
+						grads[i] *= scale
+					}
+				}
+				opt.Step(params, grads)
+				global++
+				t5 := time.Now()
+				wait += t1.Sub(t0) + t3.Sub(t2)
+				compute += t2.Sub(t1) + t5.Sub(t4)
+				comm += t4.Sub(t3)
+
+				if job.HashEvery > 0 && global%job.HashEvery == 0 {
+					if err := checkHashes(fmt.Sprintf("step %d", global)); err != nil {
+						return nil, err
+					}
+				}
+				if job.CheckpointEvery > 0 && global%job.CheckpointEvery == 0 && step+1 < steps {
+					if err := saveCheckpoint(epoch, step+1); err != nil {
+						return nil, err
+					}
+				}
+			}
+			elapsed := time.Since(epochStart)
+			trainTime += elapsed
+			peer.Steps += steps - first
+			peer.Examples += examples
+
+			agg := []float32{float32(lossSum), float32(steps - first), float32(examples)}
+			if err := g.AllReduceSum(ctx, agg); err != nil {
+				return nil, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
+			}
+			ep := Epoch{Epoch: epoch, Loss: float64(agg[0]) / float64(agg[1]), LR: opt.LR(),
+				ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(), TrainSeconds: trainTime.Seconds()}
+
+			te := time.Now()
+			testLoss, correct := 0.0, 0
+			if hi > lo {
+				testLoss, correct = model.Evaluate(testX, testY, hi-lo)
+			}
+			ev := []float32{float32(testLoss), float32(correct)}
+			if err := g.AllReduceSum(ctx, ev); err != nil {
+				return nil, fmt.Errorf("epoch %d: all-reducing the test counts: %w", epoch, err)
+			}
+			evalTime += time.Since(te)
+			ep.TestLoss, ep.TestAccuracy = float64(ev[0])/float64(testSet.N), float64(ev[1])/float64(testSet.N)
+			res.EpochResults = append(res.EpochResults, ep)
+			markAccuracy(res, ep)
+
+			log.Info("epoch", zap.Int("epoch", epoch), zap.Float64("loss", ep.Loss), zap.Float64("test_accuracy", ep.TestAccuracy),
+				zap.Float64("test_loss", ep.TestLoss), zap.Float64("examples_per_sec", ep.ExamplesPerSec), zap.Float64("lr", ep.LR))
+			if cfg.Progress != nil && rank == 0 {
+				fmt.Fprintf(cfg.Progress, "epoch %2d  loss %.4f  test loss %.4f  test accuracy %6.2f%%  %8.0f examples/s  lr %.4g  train %.1fs\n",
+					epoch, ep.Loss, ep.TestLoss, 100*ep.TestAccuracy, ep.ExamplesPerSec, ep.LR, ep.TrainSeconds)
+			}
+			if tb != nil {
+				now := time.Now()
+				err := errors.Join(
+					tb.Scalar("loss", int64(global), float32(ep.Loss), now),
+					tb.Scalar("test_loss", int64(global), float32(ep.TestLoss), now),
+					tb.Scalar("test_accuracy", int64(global), float32(ep.TestAccuracy), now),
+					tb.Scalar("examples_per_sec", int64(global), float32(ep.ExamplesPerSec), now),
+					tb.Scalar("lr", int64(global), float32(ep.LR), now),
+					tb.Flush())
+				if err != nil {
+					return nil, err
+				}
+			}
+			epCopy := ep
+			emit(Event{Kind: "epoch", Step: global, Steps: cfg.Epochs * steps, Epoch: &epCopy})
+			if job.CheckpointEvery == 0 || global%job.CheckpointEvery == 0 || epoch == cfg.Epochs || targetMet(cfg, res.EpochResults) {
+				if err := saveCheckpoint(epoch+1, 0); err != nil {
+					return nil, err
+				}
+			}
+			if targetMet(cfg, res.EpochResults) {
+				if cfg.Progress != nil && rank == 0 {
+					fmt.Fprintf(cfg.Progress, "target reached after %d epochs, %.1fs of training\n", epoch, ep.TrainSeconds)
+				}
+				break
+			}
+		}
+	}
+	if err := checkHashes("the end"); err != nil {
+		return nil, err
+	}
+	if targetMet(cfg, res.EpochResults) {
+		res.TargetReached, res.TimeToTarget = true, res.EpochResults[len(res.EpochResults)-1].TrainSeconds
+	}
+	res.Steps = global
+	res.TrainSeconds = trainTime.Seconds()
+	if n := len(res.EpochResults); n > 0 {
+		res.FinalAccuracy = res.EpochResults[n-1].TestAccuracy
+	}
+	res.ParamsSHA256 = ParamsHash(params)
+	res.WallSeconds = time.Since(wallStart).Seconds()
+	if tb != nil {
+		if err := tb.Close(); err != nil {
+			return nil, err
+		}
+	}
+
+	peer.TestAccuracy = res.FinalAccuracy
+	peer.ParamsSHA256 = res.ParamsSHA256
+	if tr, ok := g.(Traffic); ok {
+		peer.BytesSent, peer.BytesReceived = tr.Traffic()
+	}
+	peer.CPUSeconds, peer.PeakRSSBytes = processUsage()
+	peer.ComputeSeconds, peer.CommSeconds, peer.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
+	if total := compute + comm + wait; total > 0 {
+		peer.ComputeShare, peer.CommShare, peer.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
+	}
+	if s := (compute + comm + wait).Seconds(); s > 0 {
+		peer.ExamplesPerSec = float64(peer.Examples) / s
+	}
+	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
+	return &Summary{Run: res, Peer: peer}, nil
+}
+
+// targetMet says whether the last epoch reached a target of cfg.
+func targetMet(cfg *Config, eps []Epoch) bool {
+	if len(eps) == 0 {
+		return false
+	}
+	ep := eps[len(eps)-1]
+	return (cfg.TargetAccuracy > 0 && ep.TestAccuracy >= cfg.TargetAccuracy) || (cfg.TargetLoss > 0 && ep.Loss <= cfg.TargetLoss)
+}
+
+func markAccuracy(res *Result, ep Epoch) {
+	for _, mark := range accuracyMarks {
+		key := fmt.Sprint(mark)
+		if _, done := res.TimeToAccuracy[key]; !done && ep.TestAccuracy >= mark {
+			res.TimeToAccuracy[key] = ep.TrainSeconds
+		}
+	}
+}
+
+// findCheckpoint (chief only) loads the checkpoint to resume from: Restore
+// if set, else the newest in CheckpointDir; nil if there is none. It checks
+// that the checkpoint belongs to this configuration.
+func (j *Job) findCheckpoint(settings []Setting, fp string, nparams, nstate int) (*Checkpoint, string, error) {
+	path := j.Restore
+	if path == "" {
+		if j.CheckpointDir == "" {
+			return nil, "", nil
+		}
+		var err error
+		if path, err = LatestCheckpoint(j.CheckpointDir); err != nil || path == "" {
+			return nil, "", err
+		}
+	}
+	ck, err := ReadCheckpoint(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (delete it, or pass --restore with an older checkpoint)", err)
+	}
+	if ck.Fingerprint != fp {
+		var saved map[string]string
+		if err := json.Unmarshal([]byte(ck.Config), &saved); err != nil {
+			return nil, "", fmt.Errorf("checkpoint %s was written by another configuration (fingerprint %.12s…, this run %.12s…)", path, ck.Fingerprint, fp)
+		}
+		var theirs, mine []Setting
+		for _, s := range settings {
+			if s.Resume {
+				mine = append(mine, s)
+				if v, ok := saved[s.Name]; ok {
+					theirs = append(theirs, Setting{Name: s.Name, Value: v})
+				}
+			}
+		}
+		if err := compareSettings([]string{"the checkpoint", "this run"}, [][]Setting{theirs, mine}); err != nil {
+			return nil, "", fmt.Errorf("checkpoint %s was written by another configuration: %w: resume with the same flags, or use another --checkpoint-dir", path, err)
+		}
+		return nil, "", fmt.Errorf("checkpoint %s was written by another configuration (fingerprint %.12s…, this run %.12s…)", path, ck.Fingerprint, fp)
+	}
+	if len(ck.Params) != nparams || len(ck.OptState) != nstate {
+		return nil, "", fmt.Errorf("checkpoint %s holds %d parameters and %d optimizer values, this model has %d and %d", path, len(ck.Params), len(ck.OptState), nparams, nstate)
+	}
+	return ck, path, nil
+}
+
+// compareParamHashes all-gathers the SHA-256 of every replica's parameters
+// and fails, naming the ranks, if they differ.
+func compareParamHashes(ctx context.Context, g Group, params []float32, what string) error {
+	sum := paramsSum(params)
+	all, err := g.AllGather(ctx, sum[:])
+	if err != nil {
+		return fmt.Errorf("comparing parameter hashes at %s: %w", what, err)
+	}
+	var order []string
+	ranks := map[string][]string{}
+	for r, h := range all {
+		k := hex.EncodeToString(h)
+		if _, ok := ranks[k]; !ok {
+			order = append(order, k)
+		}
+		ranks[k] = append(ranks[k], fmt.Sprintf("rank %d", r))
+	}
+	if len(order) == 1 {
+		return nil
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = fmt.Sprintf("%s %s sha256 %.16s…", joinParties(ranks[k]), haveHas(len(ranks[k])), k)
+	}
+	return fmt.Errorf("replicas diverged at %s: %s: their parameters should be bitwise identical (a bug, or memory corruption on a peer)", what, strings.Join(parts, ", "))
+}
+
+func haveHas(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
+}
+
+// paramsSum is the SHA-256 of params as little-endian float32 bytes (the
+// bytes of ParamsHash).
+func paramsSum(params []float32) [32]byte {
+	h := sha256.New()
+	var b [4096]byte
+	for len(params) > 0 {
+		n := min(len(params), len(b)/4)
+		for i, v := range params[:n] {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		h.Write(b[:4*n])
+		params = params[n:]
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// firstN returns the first n images of im (all if n is 0 or too large).
+func firstN(im *data.Images, n int) *data.Images {
+	if n <= 0 || n >= im.N {
+		return im
+	}
+	d := im.Rows * im.Cols
+	return &data.Images{N: n, Rows: im.Rows, Cols: im.Cols, Pixels: im.Pixels[:n*d], Labels: im.Labels[:n]}
+}
+
+// denseRange returns the normalised images [lo, hi) of im and their labels,
+// through the data package's Dataset so the normalisation is the
+// pipeline's.
+func denseRange(im *data.Images, lo, hi int) ([]float32, []int32) {
+	ds := im.Dataset()
+	var b data.Batch
+	b.X = make([]float32, 0, (hi-lo)*ds.Dim())
+	b.Labels = make([]float32, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		ds.Append(&b, i)
+	}
+	return b.X, b.IntLabels(nil)
+}
