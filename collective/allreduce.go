@@ -89,7 +89,7 @@ func (o *op) runRecDoubling(ctx context.Context, steps []rdStep, raw []byte, len
 				// Fold chunk i only once it left: the send reads the old value.
 				if err := sent.waitFor(ctx, i); err != nil {
 					f.Release()
-					return err
+					return o.wrapPeer(ctx, "finishing sending to", st.peer, err)
 				}
 			}
 			if st.move == rdRecvCopy {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,6 +144,16 @@ func (c *Comm) begin(ctx context.Context, kind Kind, dt DType, rop Op, count int
 	o := &op{c: c, hdr: Header{Kind: kind, DType: dt, Op: rop, Seq: c.seq, Count: uint64(count)}}
 	o.name = fmt.Sprintf("%s #%d on rank %d", kind, c.seq, c.Rank())
 	octx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	// A failure anywhere in the cluster stops every wait of this op,
+	// including sends blocked on a peer that stopped reading.
+	failed := c.t.Failed()
+	go func() {
+		select {
+		case <-failed:
+			cancel()
+		case <-octx.Done():
+		}
+	}()
 	return o, octx, cancel, nil
 }
 
@@ -153,6 +164,9 @@ func (c *Comm) end(o *op, cancel context.CancelFunc, err error) error {
 	defer c.mu.Unlock()
 	if err == nil {
 		return nil
+	}
+	if failure := c.t.Failure(); failure != nil && errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), failure.Error()) {
+		err = fmt.Errorf("%w, after %w", err, failure)
 	}
 	err = fmt.Errorf("collective: %s: %w", o.name, err)
 	c.broken = err

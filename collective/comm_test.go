@@ -370,7 +370,7 @@ func TestKilledPeer(t *testing.T) {
 			return c.AllReduceFloat32(context.Background(), make([]float32, 100000), Sum)
 		})
 		if d := time.Since(start); d > 5*time.Second {
-			t.Fatalf("%s: took %v", algo, d)
+			t.Fatalf("%s: took %v: %v", algo, d, errs)
 		}
 		for r, err := range errs {
 			if r == 2 {

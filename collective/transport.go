@@ -36,6 +36,10 @@ type Transport interface {
 	// releases it. It fails when ctx ends, when the link from that rank went
 	// down, and (for Collective) when any rank aborted.
 	Recv(ctx context.Context, from int, ch Channel) (Frame, error)
+	// Failed is closed once any rank aborted or a link went down without a
+	// goodbye; collectives then stop waiting, and Failure says why.
+	Failed() <-chan struct{}
+	Failure() error
 	// Close says goodbye to every peer and releases the transport.
 	Close() error
 }
@@ -156,8 +160,11 @@ func (ib *Inbox) abort(err error) {
 	})
 }
 
-// Aborted returns the first abort seen, or nil.
-func (ib *Inbox) Aborted() error {
+// Failed is closed on the first abort or lost link.
+func (ib *Inbox) Failed() <-chan struct{} { return ib.aborted }
+
+// Failure returns the first abort or lost link seen, or nil.
+func (ib *Inbox) Failure() error {
 	select {
 	case <-ib.aborted:
 		return ib.abortErr

@@ -482,6 +482,12 @@ func (t *Transport) Send(ctx context.Context, to int, h collective.Header, paylo
 	return nil
 }
 
+// Failed implements collective.Transport.
+func (t *Transport) Failed() <-chan struct{} { return t.inbox.Failed() }
+
+// Failure implements collective.Transport.
+func (t *Transport) Failure() error { return t.inbox.Failure() }
+
 // Recv implements collective.Transport.
 func (t *Transport) Recv(ctx context.Context, from int, ch collective.Channel) (collective.Frame, error) {
 	return t.inbox.Recv(ctx, from, ch)

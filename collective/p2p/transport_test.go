@@ -75,9 +75,23 @@ func startCluster(t *testing.T, n int, sec Security, log *zap.Logger, opts colle
 			t.Fatal(err)
 		}
 		comms[r] = c
-		t.Cleanup(func() { _ = ts[r].Close() })
 	}
+	t.Cleanup(func() { closeAll(ts) })
 	return comms, ts
+}
+
+// closeAll closes the transports at once, as a cluster shutting down does
+// (one by one, each would wait for the others' goodbyes).
+func closeAll(ts []*Transport) {
+	var wg sync.WaitGroup
+	for _, tr := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = tr.Close()
+		}()
+	}
+	wg.Wait()
 }
 
 func onAll(comms []*collective.Comm, f func(c *collective.Comm) error) []error {
@@ -286,9 +300,7 @@ func TestPSK(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	for _, tr := range ts {
-		defer tr.Close()
-	}
+	defer closeAll(ts)
 	comms := make([]*collective.Comm, 2)
 	for r := range comms {
 		comms[r], _ = collective.New(ts[r], collective.Options{})
