@@ -38,9 +38,14 @@ func ParseAlgo(s string) (Algo, error) {
 
 func (a Algo) String() string { return [...]string{"auto", "ring", "tree"}[a] }
 
-// Defaults. DefaultSmallBytes is the auto threshold measured with `meshtrain
-// bench allreduce --algo ring|tree` on a 2-core machine over libp2p (see the
-// package report); DefaultChunkBytes likewise.
+// Defaults. DefaultSmallBytes is Auto's threshold, measured with `meshtrain
+// bench allreduce -n 4 --algo tree|ring --sizes 4K,16K,64K,256K,1M` over TLS
+// on a 2-core machine: recursive doubling wins up to 256 KiB (at 4 KiB it
+// takes a third of the ring's time), the ring from 1 MiB; for N=2 both move
+// the same bytes, so the cheaper-to-start tree also covers LeNet's 241 KiB
+// gradient. DefaultChunkBytes (1 MiB) had the lowest CPU per 64 MiB
+// all-reduce among 256 KiB, 1 MiB and 4 MiB over plaintext
+// (BenchmarkAllReduce64MiB in collective/p2p).
 const (
 	DefaultTimeout        = 60 * time.Second
 	DefaultChunkBytes     = 1 << 20
