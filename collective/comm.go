@@ -218,5 +218,8 @@ func (o *op) wrapPeer(ctx context.Context, doing string, peer int, err error) er
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 		return fmt.Errorf("%s rank %d: timed out after %v: %w", doing, peer, o.c.opts.Timeout, err)
 	}
+	if pe := (*PeerError)(nil); errors.As(err, &pe) && pe.Rank != peer {
+		return fmt.Errorf("%s rank %d: interrupted: %w", doing, peer, err)
+	}
 	return fmt.Errorf("%s rank %d: %w", doing, peer, err)
 }
