@@ -117,7 +117,13 @@ func gemmNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32
 		gemmNTGo(m, n, k, a, lda, b, ldb, c, ldc, acc)
 		return
 	}
-	for i := 0; i < m; i++ {
+	i := 0
+	if k >= 8 {
+		for ; i+3 <= m; i += 3 {
+			nt3Rows(n, k, a[i*lda:], lda, b, ldb, c[i*ldc:], ldc, acc)
+		}
+	}
+	for ; i < m; i++ {
 		ai := a[i*lda : i*lda+k]
 		ci := c[i*ldc : i*ldc+n]
 		j := 0
@@ -133,6 +139,35 @@ func gemmNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32
 					ci[q] += tmp[q-(n-4)]
 				} else {
 					ci[q] = tmp[q-(n-4)]
+				}
+			}
+		}
+	}
+}
+
+// nt3Rows computes three rows of C = A·Bᵀ (k ≥ 8, n ≥ 4) with the 3×4
+// kernel: the right edge through an overlapping tile in a buffer, the
+// k mod 8 tail in Go.
+func nt3Rows(n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	k8 := k &^ 7
+	for j := 0; j < n; j += 4 {
+		j0 := min(j, n-4) // the last tile overlaps the one before
+		var tmp [12]float32
+		kernNT3x4(k8, &a[0], lda, &b[j0*ldb], ldb, &tmp[0], 4, false)
+		for r := 0; r < 3; r++ {
+			ar := a[r*lda : r*lda+k]
+			for q := j; q < j0+4; q++ {
+				v := tmp[r*4+q-j0]
+				if k8 < k {
+					bq := b[q*ldb+k8 : q*ldb+k]
+					for p, av := range ar[k8:] {
+						v += av * bq[p]
+					}
+				}
+				if acc {
+					c[r*ldc+q] += v
+				} else {
+					c[r*ldc+q] = v
 				}
 			}
 		}
@@ -173,6 +208,37 @@ func gemmNTGo(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float
 			} else {
 				c[i*ldc+j] = s
 			}
+		}
+	}
+}
+
+// copyRows copies rows rows of w floats from src (rows lds apart) to dst
+// (rows ldd apart); addRows adds them instead.
+func copyRows(dst []float32, ldd int, src []float32, lds, rows, w int) {
+	moveRows(dst, ldd, src, lds, rows, w, false)
+}
+func addRows(dst []float32, ldd int, src []float32, lds, rows, w int) {
+	moveRows(dst, ldd, src, lds, rows, w, true)
+}
+
+func moveRows(dst []float32, ldd int, src []float32, lds, rows, w int, add bool) {
+	if rows == 0 || w == 0 {
+		return
+	}
+	_ = dst[(rows-1)*ldd+w-1]
+	_ = src[(rows-1)*lds+w-1]
+	if useAsm {
+		rowsKernel(&dst[0], ldd, &src[0], lds, rows, w/8, &maskTab[16-w%8], add)
+		return
+	}
+	for r := 0; r < rows; r++ {
+		d, s := dst[r*ldd:r*ldd+w], src[r*lds:r*lds+w]
+		if add {
+			for i, v := range s {
+				d[i] += v
+			}
+		} else {
+			copy(d, s)
 		}
 	}
 }

@@ -18,3 +18,9 @@ func kernNN1x16m(k int, a *float32, b *float32, ldb int, c *float32, mask *int32
 
 //go:noescape
 func kernNT1x4(k int, a *float32, b *float32, ldb int, c *float32, acc bool)
+
+//go:noescape
+func kernNT3x4(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w8 int, mask *int32, add bool)

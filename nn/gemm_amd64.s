@@ -314,3 +314,156 @@ ntstore:
 	VMOVUPS    X0, (DX)
 	VZEROUPPER
 	RET
+
+// func kernNT3x4(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+// C[i, j] (+)= dot(A[i, 0:k], B[j, 0:k]) for i < 3, j < 4; k is a positive
+// multiple of 8. Twelve accumulators: per 8 elements, 7 loads feed 12 FMAs.
+TEXT ·kernNT3x4(SB), NOSPLIT, $0-57
+	MOVQ   k+0(FP), CX
+	MOVQ   a+8(FP), SI
+	MOVQ   lda+16(FP), AX
+	MOVQ   b+24(FP), R8
+	MOVQ   ldb+32(FP), BX
+	MOVQ   c+40(FP), DX
+	MOVQ   ldc+48(FP), R12
+	SHLQ   $2, AX
+	SHLQ   $2, BX
+	SHLQ   $2, R12
+	LEAQ   (SI)(AX*1), DI
+	LEAQ   (DI)(AX*1), AX
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	MOVQ   AX, BX
+	SHRQ   $3, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+nt3loop:
+	VMOVUPS     (SI), Y12
+	VMOVUPS     (DI), Y13
+	VMOVUPS     (BX), Y14
+	VMOVUPS     (R8), Y15
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y8
+	VMOVUPS     (R9), Y15
+	VFMADD231PS Y15, Y12, Y1
+	VFMADD231PS Y15, Y13, Y5
+	VFMADD231PS Y15, Y14, Y9
+	VMOVUPS     (R10), Y15
+	VFMADD231PS Y15, Y12, Y2
+	VFMADD231PS Y15, Y13, Y6
+	VFMADD231PS Y15, Y14, Y10
+	VMOVUPS     (R11), Y15
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, BX
+	ADDQ        $32, R8
+	ADDQ        $32, R9
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	DECQ        CX
+	JNZ         nt3loop
+
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VADDPS       X5, X4, X4
+	VHADDPS      Y9, Y8, Y8
+	VHADDPS      Y11, Y10, Y10
+	VHADDPS      Y10, Y8, Y8
+	VEXTRACTF128 $1, Y8, X9
+	VADDPS       X9, X8, X8
+	LEAQ         (DX)(R12*1), DI
+	LEAQ         (DI)(R12*1), SI
+	MOVBLZX      acc+56(FP), AX
+	TESTQ        AX, AX
+	JZ           nt3store
+	VADDPS       (DX), X0, X0
+	VADDPS       (DI), X4, X4
+	VADDPS       (SI), X8, X8
+
+nt3store:
+	VMOVUPS    X0, (DX)
+	VMOVUPS    X4, (DI)
+	VMOVUPS    X8, (SI)
+	VZEROUPPER
+	RET
+
+// func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w8 int, mask *int32, add bool)
+// For each of rows rows: dst[0:w] = src[0:w] (add false) or dst[0:w] +=
+// src[0:w] (add true), where w = 8·w8 + t and mask selects the t < 8 tail
+// lanes; rows are ldd and lds elements apart. im2col and col2im move many
+// short rows, for which a call to memmove per row costs more than the copy.
+TEXT ·rowsKernel(SB), NOSPLIT, $0-57
+	MOVQ    dst+0(FP), DI
+	MOVQ    ldd+8(FP), R8
+	MOVQ    src+16(FP), SI
+	MOVQ    lds+24(FP), R9
+	MOVQ    rows+32(FP), CX
+	MOVQ    w8+40(FP), R10
+	MOVQ    mask+48(FP), AX
+	VMOVDQU (AX), Y15
+	MOVBLZX add+56(FP), R11
+	SHLQ    $2, R8
+	SHLQ    $2, R9
+	TESTQ   CX, CX
+	JZ      rowsdone
+
+rowsloop:
+	MOVQ  R10, BX
+	XORQ  DX, DX
+	TESTQ BX, BX
+	JZ    rowstail
+
+rowschunk:
+	VMOVUPS (SI)(DX*1), Y0
+	TESTQ   R11, R11
+	JZ      rowsput
+	VADDPS  (DI)(DX*1), Y0, Y0
+
+rowsput:
+	VMOVUPS Y0, (DI)(DX*1)
+	ADDQ    $32, DX
+	DECQ    BX
+	JNZ     rowschunk
+
+rowstail:
+	LEAQ       (SI)(DX*1), AX
+	LEAQ       (DI)(DX*1), BX
+	VMASKMOVPS (AX), Y15, Y0
+	TESTQ      R11, R11
+	JZ         rowstailput
+	VMASKMOVPS (BX), Y15, Y1
+	VADDPS     Y1, Y0, Y0
+
+rowstailput:
+	VMASKMOVPS Y0, Y15, (BX)
+	ADDQ       R8, DI
+	ADDQ       R9, SI
+	DECQ       CX
+	JNZ        rowsloop
+
+rowsdone:
+	VZEROUPPER
+	RET

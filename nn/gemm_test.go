@@ -102,3 +102,31 @@ func TestGemm(t *testing.T) {
 		}
 	}
 }
+
+func TestMoveRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for w := 0; w <= 20; w++ {
+		for _, add := range []bool{false, true} {
+			const rows, lds, ldd = 3, 23, 25
+			src := randSlice(rng, rows*lds)
+			dst := randSlice(rng, rows*ldd)
+			orig := append([]float32(nil), dst...)
+			moveRows(dst, ldd, src, lds, rows, w, add)
+			for r := 0; r < rows; r++ {
+				for i := 0; i < ldd; i++ {
+					want := orig[r*ldd+i]
+					if i < w {
+						if add {
+							want += src[r*lds+i]
+						} else {
+							want = src[r*lds+i]
+						}
+					}
+					if dst[r*ldd+i] != want {
+						t.Fatalf("w %d add %v: dst[%d][%d] = %v, want %v", w, add, r, i, dst[r*ldd+i], want)
+					}
+				}
+			}
+		}
+	}
+}

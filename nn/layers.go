@@ -132,28 +132,32 @@ func (l *Conv2D) Init(rng *rand.Rand) {
 func (l *Conv2D) setTrain(on bool) { l.train = on }
 
 // im2col writes col[(ci,ky,kx), (oy,ox)] = x[ci, oy+ky-Pad, ox+kx-Pad] (0
-// off the image), rows ld apart.
+// off the image), rows ld apart. For each kernel offset the in-image part
+// is one block of rows, moved by one copyRows call.
 func (l *Conv2D) im2col(col []float32, ld int, x []float32) {
 	hw := l.OutH * l.OutW
 	r := 0
 	for ci := 0; ci < l.InC; ci++ {
 		xc := x[ci*l.InH*l.InW : (ci+1)*l.InH*l.InW]
 		for ky := 0; ky < l.K; ky++ {
+			oyLo, oyHi := max(0, l.Pad-ky), min(l.OutH, l.InH+l.Pad-ky)
 			for kx := 0; kx < l.K; kx++ {
 				row := col[r*ld : r*ld+hw]
 				r++
 				lo, hi := max(0, l.Pad-kx), min(l.OutW, l.InW+l.Pad-kx)
-				for oy := 0; oy < l.OutH; oy++ {
-					dst := row[oy*l.OutW : (oy+1)*l.OutW]
-					iy := oy + ky - l.Pad
-					if iy < 0 || iy >= l.InH {
-						zero(dst)
-						continue
-					}
-					zero(dst[:lo])
-					copy(dst[lo:hi], xc[iy*l.InW+lo+kx-l.Pad:])
-					zero(dst[hi:])
+				if oyHi <= oyLo || hi <= lo {
+					zero(row)
+					continue
 				}
+				zero(row[:oyLo*l.OutW])
+				zero(row[oyHi*l.OutW:])
+				if lo > 0 || hi < l.OutW {
+					for oy := oyLo; oy < oyHi; oy++ {
+						zero(row[oy*l.OutW : oy*l.OutW+lo])
+						zero(row[oy*l.OutW+hi : (oy+1)*l.OutW])
+					}
+				}
+				copyRows(row[oyLo*l.OutW+lo:], l.OutW, xc[(oyLo+ky-l.Pad)*l.InW+lo+kx-l.Pad:], l.InW, oyHi-oyLo, hi-lo)
 			}
 		}
 	}
@@ -174,22 +178,15 @@ func (l *Conv2D) col2im(dx, col []float32) {
 	for ci := 0; ci < l.InC; ci++ {
 		xc := dx[ci*l.InH*l.InW : (ci+1)*l.InH*l.InW]
 		for ky := 0; ky < l.K; ky++ {
+			oyLo, oyHi := max(0, l.Pad-ky), min(l.OutH, l.InH+l.Pad-ky)
 			for kx := 0; kx < l.K; kx++ {
 				row := col[r*hw : (r+1)*hw]
 				r++
 				lo, hi := max(0, l.Pad-kx), min(l.OutW, l.InW+l.Pad-kx)
-				for oy := 0; oy < l.OutH; oy++ {
-					iy := oy + ky - l.Pad
-					if iy < 0 || iy >= l.InH {
-						continue
-					}
-					src := row[oy*l.OutW+lo : oy*l.OutW+hi]
-					dst := xc[iy*l.InW+lo+kx-l.Pad:]
-					dst = dst[:len(src)]
-					for i, v := range src {
-						dst[i] += v
-					}
+				if oyHi <= oyLo || hi <= lo {
+					continue
 				}
+				addRows(xc[(oyLo+ky-l.Pad)*l.InW+lo+kx-l.Pad:], l.InW, row[oyLo*l.OutW+lo:], l.OutW, oyHi-oyLo, hi-lo)
 			}
 		}
 	}
