@@ -81,6 +81,7 @@ type Event struct {
 	Steps int    `json:"steps"` // global steps the run will take at most
 	Epoch *Epoch `json:"epoch,omitempty"`
 	Path  string `json:"path,omitempty"` // checkpoint file
+	Info  string `json:"info,omitempty"` // "start": the run in one line
 }
 
 // Summary is one replica's view of a finished run: the run's figures
@@ -332,11 +333,12 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 		}
 		defer tb.Close()
 	}
+	header := fmt.Sprintf("%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples",
+		cfg.Model, len(params), world, cfg.BatchSize, world*cfg.BatchSize, steps, trainSet.N, testSet.N)
 	if cfg.Progress != nil && rank == 0 {
-		fmt.Fprintf(cfg.Progress, "%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples\n",
-			cfg.Model, len(params), world, cfg.BatchSize, world*cfg.BatchSize, steps, trainSet.N, testSet.N)
+		fmt.Fprintln(cfg.Progress, header)
 	}
-	emit(Event{Kind: "start", Step: global, Steps: cfg.Epochs * steps})
+	emit(Event{Kind: "start", Step: global, Steps: cfg.Epochs * steps, Info: header})
 
 	var compute, comm, wait, evalTime, ckTime time.Duration
 	saveCheckpoint := func(epoch, stepInEpoch int) error {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/meshtrain/meshtrain/mirrored"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "eval",
+		Usage:     "report the test accuracy and loss of a saved checkpoint",
+		ArgsUsage: " ",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "checkpoint", Required: true, Usage: "checkpoint file (ckpt-*.safetensors) written by meshtrain worker/launch"},
+			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
+			&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("eval takes no arguments, got %q", c.Args().Slice())
+			}
+			res, err := mirrored.EvaluateCheckpoint(c.Context, mirrored.EvalConfig{
+				Checkpoint: c.String("checkpoint"), DataDir: c.String("data-dir"),
+				TestExamples: c.Int("test-examples"), Logger: logger(c, "eval"),
+			})
+			if err != nil {
+				return fmt.Errorf("eval: %w", err)
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			fmt.Printf("%s: %s after %d steps (%d epochs): test accuracy %.2f%% (%d/%d), test loss %.4f\n",
+				res.Checkpoint, res.Model, res.Step, res.Epoch, 100*res.Accuracy, res.Correct, res.Examples, res.Loss)
+			return nil
+		},
+	})
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/mirrored/launch"
+)
+
+func init() {
+	shared := jobFlags()
+	flags := append([]cli.Flag{
+		&cli.IntFlag{Name: "n", Aliases: []string{"workers"}, Value: 2, Usage: "number of worker processes"},
+		&cli.StringFlag{Name: "run-dir", Usage: "keep the workers' TF_CONFIG files and reports here (default: a temporary directory)"},
+		&cli.StringFlag{Name: "summary", Usage: "write the per-peer summary (with parameter hashes and per-epoch accuracy) as JSON to this file"},
+	}, shared...)
+	register(&cli.Command{
+		Name:  "launch",
+		Usage: "train on N local worker processes that talk over libp2p (like N machines)",
+		Description: "Picks N free ports on 127.0.0.1, writes each worker's TF_CONFIG, starts N `meshtrain worker`\n" +
+			"processes with a fresh random cluster secret, prints their output prefixed by rank and one\n" +
+			"status line per epoch, then a summary table per peer. Training flags are passed to every\n" +
+			"worker. If a worker fails, the others are stopped and launch exits non-zero naming it.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("launch takes no arguments, got %q", c.Args().Slice())
+			}
+			n := c.Int("n")
+			// Check the flags here so that a typo fails once, not N times.
+			if _, _, err := jobFromFlags(c, n); err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("launch: finding this binary to start the workers: %w", err)
+			}
+			var workerArgs []string
+			for _, f := range shared {
+				name := f.Names()[0]
+				if c.IsSet(name) {
+					workerArgs = append(workerArgs, fmt.Sprintf("--%s=%v", name, c.Value(name)))
+				}
+			}
+			// The workers log warnings and errors unless asked for more:
+			// the launcher's status lines say what their info logs would.
+			global := []string{"--log-level=warn"}
+			for _, name := range []string{"log-format", "log-level"} {
+				if c.IsSet(name) {
+					global = append(global, fmt.Sprintf("--%s=%v", name, c.String(name)))
+				}
+			}
+			rep, err := launch.Run(c.Context, launch.Config{
+				N: n, Executable: exe, GlobalArgs: global, WorkerArgs: workerArgs,
+				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
+				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
+				Stdout:    os.Stdout, Stderr: os.Stderr, Logger: logger(c, "launch"),
+			})
+			if rep != nil && len(rep.Peers) > 0 {
+				fmt.Println()
+				launch.WriteTable(os.Stdout, rep)
+				if path := c.String("summary"); path != "" {
+					if werr := launch.WriteSummary(path, rep); werr != nil {
+						err = errors.Join(err, werr)
+					}
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
+			if !rep.Identical {
+				return errors.New("launch: the workers finished with different parameters")
+			}
+			return nil
+		},
+	})
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// jobFlags are the training and cluster flags shared by worker and launch
+// (launch forwards the ones given to every worker).
+func jobFlags() []cli.Flag {
+	d := mirrored.DefaultConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ")},
+		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set"},
+		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: "examples per worker per step (global batch = batch × workers)"},
+		&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate"},
+		&cli.BoolFlag{Name: "scale-lr", Usage: "multiply --lr by the number of workers (linear scaling rule for the larger global batch)"},
+		&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "optimizer: " + strings.Join(nn.OptimizerNames, " | ")},
+		&cli.Float64Flag{Name: "momentum", Value: d.Momentum, Usage: "momentum for sgd, momentum and nesterov"},
+		&cli.Float64Flag{Name: "weight-decay", Value: d.WeightDecay, Usage: "L2 weight decay"},
+		&cli.StringFlag{Name: "lr-schedule", Value: d.Schedule, Usage: "learning-rate schedule: " + strings.Join(nn.ScheduleNames, " | ")},
+		&cli.Float64Flag{Name: "lr-gamma", Value: d.LRGamma, Usage: "step schedule: factor per decay"},
+		&cli.Float64Flag{Name: "lr-decay-epochs", Value: d.LRDecayEpochs, Usage: "step schedule: epochs between decays"},
+		&cli.Float64Flag{Name: "warmup-epochs", Value: d.WarmupEpochs, Usage: "linear learning-rate warm-up, in epochs"},
+		&cli.Float64Flag{Name: "min-lr", Value: d.MinLR, Usage: "cosine schedule: final learning rate"},
+		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
+		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
+		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (one subdirectory per worker)"},
+		&cli.Float64Flag{Name: "target-accuracy", Usage: "stop after the first epoch with at least this test accuracy (fraction, e.g. 0.99)"},
+		&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss"},
+		&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
+		&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
+		&cli.StringFlag{Name: "checkpoint-dir", Usage: "the chief writes checkpoints here, and a run resumes from the newest one here"},
+		&cli.IntFlag{Name: "checkpoint-every", Usage: "steps between checkpoints (0: at the end of every epoch)"},
+		&cli.IntFlag{Name: "keep-checkpoints", Value: 3, Usage: "how many checkpoints to keep (0: all)"},
+		&cli.StringFlag{Name: "restore", Usage: "resume from this checkpoint file (read by the chief) instead of the newest in --checkpoint-dir"},
+		&cli.IntFlag{Name: "hash-every", Value: 500, Usage: "steps between comparisons of the replicas' parameter hashes (0: only at the end)"},
+		&cli.BoolFlag{Name: "measure-wait", Value: true, Usage: "barrier before each gradient all-reduce, to tell waiting for slower peers from communicating"},
+		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
+		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
+	}
+}
+
+// jobFromFlags builds the job and the link settings from jobFlags.
+func jobFromFlags(c *cli.Context, workers int) (mirrored.Job, p2p.Security, error) {
+	acc := c.Float64("target-accuracy")
+	if acc > 1 && acc <= 100 {
+		return mirrored.Job{}, "", fmt.Errorf("--target-accuracy %v: give a fraction (e.g. %v)", acc, acc/100)
+	}
+	cfg := mirrored.Config{
+		Model: c.String("model"), Epochs: c.Int("epochs"), BatchSize: c.Int("batch"),
+		Optimizer: c.String("optimizer"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
+		WeightDecay: c.Float64("weight-decay"), Schedule: c.String("lr-schedule"),
+		LRGamma: c.Float64("lr-gamma"), LRDecayEpochs: c.Float64("lr-decay-epochs"),
+		WarmupEpochs: c.Float64("warmup-epochs"), MinLR: c.Float64("min-lr"), Seed: c.Int64("seed"),
+		TargetAccuracy: acc, TargetLoss: c.Float64("target-loss"),
+		DataDir: c.String("data-dir"), LogDir: c.String("logdir"),
+		TrainExamples: c.Int("train-examples"), TestExamples: c.Int("test-examples"),
+	}
+	if c.Bool("scale-lr") {
+		cfg.LR *= float64(workers)
+	}
+	job := mirrored.Job{
+		Config:          cfg,
+		CheckpointDir:   c.String("checkpoint-dir"),
+		CheckpointEvery: c.Int("checkpoint-every"),
+		KeepCheckpoints: c.Int("keep-checkpoints"),
+		Restore:         c.String("restore"),
+		HashEvery:       c.Int("hash-every"),
+		MeasureWait:     c.Bool("measure-wait"),
+	}
+	sec, err := p2p.ParseSecurity(c.String("security"))
+	if err != nil {
+		return job, "", err
+	}
+	if c.Duration("collective-timeout") <= 0 {
+		return job, "", fmt.Errorf("--collective-timeout %v: want > 0", c.Duration("collective-timeout"))
+	}
+	return job, sec, nil
+}
+
+func init() {
+	flags := append(jobFlags(),
+		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable)"},
+		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
+		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
+	)
+	register(&cli.Command{
+		Name:  "worker",
+		Usage: "run one peer of a multi-worker training cluster described by TF_CONFIG",
+		Description: "Every peer runs the same command with the same training flags and its own TF_CONFIG:\n\n" +
+			"  TF_CONFIG='{\"cluster\": {\"worker\": [\"host1:7000\", \"host2:7000\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}' \\\n" +
+			"  " + launch.SecretEnv + "=<the same 64 hex digits on every peer> meshtrain worker --model lenet --epochs 10\n\n" +
+			"Worker 0 is the chief (rank 0); with a \"chief\" entry, the chief is rank 0 and worker i is rank i+1.\n" +
+			"The peers' libp2p identities are derived from " + launch.SecretEnv + "; entries may instead be\n" +
+			"multiaddrs ending in /p2p/<peer-id>. " + launch.PSKEnv + " (64 hex digits) adds a private-network key.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("worker takes no arguments, got %q", c.Args().Slice())
+			}
+			cluster, err := mirrored.LoadTFConfig(c.String("tf-config"))
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
+			job, sec, err := jobFromFlags(c, len(cluster.Peers))
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
+			secret, psk, err := launch.SecretFromEnv()
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
+			log := logger(c, "worker")
+			job.Logger = log
+			job.Progress = os.Stdout
+			wc := launch.WorkerConfig{
+				Job: job, Cluster: cluster, Security: sec, Secret: secret, PSK: psk,
+				Timeout: c.Duration("collective-timeout"), Report: c.String("report"), Logger: log,
+			}
+			if c.Bool("events") {
+				wc.Events = os.Stdout
+				wc.Job.Progress = nil // the launcher prints the progress
+			}
+			sum, err := launch.RunWorker(c.Context, wc)
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
+			if !c.Bool("events") {
+				p := sum.Peer
+				fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %d B, received %d B, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",
+					p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, p.BytesSent, p.BytesReceived, p.CPUSeconds,
+					100*p.ComputeShare, 100*p.CommShare, 100*p.WaitShare, p.ParamsSHA256)
+			}
+			return nil
+		},
+	})
+}

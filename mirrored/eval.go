@@ -1,0 +1,74 @@
+package mirrored
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// EvalConfig is an evaluation of a saved model on the MNIST test set.
+type EvalConfig struct {
+	Checkpoint string // safetensors file written by a Job
+	DataDir    string // as Config.DataDir
+	MNIST      *data.MNIST
+	// TestExamples, if > 0, evaluates only the first that many.
+	TestExamples int
+	Logger       *zap.Logger
+}
+
+// EvalResult is a checkpoint's test loss and accuracy.
+type EvalResult struct {
+	Checkpoint string  `json:"checkpoint"`
+	Model      string  `json:"model"`
+	Step       int     `json:"step"`
+	Epoch      int     `json:"epoch"` // epochs completed when it was saved
+	Examples   int     `json:"examples"`
+	Correct    int     `json:"correct"`
+	Accuracy   float64 `json:"test_accuracy"`
+	Loss       float64 `json:"test_loss"` // mean
+}
+
+// EvaluateCheckpoint loads a checkpoint into its model and evaluates it on
+// the test set.
+func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
+	if cfg.TestExamples < 0 {
+		return nil, fmt.Errorf("test examples %d: want ≥ 0 (0: all)", cfg.TestExamples)
+	}
+	ck, err := ReadCheckpoint(cfg.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	model, err := nn.NewModel(ck.Model, 0)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", cfg.Checkpoint, err)
+	}
+	if len(ck.Params) != len(model.Params()) {
+		return nil, fmt.Errorf("checkpoint %s holds %d parameters but model %s has %d", cfg.Checkpoint, len(ck.Params), ck.Model, len(model.Params()))
+	}
+	copy(model.Params(), ck.Params)
+	mn := cfg.MNIST
+	if mn == nil {
+		log := cfg.Logger
+		if log == nil {
+			log = zap.NewNop()
+		}
+		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
+			return nil, err
+		}
+	}
+	test := firstN(mn.Test, cfg.TestExamples)
+	if d := test.Rows * test.Cols; d != model.InputDim() {
+		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", ck.Model, model.InputDim(), d)
+	}
+	x, y := denseRange(test, 0, test.N)
+	lossSum, correct := model.Evaluate(x, y, test.N)
+	epoch := max(0, ck.Epoch-1) // the pipeline position's epoch is not complete yet
+	return &EvalResult{
+		Checkpoint: cfg.Checkpoint, Model: ck.Model, Step: ck.Step, Epoch: epoch,
+		Examples: test.N, Correct: correct, Accuracy: float64(correct) / float64(test.N), Loss: lossSum / float64(test.N),
+	}, nil
+}

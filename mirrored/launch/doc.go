@@ -1,0 +1,24 @@
+// Package launch runs mirrored training as real peer processes.
+//
+// RunWorker is one peer (the "meshtrain worker" command): it joins the
+// cluster of a TF_CONFIG over the libp2p transport (collective/p2p), with
+// identities derived from the cluster secret in MESHTRAIN_CLUSTER_SECRET,
+// and runs a mirrored.Job as its replica.
+//
+// Run is "meshtrain launch -n N": it picks N free ports on 127.0.0.1,
+// generates a random cluster secret (passed to the workers in their
+// environment, never on the command line), writes each worker's TF_CONFIG
+// into the run directory and starts N "meshtrain worker" children of the
+// same binary. Their output is prefixed with their rank. Workers talk back
+// through marked lines on stdout (EventPrefix + JSON: start, epoch,
+// checkpoint, error), from which the launcher prints one status line per
+// epoch, and through a report file in the run directory holding their
+// mirrored.Summary, from which it prints the per-peer table.
+//
+// Failure: when a worker exits with an error the launcher sends SIGINT to
+// the others (SIGKILL after StopGrace) and returns a *FailedError naming
+// the worker that failed first; a worker killed by a signal nobody sent is
+// blamed over the workers that failed because they lost it. Ctrl-C is
+// forwarded the same way (the workers run in their own process group, and
+// die with the launcher on Linux).
+package launch

@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package launch
+
+import "syscall"
+
+// sysProcAttr puts a worker in its own process group, so that a terminal's
+// Ctrl-C reaches only the launcher (which forwards it).
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

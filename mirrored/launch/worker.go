@@ -1,0 +1,150 @@
+package launch
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/mirrored"
+)
+
+// Environment variables shared by the launcher and its workers.
+const (
+	// SecretEnv holds the cluster secret (hex, at least 16 bytes) from which
+	// the peers' libp2p identities are derived; the same on every peer.
+	SecretEnv = "MESHTRAIN_CLUSTER_SECRET"
+	// PSKEnv optionally holds a 32-byte libp2p private-network key (hex).
+	PSKEnv = "MESHTRAIN_PSK"
+)
+
+// EventPrefix marks the lines of a worker's stdout that carry a JSON
+// message for the launcher (an Event, or the worker's failure).
+const EventPrefix = "@meshtrain "
+
+// Message is one marked line of a worker's stdout.
+type Message struct {
+	mirrored.Event
+	Error string `json:"error,omitempty"` // Kind "error": why the worker failed
+}
+
+// WorkerConfig is one peer of a cluster.
+type WorkerConfig struct {
+	Job     mirrored.Job
+	Cluster *mirrored.Cluster
+	// Security of the links: tls (default), noise, quic or plaintext.
+	Security p2p.Security
+	// Secret derives the peers' identities; PSK (optional) is a libp2p
+	// private-network key.
+	Secret, PSK []byte
+	// Timeout bounds connecting to the peers and every collective.
+	Timeout time.Duration
+	// Report, if set, receives the worker's Summary as JSON at the end.
+	Report string
+	// Events, if set, receives the job's events as marked lines
+	// (EventPrefix + JSON), for a launcher reading the worker's stdout.
+	Events io.Writer
+	Logger *zap.Logger
+}
+
+// SecretFromEnv reads the cluster secret and the optional PSK from the
+// environment.
+func SecretFromEnv() (secret, psk []byte, err error) {
+	s := strings.TrimSpace(os.Getenv(SecretEnv))
+	if s == "" {
+		return nil, nil, fmt.Errorf("%s is not set: every peer needs the same cluster secret (e.g. %s=$(openssl rand -hex 32) on every host); the peers' identities are derived from it", SecretEnv, SecretEnv)
+	}
+	if secret, err = hex.DecodeString(s); err != nil || len(secret) < 16 {
+		return nil, nil, fmt.Errorf("%s: want at least 32 hex digits (16 bytes), e.g. from openssl rand -hex 32", SecretEnv)
+	}
+	if p := strings.TrimSpace(os.Getenv(PSKEnv)); p != "" {
+		if psk, err = hex.DecodeString(p); err != nil || len(psk) != 32 {
+			return nil, nil, fmt.Errorf("%s: want exactly 64 hex digits (a 32-byte private-network key)", PSKEnv)
+		}
+	}
+	return secret, psk, nil
+}
+
+// RunWorker connects to the cluster over libp2p and runs the job as this
+// peer's replica.
+func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	rank := cfg.Cluster.Rank
+	var emitMu sync.Mutex
+	emit := func(m Message) {
+		if cfg.Events == nil {
+			return
+		}
+		b, _ := json.Marshal(m) // plain data: cannot fail
+		emitMu.Lock()
+		fmt.Fprintf(cfg.Events, "%s%s\n", EventPrefix, b)
+		emitMu.Unlock()
+	}
+	defer func() {
+		if err != nil {
+			emit(Message{Event: mirrored.Event{Kind: "error", Rank: rank}, Error: err.Error()})
+		}
+	}()
+	if cfg.Job.Config.Progress == nil {
+		cfg.Job.Config.Progress = io.Discard
+	}
+	prev := cfg.Job.OnEvent
+	cfg.Job.OnEvent = func(e mirrored.Event) {
+		emit(Message{Event: e})
+		if prev != nil {
+			prev(e)
+		}
+	}
+
+	t, err := p2p.New(ctx, p2p.Config{
+		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
+		ClusterSecret: cfg.Secret, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: connecting to the cluster: %w", rank, err)
+	}
+	counted := mirrored.CountTraffic(t)
+	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
+	if err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	g := mirrored.NewGroup(c)
+	sum, err = mirrored.RunJob(ctx, cfg.Job, g)
+	if err == nil {
+		// Leave together, so that nobody closes its links while a peer
+		// still reads the last frames.
+		if berr := c.Barrier(ctx); berr != nil {
+			err = fmt.Errorf("final barrier: %w", berr)
+		}
+		sent, recv := counted.Traffic()
+		sum.Peer.BytesSent, sum.Peer.BytesReceived = sent, recv
+	}
+	err = errors.Join(err, t.Close())
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", rank, err)
+	}
+	if cfg.Report != "" {
+		b, err := json.MarshalIndent(sum, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(cfg.Report, append(b, '\n'), 0o644); err != nil {
+			return nil, fmt.Errorf("rank %d: writing the report: %w", rank, err)
+		}
+	}
+	return sum, nil
+}
