@@ -23,9 +23,9 @@
 //     gradient they are given; Flush brings lazily-regularised weights up to
 //     date in O(D) before evaluation or checkpointing.
 //
-// Determinism: Coalescer sums duplicates in order of appearance (its radix
-// sort is stable) in float64, so every peer that merges the same per-rank
-// gradients in rank order gets bit-identical results and applies the same
+// Determinism: Coalescer sums duplicates in float64 in order of appearance,
+// and MergeGradients sums the per-rank gradients in rank order, so every peer
+// that merges the same parts gets bit-identical results and applies the same
 // update — the property that lets replicas stay in step without a parameter
 // server.
 package sparse

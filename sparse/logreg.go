@@ -3,6 +3,7 @@ package sparse
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // LogReg is binary logistic regression, P(y=1 | x) = σ(w·x), over a dense
@@ -82,6 +83,12 @@ func (m *LogReg) accumulate(x CSR, labels []float32) (float64, error) {
 		c.keys = make([]uint64, 0, nnz+nnz/4)
 	}
 	keys := c.keys[:nnz]
+	// Start every weight load of the batch before the first one is needed.
+	// An index outside W is caught below before it is read; prefetching it
+	// is harmless (a prefetch never faults).
+	if nnz > 0 {
+		prefetchIndexed(unsafe.Pointer(&w[0]), x.Indices, 2)
+	}
 	var maxIndex uint32
 	var loss float64
 	for r := 0; r < rows; r++ {

@@ -3,6 +3,7 @@ package sparse
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Optimizer updates a dense weight vector from a sparse gradient, keeping any
@@ -19,7 +20,8 @@ type Optimizer interface {
 	// comparing replicas, not per step.
 	Flush(w []float32)
 	// State returns the dense per-feature state (views, not copies), for
-	// broadcast and checkpoints; empty for plain SGD after Flush.
+	// broadcast and checkpoints: each array holds len/D consecutive entries
+	// per feature. Empty for SGD, whose lazy decay is settled by Flush.
 	State() [][]float32
 }
 
@@ -61,6 +63,7 @@ func NewOptimizer(name string, dim int, cfg OptimizerConfig) (Optimizer, error) 
 type SGD struct {
 	lr    float32
 	d     float64
+	lnD   float64  // ln d: d^k = exp(k·ln d) is several times cheaper than Pow
 	step  uint32   // steps taken; wraps after 2^32, which only gaps need
 	last  []uint32 // step at which w[i] was last brought up to date; nil without L2
 	table [64]float32
@@ -74,7 +77,7 @@ func NewSGD(dim int, lr, l2 float64) (*SGD, error) {
 	if !(l2 >= 0) || lr*l2 >= 1 {
 		return nil, fmt.Errorf("sparse: sgd L2 %v with learning rate %v: want 0 <= L2 < 1/LR so the decay factor stays positive", l2, lr)
 	}
-	o := &SGD{lr: float32(lr), d: 1 - lr*l2}
+	o := &SGD{lr: float32(lr), d: 1 - lr*l2, lnD: math.Log1p(-lr * l2)}
 	if l2 > 0 {
 		o.last = make([]uint32, dim)
 	}
@@ -90,7 +93,7 @@ func (o *SGD) decay(k uint32) float32 {
 	if k < uint32(len(o.table)) {
 		return o.table[k]
 	}
-	return float32(math.Pow(o.d, float64(k)))
+	return float32(math.Exp(float64(k) * o.lnD))
 }
 
 func (o *SGD) Step(w []float32, g Vector) {
@@ -104,6 +107,9 @@ func (o *SGD) Step(w []float32, g Vector) {
 	}
 	if len(o.last) != len(w) {
 		panic(fmt.Sprintf("sparse: sgd state for %d features, weights for %d", len(o.last), len(w)))
+	}
+	if len(g.Indices) > 0 {
+		prefetchIndexed(unsafe.Pointer(&o.last[0]), g.Indices, 2)
 	}
 	for k, i := range g.Indices {
 		w[i] = w[i]*o.decay(o.step-o.last[i]) - o.lr*vals[k]
@@ -159,6 +165,9 @@ func (o *AdaGrad) Step(w []float32, g Vector) {
 	if len(o.Accum) != len(w) {
 		panic(fmt.Sprintf("sparse: adagrad state for %d features, weights for %d", len(o.Accum), len(w)))
 	}
+	if len(g.Indices) > 0 {
+		prefetchIndexed(unsafe.Pointer(&o.Accum[0]), g.Indices, 2)
+	}
 	vals := g.Values[:len(g.Indices)]
 	for k, i := range g.Indices {
 		gi := vals[k]
@@ -185,10 +194,14 @@ func (o *AdaGrad) State() [][]float32 { return [][]float32{o.Accum} }
 //	σ = (sqrt(n + g²) - sqrt(n)) / α;  z += g - σ·w;  n += g²
 //
 // followed by recomputing w. Step keeps w consistent with (z, n), so the
-// weight vector must start at zero, as z and n do.
+// weight vector must start at zero, as z and n do. z and n are interleaved
+// in one array (ZN[2i] = z_i, ZN[2i+1] = n_i) so that an update touches one
+// cache line of state instead of two: on 33.7M features nearly every rare
+// feature's state is a cache miss.
 type FTRL struct {
 	alpha, beta, l1, l2 float64
-	Z, N                []float32
+	invAlpha            float64
+	ZN                  []float32
 }
 
 // NewFTRL returns FTRL-Proximal with the given α, β (0 means 1), λ1 and λ2.
@@ -202,38 +215,42 @@ func NewFTRL(dim int, alpha, beta, l1, l2 float64) (*FTRL, error) {
 	if !(beta > 0) || !(l1 >= 0) || !(l2 >= 0) {
 		return nil, fmt.Errorf("sparse: ftrl beta %v, L1 %v, L2 %v: want beta > 0 and L1, L2 >= 0", beta, l1, l2)
 	}
-	return &FTRL{alpha: alpha, beta: beta, l1: l1, l2: l2, Z: make([]float32, dim), N: make([]float32, dim)}, nil
+	return &FTRL{alpha: alpha, beta: beta, l1: l1, l2: l2, invAlpha: 1 / alpha, ZN: make([]float32, 2*dim)}, nil
 }
 
 func (o *FTRL) Name() string { return "ftrl" }
 
 func (o *FTRL) Step(w []float32, g Vector) {
-	if len(o.Z) != len(w) {
-		panic(fmt.Sprintf("sparse: ftrl state for %d features, weights for %d", len(o.Z), len(w)))
+	if len(o.ZN) != 2*len(w) {
+		panic(fmt.Sprintf("sparse: ftrl state for %d features, weights for %d", len(o.ZN)/2, len(w)))
+	}
+	if len(g.Indices) > 0 {
+		prefetchIndexed(unsafe.Pointer(&o.ZN[0]), g.Indices, 3)
 	}
 	vals := g.Values[:len(g.Indices)]
 	for k, i := range g.Indices {
 		gi := float64(vals[k])
-		n := float64(o.N[i])
-		nNew := n + gi*gi
-		sigma := (math.Sqrt(nNew) - math.Sqrt(n)) / o.alpha
-		z := float32(float64(o.Z[i]) + gi - sigma*float64(w[i]))
-		nf := float32(nNew)
-		o.Z[i], o.N[i] = z, nf
-		w[i] = o.weight(z, nf)
+		zn := o.ZN[2*int(i) : 2*int(i)+2 : 2*int(i)+2]
+		n := float64(zn[1])
+		nf := float32(n + gi*gi)
+		sqrtNew := math.Sqrt(float64(nf))
+		sigma := (sqrtNew - math.Sqrt(n)) * o.invAlpha
+		z := float32(float64(zn[0]) + gi - sigma*float64(w[i]))
+		zn[0], zn[1] = z, nf
+		w[i] = o.weight(z, sqrtNew)
 	}
 }
 
-// weight is the closed-form FTRL weight of a feature with state (z, n),
-// computed from the stored float32 state so that w can always be rebuilt
+// weight is the closed-form FTRL weight of a feature with state z and
+// sqrt(n), from the stored float32 state so that w can always be rebuilt
 // from State (see Rebuild).
-func (o *FTRL) weight(z, n float32) float32 {
+func (o *FTRL) weight(z float32, sqrtN float64) float32 {
 	zz := float64(z)
 	switch {
 	case zz > o.l1:
-		return float32(-(zz - o.l1) / ((o.beta+math.Sqrt(float64(n)))/o.alpha + o.l2))
+		return float32(-(zz - o.l1) / ((o.beta+sqrtN)*o.invAlpha + o.l2))
 	case zz < -o.l1:
-		return float32(-(zz + o.l1) / ((o.beta+math.Sqrt(float64(n)))/o.alpha + o.l2))
+		return float32(-(zz + o.l1) / ((o.beta+sqrtN)*o.invAlpha + o.l2))
 	}
 	return 0
 }
@@ -242,10 +259,10 @@ func (o *FTRL) weight(z, n float32) float32 {
 // received from another peer or loaded from a checkpoint. It is O(D).
 func (o *FTRL) Rebuild(w []float32) {
 	for i := range w {
-		w[i] = o.weight(o.Z[i], o.N[i])
+		w[i] = o.weight(o.ZN[2*i], math.Sqrt(float64(o.ZN[2*i+1])))
 	}
 }
 
 func (o *FTRL) Flush([]float32) {}
 
-func (o *FTRL) State() [][]float32 { return [][]float32{o.Z, o.N} }
+func (o *FTRL) State() [][]float32 { return [][]float32{o.ZN} }

@@ -27,7 +27,7 @@ func TestFTRLHandComputed(t *testing.T) {
 		for _, c := range []struct {
 			name      string
 			got, want float64
-		}{{"z", float64(o.Z[0]), tc.z}, {"n", float64(o.N[0]), tc.n}, {"w", float64(w[0]), tc.w}} {
+		}{{"z", float64(o.ZN[0]), tc.z}, {"n", float64(o.ZN[1]), tc.n}, {"w", float64(w[0]), tc.w}} {
 			if math.Abs(c.got-c.want) > 1e-6 {
 				t.Fatalf("step %d: %s = %v, want %v", step+1, c.name, c.got, c.want)
 			}
@@ -128,9 +128,13 @@ func TestOptimizersTouchOnlyGradientIndices(t *testing.T) {
 					if w[i] != before[i] {
 						t.Fatalf("step %d: untouched weight %d changed", step, i)
 					}
-					for s := range stateBefore {
-						if o.State()[s][i] != stateBefore[s][i] {
-							t.Fatalf("step %d: untouched state %d[%d] changed", step, s, i)
+					// A state array holds len/dim consecutive entries per feature.
+					for s, st := range o.State() {
+						k := len(st) / dim
+						for j := k * i; j < k*(i+1); j++ {
+							if st[j] != stateBefore[s][j] {
+								t.Fatalf("step %d: state %d of untouched feature %d changed", step, s, i)
+							}
 						}
 					}
 				}
