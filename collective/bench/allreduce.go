@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -33,6 +34,7 @@ type Row struct {
 	Algo    string  `json:"algo"`
 	Iters   int     `json:"iters"`
 	TimeUS  float64 `json:"time_us"`
+	CPUUS   float64 `json:"cpu_us"` // CPU time of all peers per all-reduce
 	AlgBW   float64 `json:"algbw_gbps"`
 	BusBW   float64 `json:"busbw_gbps"`
 	Correct bool    `json:"correct"`
@@ -48,7 +50,7 @@ func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 	opts := collective.Options{Algo: cfg.Algo, ChunkBytes: cfg.ChunkBytes, SmallBytes: cfg.SmallBytes}
 	err := cfg.run(ctx, opts, func(ctx context.Context, c *collective.Comm) error {
 		for _, size := range cfg.Sizes {
-			row, err := measure(ctx, c, size, cfg.MinTime)
+			row, err := measure(ctx, c, size, cfg.MinTime, cfg.InProcess)
 			if err != nil {
 				return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
 			}
@@ -79,13 +81,13 @@ func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 	} else {
 		fmt.Fprintf(w, "# meshtrain all-reduce: float32 sum, N=%d, security %s, algo %s, %s\n", cfg.N, cfg.Security, cfg.Algo, mode(cfg.InProcess))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "size(B)\tcount\talgo\titers\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tcorrect\t")
+		fmt.Fprintln(tw, "size(B)\tcount\talgo\titers\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tcorrect\tcpu(us)\t")
 		for _, r := range rows {
 			ok := "yes"
 			if !r.Correct {
 				ok = "NO"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%.1f\t%.3f\t%.3f\t%s\t\n", r.Bytes, r.Count, r.Algo, r.Iters, r.TimeUS, r.AlgBW, r.BusBW, ok)
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%.1f\t%.3f\t%.3f\t%s\t%.0f\t\n", r.Bytes, r.Count, r.Algo, r.Iters, r.TimeUS, r.AlgBW, r.BusBW, ok, r.CPUUS)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -105,7 +107,7 @@ func mode(inProcess bool) string {
 }
 
 // measure times one size on every rank; all ranks return the same row.
-func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.Duration) (Row, error) {
+func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.Duration, inProcess bool) (Row, error) {
 	n := c.Size()
 	count := int(size / 4)
 	buf := make([]float32, count)
@@ -149,6 +151,7 @@ func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.D
 		return Row{}, err
 	}
 	fill()
+	cpu0 := cpuTime()
 	start = time.Now()
 	for range iters {
 		if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
@@ -159,11 +162,31 @@ func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.D
 	if err := c.AllReduceFloat64(ctx, elapsed, collective.Max); err != nil {
 		return Row{}, err
 	}
+	// CPU time of all peers together: a figure that, unlike wall time,
+	// hardly moves when other processes share the cores. In-process, one
+	// process's rusage already covers every peer.
+	cpu := []float64{(cpuTime() - cpu0).Seconds() / float64(iters)}
+	cpuOp := collective.Sum
+	if inProcess {
+		cpuOp = collective.Max
+	}
+	if err := c.AllReduceFloat64(ctx, cpu, cpuOp); err != nil {
+		return Row{}, err
+	}
 	t := elapsed[0] / float64(iters)
 	algbw := float64(size) / t / 1e9
 	busbw := 0.0
 	if n > 1 {
 		busbw = algbw * 2 * float64(n-1) / float64(n)
 	}
-	return Row{N: n, Bytes: size, Count: count, Algo: c.AlgoFor(int(size)).String(), Iters: iters, TimeUS: t * 1e6, AlgBW: algbw, BusBW: busbw, Correct: ok[0] == 1}, nil
+	return Row{N: n, Bytes: size, Count: count, Algo: c.AlgoFor(int(size)).String(), Iters: iters, TimeUS: t * 1e6, CPUUS: cpu[0] * 1e6, AlgBW: algbw, BusBW: busbw, Correct: ok[0] == 1}, nil
+}
+
+// cpuTime is this process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
