@@ -1,0 +1,44 @@
+// Package nn holds the two models meshtrain trains on MNIST — LeNet-5
+// (61,706 parameters) and softmax regression (7,850) — with their layers,
+// losses, optimizers and learning-rate schedules, written for speed on one
+// or two CPU cores.
+//
+// Invariants:
+//
+//   - A Model's parameters all live in one flat []float32 and its
+//     gradients in another with the same layout (layer by layer, weights
+//     then biases, PyTorch's weight layouts). Layers hold views into them,
+//     so an optimizer updates the model with one call over the vector and
+//     a collective all-reduces the gradient in one message.
+//   - Layers own no activations: Forward and Backward write into buffers
+//     the caller gives them, and Backward adds parameter gradients into the
+//     bound gradient buffer (the model zeroes it once per step).
+//   - After the first step sized the buffers, a training step allocates
+//     nothing (tested with testing.AllocsPerRun).
+//   - The same seed gives bitwise-identical parameters and training. A
+//     model splits each batch into DefaultShards parts, each with its own
+//     layers, scratch and gradient buffer; the parts run on their own
+//     goroutines when GOMAXPROCS > 1 and in turn otherwise, and the partial
+//     gradients are summed in part order, so GOMAXPROCS does not change a
+//     bit of the result.
+//
+// Compute: the matrix products are this package's own AVX2+FMA assembly
+// kernels (gemm_amd64.s: a 4×16 register-tiled A·B and a 3×4 tile of dot
+// products for A·Bᵀ), with portable Go loops on other CPUs (build tag
+// purego forces them). gonum's blas32 was the first candidate, but its
+// float32 kernels are SSE axpy/dot loops and its Gemm splits large
+// products across goroutines with per-call allocations; at LeNet's sizes
+// (a 16×150 by 150×100 product per example) the per-call overhead and
+// missing register tiling dominate, which hand-written tiles avoid.
+// Convolutions are im2col plus one product per example forward; in
+// training the im2col matrices of the whole batch are kept side by side so
+// the weight gradient is a single product over the batch. ReLU and
+// max-pool backward passes use bit masks instead of branches, because a
+// random sign or argmax mispredicts half the time. ReLU and max-pooling
+// commute, so LeNet pools first and applies ReLU to a quarter of the
+// values.
+//
+// Every layer's and both models' gradients are checked against finite
+// differences (layers_test.go, model_test.go); every optimizer against a
+// step worked out by hand (optim_test.go).
+package nn
