@@ -381,6 +381,7 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 		return err
 	}
 	defer unlock()
+	removeStaleTemps(dir, log)
 	missing := missingMNIST(dir)
 	if len(missing) == 0 {
 		log.Info("MNIST fetched by another process meanwhile", zap.String("dir", dir))
@@ -401,6 +402,24 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 	log.Info("fetched MNIST", zap.String("dir", dir), zap.Strings("files", missing))
 	return nil
 }
+
+// removeStaleTemps deletes temporary files left by a fetch that was killed
+// mid-write. They never pass as data (their names differ from the real
+// ones); this only reclaims the space. The caller holds the lock, so no
+// live fetch is writing them.
+func removeStaleTemps(dir string, log *zap.Logger) {
+	for _, f := range mnistFiles {
+		stale, _ := filepath.Glob(filepath.Join(dir, tempPrefix(f.name)+"*"))
+		for _, p := range stale {
+			if err := os.Remove(p); err == nil {
+				log.Info("removed a temporary file left by an interrupted fetch", zap.String("file", p))
+			}
+		}
+	}
+}
+
+// tempPrefix is the name prefix of writeAtomic's temporary files for name.
+func tempPrefix(name string) string { return "." + name + ".tmp-" }
 
 // lockDir takes an exclusive flock on dir's lock file, polling so that the
 // wait honours ctx and timeout (flock itself cannot be interrupted). It
@@ -552,7 +571,7 @@ func extractMNIST(tgz string) (map[string][]byte, error) {
 // system, so rename is atomic), fsynced, then renamed, then the directory
 // fsynced so the rename survives a crash.
 func writeAtomic(dir, name string, b []byte) (err error) {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	tmp, err := os.CreateTemp(dir, tempPrefix(name)+"*")
 	if err != nil {
 		return err
 	}

