@@ -186,9 +186,11 @@ func (p *Pipeline) run() {
 func (p *Pipeline) StepsPerEpoch() int { return p.steps }
 
 // Next returns the next batch, or io.EOF after the last epoch. Batch.Epoch
-// and Batch.Step say where it belongs. After an error (including io.EOF)
-// every later call returns the same error. See Pipeline for how long the
-// batch stays valid.
+// and Batch.Step say where it belongs. After an error (including io.EOF,
+// and ctx ending while a batch was being made) every later call returns
+// the same error, because a half-made batch cannot be resumed; ctx ending
+// while Next only waits for the prefetch goroutine is not sticky. See
+// Pipeline for how long the batch stays valid.
 func (p *Pipeline) Next(ctx context.Context) (*Batch, error) {
 	if p.err != nil {
 		return nil, p.err

@@ -21,6 +21,38 @@ type Opener func(ctx context.Context, path string) (Source, error)
 // Examples must be all dense of one width or all sparse; the shuffle
 // buffer holds copies of ShuffleBuffer examples.
 func NewFilePipeline(ctx context.Context, files []string, open Opener, cfg Config) (*Pipeline, error) {
+	s, err := newStreamProducer(files, open, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newPipeline(ctx, s, s.cfg.StepsPerEpoch, s.cfg), nil
+}
+
+// ShardCount returns the number of examples rank cfg.Rank reads per epoch
+// from files under cfg's shard policy, by reading its share once. With the
+// smallest and largest count over all ranks (a Min and a Max all-reduce),
+// AgreedSteps gives the Config.StepsPerEpoch that keeps ranks in step.
+func ShardCount(ctx context.Context, files []string, open Opener, cfg Config) (int, error) {
+	s, err := newStreamProducer(files, open, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer s.close()
+	for i := range s.files {
+		s.order = append(s.order, i)
+	}
+	var ex Example
+	n := 0
+	for {
+		ok, err := s.read(ctx, &ex)
+		if err != nil || !ok {
+			return n, err
+		}
+		n++
+	}
+}
+
+func newStreamProducer(files []string, open Opener, cfg Config) (*streamProducer, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -35,8 +67,7 @@ func NewFilePipeline(ctx context.Context, files []string, open Opener, cfg Confi
 			mine = append(mine, files[i])
 		}
 	}
-	s := &streamProducer{cfg: cfg, policy: policy, files: mine, open: open, dim: -1, epoch: cfg.StartEpoch - 1, ended: true}
-	return newPipeline(ctx, s, cfg.StepsPerEpoch, cfg), nil
+	return &streamProducer{cfg: cfg, policy: policy, files: mine, open: open, dim: -1, epoch: cfg.StartEpoch - 1, ended: true}, nil
 }
 
 // streamProducer is the file pipeline's state. Within an epoch it reads

@@ -180,6 +180,20 @@ func TestFilePipelineShuffle(t *testing.T) {
 // many batches per epoch, padding with empty batches or cutting the rest.
 func TestFileStepsPerEpoch(t *testing.T) {
 	sizes := []int{7, 2} // FILE over 2 ranks: shards of 7 and 2 examples
+	for r, want := range []int{7, 2} {
+		m, names := newMemFiles(sizes, false)
+		n, err := ShardCount(context.Background(), names, m.open, Config{Rank: r, World: 2, Policy: ShardFile, BatchSize: 1})
+		if err != nil || n != want {
+			t.Fatalf("ShardCount rank %d = %d, %v; want %d", r, n, err, want)
+		}
+		if m.opens != m.closes {
+			t.Fatalf("ShardCount opened %d, closed %d", m.opens, m.closes)
+		}
+	}
+	m, names := newMemFiles([]int{3, 4}, false)
+	if n, err := ShardCount(context.Background(), names, m.open, Config{Rank: 2, World: 3, Policy: ShardData, BatchSize: 1}); err != nil || n != 2 {
+		t.Fatalf("ShardCount DATA rank 2 of 3 over 7 = %d, %v; want 2", n, err)
+	}
 	for _, drop := range []bool{false, true} {
 		batch := 3 // keep remainder: ceil(7/3) = 3 steps
 		if drop {
