@@ -15,6 +15,7 @@ func benchClusterFlags(defaultN int) []cli.Flag {
 		&cli.BoolFlag{Name: "in-process", Usage: "run the peers as goroutines of this process instead of separate processes"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: collective.DefaultTimeout, Usage: "deadline of every collective and of connecting"},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
+		&cli.IntFlag{Name: "gomaxprocs", Usage: "GOMAXPROCS of each peer process (0: number of CPUs / peers, at least 1)"},
 	}
 }
 
@@ -23,7 +24,7 @@ func benchCluster(c *cli.Context) (bench.Cluster, error) {
 	if err != nil {
 		return bench.Cluster{}, err
 	}
-	return bench.Cluster{N: c.Int("n"), Security: sec, InProcess: c.Bool("in-process"), Timeout: c.Duration("collective-timeout"), Logger: logger(c, "bench")}, nil
+	return bench.Cluster{N: c.Int("n"), Security: sec, InProcess: c.Bool("in-process"), GoMaxProcs: c.Int("gomaxprocs"), Timeout: c.Duration("collective-timeout"), Logger: logger(c, "bench")}, nil
 }
 
 func init() {

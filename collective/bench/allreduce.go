@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -79,7 +80,7 @@ func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(w, "# meshtrain all-reduce: float32 sum, N=%d, security %s, algo %s, %s\n", cfg.N, cfg.Security, cfg.Algo, mode(cfg.InProcess))
+		fmt.Fprintf(w, "# meshtrain all-reduce: float32 sum, N=%d, security %s, algo %s, %s\n", cfg.N, cfg.Security, cfg.Algo, cfg.mode())
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "size(B)\tcount\talgo\titers\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tcorrect\tcpu(us)\t")
 		for _, r := range rows {
@@ -99,11 +100,15 @@ func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 	return nil
 }
 
-func mode(inProcess bool) string {
-	if inProcess {
-		return "all peers in one process"
+func (cl Cluster) mode() string {
+	if cl.InProcess {
+		return fmt.Sprintf("all peers in one process (GOMAXPROCS %d)", runtime.GOMAXPROCS(0))
 	}
-	return "one process per peer"
+	procs := cl.GoMaxProcs
+	if procs <= 0 {
+		procs = max(1, runtime.NumCPU()/cl.N)
+	}
+	return fmt.Sprintf("one process per peer (GOMAXPROCS %d each)", procs)
 }
 
 // measure times one size on every rank; all ranks return the same row.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,12 @@ type Cluster struct {
 	Security  p2p.Security
 	InProcess bool          // goroutines in this process instead of child processes
 	Timeout   time.Duration // collective timeout and connection deadline
-	Logger    *zap.Logger
+	// GoMaxProcs is each peer process's GOMAXPROCS; 0 means NumCPU/N (at
+	// least 1), so N peers on one machine do not oversubscribe its cores
+	// (fewer spinning threads and cross-core wake-ups). In-process mode
+	// leaves GOMAXPROCS alone.
+	GoMaxProcs int
+	Logger     *zap.Logger
 }
 
 // ParseSizes parses a comma-separated list like "4K,64K,1M,16M,64M"
@@ -114,10 +120,15 @@ func (cl Cluster) run(ctx context.Context, opts collective.Options, body func(ct
 		if err != nil {
 			return fmt.Errorf("bench: finding this binary to start peers: %w", err)
 		}
+		procs := cl.GoMaxProcs
+		if procs <= 0 {
+			procs = max(1, runtime.NumCPU()/cl.N)
+		}
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		for r := 1; r < cl.N; r++ {
 			role, _ := json.Marshal(childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret)})
 			cmd := exec.CommandContext(ctx, exe, os.Args[1:]...)
-			cmd.Env = append(os.Environ(), ChildEnv+"="+string(role))
+			cmd.Env = append(os.Environ(), ChildEnv+"="+string(role), "GOMAXPROCS="+strconv.Itoa(procs))
 			cmd.Stdout = io.Discard
 			cmd.Stderr = os.Stderr
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -71,7 +71,7 @@ func Link(ctx context.Context, cfg LinkConfig, w io.Writer) error {
 	_, err = fmt.Fprintf(w, "# meshtrain link: one libp2p stream each way, security %s, %s\n"+
 		"both directions at once: %.3f GB/s each way (%d MiB each way in %d KiB frames)\n"+
 		"round trip of %d B: median %.1f us (p10 %.1f, p90 %.1f) over %d pings\n",
-		cfg.Security, mode(cfg.InProcess), res.GBps, res.Bytes>>20, res.FrameBytes>>10, res.PingBytes, res.RTTMedian, res.RTTP10, res.RTTP90, cfg.Pings)
+		cfg.Security, cfg.mode(), res.GBps, res.Bytes>>20, res.FrameBytes>>10, res.PingBytes, res.RTTMedian, res.RTTP10, res.RTTP90, cfg.Pings)
 	return err
 }
 

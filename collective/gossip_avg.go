@@ -1,0 +1,825 @@
+package collective
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Gossip averaging: each rank keeps its own parameter vector, runs local
+// steps on it, and between steps averages it with one peer chosen by a
+// PeerSchedule. The pairwise exchange is atomic and cannot deadlock:
+//
+//   - The initiator marks itself busy with peer p, sends REQUEST(x_i) and
+//     waits for the answer without holding any lock its own receiver needs.
+//   - The responder's receiver goroutine (one per peer, always reading)
+//     answers at once, under the parameter lock: it sets x_j ← (x_j+x_i)/2
+//     and sends REPLY((x_j+x_i)/2); the initiator copies the average. Both
+//     end with the same bits (float addition is commutative), and the sum
+//     of the replicas is unchanged.
+//   - A responder that is itself waiting on an exchange answers BUSY, so no
+//     cycle of waits can form; when two ranks pick each other, the lower
+//     rank's request is served and the higher rank's answered BUSY, so
+//     exactly one average happens.
+//   - While a responder's compute goroutine is inside a local step (between
+//     Read and Apply), merges make its gradient stale; a responder whose
+//     step already absorbed MaxStaleness merges answers BUSY, which bounds
+//     staleness. The initiator never waits for a peer's computation, only
+//     for its receiver, so a slow peer does not slow the others.
+//
+// In sparse mode a rank sends only the coordinates it changed since its
+// last exchange with that peer (local updates and merges with others).
+// Every other coordinate is equal on both sides (they were equal after
+// their last exchange and neither side changed it), so averaging those
+// alone is exact. Each rank records, per peer, the value a coordinate had
+// before its first change since the last exchange with that peer: that is
+// the peer's current value of it, which the responder needs for the
+// coordinates only it changed.
+
+// GossipTag is the point-to-point tag of every gossip message.
+const GossipTag uint32 = 0x60551900
+
+type gossipKind byte
+
+const (
+	msgRequest gossipKind = iota + 1 // initiator's parameters or changed coordinates
+	msgReply                         // the pairwise average
+	msgBusy                          // the responder declined this time
+	msgStop                          // a rank asks everyone to stop training
+	msgFinal                         // the sender finished; its final parameters
+)
+
+var gossipKindNames = [...]string{"?", "request", "reply", "busy", "stop", "final"}
+
+const (
+	flagStop   = 1 << 0
+	flagSparse = 1 << 1
+)
+
+// gossipHeader is kind, flags, 2 reserved bytes, id, distance², norm²; then
+// one uint64 step count per rank and a uint32 element count.
+const gossipHeader = 1 + 1 + 2 + 4 + 8 + 8
+
+// GossipOptions configure a Gossip. Every rank should use the same.
+type GossipOptions struct {
+	// Schedule and Seed choose the peer of each round (see GossipPeer).
+	Schedule PeerSchedule
+	Seed     uint64
+	// Sparse sends only the coordinates changed since the last exchange
+	// with that peer; local updates must then go through ApplySparse.
+	Sparse bool
+	// MaxStaleness bounds how many merges a local step may absorb between
+	// Read and Apply (its gradient is then that many versions stale); a
+	// responder at the bound answers BUSY. 0 means 1.
+	MaxStaleness int
+	// Timeout bounds each exchange and the final gathering (default: the
+	// Comm's timeout). A peer that does not answer within it is dropped.
+	Timeout time.Duration
+	// Logger receives lost peers and protocol errors.
+	Logger *zap.Logger
+}
+
+// ExchangeOutcome is what happened to one initiated exchange.
+type ExchangeOutcome int
+
+// Exchange outcomes.
+const (
+	NoPeer   ExchangeOutcome = iota // no usable peer left
+	Averaged                        // the pairwise average was applied on both sides
+	Declined                        // the peer was busy (or finished); nothing changed
+	Lost                            // the peer failed; it was dropped from the peer set
+)
+
+func (o ExchangeOutcome) String() string {
+	return [...]string{"no-peer", "averaged", "declined", "lost"}[o]
+}
+
+// ExchangeResult describes one initiated exchange.
+type ExchangeResult struct {
+	Peer    int
+	Outcome ExchangeOutcome
+	// Distance is ‖x_i−x_j‖ before averaging (over the exchanged
+	// coordinates, which in sparse mode are all that differ) and Norm is
+	// ‖(x_i+x_j)/2‖ over the same coordinates.
+	Distance, Norm float64
+	Elements       int // coordinates sent in the request
+	Err            error
+}
+
+// DistanceSample is one averaged exchange seen by its initiator.
+type DistanceSample struct {
+	Seconds  float64 `json:"seconds"` // since the Gossip started
+	Peer     int     `json:"peer"`
+	Distance float64 `json:"distance"` // ‖x_i−x_j‖ before averaging
+	Norm     float64 `json:"norm"`     // ‖(x_i+x_j)/2‖
+}
+
+// GossipStats are one rank's gossip counters.
+type GossipStats struct {
+	Initiated int `json:"initiated"` // exchanges this rank started
+	Averaged  int `json:"averaged"`  // ... that averaged
+	Declined  int `json:"declined"`  // ... that the peer answered busy
+	Failed    int `json:"failed"`    // ... whose peer was lost
+	Served    int `json:"served"`    // requests from peers this rank averaged
+	Refused   int `json:"refused"`   // requests answered busy (any reason)
+	// RefusedStale counts refusals because the local step in flight had
+	// already absorbed MaxStaleness merges.
+	RefusedStale int `json:"refused_stale"`
+	// Staleness of applied local steps: merges absorbed between Read and
+	// Apply.
+	Steps         int     `json:"steps"`
+	StalenessMax  int     `json:"staleness_max"`
+	StalenessMean float64 `json:"staleness_mean"`
+	// ElementsSent counts coordinates sent in requests and replies.
+	ElementsSent int64            `json:"elements_sent"`
+	Distances    []DistanceSample `json:"distances"`
+	// Dead are peers dropped after a failure; Finished peers that ended
+	// normally, in the order seen.
+	Dead     []int `json:"dead"`
+	Finished []int `json:"finished"`
+}
+
+type peerState int
+
+const (
+	peerAlive peerState = iota
+	peerFinished
+	peerDead
+)
+
+type gossipReply struct {
+	id       uint32
+	kind     gossipKind
+	idx      []int32
+	vals     []float32
+	dist2    float64
+	norm2    float64
+	received time.Time
+}
+
+// Gossip is one rank's end of decentralised parameter averaging. Its
+// parameter vector is shared between the caller's local steps (Read/Apply
+// or ApplySparse) and the receiver goroutines that serve peers' requests;
+// it must not be touched except through those methods while the Gossip
+// runs.
+type Gossip struct {
+	c          *Comm
+	opts       GossipOptions
+	rank, size int
+	log        *zap.Logger
+	start      time.Time
+
+	mu         sync.Mutex
+	params     []float32
+	computing  bool // between Read and Apply
+	merged     int  // merges absorbed by the step in flight
+	initiating int  // peer of the exchange in flight, or -1
+	finished   bool // Finish called: parameters frozen
+	stop       bool
+	counts     []uint64 // local steps per rank, as last heard
+	state      []peerState
+	gone       []chan struct{} // closed when a peer is dead or finished
+	finals     [][]float32
+	dirty      []map[int32]float32 // sparse: per peer, coordinate -> value before its first change since the last exchange
+	stats      GossipStats
+	staleSum   int
+	nextID     uint32
+
+	replies []chan gossipReply
+	runCtx  context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// NewGossip returns rank c.Rank()'s gossip end over params (which it
+// keeps and updates in place). Call Start on every rank before exchanging.
+func NewGossip(c *Comm, params []float32, opts GossipOptions) (*Gossip, error) {
+	if opts.MaxStaleness < 0 {
+		return nil, fmt.Errorf("collective: gossip max staleness %d: want ≥ 0 (0: the default of 1)", opts.MaxStaleness)
+	}
+	if opts.MaxStaleness == 0 {
+		opts.MaxStaleness = 1
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = c.opts.Timeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if int64(len(params))*8+1024 > c.opts.MaxGatherBytes {
+		return nil, fmt.Errorf("collective: gossip over %d parameters exceeds MaxGatherBytes %d", len(params), c.opts.MaxGatherBytes)
+	}
+	n := c.Size()
+	g := &Gossip{
+		c: c, opts: opts, rank: c.Rank(), size: n, log: opts.Logger.With(zap.Int("rank", c.Rank())),
+		params: params, initiating: -1, counts: make([]uint64, n), state: make([]peerState, n),
+		gone: make([]chan struct{}, n), finals: make([][]float32, n), replies: make([]chan gossipReply, n),
+	}
+	for p := range n {
+		g.gone[p] = make(chan struct{})
+		g.replies[p] = make(chan gossipReply, 1)
+	}
+	if opts.Sparse {
+		g.dirty = make([]map[int32]float32, n)
+		for p := range n {
+			if p != g.rank {
+				g.dirty[p] = map[int32]float32{}
+			}
+		}
+	}
+	return g, nil
+}
+
+// Start launches one receiver per peer. They run until Close or ctx ends.
+func (g *Gossip) Start(ctx context.Context) {
+	g.start = time.Now()
+	g.runCtx, g.cancel = context.WithCancel(ctx)
+	for p := range g.size {
+		if p == g.rank {
+			continue
+		}
+		g.wg.Add(1)
+		go g.receive(p)
+	}
+}
+
+// Close stops the receivers and waits for them and for replies in flight.
+// It does not close the Comm.
+func (g *Gossip) Close() {
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.wg.Wait()
+}
+
+// usable says whether p may be picked: alive and not finished. Call with
+// g.mu held.
+func (g *Gossip) usable(p int) bool { return g.state[p] == peerAlive }
+
+// Peers returns the ranks still in the peer set (alive, not finished).
+func (g *Gossip) Peers() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ps []int
+	for p := range g.size {
+		if p != g.rank && g.usable(p) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// SetSteps records this rank's local step count; it travels with every
+// message so each rank knows roughly how much work the cluster has done.
+func (g *Gossip) SetSteps(n uint64) {
+	g.mu.Lock()
+	g.counts[g.rank] = n
+	g.mu.Unlock()
+}
+
+// Progress returns the sum of every rank's step count as last heard (a
+// lower bound on the cluster's work) and whether some rank asked to stop.
+func (g *Gossip) Progress() (total uint64, stop bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.counts {
+		total += c
+	}
+	return total, g.stop
+}
+
+// Stats returns a copy of the counters.
+func (g *Gossip) Stats() GossipStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.stats
+	s.Distances = append([]DistanceSample(nil), s.Distances...)
+	s.Dead = append([]int(nil), s.Dead...)
+	s.Finished = append([]int(nil), s.Finished...)
+	if s.Steps > 0 {
+		s.StalenessMean = float64(g.staleSum) / float64(s.Steps)
+	}
+	return s
+}
+
+// Read copies the parameters into dst and marks the start of a local step:
+// merges from now until Apply count as its staleness. Dense mode only.
+func (g *Gossip) Read(dst []float32) {
+	g.mu.Lock()
+	copy(dst, g.params)
+	g.computing, g.merged = true, 0
+	g.mu.Unlock()
+}
+
+// Apply ends the local step begun by Read: update (typically an optimizer
+// step with the gradient computed on the copy) runs on the parameters under
+// the lock. It returns the step's staleness.
+func (g *Gossip) Apply(update func(params []float32)) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dirty != nil {
+		panic("collective: Gossip.Apply in sparse mode; use ApplySparse")
+	}
+	update(g.params)
+	return g.endStep()
+}
+
+// ApplySparse runs a whole local step under the lock (sparse models read
+// and write only a few coordinates, so no copy is taken): touched must
+// list every coordinate update may change (duplicates allowed).
+func (g *Gossip) ApplySparse(touched []int32, update func(params []float32)) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dirty != nil {
+		for _, u := range touched {
+			if u < 0 || int(u) >= len(g.params) {
+				return fmt.Errorf("collective: gossip update touches coordinate %d outside [0,%d)", u, len(g.params))
+			}
+			g.markDirty(u, -1)
+		}
+	}
+	update(g.params)
+	g.endStep()
+	return nil
+}
+
+func (g *Gossip) endStep() int {
+	s := 0
+	if g.computing {
+		s = g.merged
+	}
+	g.computing, g.merged = false, 0
+	g.stats.Steps++
+	g.staleSum += s
+	g.stats.StalenessMax = max(g.stats.StalenessMax, s)
+	return s
+}
+
+// markDirty records, for every peer but except, the value coordinate u
+// has before it changes (if not yet recorded since their last exchange).
+func (g *Gossip) markDirty(u int32, except int) {
+	v := g.params[u]
+	for q, d := range g.dirty {
+		if d == nil || q == except {
+			continue
+		}
+		if _, ok := d[u]; !ok {
+			d[u] = v
+		}
+	}
+}
+
+// Snapshot copies the parameters into dst under the lock.
+func (g *Gossip) Snapshot(dst []float32) {
+	g.mu.Lock()
+	copy(dst, g.params)
+	g.mu.Unlock()
+}
+
+// RequestStop sets the stop flag and tells every usable peer at once; the
+// flag also travels on every later message.
+func (g *Gossip) RequestStop(ctx context.Context) {
+	g.mu.Lock()
+	g.stop = true
+	var ps []int
+	for p := range g.size {
+		if p != g.rank && g.usable(p) {
+			ps = append(ps, p)
+		}
+	}
+	msg := g.encode(msgStop, 0, 0, 0, nil, nil, false)
+	g.mu.Unlock()
+	for _, p := range ps {
+		g.sendAsync(ctx, p, msg)
+	}
+}
+
+// Exchange averages with the peer the schedule gives for round. It waits
+// at most Timeout for the answer; a peer that fails is dropped from the
+// peer set and logged, and the exchange reports Lost (not an error: the
+// others carry on). An error is returned only when ctx ends.
+func (g *Gossip) Exchange(ctx context.Context, round uint64) (ExchangeResult, error) {
+	g.mu.Lock()
+	if g.finished {
+		g.mu.Unlock()
+		return ExchangeResult{Peer: -1}, fmt.Errorf("collective: gossip exchange on rank %d after Finish", g.rank)
+	}
+	p := GossipPeer(g.opts.Schedule, g.opts.Seed, g.rank, g.size, round, g.usable)
+	if p < 0 {
+		g.mu.Unlock()
+		return ExchangeResult{Peer: -1, Outcome: NoPeer}, nil
+	}
+	g.initiating = p
+	g.nextID++
+	id := g.nextID
+	var sent map[int32]float32
+	var msg []byte
+	elems := len(g.params)
+	if g.dirty != nil {
+		sent, g.dirty[p] = g.dirty[p], map[int32]float32{}
+		idx := make([]int32, 0, len(sent))
+		vals := make([]float32, 0, len(sent))
+		for u := range sent {
+			idx = append(idx, u)
+			vals = append(vals, g.params[u])
+		}
+		msg = g.encode(msgRequest, id, 0, 0, idx, vals, true)
+		elems = len(idx)
+	} else {
+		msg = g.encode(msgRequest, id, 0, 0, nil, g.params, false)
+	}
+	g.stats.Initiated++
+	g.stats.ElementsSent += int64(elems)
+	g.mu.Unlock()
+	res := ExchangeResult{Peer: p, Elements: elems}
+
+	rep, err := g.roundTrip(ctx, p, id, msg)
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.initiating = -1
+	restore := func() { // the exchange did not happen: keep sent coordinates dirty
+		for u, v := range sent {
+			if _, ok := g.dirty[p][u]; !ok {
+				g.dirty[p][u] = v
+			}
+		}
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		restore()
+		return res, fmt.Errorf("collective: gossip exchange of rank %d with rank %d: %w", g.rank, p, ctx.Err())
+	case err != nil:
+		restore()
+		g.stats.Failed++
+		g.dropLocked(p, err)
+		res.Outcome, res.Err = Lost, err
+		return res, nil
+	case rep.kind != msgReply:
+		restore()
+		g.stats.Declined++
+		res.Outcome = Declined
+		return res, nil
+	}
+	if g.dirty != nil {
+		for i, u := range rep.idx {
+			if g.params[u] != rep.vals[i] {
+				g.markDirty(u, p)
+				g.params[u] = rep.vals[i]
+			}
+		}
+	} else {
+		copy(g.params, rep.vals)
+	}
+	g.stats.Averaged++
+	res.Outcome = Averaged
+	res.Distance, res.Norm = math.Sqrt(rep.dist2), math.Sqrt(rep.norm2)
+	g.stats.Distances = append(g.stats.Distances, DistanceSample{
+		Seconds: rep.received.Sub(g.start).Seconds(), Peer: p, Distance: res.Distance, Norm: res.Norm})
+	return res, nil
+}
+
+// roundTrip sends a request to p and waits for its answer with that id.
+func (g *Gossip) roundTrip(ctx context.Context, p int, id uint32, msg []byte) (gossipReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	defer cancel()
+	if err := g.c.Send(ctx, p, GossipTag, msg); err != nil {
+		return gossipReply{}, err
+	}
+	for {
+		select {
+		case r := <-g.replies[p]:
+			if r.id == id {
+				return r, nil
+			}
+			// an answer to an earlier exchange that timed out: stale
+		case <-g.gone[p]:
+			return gossipReply{}, fmt.Errorf("rank %d left the peer set while rank %d waited for its answer", p, g.rank)
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return gossipReply{}, fmt.Errorf("rank %d did not answer a gossip request within %v", p, g.opts.Timeout)
+			}
+			return gossipReply{}, ctx.Err()
+		}
+	}
+}
+
+// receive reads p's messages until the link ends or the Gossip closes.
+func (g *Gossip) receive(p int) {
+	defer g.wg.Done()
+	for {
+		b, err := g.c.Recv(g.runCtx, p, GossipTag)
+		if err != nil {
+			if g.runCtx.Err() != nil {
+				return
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				continue // an idle link: nobody picked us for a while
+			}
+			g.mu.Lock()
+			g.dropLocked(p, err)
+			g.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		m, err := g.decode(b)
+		if err != nil {
+			g.mu.Lock()
+			g.dropLocked(p, fmt.Errorf("unreadable gossip message: %w", err))
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Lock()
+		for r, c := range m.counts {
+			g.counts[r] = max(g.counts[r], c)
+		}
+		g.stop = g.stop || m.stop
+		switch m.kind {
+		case msgRequest:
+			reply := g.serveLocked(p, m)
+			g.mu.Unlock()
+			g.sendAsync(g.runCtx, p, reply)
+			continue
+		case msgReply, msgBusy:
+			m.received = now
+			g.deliverReply(p, m.gossipReply)
+		case msgFinal:
+			if len(m.vals) > 0 {
+				g.finals[p] = m.vals
+			}
+			if g.state[p] == peerAlive {
+				g.state[p] = peerFinished
+				g.stats.Finished = append(g.stats.Finished, p)
+				close(g.gone[p])
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+// deliverReply hands an answer to the initiator waiting on p, replacing
+// an unread answer to an earlier exchange that timed out.
+func (g *Gossip) deliverReply(p int, r gossipReply) {
+	for {
+		select {
+		case g.replies[p] <- r:
+			return
+		default:
+			select {
+			case <-g.replies[p]:
+			default:
+			}
+		}
+	}
+}
+
+// dropLocked removes p from the peer set after err, unless it already left.
+func (g *Gossip) dropLocked(p int, err error) {
+	if g.state[p] != peerAlive {
+		return
+	}
+	g.state[p] = peerDead
+	g.stats.Dead = append(g.stats.Dead, p)
+	close(g.gone[p])
+	g.log.Warn("gossip peer lost; dropped from the peer set", zap.Int("peer", p), zap.Error(err))
+}
+
+// sendAsync sends msg to p without blocking the caller; a failure drops p.
+func (g *Gossip) sendAsync(ctx context.Context, p int, msg []byte) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+		defer cancel()
+		if err := g.c.Send(ctx, p, GossipTag, msg); err != nil && ctx.Err() == nil {
+			g.mu.Lock()
+			g.dropLocked(p, err)
+			g.mu.Unlock()
+		}
+	}()
+}
+
+// serveLocked answers p's request: the average, or busy.
+func (g *Gossip) serveLocked(p int, m decoded) []byte {
+	busy := func() []byte {
+		g.stats.Refused++
+		return g.encode(msgBusy, m.id, 0, 0, nil, nil, false)
+	}
+	switch {
+	case g.finished:
+		return busy()
+	case g.initiating >= 0 && !(g.initiating == p && p < g.rank):
+		return busy()
+	case g.computing && g.merged >= g.opts.MaxStaleness:
+		g.stats.RefusedStale++
+		return busy()
+	case m.sparse != (g.dirty != nil):
+		g.log.Error("gossip peer uses another exchange mode; refusing", zap.Int("peer", p), zap.Bool("peer_sparse", m.sparse))
+		return busy()
+	case !m.sparse && len(m.vals) != len(g.params):
+		g.log.Error("gossip peer sent a parameter vector of another length; refusing", zap.Int("peer", p), zap.Int("got", len(m.vals)), zap.Int("want", len(g.params)))
+		return busy()
+	}
+	var dist2, norm2 float64
+	var out []byte
+	if m.sparse {
+		d := g.dirty[p]
+		idx := make([]int32, 0, len(m.idx)+len(d))
+		vals := make([]float32, 0, len(m.idx)+len(d))
+		avg := func(u int32, theirs float32) {
+			mine := g.params[u]
+			a := (mine + theirs) * 0.5
+			dd := float64(mine) - float64(theirs)
+			dist2 += dd * dd
+			norm2 += float64(a) * float64(a)
+			if a != mine {
+				g.markDirty(u, p)
+				g.params[u] = a
+			}
+			idx = append(idx, u)
+			vals = append(vals, a)
+		}
+		for _, u := range m.idx {
+			if u < 0 || int(u) >= len(g.params) {
+				g.log.Error("gossip peer sent a coordinate out of range; refusing", zap.Int("peer", p), zap.Int32("coordinate", u))
+				return busy()
+			}
+		}
+		for i, u := range m.idx {
+			delete(d, u)
+			avg(u, m.vals[i])
+		}
+		// Coordinates only this rank changed: the peer still has the
+		// value they had before that change.
+		for u, theirs := range d {
+			avg(u, theirs)
+		}
+		clear(d)
+		out = g.encode(msgReply, m.id, dist2, norm2, idx, vals, true)
+		g.stats.ElementsSent += int64(len(idx))
+	} else {
+		for i, theirs := range m.vals {
+			mine := g.params[i]
+			a := (mine + theirs) * 0.5
+			dd := float64(mine) - float64(theirs)
+			dist2 += dd * dd
+			norm2 += float64(a) * float64(a)
+			g.params[i] = a
+		}
+		out = g.encode(msgReply, m.id, dist2, norm2, nil, g.params, false)
+		g.stats.ElementsSent += int64(len(g.params))
+	}
+	if g.computing {
+		g.merged++
+	}
+	g.stats.Served++
+	return out
+}
+
+// Finish freezes this rank's parameters, sends them to every peer still in
+// the cluster (finished ones included: they wait for ours) and waits up to
+// Timeout for theirs. It returns every rank's final parameters that
+// arrived (dense mode; nil entries for ranks lost or, in sparse mode, for
+// everyone but this rank). Exchanges are refused from now on.
+func (g *Gossip) Finish(ctx context.Context) [][]float32 {
+	g.mu.Lock()
+	g.finished = true
+	var vals []float32
+	if g.dirty == nil {
+		vals = g.params
+	}
+	msg := g.encode(msgFinal, 0, 0, 0, nil, vals, false)
+	var ps []int
+	for p := range g.size {
+		if p != g.rank && g.state[p] != peerDead {
+			ps = append(ps, p)
+		}
+	}
+	g.mu.Unlock()
+	for _, p := range ps {
+		g.sendAsync(ctx, p, msg)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	defer cancel()
+	for _, p := range ps {
+		select {
+		case <-g.gone[p]:
+		case <-ctx.Done():
+			g.mu.Lock()
+			g.dropLocked(p, fmt.Errorf("no final parameters within %v: %w", g.opts.Timeout, ctx.Err()))
+			g.mu.Unlock()
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([][]float32, g.size)
+	for p := range g.size {
+		if p == g.rank {
+			out[p] = append([]float32(nil), g.params...)
+		} else if g.state[p] == peerFinished && g.finals[p] != nil {
+			out[p] = g.finals[p]
+		}
+	}
+	return out
+}
+
+type decoded struct {
+	gossipReply
+	sparse bool
+	stop   bool
+	counts []uint64
+}
+
+// encode builds a message; call with g.mu held (it reads counts and stop).
+// Dense messages carry vals whole; sparse ones (idx, vals) pairs.
+func (g *Gossip) encode(kind gossipKind, id uint32, dist2, norm2 float64, idx []int32, vals []float32, sparse bool) []byte {
+	per := 4
+	if sparse {
+		per = 8
+	}
+	b := make([]byte, gossipHeader+8*g.size+4+per*len(vals))
+	b[0] = byte(kind)
+	if g.stop {
+		b[1] |= flagStop
+	}
+	if sparse {
+		b[1] |= flagSparse
+	}
+	binary.LittleEndian.PutUint32(b[4:], id)
+	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(dist2))
+	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(norm2))
+	o := gossipHeader
+	for _, c := range g.counts {
+		binary.LittleEndian.PutUint64(b[o:], c)
+		o += 8
+	}
+	binary.LittleEndian.PutUint32(b[o:], uint32(len(vals)))
+	o += 4
+	if sparse {
+		for _, u := range idx {
+			binary.LittleEndian.PutUint32(b[o:], uint32(u))
+			o += 4
+		}
+	}
+	for _, v := range vals {
+		binary.LittleEndian.PutUint32(b[o:], math.Float32bits(v))
+		o += 4
+	}
+	return b
+}
+
+// decode parses a message, checking every length against the bytes
+// present before allocating.
+func (g *Gossip) decode(b []byte) (decoded, error) {
+	var m decoded
+	if len(b) < gossipHeader+8*g.size+4 {
+		return m, fmt.Errorf("%d-byte message is shorter than its %d-byte header", len(b), gossipHeader+8*g.size+4)
+	}
+	m.kind = gossipKind(b[0])
+	if m.kind < msgRequest || m.kind > msgFinal {
+		return m, fmt.Errorf("unknown message kind %d", b[0])
+	}
+	if b[1]&^(flagStop|flagSparse) != 0 || b[2]|b[3] != 0 {
+		return m, fmt.Errorf("%s message with unknown flags %#x", gossipKindNames[m.kind], b[1:4])
+	}
+	m.stop, m.sparse = b[1]&flagStop != 0, b[1]&flagSparse != 0
+	m.id = binary.LittleEndian.Uint32(b[4:])
+	m.dist2 = math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
+	m.norm2 = math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))
+	o := gossipHeader
+	m.counts = make([]uint64, g.size)
+	for r := range m.counts {
+		m.counts[r] = binary.LittleEndian.Uint64(b[o:])
+		o += 8
+	}
+	n := int(binary.LittleEndian.Uint32(b[o:]))
+	o += 4
+	per := 4
+	if m.sparse {
+		per = 8
+	}
+	if rest := len(b) - o; rest != n*per || n > len(g.params) {
+		return m, fmt.Errorf("%s message announces %d elements (%d bytes each) but carries %d bytes (model has %d parameters)", gossipKindNames[m.kind], n, per, rest, len(g.params))
+	}
+	if m.sparse {
+		m.idx = make([]int32, n)
+		for i := range m.idx {
+			m.idx[i] = int32(binary.LittleEndian.Uint32(b[o:]))
+			o += 4
+		}
+	}
+	if n > 0 {
+		m.vals = make([]float32, n)
+		for i := range m.vals {
+			m.vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[o:]))
+			o += 4
+		}
+	}
+	return m, nil
+}
