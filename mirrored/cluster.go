@@ -235,7 +235,7 @@ func jsonError(b []byte, err error) error {
 	case errors.Is(err, io.EOF):
 		return errors.New("empty: want a JSON object with \"cluster\" and \"task\"")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		line, col := lineCol(b, int64(len(b)))
+		line, col := lineCol(b, int64(len(b))+1) // just past the last byte
 		return fmt.Errorf("malformed JSON at line %d, column %d: unexpected end of input", line, col)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return fmt.Errorf("unknown key %s: want \"cluster\" and \"task\" (\"environment\" and \"rpc_layer\" are accepted and ignored)",
@@ -288,9 +288,7 @@ func lineCol(b []byte, off int64) (line, col int) {
 	if off > 0 {
 		off-- // point at the offending byte
 	}
-	if off > int64(len(b)) {
-		off = int64(len(b))
-	}
+	off = min(off, int64(len(b)))
 	line, col = 1, 1
 	for _, c := range b[:off] {
 		if c == '\n' {

@@ -55,7 +55,7 @@ func TestParseTFConfigErrors(t *testing.T) {
 	tests := []struct{ name, json, want string }{
 		{"empty", ``, "src: empty: want a JSON object"},
 		{"truncated", "{\"cluster\": {\"worker\": [\"a:1\"]},\n \"task\": {\"type\": \"worker\"",
-			"src: malformed JSON at line 2, column 26: unexpected end of input"},
+			"src: malformed JSON at line 2, column 27: unexpected end of input"},
 		{"syntax error line and column", "{\n  \"cluster\": {\"worker\": [\"a:1\",]},\n  \"task\": {\"type\": \"worker\", \"index\": 0}\n}",
 			"src: malformed JSON at line 2, column 32: invalid character ']' looking for beginning of value"},
 		{"syntax error first line", `{"cluster": {"worker": ["a:1"]} "task": {}}`,
@@ -134,7 +134,7 @@ func TestLoadTFConfig(t *testing.T) {
 		t.Fatalf("from the environment: %+v, %v", c, err)
 	}
 	t.Setenv(TFConfigEnv, `{"cluster": {}`)
-	if _, err := LoadTFConfig(""); err == nil || !strings.HasPrefix(err.Error(), "TF_CONFIG (environment): malformed JSON at line 1, column 14") {
+	if _, err := LoadTFConfig(""); err == nil || !strings.HasPrefix(err.Error(), "TF_CONFIG (environment): malformed JSON at line 1, column 15") {
 		t.Errorf("bad environment: %v", err)
 	}
 	file := filepath.Join(t.TempDir(), "tf.json")

@@ -1,0 +1,366 @@
+// Package tests holds meshtrain's end-to-end tests: the real binary, real
+// worker processes talking libp2p over 127.0.0.1, real MNIST.
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/launch"
+)
+
+// binary is the meshtrain binary built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "meshtrain-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "meshtrain")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "github.com/meshtrain/meshtrain/cmd/meshtrain")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building meshtrain:", err)
+		return 1
+	}
+	// Find (or fetch, once) MNIST before several workers look for it.
+	if _, err := data.LoadMNIST(ctx, data.MNISTOptions{}); err != nil {
+		fmt.Fprintln(os.Stderr, "MNIST is needed by the end-to-end tests:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// result is a finished process.
+type result struct {
+	stdout, stderr string
+	err            error
+	elapsed        time.Duration
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit: %v\n--- stdout\n%s--- stderr\n%s", r.err, r.stdout, r.stderr)
+}
+
+// meshtrain runs the binary with args under ctx.
+func meshtrain(ctx context.Context, env []string, args ...string) result {
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	return result{out.String(), errb.String(), err, time.Since(start)}
+}
+
+func readSummary(t *testing.T, path string) launch.SummaryJSON {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s launch.SummaryJSON
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("summary %s: %v", path, err)
+	}
+	return s
+}
+
+// checkPeers checks a finished run's summary: n peers, bitwise-identical
+// parameters, the accuracy threshold, and plausible per-peer figures.
+func checkPeers(t *testing.T, s launch.SummaryJSON, n int, minAcc float64) {
+	t.Helper()
+	if s.Workers != n || len(s.Peers) != n || s.Run == nil {
+		t.Fatalf("summary of %d workers, %d peers, run %v", s.Workers, len(s.Peers), s.Run)
+	}
+	if !s.ParamsIdentical {
+		t.Errorf("params_identical is false")
+	}
+	var sent, received int64
+	for _, p := range s.Peers {
+		if p.ParamsSHA256 != s.Run.ParamsSHA256 || len(p.ParamsSHA256) != 64 {
+			t.Errorf("rank %d params %q, run %q", p.Rank, p.ParamsSHA256, s.Run.ParamsSHA256)
+		}
+		if p.TestAccuracy < minAcc {
+			t.Errorf("rank %d test accuracy %.4f, want ≥ %.2f", p.Rank, p.TestAccuracy, minAcc)
+		}
+		if len(p.PerEpochAccuracy) != len(s.Run.EpochResults) || p.Steps+p.ResumedStep != s.Run.Steps || p.Steps == 0 {
+			t.Errorf("rank %d: %d steps after resuming at %d, per-epoch accuracy %v", p.Rank, p.Steps, p.ResumedStep, p.PerEpochAccuracy)
+		}
+		// Every step all-reduces the whole gradient: whatever the
+		// algorithm, at least (N-1)/N of it leaves and reaches each peer.
+		minBytes := int64(float64(p.Steps) * 4 * float64(s.Run.Params) * float64(n-1) / float64(n))
+		if p.BytesSent < minBytes || p.BytesReceived < minBytes {
+			t.Errorf("rank %d sent %d and received %d bytes, want ≥ %d", p.Rank, p.BytesSent, p.BytesReceived, minBytes)
+		}
+		sent += p.BytesSent
+		received += p.BytesReceived
+		if p.CPUSeconds <= 0 || p.PeakRSSBytes <= 0 || p.ComputeShare <= 0 || p.CommShare <= 0 {
+			t.Errorf("rank %d: CPU %v s, RSS %v, shares %v/%v/%v", p.Rank, p.CPUSeconds, p.PeakRSSBytes, p.ComputeShare, p.CommShare, p.WaitShare)
+		}
+	}
+	if sent != received {
+		t.Errorf("the peers sent %d bytes in all but received %d", sent, received)
+	}
+}
+
+func TestLaunchLeNetThreePeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sum := filepath.Join(t.TempDir(), "summary.json")
+	r := meshtrain(ctx, nil, "launch", "-n", "3", "--model", "lenet", "--epochs", "1", "--batch", "32",
+		"--train-examples", "12000", "--test-examples", "2000", "--hash-every", "25", "--summary", sum)
+	if r.err != nil {
+		t.Fatal(r)
+	}
+	for _, want := range []string{"[launch] lenet: 61706 parameters, 3 replica(s) × batch 32 (global batch 96)", "[launch] epoch 1  step 125/125",
+		"parameters identical on every peer", "rank  steps  examples/s  test acc"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q\n%s", want, r)
+		}
+	}
+	checkPeers(t, readSummary(t, sum), 3, 0.90)
+}
+
+func TestLaunchSoftmaxThreePeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sum := filepath.Join(t.TempDir(), "summary.json")
+	r := meshtrain(ctx, nil, "launch", "-n", "3", "--model", "softmax", "--epochs", "2", "--batch", "32", "--lr", "0.02",
+		"--train-examples", "12000", "--test-examples", "2000", "--summary", sum)
+	if r.err != nil {
+		t.Fatal(r)
+	}
+	checkPeers(t, readSummary(t, sum), 3, 0.85)
+}
+
+// TestKillAndResume kills a worker mid-run: launch must exit non-zero
+// within the collective timeout naming it; a relaunch resumes from the
+// last checkpoint and ends bit for bit where an uninterrupted run ends.
+func TestKillAndResume(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const timeout = 15 * time.Second
+	args := []string{"launch", "-n", "3", "--model", "softmax", "--epochs", "2", "--batch", "16", "--lr", "0.02",
+		"--train-examples", "30000", "--test-examples", "1000", "--checkpoint-every", "50",
+		"--collective-timeout", timeout.String()}
+	ckdir := t.TempDir()
+
+	cmd := exec.CommandContext(ctx, binary, append(args, "--checkpoint-dir", ckdir)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidRE := regexp.MustCompile(`^\[launch\] rank 1: pid (\d+),`)
+	var victim int
+	var killedAt time.Time
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		out.WriteString(line + "\n")
+		if m := pidRE.FindStringSubmatch(line); m != nil {
+			victim, _ = strconv.Atoi(m[1])
+		}
+		if strings.HasPrefix(line, "[launch] checkpoint at step") && killedAt.IsZero() {
+			if victim == 0 {
+				t.Fatalf("checkpoint before rank 1's pid was printed:\n%s", out.String())
+			}
+			if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killedAt = time.Now()
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	took := time.Since(killedAt)
+	if killedAt.IsZero() {
+		t.Fatalf("no checkpoint line to kill after:\n%s\n%s", out.String(), stderr.String())
+	}
+	if err == nil {
+		t.Fatalf("launch succeeded although rank 1 was killed:\n%s", out.String())
+	}
+	t.Logf("launch exited %v after rank 1 was killed", took.Round(time.Millisecond))
+	if took > timeout {
+		t.Errorf("launch took %v after the kill, more than the collective timeout %v", took, timeout)
+	}
+	if !strings.Contains(stderr.String(), "launch: rank 1 failed: ") || !strings.Contains(stderr.String(), "signal: killed") {
+		t.Errorf("launch's error does not name rank 1 as killed:\n%s", stderr.String())
+	}
+
+	sum := filepath.Join(t.TempDir(), "resumed.json")
+	r := meshtrain(ctx, nil, append(args, "--checkpoint-dir", ckdir, "--summary", sum)...)
+	if r.err != nil {
+		t.Fatalf("relaunch: %s", r)
+	}
+	if !strings.Contains(r.stdout, "[launch] resumed from "+ckdir) {
+		t.Errorf("relaunch did not say it resumed:\n%s", r.stdout)
+	}
+	resumed := readSummary(t, sum)
+	t.Logf("relaunch resumed at step %d of %d", resumed.Peers[0].ResumedStep, resumed.Run.Steps)
+	checkPeers(t, resumed, 3, 0.80)
+	if resumed.Peers[0].ResumedStep == 0 || resumed.Peers[0].Steps >= resumed.Run.Steps {
+		t.Errorf("resumed at step %d, ran %d of %d steps", resumed.Peers[0].ResumedStep, resumed.Peers[0].Steps, resumed.Run.Steps)
+	}
+
+	whole := filepath.Join(t.TempDir(), "whole.json")
+	r = meshtrain(ctx, nil, append(args, "--checkpoint-dir", t.TempDir(), "--summary", whole)...)
+	if r.err != nil {
+		t.Fatalf("uninterrupted run: %s", r)
+	}
+	if w := readSummary(t, whole); w.Run.ParamsSHA256 != resumed.Run.ParamsSHA256 || w.Run.FinalAccuracy != resumed.Run.FinalAccuracy {
+		t.Errorf("resumed run ended at %s (accuracy %v), uninterrupted at %s (accuracy %v)",
+			resumed.Run.ParamsSHA256, resumed.Run.FinalAccuracy, w.Run.ParamsSHA256, w.Run.FinalAccuracy)
+	}
+
+	// The final checkpoint evaluates to the accuracy the run reported.
+	files, _ := filepath.Glob(filepath.Join(ckdir, "ckpt-*.safetensors"))
+	if len(files) == 0 || len(files) > 3 {
+		t.Fatalf("checkpoints kept: %q (want the last 3)", files)
+	}
+	r = meshtrain(ctx, nil, "eval", "--checkpoint", files[len(files)-1], "--test-examples", "1000", "--json")
+	if r.err != nil {
+		t.Fatal(r)
+	}
+	var ev struct {
+		Accuracy float64 `json:"test_accuracy"`
+		Step     int     `json:"step"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ev); err != nil || ev.Accuracy != resumed.Run.FinalAccuracy || ev.Step != resumed.Run.Steps {
+		t.Errorf("eval of the last checkpoint: %+v (%v), run reported accuracy %v at step %d", ev, err, resumed.Run.FinalAccuracy, resumed.Run.Steps)
+	}
+}
+
+// freePorts returns n free 127.0.0.1 addresses.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
+	}
+	return out
+}
+
+func tfConfig(peers []string, rank int) string {
+	b, _ := json.Marshal(map[string]any{
+		"cluster": map[string][]string{"worker": peers},
+		"task":    map[string]any{"type": "worker", "index": rank},
+	})
+	return string(b)
+}
+
+// TestWorkersWithDifferentBatch starts three workers by hand, one with
+// another batch size: every one of them must exit naming the setting.
+func TestWorkersWithDifferentBatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	peers := freePorts(t, 3)
+	secret := "MESHTRAIN_CLUSTER_SECRET=" + hex.EncodeToString([]byte("an e2e test secret, 32 bytes...."))
+	results := make([]result, 3)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		batch := "32"
+		if r == 1 {
+			batch = "64"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[r] = meshtrain(ctx, []string{secret, "TF_CONFIG=" + tfConfig(peers, r)},
+				"worker", "--model", "softmax", "--epochs", "1", "--batch", batch, "--train-examples", "3000", "--test-examples", "500",
+				"--collective-timeout", "20s")
+		}()
+	}
+	wg.Wait()
+	for r, res := range results {
+		if res.err == nil {
+			t.Errorf("rank %d succeeded:\n%s", r, res)
+			continue
+		}
+		if !strings.Contains(res.stderr, "the peers were started with different settings: batch_size is 32 on ranks 0, 2 but 64 on rank 1") {
+			t.Errorf("rank %d does not name the setting and the ranks:\n%s", r, res)
+		}
+	}
+}
+
+// TestMalformedTFConfig checks that a worker rejects bad cluster specs,
+// from a file or the environment, with the expected message.
+func TestMalformedTFConfig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tests := []struct{ name, spec, want string }{
+		{"syntax", "{\"cluster\": {\"worker\": [\"127.0.0.1:7000\"]},\n \"task\": {\"type\": \"worker\" \"index\": 0}}",
+			"malformed JSON at line 2, column 28: invalid character '\"' after object key:value pair"},
+		{"truncated", `{"cluster": {"worker": ["127.0.0.1:7000"]}`, "malformed JSON at line 1, column 43: unexpected end of input"},
+		{"index out of range", `{"cluster": {"worker": ["127.0.0.1:7000", "127.0.0.1:7001"]}, "task": {"type": "worker", "index": 2}}`,
+			"task index 2 out of range: cluster.worker has 2 entries (indices 0 to 1)"},
+		{"duplicate", `{"cluster": {"worker": ["127.0.0.1:7000", "127.0.0.1:7000"]}, "task": {"type": "worker", "index": 0}}`,
+			"duplicate address: worker 0 and worker 1 are both 127.0.0.1:7000"},
+		{"unknown task type", `{"cluster": {"worker": ["127.0.0.1:7000"]}, "task": {"type": "evaluator", "index": 0}}`,
+			`unknown task type "evaluator": want "worker" or "chief"`},
+		{"parameter server", `{"cluster": {"worker": ["127.0.0.1:7000"], "ps": ["127.0.0.1:7001"]}, "task": {"type": "worker", "index": 0}}`,
+			`cluster has "ps" entries: meshtrain has no parameter servers`},
+		{"bad port", `{"cluster": {"worker": ["127.0.0.1:99999"]}, "task": {"type": "worker", "index": 0}}`,
+			`cluster worker 0 address "127.0.0.1:99999": port "99999": want a number in 1..65535`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "tf_config.json")
+			if err := os.WriteFile(file, []byte(tt.spec), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fromFile := meshtrain(ctx, nil, "worker", "--tf-config", file)
+			fromEnv := meshtrain(ctx, []string{"TF_CONFIG=" + tt.spec}, "worker")
+			for _, c := range []struct {
+				res    result
+				source string
+			}{{fromFile, "TF_CONFIG file " + file}, {fromEnv, "TF_CONFIG (environment)"}} {
+				want := "meshtrain: worker: " + c.source + ": " + tt.want
+				if c.res.err == nil || !strings.Contains(c.res.stderr, want) {
+					t.Errorf("want %q in\n%s", want, c.res)
+				}
+			}
+		})
+	}
+	// No spec at all.
+	r := meshtrain(ctx, []string{"TF_CONFIG="}, "worker")
+	if r.err == nil || !strings.Contains(r.stderr, "no cluster spec: set TF_CONFIG") {
+		t.Errorf("no spec:\n%s", r)
+	}
+}
