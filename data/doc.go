@@ -48,7 +48,7 @@
 // Every rank must run the same number of steps per epoch, or a collective
 // waits forever for a rank that has stopped. Steps and AgreedSteps compute
 // that number from what all ranks know, and pipelines emit exactly that
-// many batches per epoch (see steps.go for the policy: with drop remainder,
+// many batches per epoch (see AgreedSteps for the policy: with drop remainder,
 // floor(smallest shard / batch) full batches, leftovers reshuffled into
 // later epochs; without, ceil(largest shard / batch) batches, the short
 // ranks ending with an empty batch).
