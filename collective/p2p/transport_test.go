@@ -342,3 +342,23 @@ func BenchmarkAllReduce64MiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAllReduce4KiB: four in-process ranks, recursive doubling over
+// TLS (for profiles of the per-message path).
+func BenchmarkAllReduce4KiB(b *testing.B) {
+	t := &testing.T{}
+	comms, ts := startCluster(t, 4, SecurityTLS, zap.NewNop(), collective.Options{})
+	defer closeAll(ts)
+	bufs := make([][]float32, 4)
+	for r := range bufs {
+		bufs[r] = make([]float32, 1024)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+			return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
+		})...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
