@@ -499,3 +499,19 @@ func TestNoAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per Next, want 0", a)
 	}
 }
+
+// TestDropRemainderRotates: with drop remainder and shuffling, the
+// examples left out differ between epochs, so over a few epochs every
+// example of the shard is used.
+func TestDropRemainderRotates(t *testing.T) {
+	batches := drain(t, newPipe(t, idSet(t, 10), TrainConfig(0, 3, 2, 1, 20))) // shard {0 3 6 9}, 1 step of 2
+	used := map[int]bool{}
+	for _, ids := range batches {
+		for _, id := range ids {
+			used[id] = true
+		}
+	}
+	if len(batches) != 20 || len(used) != 4 {
+		t.Fatalf("%d batches used examples %v; want 20 batches using all of 0, 3, 6, 9", len(batches), used)
+	}
+}
