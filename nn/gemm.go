@@ -228,7 +228,7 @@ func moveRows(dst []float32, ldd int, src []float32, lds, rows, w int, add bool)
 	_ = dst[(rows-1)*ldd+w-1]
 	_ = src[(rows-1)*lds+w-1]
 	if useAsm {
-		rowsKernel(&dst[0], ldd, &src[0], lds, rows, w, &maskTab[16-w%8], add)
+		rowsKernel(&dst[0], ldd, &src[0], lds, rows, w, add)
 		return
 	}
 	for r := 0; r < rows; r++ {

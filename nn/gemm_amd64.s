@@ -410,23 +410,20 @@ nt3store:
 	VZEROUPPER
 	RET
 
-// func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w int, mask *int32, add bool)
+// func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w int, add bool)
 // For each of rows rows: dst[0:w] = src[0:w] (add false) or dst[0:w] +=
-// src[0:w] (add true); rows are ldd and lds elements apart, and mask
-// selects the w mod 8 tail lanes. A copy of w ≥ 8 ends with an overlapping
-// 8-wide move instead (masked stores are slow on some CPUs). im2col and
-// col2im move many short rows, for which a memmove call per row costs more
-// than the copy.
-TEXT ·rowsKernel(SB), NOSPLIT, $0-57
+// src[0:w] (add true); rows are ldd and lds elements apart. The w mod 8
+// tail is an overlapping 8-wide move for a copy of w ≥ 8 and scalar
+// otherwise (masked stores are slow on AMD). im2col and col2im move many
+// short rows, for which a memmove call per row costs more than the copy.
+TEXT ·rowsKernel(SB), NOSPLIT, $0-49
 	MOVQ    dst+0(FP), DI
 	MOVQ    ldd+8(FP), R8
 	MOVQ    src+16(FP), SI
 	MOVQ    lds+24(FP), R9
 	MOVQ    rows+32(FP), CX
 	MOVQ    w+40(FP), R10
-	MOVQ    mask+48(FP), AX
-	VMOVDQU (AX), Y15
-	MOVBLZX add+56(FP), R11
+	MOVBLZX add+48(FP), R11
 	SHLQ    $2, R8
 	SHLQ    $2, R9
 	LEAQ    -32(R10*4), R12 // byte offset of the last 8 elements
@@ -455,27 +452,30 @@ rowsput:
 	JNZ     rowschunk
 
 rowstail:
-	TESTQ R13, R13
-	JZ    rowsnext
-	TESTQ R11, R11
-	JNZ   rowsmasked
-	TESTQ R10, R10
-	JZ    rowsmasked
+	TESTQ   R13, R13
+	JZ      rowsnext
+	TESTQ   R11, R11
+	JNZ     rowsscalar
+	TESTQ   R10, R10
+	JZ      rowsscalar
 	VMOVUPS (SI)(R12*1), Y0
 	VMOVUPS Y0, (DI)(R12*1)
 	JMP     rowsnext
 
-rowsmasked:
-	LEAQ       (SI)(DX*1), AX
-	LEAQ       (DI)(DX*1), BX
-	VMASKMOVPS (AX), Y15, Y0
-	TESTQ      R11, R11
-	JZ         rowstailput
-	VMASKMOVPS (BX), Y15, Y1
-	VADDPS     Y1, Y0, Y0
+rowsscalar:
+	MOVQ R13, BX
 
-rowstailput:
-	VMASKMOVPS Y0, Y15, (BX)
+rowsscalarloop:
+	VMOVSS (SI)(DX*1), X0
+	TESTQ  R11, R11
+	JZ     rowsscalarput
+	VADDSS (DI)(DX*1), X0, X0
+
+rowsscalarput:
+	VMOVSS X0, (DI)(DX*1)
+	ADDQ   $4, DX
+	DECQ   BX
+	JNZ    rowsscalarloop
 
 rowsnext:
 	ADDQ R8, DI

@@ -21,6 +21,6 @@ func kernNT1x4(k int, a *float32, b *float32, ldb int, c *float32, acc bool) {
 func kernNT3x4(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool) {
 	panic("nn: no assembly kernels on this platform")
 }
-func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w int, mask *int32, add bool) {
+func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w int, add bool) {
 	panic("nn: no assembly kernels on this platform")
 }
