@@ -191,10 +191,25 @@ type Gossip struct {
 	staleSum   int
 	nextID     uint32
 
-	replies []chan gossipReply
+	pending *pendingExchange // the exchange this rank initiated, until answered
+	closing bool
+	out     []chan []byte // per peer, in the order the state changes that made them
+
 	runCtx  context.Context
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	readers sync.WaitGroup
+	writers sync.WaitGroup
+}
+
+// pendingExchange is an initiated exchange awaiting its answer. The answer
+// is applied by the receiver goroutine the moment it arrives, in order with
+// the peer's other messages: that ordering is what keeps two ranks that pick
+// each other consistent (see serveLocked).
+type pendingExchange struct {
+	peer int
+	id   uint32
+	sent map[int32]float32 // sparse: the dirty coordinates sent, with their old values
+	done chan gossipReply  // buffered; receives the applied answer
 }
 
 // NewGossip returns rank c.Rank()'s gossip end over params (which it
@@ -219,11 +234,11 @@ func NewGossip(c *Comm, params []float32, opts GossipOptions) (*Gossip, error) {
 	g := &Gossip{
 		c: c, opts: opts, rank: c.Rank(), size: n, log: opts.Logger.With(zap.Int("rank", c.Rank())),
 		params: params, initiating: -1, counts: make([]uint64, n), state: make([]peerState, n),
-		gone: make([]chan struct{}, n), finals: make([][]float32, n), replies: make([]chan gossipReply, n),
+		gone: make([]chan struct{}, n), finals: make([][]float32, n), out: make([]chan []byte, n),
 	}
 	for p := range n {
 		g.gone[p] = make(chan struct{})
-		g.replies[p] = make(chan gossipReply, 1)
+		g.out[p] = make(chan []byte, outQueue)
 	}
 	if opts.Sparse {
 		g.dirty = make([]map[int32]float32, n)
@@ -236,7 +251,13 @@ func NewGossip(c *Comm, params []float32, opts GossipOptions) (*Gossip, error) {
 	return g, nil
 }
 
-// Start launches one receiver per peer. They run until Close or ctx ends.
+// outQueue bounds the messages queued for one peer. At most one request,
+// one answer, one stop and one final are outstanding per peer, so it never
+// fills unless the peer stopped reading.
+const outQueue = 16
+
+// Start launches one receiver and one writer per peer. They run until
+// Close or ctx ends.
 func (g *Gossip) Start(ctx context.Context) {
 	g.start = time.Now()
 	g.runCtx, g.cancel = context.WithCancel(ctx)
@@ -244,18 +265,63 @@ func (g *Gossip) Start(ctx context.Context) {
 		if p == g.rank {
 			continue
 		}
-		g.wg.Add(1)
+		g.readers.Add(1)
 		go g.receive(p)
+		g.writers.Add(1)
+		go g.write(p)
 	}
 }
 
-// Close stops the receivers and waits for them and for replies in flight.
-// It does not close the Comm.
+// Close sends what is queued (a final message in particular), then stops
+// the receivers and writers. It does not close the Comm.
 func (g *Gossip) Close() {
-	if g.cancel != nil {
-		g.cancel()
+	g.mu.Lock()
+	if g.closing || g.cancel == nil {
+		g.mu.Unlock()
+		return
 	}
-	g.wg.Wait()
+	g.closing = true
+	for p, q := range g.out {
+		if p != g.rank {
+			close(q)
+		}
+	}
+	g.mu.Unlock()
+	g.writers.Wait()
+	g.cancel()
+	g.readers.Wait()
+}
+
+// enqueueLocked queues msg for p; call with g.mu held, so that messages
+// leave in the order of the state changes that produced them.
+func (g *Gossip) enqueueLocked(p int, msg []byte) {
+	if g.closing || g.state[p] == peerDead {
+		return
+	}
+	select {
+	case g.out[p] <- msg:
+	default:
+		g.dropLocked(p, fmt.Errorf("%d messages queued for it: it stopped reading", outQueue))
+	}
+}
+
+// write sends p's queued messages in order until the queue is closed; a
+// failed send drops p and discards the rest.
+func (g *Gossip) write(p int) {
+	defer g.writers.Done()
+	for msg := range g.out[p] {
+		g.mu.Lock()
+		dead := g.state[p] == peerDead
+		g.mu.Unlock()
+		if dead {
+			continue
+		}
+		if err := g.c.Send(g.runCtx, p, GossipTag, msg); err != nil && g.runCtx.Err() == nil {
+			g.mu.Lock()
+			g.dropLocked(p, err)
+			g.mu.Unlock()
+		}
+	}
 }
 
 // usable says whether p may be picked: alive and not finished. Call with
@@ -384,7 +450,7 @@ func (g *Gossip) Snapshot(dst []float32) {
 
 // RequestStop sets the stop flag and tells every usable peer at once; the
 // flag also travels on every later message.
-func (g *Gossip) RequestStop(ctx context.Context) {
+func (g *Gossip) RequestStop() {
 	g.mu.Lock()
 	g.stop = true
 	var ps []int
@@ -394,21 +460,22 @@ func (g *Gossip) RequestStop(ctx context.Context) {
 		}
 	}
 	msg := g.encode(msgStop, 0, 0, 0, nil, nil, false)
-	g.mu.Unlock()
 	for _, p := range ps {
-		g.sendAsync(ctx, p, msg)
+		g.enqueueLocked(p, msg)
 	}
+	g.mu.Unlock()
 }
 
 // Exchange averages with the peer the schedule gives for round. It waits
 // at most Timeout for the answer; a peer that fails is dropped from the
 // peer set and logged, and the exchange reports Lost (not an error: the
-// others carry on). An error is returned only when ctx ends.
+// others carry on). An error is returned only when ctx ends or after
+// Finish.
 func (g *Gossip) Exchange(ctx context.Context, round uint64) (ExchangeResult, error) {
 	g.mu.Lock()
-	if g.finished {
+	if g.finished || g.closing {
 		g.mu.Unlock()
-		return ExchangeResult{Peer: -1}, fmt.Errorf("collective: gossip exchange on rank %d after Finish", g.rank)
+		return ExchangeResult{Peer: -1}, fmt.Errorf("collective: gossip exchange on rank %d after Finish or Close", g.rank)
 	}
 	p := GossipPeer(g.opts.Schedule, g.opts.Seed, g.rank, g.size, round, g.usable)
 	if p < 0 {
@@ -417,102 +484,122 @@ func (g *Gossip) Exchange(ctx context.Context, round uint64) (ExchangeResult, er
 	}
 	g.initiating = p
 	g.nextID++
-	id := g.nextID
-	var sent map[int32]float32
+	px := &pendingExchange{peer: p, id: g.nextID, done: make(chan gossipReply, 1)}
 	var msg []byte
 	elems := len(g.params)
 	if g.dirty != nil {
-		sent, g.dirty[p] = g.dirty[p], map[int32]float32{}
-		idx := make([]int32, 0, len(sent))
-		vals := make([]float32, 0, len(sent))
-		for u := range sent {
+		px.sent, g.dirty[p] = g.dirty[p], map[int32]float32{}
+		idx := make([]int32, 0, len(px.sent))
+		vals := make([]float32, 0, len(px.sent))
+		for u := range px.sent {
 			idx = append(idx, u)
 			vals = append(vals, g.params[u])
 		}
-		msg = g.encode(msgRequest, id, 0, 0, idx, vals, true)
+		msg = g.encode(msgRequest, px.id, 0, 0, idx, vals, true)
 		elems = len(idx)
 	} else {
-		msg = g.encode(msgRequest, id, 0, 0, nil, g.params, false)
+		msg = g.encode(msgRequest, px.id, 0, 0, nil, g.params, false)
 	}
+	g.pending = px
 	g.stats.Initiated++
 	g.stats.ElementsSent += int64(elems)
+	g.enqueueLocked(p, msg)
 	g.mu.Unlock()
 	res := ExchangeResult{Peer: p, Elements: elems}
 
-	rep, err := g.roundTrip(ctx, p, id, msg)
-
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.initiating = -1
-	restore := func() { // the exchange did not happen: keep sent coordinates dirty
-		for u, v := range sent {
-			if _, ok := g.dirty[p][u]; !ok {
-				g.dirty[p][u] = v
+	wait, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+	defer cancel()
+	var rep gossipReply
+	var err error
+	select {
+	case rep = <-px.done:
+	case <-g.gone[p]:
+		err = fmt.Errorf("rank %d left the peer set while rank %d waited for its answer", p, g.rank)
+	case <-wait.Done():
+		err = fmt.Errorf("rank %d did not answer a gossip request within %v", p, g.opts.Timeout)
+	}
+	if err != nil {
+		g.mu.Lock()
+		if g.pending != px { // answered after all, just now
+			g.mu.Unlock()
+			rep, err = <-px.done, nil
+		} else {
+			g.abandonLocked(px)
+			if ctx.Err() != nil {
+				g.mu.Unlock()
+				return res, fmt.Errorf("collective: gossip exchange of rank %d with rank %d: %w", g.rank, p, ctx.Err())
 			}
+			g.stats.Failed++
+			g.dropLocked(p, err)
+			g.mu.Unlock()
+			res.Outcome, res.Err = Lost, err
+			return res, nil
 		}
 	}
-	switch {
-	case err != nil && ctx.Err() != nil:
-		restore()
-		return res, fmt.Errorf("collective: gossip exchange of rank %d with rank %d: %w", g.rank, p, ctx.Err())
-	case err != nil:
-		restore()
-		g.stats.Failed++
-		g.dropLocked(p, err)
-		res.Outcome, res.Err = Lost, err
-		return res, nil
-	case rep.kind != msgReply:
-		restore()
-		g.stats.Declined++
+	if rep.kind != msgReply {
 		res.Outcome = Declined
 		return res, nil
 	}
-	if g.dirty != nil {
-		for i, u := range rep.idx {
-			if g.params[u] != rep.vals[i] {
-				g.markDirty(u, p)
-				g.params[u] = rep.vals[i]
-			}
-		}
-	} else {
-		copy(g.params, rep.vals)
-	}
-	g.stats.Averaged++
 	res.Outcome = Averaged
 	res.Distance, res.Norm = math.Sqrt(rep.dist2), math.Sqrt(rep.norm2)
-	g.stats.Distances = append(g.stats.Distances, DistanceSample{
-		Seconds: rep.received.Sub(g.start).Seconds(), Peer: p, Distance: res.Distance, Norm: res.Norm})
 	return res, nil
 }
 
-// roundTrip sends a request to p and waits for its answer with that id.
-func (g *Gossip) roundTrip(ctx context.Context, p int, id uint32, msg []byte) (gossipReply, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
-	defer cancel()
-	if err := g.c.Send(ctx, p, GossipTag, msg); err != nil {
-		return gossipReply{}, err
-	}
-	for {
-		select {
-		case r := <-g.replies[p]:
-			if r.id == id {
-				return r, nil
-			}
-			// an answer to an earlier exchange that timed out: stale
-		case <-g.gone[p]:
-			return gossipReply{}, fmt.Errorf("rank %d left the peer set while rank %d waited for its answer", p, g.rank)
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return gossipReply{}, fmt.Errorf("rank %d did not answer a gossip request within %v", p, g.opts.Timeout)
-			}
-			return gossipReply{}, ctx.Err()
+// abandonLocked ends px without an average: the coordinates it sent are
+// dirty again (keeping the older recorded values).
+func (g *Gossip) abandonLocked(px *pendingExchange) {
+	g.pending, g.initiating = nil, -1
+	for u, v := range px.sent {
+		if _, ok := g.dirty[px.peer][u]; !ok {
+			g.dirty[px.peer][u] = v
 		}
 	}
+	px.sent = nil
+}
+
+// answerLocked applies p's answer to the pending exchange (if it is the
+// answer to it) and wakes the initiator.
+func (g *Gossip) answerLocked(p int, m gossipReply) {
+	px := g.pending
+	if px == nil || px.peer != p || px.id != m.id {
+		return // an answer to an exchange abandoned after a timeout
+	}
+	if m.kind != msgReply {
+		g.abandonLocked(px)
+		g.stats.Declined++
+		px.done <- m
+		return
+	}
+	if g.dirty != nil {
+		for i, u := range m.idx {
+			if u < 0 || int(u) >= len(g.params) {
+				g.abandonLocked(px)
+				g.dropLocked(p, fmt.Errorf("gossip reply with coordinate %d outside [0,%d)", u, len(g.params)))
+				return
+			}
+			if g.params[u] != m.vals[i] {
+				g.markDirty(u, p)
+				g.params[u] = m.vals[i]
+			}
+		}
+	} else {
+		if len(m.vals) != len(g.params) {
+			g.abandonLocked(px)
+			g.dropLocked(p, fmt.Errorf("gossip reply of %d values for %d parameters", len(m.vals), len(g.params)))
+			return
+		}
+		copy(g.params, m.vals)
+	}
+	g.pending, g.initiating = nil, -1
+	g.stats.Averaged++
+	g.stats.Distances = append(g.stats.Distances, DistanceSample{
+		Seconds: m.received.Sub(g.start).Seconds(), Peer: p, Distance: math.Sqrt(m.dist2), Norm: math.Sqrt(m.norm2)})
+	px.done <- m
 }
 
 // receive reads p's messages until the link ends or the Gossip closes.
 func (g *Gossip) receive(p int) {
-	defer g.wg.Done()
+	defer g.readers.Done()
 	for {
 		b, err := g.c.Recv(g.runCtx, p, GossipTag)
 		if err != nil {
@@ -542,13 +629,10 @@ func (g *Gossip) receive(p int) {
 		g.stop = g.stop || m.stop
 		switch m.kind {
 		case msgRequest:
-			reply := g.serveLocked(p, m)
-			g.mu.Unlock()
-			g.sendAsync(g.runCtx, p, reply)
-			continue
+			g.enqueueLocked(p, g.serveLocked(p, m))
 		case msgReply, msgBusy:
 			m.received = now
-			g.deliverReply(p, m.gossipReply)
+			g.answerLocked(p, m.gossipReply)
 		case msgFinal:
 			if len(m.vals) > 0 {
 				g.finals[p] = m.vals
@@ -563,22 +647,6 @@ func (g *Gossip) receive(p int) {
 	}
 }
 
-// deliverReply hands an answer to the initiator waiting on p, replacing
-// an unread answer to an earlier exchange that timed out.
-func (g *Gossip) deliverReply(p int, r gossipReply) {
-	for {
-		select {
-		case g.replies[p] <- r:
-			return
-		default:
-			select {
-			case <-g.replies[p]:
-			default:
-			}
-		}
-	}
-}
-
 // dropLocked removes p from the peer set after err, unless it already left.
 func (g *Gossip) dropLocked(p int, err error) {
 	if g.state[p] != peerAlive {
@@ -590,22 +658,13 @@ func (g *Gossip) dropLocked(p int, err error) {
 	g.log.Warn("gossip peer lost; dropped from the peer set", zap.Int("peer", p), zap.Error(err))
 }
 
-// sendAsync sends msg to p without blocking the caller; a failure drops p.
-func (g *Gossip) sendAsync(ctx context.Context, p int, msg []byte) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
-		defer cancel()
-		if err := g.c.Send(ctx, p, GossipTag, msg); err != nil && ctx.Err() == nil {
-			g.mu.Lock()
-			g.dropLocked(p, err)
-			g.mu.Unlock()
-		}
-	}()
-}
-
-// serveLocked answers p's request: the average, or busy.
+// serveLocked answers p's request: the average, or busy. A rank waiting on
+// its own exchange answers busy, except that when two ranks picked each
+// other the lower rank's request is served: the higher rank's request then
+// reaches a rank that is waiting, and is declined. Messages between two
+// ranks arrive in order and answers are applied on arrival, so a request
+// that was already served before its sender's own request arrived is
+// settled first.
 func (g *Gossip) serveLocked(p int, m decoded) []byte {
 	busy := func() []byte {
 		g.stats.Refused++
@@ -629,6 +688,17 @@ func (g *Gossip) serveLocked(p int, m decoded) []byte {
 	var dist2, norm2 float64
 	var out []byte
 	if m.sparse {
+		if px := g.pending; px != nil && px.peer == p {
+			// Two ranks picked each other and this (higher) rank serves;
+			// its own request will be declined, so the coordinates it sent
+			// are still different from the peer's: average them now.
+			for u, v := range px.sent {
+				if _, ok := g.dirty[p][u]; !ok {
+					g.dirty[p][u] = v
+				}
+			}
+			px.sent = nil
+		}
 		d := g.dirty[p]
 		idx := make([]int32, 0, len(m.idx)+len(d))
 		vals := make([]float32, 0, len(m.idx)+len(d))
@@ -699,12 +769,10 @@ func (g *Gossip) Finish(ctx context.Context) [][]float32 {
 	for p := range g.size {
 		if p != g.rank && g.state[p] != peerDead {
 			ps = append(ps, p)
+			g.enqueueLocked(p, msg)
 		}
 	}
 	g.mu.Unlock()
-	for _, p := range ps {
-		g.sendAsync(ctx, p, msg)
-	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.Timeout)
 	defer cancel()
 	for _, p := range ps {
