@@ -147,19 +147,25 @@ func parseLibSVMLine(line []byte, ex *Example, opts SparseOptions) (bool, error)
 		if string(tok[:colon]) == "qid" {
 			continue
 		}
-		i, err := strconv.ParseInt(string(tok[:colon]), 10, 64)
-		if err != nil {
-			return false, fmt.Errorf("token %q: index is not an integer", tok)
+		i, ok := parseIndex(tok[:colon])
+		if !ok {
+			return false, fmt.Errorf("token %q: index is not a non-negative integer", tok)
 		}
 		if i-base < 0 || i-base >= int64(opts.Dim) {
 			return false, fmt.Errorf("index %d is outside [%d, %d] (%s); pass the right --features, or the 0-based option if the file counts from 0", i, base, int64(opts.Dim)-1+base, baseName(base))
 		}
-		v, err := strconv.ParseFloat(string(tok[colon+1:]), 32)
-		if errors.Is(err, strconv.ErrRange) {
-			return false, fmt.Errorf("token %q: value is outside float32's range", tok)
-		}
-		if err != nil {
-			return false, fmt.Errorf("token %q: value is not a number", tok)
+		var v float64
+		if vs := tok[colon+1:]; len(vs) == 1 && vs[0] == '1' {
+			v = 1 // one-hot files are mostly "i:1"
+		} else {
+			var err error
+			v, err = strconv.ParseFloat(string(vs), 32)
+			if errors.Is(err, strconv.ErrRange) {
+				return false, fmt.Errorf("token %q: value is outside float32's range", tok)
+			}
+			if err != nil {
+				return false, fmt.Errorf("token %q: value is not a number", tok)
+			}
 		}
 		ex.Indices = append(ex.Indices, int32(i-base))
 		ex.Values = append(ex.Values, float32(v))
@@ -169,6 +175,22 @@ func parseLibSVMLine(line []byte, ex *Example, opts SparseOptions) (bool, error)
 		return true, nil
 	}
 	return true, finishSparse(ex, opts.Dim)
+}
+
+// parseIndex parses a decimal index of at most 18 digits (no sign), without
+// the allocation and generality of strconv.
+func parseIndex(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var x int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		x = x*10 + int64(c-'0')
+	}
+	return x, true
 }
 
 func baseName(base int64) string {

@@ -2,6 +2,7 @@ package data
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -196,7 +197,7 @@ func appendListHead(dst []byte, payload int) []byte {
 
 // tfExampleDecoder decodes the sparse layout, reusing its buffers.
 type tfExampleDecoder struct {
-	labels []int64
+	labels, index []int64
 }
 
 // Feature kinds (Feature's oneof field numbers).
@@ -218,7 +219,7 @@ func DecodeTFExample(b []byte, ex *Example, dim int) error {
 func (d *tfExampleDecoder) decode(b []byte, ex *Example, dim int) error {
 	ex.Features = nil
 	ex.Indices, ex.Values = ex.Indices[:0], ex.Values[:0]
-	d.labels = d.labels[:0]
+	d.labels, d.index = d.labels[:0], d.index[:0]
 	var seen [3]bool // label, index, value
 	err := forEachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if num != 1 || typ != protowire.BytesType {
@@ -240,7 +241,7 @@ func (d *tfExampleDecoder) decode(b []byte, ex *Example, dim int) error {
 				d.labels = d.labels[:0]
 			case TFIndexKey:
 				want, which = kindInt64, 1
-				ex.Indices = ex.Indices[:0]
+				d.index = d.index[:0]
 			case TFValueKey:
 				want, which = kindFloat, 2
 				ex.Values = ex.Values[:0]
@@ -258,20 +259,16 @@ func (d *tfExampleDecoder) decode(b []byte, ex *Example, dim int) error {
 				if kind != want {
 					return fmt.Errorf("feature %q is a %s, want %s", key, kindName(kind), kindName(want))
 				}
+				var err error
 				switch which {
 				case 0:
-					return decodeInt64s(list, func(x int64) error { d.labels = append(d.labels, x); return nil })
+					d.labels, err = appendInt64s(d.labels, list)
 				case 1:
-					return decodeInt64s(list, func(x int64) error {
-						if x < 0 || x >= int64(dim) {
-							return fmt.Errorf("feature index %d is outside [0, %d)", x, dim)
-						}
-						ex.Indices = append(ex.Indices, int32(x))
-						return nil
-					})
+					d.index, err = appendInt64s(d.index[:0], list)
 				default:
-					return decodeFloats(list, func(x float32) { ex.Values = append(ex.Values, x) })
+					ex.Values, err = appendFloats(ex.Values, list)
 				}
+				return err
 			})
 		})
 	})
@@ -290,6 +287,12 @@ func (d *tfExampleDecoder) decode(b []byte, ex *Example, dim int) error {
 		return fmt.Errorf("label %d: want -1/+1 or 0/1", l)
 	}
 	ex.Label = float32(d.labels[0])
+	for _, x := range d.index {
+		if x < 0 || x >= int64(dim) {
+			return fmt.Errorf("feature index %d is outside [0, %d)", x, dim)
+		}
+		ex.Indices = append(ex.Indices, int32(x))
+	}
 	if len(ex.Indices) == 0 {
 		ex.Indices, ex.Values = nil, nil
 		return nil
@@ -371,56 +374,90 @@ func mapEntry(b []byte) (key string, value []byte, err error) {
 	return key, value, err
 }
 
-// decodeInt64s decodes an Int64List message (value = 1, packed or not).
-func decodeInt64s(list []byte, add func(int64) error) error {
-	return forEachField(list, func(num protowire.Number, typ protowire.Type, v []byte) error {
-		if num != 1 {
-			return nil
+// appendInt64s appends the values of an Int64List message (value = 1,
+// packed or not) to dst.
+func appendInt64s(dst []int64, list []byte) ([]int64, error) {
+	for len(list) > 0 {
+		num, typ, n := protowire.ConsumeTag(list)
+		if n < 0 {
+			return dst, fmt.Errorf("malformed int64 list: %w", protowire.ParseError(n))
 		}
-		switch typ {
-		case protowire.VarintType:
-			x, _ := protowire.ConsumeVarint(v)
-			return add(int64(x))
-		case protowire.BytesType:
+		list = list[n:]
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(list)
+			if n < 0 {
+				return dst, fmt.Errorf("malformed int64 list: %w", protowire.ParseError(n))
+			}
+			list = list[n:]
 			for len(v) > 0 {
 				x, n := protowire.ConsumeVarint(v)
 				if n < 0 {
-					return fmt.Errorf("malformed packed int64 list: %w", protowire.ParseError(n))
+					return dst, fmt.Errorf("malformed packed int64 list: %w", protowire.ParseError(n))
 				}
-				if err := add(int64(x)); err != nil {
-					return err
-				}
+				dst = append(dst, int64(x))
 				v = v[n:]
 			}
-			return nil
+		case num == 1 && typ == protowire.VarintType:
+			x, n := protowire.ConsumeVarint(list)
+			if n < 0 {
+				return dst, fmt.Errorf("malformed int64 list: %w", protowire.ParseError(n))
+			}
+			dst = append(dst, int64(x))
+			list = list[n:]
+		case num == 1:
+			return dst, fmt.Errorf("int64 list value has wire type %d", typ)
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, list)
+			if n < 0 {
+				return dst, fmt.Errorf("malformed int64 list: %w", protowire.ParseError(n))
+			}
+			list = list[n:]
 		}
-		return fmt.Errorf("int64 list value has wire type %d", typ)
-	})
+	}
+	return dst, nil
 }
 
-// decodeFloats decodes a FloatList message (value = 1, packed or not).
-func decodeFloats(list []byte, add func(float32)) error {
-	return forEachField(list, func(num protowire.Number, typ protowire.Type, v []byte) error {
-		if num != 1 {
-			return nil
+// appendFloats appends the values of a FloatList message (value = 1, packed
+// or not) to dst.
+func appendFloats(dst []float32, list []byte) ([]float32, error) {
+	for len(list) > 0 {
+		num, typ, n := protowire.ConsumeTag(list)
+		if n < 0 {
+			return dst, fmt.Errorf("malformed float list: %w", protowire.ParseError(n))
 		}
-		switch typ {
-		case protowire.Fixed32Type:
-			x, _ := protowire.ConsumeFixed32(v)
-			add(math.Float32frombits(x))
-			return nil
-		case protowire.BytesType:
+		list = list[n:]
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(list)
+			if n < 0 {
+				return dst, fmt.Errorf("malformed float list: %w", protowire.ParseError(n))
+			}
+			list = list[n:]
 			if len(v)%4 != 0 {
-				return fmt.Errorf("malformed packed float list of %d bytes (not a multiple of 4)", len(v))
+				return dst, fmt.Errorf("malformed packed float list of %d bytes (not a multiple of 4)", len(v))
 			}
-			for ; len(v) > 0; v = v[4:] {
-				x, _ := protowire.ConsumeFixed32(v)
-				add(math.Float32frombits(x))
+			for ; len(v) >= 4; v = v[4:] {
+				dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(v)))
 			}
-			return nil
+		case num == 1 && typ == protowire.Fixed32Type:
+			x, n := protowire.ConsumeFixed32(list)
+			if n < 0 {
+				return dst, fmt.Errorf("malformed float list: %w", protowire.ParseError(n))
+			}
+			dst = append(dst, math.Float32frombits(x))
+			list = list[n:]
+		case num == 1:
+			return dst, fmt.Errorf("float list value has wire type %d", typ)
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, list)
+			if n < 0 {
+				return dst, fmt.Errorf("malformed float list: %w", protowire.ParseError(n))
+			}
+			list = list[n:]
 		}
-		return fmt.Errorf("float list value has wire type %d", typ)
-	})
+	}
+	return dst, nil
 }
 
 // TFExampleReader is a Source over a TFRecord file of sparse
