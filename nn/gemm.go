@@ -8,9 +8,9 @@ package nn
 //	gemmNT: C (m×n) (+)= A (m×k) · Bᵀ, with B stored n×k
 //
 // On amd64 with AVX2 and FMA they run on the assembly micro-kernels of
-// gemm_amd64.s: 4×16 register tiles for NN (masked at the right edge, an
-// overlapping tile through a stack buffer at the bottom edge) and four dot
-// products at a time for NT. The Go loops are the portable path. Every
+// gemm_amd64.s: 6×16 and 4×16 register tiles for NN (masked at the right
+// edge, an overlapping tile through a stack buffer at the bottom edge) and
+// 3×4 tiles of dot products for NT. The Go loops are the portable path. Every
 // product sums in a fixed order, so results are reproducible run to run.
 // Shapes are programmer errors: slices too short panic on the bounds checks.
 
@@ -39,6 +39,17 @@ func gemmNN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32
 		return
 	}
 	i := 0
+	for ; i+6 <= m; i += 6 {
+		for j := 0; j < n; j += 16 {
+			if w := n - j; w >= 16 {
+				kernNN6x16(k, &a[i*lda], lda, &b[j], ldb, &c[i*ldc+j], ldc, acc)
+			} else {
+				kernNN4x16m(k, &a[i*lda], lda, &b[j], ldb, &c[i*ldc+j], ldc, &maskTab[16-w], acc)
+				kernNN1x16m(k, &a[(i+4)*lda], &b[j], ldb, &c[(i+4)*ldc+j], &maskTab[16-w], acc)
+				kernNN1x16m(k, &a[(i+5)*lda], &b[j], ldb, &c[(i+5)*ldc+j], &maskTab[16-w], acc)
+			}
+		}
+	}
 	for ; i+4 <= m; i += 4 {
 		for j := 0; j < n; j += 16 {
 			if w := n - j; w >= 16 {

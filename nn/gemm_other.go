@@ -24,3 +24,6 @@ func kernNT3x4(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc 
 func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w int, add bool) {
 	panic("nn: no assembly kernels on this platform")
 }
+func kernNN6x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool) {
+	panic("nn: no assembly kernels on this platform")
+}
