@@ -364,3 +364,59 @@ func TestMalformedTFConfig(t *testing.T) {
 		t.Errorf("no spec:\n%s", r)
 	}
 }
+
+// TestLaunchInterrupt sends Ctrl-C (SIGINT) to launch mid-run: it must
+// forward it, and exit non-zero once every worker has exited.
+func TestLaunchInterrupt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "launch", "-n", "3", "--model", "lenet", "--epochs", "3", "--batch", "32",
+		"--train-examples", "12000", "--test-examples", "500", "--collective-timeout", "20s")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidRE := regexp.MustCompile(`^\[launch\] rank \d: pid (\d+),`)
+	var pids []int
+	var interruptedAt time.Time
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		out.WriteString(line + "\n")
+		if m := pidRE.FindStringSubmatch(line); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			pids = append(pids, pid)
+		}
+		// The run line is printed once every worker is connected and
+		// training.
+		if strings.HasPrefix(line, "[launch] lenet: ") && interruptedAt.IsZero() {
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			interruptedAt = time.Now()
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	if interruptedAt.IsZero() {
+		t.Fatalf("training never started:\n%s\n%s", out.String(), stderr.String())
+	}
+	t.Logf("launch exited %v after SIGINT", time.Since(interruptedAt).Round(time.Millisecond))
+	if err == nil || !strings.Contains(stderr.String(), "launch: interrupted") || !strings.Contains(out.String(), "[launch] interrupted: stopping the workers") {
+		t.Errorf("launch after Ctrl-C: %v\n%s\n%s", err, out.String(), stderr.String())
+	}
+	if len(pids) != 3 {
+		t.Fatalf("saw %d worker pids", len(pids))
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+			t.Errorf("worker pid %d still exists after launch exited (kill 0: %v)", pid, err)
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/mirrored"
+)
+
+// roleEnv makes the test binary act as a fake worker (see fakeWorker).
+const roleEnv = "MESHTRAIN_LAUNCH_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(fakeWorker(role, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeWorker behaves like "meshtrain worker" as far as the launcher can
+// see: it reads its rank from --tf-config, prints marked events and writes
+// a report, or fails the way role says.
+func fakeWorker(role string, args []string) int {
+	var tfFile, report string
+	for i, a := range args {
+		switch a {
+		case "--tf-config":
+			tfFile = args[i+1]
+		case "--report":
+			report = args[i+1]
+		}
+	}
+	b, err := os.ReadFile(tfFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meshtrain:", err)
+		return 1
+	}
+	cluster, err := mirrored.ParseTFConfig(b, tfFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meshtrain:", err)
+		return 1
+	}
+	rank, n := cluster.Rank, len(cluster.Peers)
+	if os.Getenv(SecretEnv) == "" || !strings.Contains(strings.Join(args, " "), "--events --model softmax") {
+		fmt.Fprintln(os.Stderr, "meshtrain: no secret or wrong arguments:", args)
+		return 1
+	}
+	event := func(m Message) {
+		m.Rank = rank
+		b, _ := json.Marshal(m)
+		fmt.Printf("%s%s\n", EventPrefix, b)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Printf("hello from rank %d of %d\n", rank, n)
+	fmt.Fprintf(os.Stderr, "a log line from rank %d\n", rank)
+	event(Message{Event: mirrored.Event{Kind: "start", Steps: 10, Info: "fake: 10 steps"}})
+	switch {
+	case role == "fail-1" && rank == 1:
+		event(Message{Event: mirrored.Event{Kind: "error"}, Error: "rank 1: something broke"})
+		fmt.Fprintln(os.Stderr, "meshtrain: worker: rank 1: something broke")
+		return 1
+	case role == "crash-2" && rank == 2:
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case role == "fail-1" || role == "crash-2" || role == "wait":
+		<-ctx.Done() // a peer that would have waited on the failed one
+		fmt.Fprintf(os.Stderr, "meshtrain: worker: rank %d: lost a peer: %v\n", rank, ctx.Err())
+		return 1
+	case role == "hang":
+		signal.Ignore(os.Interrupt)
+		select {}
+	}
+	ep := mirrored.Epoch{Epoch: 1, Loss: 0.5, TestAccuracy: 0.9}
+	event(Message{Event: mirrored.Event{Kind: "epoch", Step: 10, Steps: 10, Epoch: &ep}})
+	sum := mirrored.Summary{
+		Run:  &mirrored.Result{Model: "softmax", Replicas: n, BatchSize: 8, Steps: 10, FinalAccuracy: 0.9, ParamsSHA256: "abc", EpochResults: []mirrored.Epoch{ep}},
+		Peer: mirrored.PeerStats{Rank: rank, Steps: 10, TestAccuracy: 0.9, BytesSent: 1 << 20, BytesReceived: 1 << 20, ComputeShare: 0.5, CommShare: 0.3, WaitShare: 0.2, ParamsSHA256: "abc"},
+	}
+	if role == "diverge" && rank == 1 {
+		sum.Run.ParamsSHA256 = "def"
+	}
+	b, _ = json.Marshal(sum)
+	if err := os.WriteFile(report, b, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "meshtrain:", err)
+		return 1
+	}
+	return 0
+}
+
+func launchFake(t *testing.T, ctx context.Context, n int, role string) (*Report, error, string) {
+	return launchFakeWatch(t, ctx, n, role, "", nil)
+}
+
+// launchFakeWatch is launchFake calling onLine once the launcher's output
+// contains line.
+func launchFakeWatch(t *testing.T, ctx context.Context, n int, role, line string, onLine func()) (*Report, error, string) {
+	t.Helper()
+	t.Setenv(roleEnv, role)
+	var errOut bytes.Buffer
+	out := &watchWriter{want: line, fn: onLine}
+	rep, err := Run(ctx, Config{
+		N: n, Executable: os.Args[0], WorkerArgs: []string{"--model", "softmax"}, RunDir: t.TempDir(),
+		StopGrace: 2 * time.Second, Stdout: out, Stderr: &errOut,
+	})
+	return rep, err, out.buf.String() + errOut.String()
+}
+
+// watchWriter records what is written and calls fn once it contains want.
+type watchWriter struct {
+	buf  bytes.Buffer
+	want string
+	fn   func()
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	if w.fn != nil && w.want != "" && strings.Contains(w.buf.String(), w.want) {
+		w.fn()
+		w.fn = nil
+	}
+	return len(p), nil
+}
+
+func TestRunSuccess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err, out := launchFake(t, ctx, 3, "ok")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"[rank 2] hello from rank 2 of 3", "[rank 0] a log line from rank 0", "[launch] fake: 10 steps", "[launch] epoch 1  step 10/10  loss 0.5000  test accuracy  90.00%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "[launch] epoch 1") != 1 {
+		t.Errorf("want one status line per epoch:\n%s", out)
+	}
+	if !rep.Identical || len(rep.Peers) != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	var table bytes.Buffer
+	WriteTable(&table, rep)
+	for _, want := range []string{"rank  steps  examples/s  test acc", "1.0 MiB", "50%", "parameters identical on every peer"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	path := filepath.Join(t.TempDir(), "s.json")
+	if err := WriteSummary(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	var s SummaryJSON
+	if err := json.Unmarshal(b, &s); err != nil || s.Workers != 3 || len(s.Peers) != 3 || s.Peers[2].Rank != 2 ||
+		s.Peers[1].ParamsSHA256 != "abc" || len(s.Peers[0].PerEpochAccuracy) != 1 || !s.ParamsIdentical {
+		t.Errorf("summary JSON %s (%v)", b, err)
+	}
+}
+
+func TestRunDivergedReport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err, out := launchFake(t, ctx, 2, "diverge")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var table bytes.Buffer
+	WriteTable(&table, rep)
+	if rep.Identical || !strings.Contains(table.String(), "NOT identical") {
+		t.Errorf("different final hashes not reported:\n%s", table.String())
+	}
+}
+
+func TestRunFailures(t *testing.T) {
+	tests := []struct {
+		role, want string
+	}{
+		// Rank 1 reports an error and exits: it is named, with its error,
+		// and the others are stopped.
+		{"fail-1", "rank 1 failed: rank 1: something broke (exit status 1); then rank 0 was stopped; rank 2 was stopped"},
+		// Rank 2 dies of a signal: it is blamed, not the ranks that lost it.
+		{"crash-2", "rank 2 failed: signal: killed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.role, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			rep, err, out := launchFake(t, ctx, 3, tt.role)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want %q\n%s", err, tt.want, out)
+			}
+			if time.Since(start) > 2*time.Second {
+				t.Errorf("took %v: the others were not stopped promptly", time.Since(start))
+			}
+			if rep == nil || len(rep.Peers) != 3 || rep.Peers[1].Err == "" {
+				t.Errorf("report %+v", rep)
+			}
+		})
+	}
+}
+
+func TestRunInterruptAndHang(t *testing.T) {
+	// Ctrl-C: every worker gets SIGINT; one that ignores it is killed
+	// after StopGrace.
+	for _, role := range []string{"wait", "hang"} {
+		t.Run(role, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			deadline := time.AfterFunc(30*time.Second, func() { panic("launch did not return") })
+			defer deadline.Stop()
+			// Interrupt once both workers have printed their greeting.
+			_, err, out := launchFakeWatch(t, ctx, 2, role, "hello from rank 1 of 2", cancel)
+			if err == nil || !strings.Contains(err.Error(), "launch: interrupted") || !strings.Contains(out, "[launch] interrupted: stopping the workers") {
+				t.Errorf("got %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func TestRunBadConfig(t *testing.T) {
+	if _, err := Run(context.Background(), Config{N: 0}); err == nil || !strings.Contains(err.Error(), "-n 0: want at least 1 worker") {
+		t.Errorf("N=0: %v", err)
+	}
+	_, err := Run(context.Background(), Config{N: 1, Executable: filepath.Join(t.TempDir(), "missing")})
+	if err == nil || !strings.Contains(err.Error(), "starting rank 0") {
+		t.Errorf("missing binary: %v", err)
+	}
+}
