@@ -92,12 +92,14 @@ func (c *Coalescer) fold() {
 	table := c.table[:size]
 	clear(table)
 	mask := uint32(size - 1)
+	shift := uint(32 - bits.Len(uint(size-1)))
 	uniq, sums := c.uniq[:0], c.sums[:0]
 	for _, k := range c.keys {
 		idx := uint32(k >> 32)
 		v := float64(math.Float32frombits(uint32(k)))
-		// Fibonacci hashing: consecutive indices land far apart.
-		h := (idx * 0x9e3779b1) >> 7 & mask
+		// Fibonacci hashing (the top bits of idx·2^32/φ): consecutive
+		// indices land far apart.
+		h := (idx * 0x9e3779b1) >> shift
 		for {
 			p := table[h]
 			if p == 0 {
