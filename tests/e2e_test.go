@@ -420,3 +420,61 @@ func TestLaunchInterrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersWithChief runs a cluster by hand the way a multi-host user
+// does: a TF_CONFIG with a chief (rank 0) and a worker (rank 1), each
+// started with its own task.
+func TestWorkersWithChief(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addrs := freePorts(t, 2)
+	spec := func(typ string) string {
+		b, _ := json.Marshal(map[string]any{
+			"cluster": map[string][]string{"chief": addrs[:1], "worker": addrs[1:]},
+			"task":    map[string]any{"type": typ, "index": 0},
+		})
+		return string(b)
+	}
+	secret := "MESHTRAIN_CLUSTER_SECRET=" + hex.EncodeToString([]byte("another e2e secret of 32 bytes.."))
+	dir := t.TempDir()
+	results := make([]result, 2)
+	var wg sync.WaitGroup
+	for r, typ := range []string{"chief", "worker"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[r] = meshtrain(ctx, []string{secret, "TF_CONFIG=" + spec(typ)}, "worker", "--security", "noise",
+				"--model", "softmax", "--epochs", "1", "--batch", "32", "--lr", "0.02", "--train-examples", "6000", "--test-examples", "1000",
+				"--report", filepath.Join(dir, typ+".json"))
+		}()
+	}
+	wg.Wait()
+	var hashes []string
+	for r, res := range results {
+		if res.err != nil {
+			t.Fatalf("rank %d: %s", r, res)
+		}
+		if !strings.Contains(res.stdout, fmt.Sprintf("rank %d done: 93 steps", r)) {
+			t.Errorf("rank %d output:\n%s", r, res)
+		}
+		var s struct {
+			Peer struct {
+				Rank         int     `json:"rank"`
+				TestAccuracy float64 `json:"test_accuracy"`
+				ParamsSHA256 string  `json:"params_sha256"`
+			} `json:"peer"`
+		}
+		b, err := os.ReadFile(filepath.Join(dir, []string{"chief", "worker"}[r]+".json"))
+		if err != nil || json.Unmarshal(b, &s) != nil || s.Peer.Rank != r || s.Peer.TestAccuracy < 0.8 {
+			t.Fatalf("rank %d report %s (%v)", r, b, err)
+		}
+		hashes = append(hashes, s.Peer.ParamsSHA256)
+	}
+	if hashes[0] != hashes[1] {
+		t.Errorf("chief and worker ended with different parameters: %q", hashes)
+	}
+	// Only the chief prints the run's progress.
+	if !strings.Contains(results[0].stdout, "epoch  1  loss") || strings.Contains(results[1].stdout, "epoch  1  loss") {
+		t.Errorf("progress lines: chief\n%s\nworker\n%s", results[0].stdout, results[1].stdout)
+	}
+}
