@@ -147,19 +147,12 @@ func (c *Comm) begin(ctx context.Context, kind Kind, dt DType, rop Op, count int
 	}
 	c.seq++
 	o := &op{c: c, hdr: Header{Kind: kind, DType: dt, Op: rop, Seq: c.seq, Count: uint64(count)}}
-	o.name = fmt.Sprintf("%s #%d on rank %d", kind, c.seq, c.Rank())
 	octx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	// A failure anywhere in the cluster stops every wait of this op,
 	// including sends blocked on a peer that stopped reading.
-	failed := c.t.Failed()
-	go func() {
-		select {
-		case <-failed:
-			cancel()
-		case <-octx.Done():
-		}
-	}()
-	return o, octx, cancel, nil
+	stop := context.AfterFunc(c.t.Failed(), cancel)
+	o.done = func() { stop(); cancel() }
+	return o, octx, o.done, nil
 }
 
 // end finishes a collective; a failure breaks the Comm and tells every other
@@ -173,7 +166,7 @@ func (c *Comm) end(o *op, cancel context.CancelFunc, err error) error {
 	if failure := c.t.Failure(); failure != nil && errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), failure.Error()) {
 		err = fmt.Errorf("%w, after %w", err, failure)
 	}
-	err = fmt.Errorf("collective: %s: %w", o.name, err)
+	err = fmt.Errorf("collective: %s #%d on rank %d: %w", o.hdr.Kind, o.hdr.Seq, c.Rank(), err)
 	c.broken = err
 	c.log.Warn("collective failed; aborting peers", zap.Error(err))
 	msg := []byte(err.Error())

@@ -46,7 +46,7 @@ func (p *progress) waitFor(ctx context.Context, i int) error {
 type op struct {
 	c    *Comm
 	hdr  Header
-	name string
+	done func() // releases the op's context
 }
 
 // runLinear executes a ring or chain plan over buf (elements of esize

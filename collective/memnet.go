@@ -101,7 +101,7 @@ func (e *memEnd) Send(ctx context.Context, to int, h Header, payload []byte) err
 	return e.net.ends[to].inbox.Deliver(ctx, e.rank, f)
 }
 
-func (e *memEnd) Failed() <-chan struct{} { return e.inbox.Failed() }
+func (e *memEnd) Failed() context.Context { return e.inbox.Failed() }
 func (e *memEnd) Failure() error          { return e.inbox.Failure() }
 
 func (e *memEnd) Recv(ctx context.Context, from int, ch Channel) (Frame, error) {

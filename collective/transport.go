@@ -36,9 +36,11 @@ type Transport interface {
 	// releases it. It fails when ctx ends, when the link from that rank went
 	// down, and (for Collective) when any rank aborted.
 	Recv(ctx context.Context, from int, ch Channel) (Frame, error)
-	// Failed is closed once any rank aborted or a link went down without a
-	// goodbye; collectives then stop waiting, and Failure says why.
-	Failed() <-chan struct{}
+	// Failed is done once any rank aborted or a link went down without a
+	// goodbye; collectives then stop waiting, and Failure says why. (A
+	// context rather than a channel, so that each collective can tie its own
+	// cancellation to it with context.AfterFunc, without a goroutine.)
+	Failed() context.Context
 	Failure() error
 	// Close says goodbye to every peer and releases the transport.
 	Close() error
@@ -77,6 +79,8 @@ type Inbox struct {
 	abortOnce sync.Once
 	aborted   chan struct{}
 	abortErr  error
+	failCtx   context.Context
+	failStop  context.CancelFunc
 }
 
 type inLink struct {
@@ -90,6 +94,7 @@ type inLink struct {
 // NewInbox returns an inbox for n ranks.
 func NewInbox(n int) *Inbox {
 	ib := &Inbox{links: make([]*inLink, n), closed: make(chan struct{}), aborted: make(chan struct{})}
+	ib.failCtx, ib.failStop = context.WithCancel(context.Background())
 	for i := range ib.links {
 		ib.links[i] = &inLink{coll: make(chan Frame, inboxDepth), p2p: make(chan Frame, inboxDepth), down: make(chan struct{})}
 	}
@@ -157,11 +162,12 @@ func (ib *Inbox) abort(err error) {
 	ib.abortOnce.Do(func() {
 		ib.abortErr = err
 		close(ib.aborted)
+		ib.failStop()
 	})
 }
 
 // Failed is closed on the first abort or lost link.
-func (ib *Inbox) Failed() <-chan struct{} { return ib.aborted }
+func (ib *Inbox) Failed() context.Context { return ib.failCtx }
 
 // Failure returns the first abort or lost link seen, or nil.
 func (ib *Inbox) Failure() error {

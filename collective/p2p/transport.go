@@ -483,7 +483,7 @@ func (t *Transport) Send(ctx context.Context, to int, h collective.Header, paylo
 }
 
 // Failed implements collective.Transport.
-func (t *Transport) Failed() <-chan struct{} { return t.inbox.Failed() }
+func (t *Transport) Failed() context.Context { return t.inbox.Failed() }
 
 // Failure implements collective.Transport.
 func (t *Transport) Failure() error { return t.inbox.Failure() }
