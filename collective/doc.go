@@ -31,6 +31,17 @@
 //   - After any failed collective the Comm is broken: later collectives fail
 //     at once, since the ranks no longer agree on the frame sequence.
 //
+// Point-to-point messages (Send, Recv, Exchange; for gossip) share the links
+// but have their own inbound queue, so they can run beside collectives; they
+// match in order per pair of ranks and check the user tag.
+//
+// Algorithms: all-reduce is a pipelined ring (reduce-scatter then
+// all-gather, 2(N-1)/N of the buffer sent per rank, chunks of
+// Options.ChunkBytes so sending one chunk overlaps receiving and reducing the
+// next) or, up to Options.SmallBytes, recursive doubling (log2 N rounds, any
+// N). Broadcast is a pipelined chain, Barrier a dissemination barrier,
+// AllGatherV a ring over per-rank blocks after a ring exchange of lengths.
+//
 // Payloads are the in-memory bytes of the slices (little-endian hosts only;
 // New refuses a big-endian host), so no element is encoded one by one.
 package collective

@@ -11,6 +11,12 @@
 // pre-shared key (TCP only) keeps non-members from even completing a
 // handshake.
 //
+// Resources: the resource manager keeps libp2p's default limits for everyone
+// but lifts them for cluster peers, cluster peers are protected in the
+// connection manager, and yamux starts each stream with a 1 MiB window
+// (growing to 16 MiB) and sends 1 MiB messages (YamuxInitialWindow,
+// YamuxMaxWindow, YamuxMaxMessage; identical on every rank).
+//
 // Membership is cryptographic: a connection gater admits only the peer IDs
 // of the cluster, and a stranger's connection is refused and logged, so it
 // can never inject a frame. Peer IDs come either from /p2p/ components in
