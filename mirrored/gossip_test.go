@@ -1,0 +1,261 @@
+package mirrored
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// runGossipGroup runs gossip replica r with jobs[r] and gcs[r] on an
+// in-memory cluster; kill, if set, is called with the network before the
+// runs start (to wire fault hooks).
+func runGossipGroup(t *testing.T, jobs []Job, gcs []GossipConfig, wire func(net *collective.MemNetwork, gcs []GossipConfig)) ([]*GossipSummary, []error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := len(jobs)
+	net := collective.NewMemNetwork(n)
+	if wire != nil {
+		wire(net, gcs)
+	}
+	sums, errs := make([]*GossipSummary, n), make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		c, err := collective.New(CountTraffic(net.Transport(r)), collective.Options{Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sums[r], errs[r] = RunGossip(ctx, jobs[r], gcs[r], c)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("gossip replicas hung")
+	}
+	return sums, errs
+}
+
+func sameGC(n int, gc GossipConfig) []GossipConfig {
+	out := make([]GossipConfig, n)
+	for i := range out {
+		out[i] = gc
+	}
+	return out
+}
+
+func TestGossipLearnsAndAgrees(t *testing.T) {
+	for _, sched := range []string{"random", "rotate"} {
+		t.Run(sched, func(t *testing.T) {
+			job := testJob(t, nn.Softmax, synthMNIST(1200, 300, 2), 16, 2)
+			job.HashEvery, job.MeasureWait = 0, false
+			sums, errs := runGossipGroup(t, same(3, job), sameGC(3, GossipConfig{Schedule: sched}), nil)
+			total := 0
+			for r, s := range sums {
+				if errs[r] != nil {
+					t.Fatalf("rank %d: %v", r, errs[r])
+				}
+				g := s.Gossip
+				total += s.Peer.Steps
+				if s.Run.FinalAccuracy < 0.9 || g.AverageAccuracy < 0.9 {
+					t.Errorf("rank %d: own accuracy %.3f, average model %.3f: want ≥ 0.9", r, s.Run.FinalAccuracy, g.AverageAccuracy)
+				}
+				if !slices.Equal(g.Survivors, []int{0, 1, 2}) || len(g.Dead) != 0 {
+					t.Errorf("rank %d: survivors %v, dead %v", r, g.Survivors, g.Dead)
+				}
+				if g.RelConsensus > 0.05 {
+					t.Errorf("rank %d: relative consensus distance %.4f: want ≤ 0.05", r, g.RelConsensus)
+				}
+				if g.Averaged == 0 || len(g.Distances) != g.Averaged || g.StalenessMax > 1 {
+					t.Errorf("rank %d: gossip stats %+v", r, g.GossipStats)
+				}
+				if s.Peer.BytesSent == 0 {
+					t.Errorf("rank %d: no bytes counted", r)
+				}
+				if s.Gossip.StoppedBy != "budget" {
+					t.Errorf("rank %d: stopped by %q, want budget", r, s.Gossip.StoppedBy)
+				}
+			}
+			// The cluster does the synchronous run's work: 2 epochs × 25
+			// steps × 3 replicas, give or take the steps in flight when
+			// the count reached everyone.
+			if want := 2 * 25 * 3; total < want || total > want+3*4 {
+				t.Errorf("cluster did %d local steps, want about %d", total, want)
+			}
+			// Every survivor averages the same final models.
+			if sums[0].Gossip.AverageAccuracy != sums[2].Gossip.AverageAccuracy {
+				t.Errorf("ranks disagree on the average model's accuracy: %v vs %v", sums[0].Gossip.AverageAccuracy, sums[2].Gossip.AverageAccuracy)
+			}
+		})
+	}
+}
+
+func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
+	job := testJob(t, nn.Softmax, synthMNIST(1200, 100, 3), 16, 2)
+	job.HashEvery, job.MeasureWait = 0, false
+	job.Shards = 1
+	gc := GossipConfig{Schedule: "random", Faults: Faults{SlowRank: 1, SlowFactor: 6}}
+	sums, errs := runGossipGroup(t, same(3, job), sameGC(3, gc), nil)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	slow, fast := sums[1].Peer.Steps, min(sums[0].Peer.Steps, sums[2].Peer.Steps)
+	if 2*slow > fast {
+		t.Errorf("the 6× straggler did %d steps, the fast replicas %d and %d: want the fast ones to do at least twice as many",
+			slow, sums[0].Peer.Steps, sums[2].Peer.Steps)
+	}
+	if sums[1].Gossip.RefusedStale == 0 && sums[1].Gossip.StalenessMax == 0 {
+		t.Logf("straggler stats %+v", sums[1].Gossip.GossipStats)
+	}
+}
+
+func TestGossipPeerKilled(t *testing.T) {
+	job := testJob(t, nn.Softmax, synthMNIST(1200, 100, 4), 16, 2)
+	job.HashEvery, job.MeasureWait = 0, false
+	gcs := sameGC(3, GossipConfig{Schedule: "rotate"})
+	sums, errs := runGossipGroup(t, same(3, job), gcs, func(net *collective.MemNetwork, gcs []GossipConfig) {
+		f := Faults{KillRank: 2, KillAfter: 10, Kill: func() { net.Kill(2) }}
+		for r := range gcs {
+			gcs[r].Faults = f
+		}
+	})
+	if !errors.Is(errs[2], ErrInjectedKill) {
+		t.Fatalf("rank 2: %v, want the injected kill", errs[2])
+	}
+	for _, r := range []int{0, 1} {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v: gossip must finish without the dead peer", r, errs[r])
+		}
+		g := sums[r].Gossip
+		if !slices.Equal(g.Dead, []int{2}) || !slices.Equal(g.Survivors, []int{0, 1}) {
+			t.Errorf("rank %d: dead %v, survivors %v: want [2] and [0 1]", r, g.Dead, g.Survivors)
+		}
+		if sums[r].Run.FinalAccuracy < 0.85 {
+			t.Errorf("rank %d: accuracy %.3f without the dead peer", r, sums[r].Run.FinalAccuracy)
+		}
+	}
+}
+
+func TestGossipRefusesMismatchAndCheckpoints(t *testing.T) {
+	job := testJob(t, nn.Softmax, synthMNIST(300, 50, 5), 16, 1)
+	gcs := []GossipConfig{{Schedule: "random"}, {Schedule: "rotate"}}
+	_, errs := runGossipGroup(t, same(2, job), gcs, nil)
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "gossip_schedule") {
+			t.Errorf("rank %d: %v, want a settings mismatch naming gossip_schedule", r, err)
+		}
+	}
+	job.CheckpointDir = t.TempDir()
+	c, err := collective.New(collective.NewMemNetwork(1).Transport(0), collective.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RunGossip(context.Background(), job, GossipConfig{}, c); !errors.Is(err, ErrGossipCheckpoint) {
+		t.Errorf("gossip with a checkpoint directory: %v", err)
+	}
+}
+
+func TestRingFaults(t *testing.T) {
+	// The straggler's delay: once per gradient all-reduce, on its rank only.
+	job := testJob(t, nn.Softmax, synthMNIST(600, 50, 6), 16, 1)
+	var mu sync.Mutex
+	delays := map[int]int{}
+	jobs := same(3, job)
+	ctx := context.Background()
+	net := collective.NewMemNetwork(3)
+	nparams, err := modelParams(nn.Softmax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 3)
+	sums := make([]*Summary, 3)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		c, err := collective.New(net.Transport(r), collective.Options{Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := Faults{SlowRank: 2, SlowFactor: 3, Delay: func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			delays[r]++
+			mu.Unlock()
+			return nil
+		}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sums[r], errs[r] = RunJob(ctx, jobs[r], WithFaults(NewGroup(c), f, nparams))
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if steps := sums[2].Peer.Steps; delays[2] != steps || delays[0] != 0 || delays[1] != 0 {
+		t.Errorf("delays per rank %v, want %d on rank 2 only", delays, steps)
+	}
+
+	// The kill: rank 1 dies after 5 steps; the others name it.
+	net = collective.NewMemNetwork(3)
+	for r := range 3 {
+		c, err := collective.New(net.Transport(r), collective.Options{Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := Faults{KillRank: 1, KillAfter: 5, Kill: func() { net.Kill(1) }}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[r] = RunJob(ctx, jobs[r], WithFaults(NewGroup(c), f, nparams))
+		}()
+	}
+	wg.Wait()
+	if !errors.Is(errs[1], ErrInjectedKill) {
+		t.Errorf("rank 1: %v, want the injected kill", errs[1])
+	}
+	for _, r := range []int{0, 2} {
+		if errs[r] == nil || !strings.Contains(errs[r].Error(), "rank 1") {
+			t.Errorf("rank %d: %v, want an error naming rank 1", r, errs[r])
+		}
+	}
+}
+
+func TestParseSlowPeer(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		rank   int
+		factor float64
+		bad    bool
+	}{
+		{"", 0, 0, false}, {"none", 0, 0, false}, {"1:3", 1, 3, false}, {"0:1.5", 0, 1.5, false},
+		{"3", 0, 0, true}, {"a:3", 0, 0, true}, {"1:x", 0, 0, true}, {"-1:3", 0, 0, true}, {"1:0.5", 0, 0, true}, {"1:1e9", 0, 0, true},
+	} {
+		r, f, err := ParseSlowPeer(tc.in)
+		if (err != nil) != tc.bad || r != tc.rank || f != tc.factor {
+			t.Errorf("ParseSlowPeer(%q) = %d, %v, %v", tc.in, r, f, err)
+		}
+	}
+	bad := []GossipConfig{
+		{Strategy: "ps"}, {Schedule: "star"}, {Every: -1}, {MaxStaleness: -2},
+		{Faults: Faults{SlowRank: 5, SlowFactor: 3}}, {Faults: Faults{KillRank: 9, KillAfter: 3}}, {Faults: Faults{KillAfter: -1}},
+	}
+	for _, gc := range bad {
+		gc.Fill()
+		if err := gc.Validate(3); err == nil {
+			t.Errorf("%+v accepted", gc)
+		}
+	}
+}
