@@ -74,8 +74,6 @@ func NewModelShards(name string, seed int64, shards int) (Model, error) {
 // commute (both are monotone, and the gradient reaches the same input in
 // either order), so the ReLUs run after the pools, on a quarter of the
 // values.
-var lenetInit = Torch
-
 func lenetLayers() []Layer {
 	c1 := NewConv2D(1, 28, 28, 6, 5, 2)
 	c2 := NewConv2D(6, 14, 14, 16, 5, 0)
@@ -92,6 +90,12 @@ func lenetLayers() []Layer {
 		out,
 	}
 }
+
+// lenetInit is LeNet's initialisation: the He variant PyTorch uses by
+// default, which the anchors' recipe was tuned with. Plain He uniform
+// measured 96.9% after the first epoch of the default recipe (seed 1)
+// against 97.9-98.4% with this one.
+const lenetInit = Torch
 
 // softmaxLayers is multinomial logistic regression 784 → 10; 7,850 parameters.
 func softmaxLayers() []Layer {
