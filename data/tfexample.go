@@ -64,9 +64,10 @@ type SparseOptions struct {
 	// libsvm default is 1-based: "1:0.5" is feature 0.
 	ZeroBased bool
 	// SkipCorrupt skips bad records instead of failing, counting them
-	// (Skipped) and reporting each to OnSkip. A TFRecord framing error (bad
-	// CRC, truncation) leaves no trustworthy boundary to resume from, so it
-	// skips the rest of that file, counted as one record.
+	// (Skipped) and reporting each to OnSkip. A TFRecord record whose data
+	// fails its CRC is skipped alone; damage to a length or a truncation
+	// leaves no trustworthy boundary to resume from, so it skips the rest of
+	// that file, counted as one record.
 	SkipCorrupt bool
 	// OnSkip, if set, is called with each skipped record's error (to log it).
 	OnSkip func(error)
@@ -502,6 +503,10 @@ func (t *TFExampleReader) Next(ctx context.Context) (Example, error) {
 		if err != nil {
 			var corrupt *tfrecord.CorruptError
 			if t.opts.SkipCorrupt && errors.As(err, &corrupt) {
+				if corrupt.Resumable {
+					t.skip(err)
+					continue
+				}
 				t.done = true
 				t.skip(fmt.Errorf("skipping the rest of the file: %w", err))
 				return Example{}, io.EOF

@@ -365,8 +365,23 @@ func TestTFExampleRecordRoundTripAndCorruption(t *testing.T) {
 	var skippedErrs []error
 	src, _ = NewTFExampleReader(bytes.NewReader(bad), "train.tfrecord", SparseOptions{Dim: 100, SkipCorrupt: true, OnSkip: func(err error) { skippedErrs = append(skippedErrs, err) }})
 	got, err = readAll(t, src)
-	if err != nil || len(got) != 3 || src.Skipped() != 1 || len(skippedErrs) != 1 {
-		t.Fatalf("skip-corrupt over a framing error: %d examples, %d skipped, err %v; want 3, 1, nil", len(got), src.Skipped(), err)
+	// Only record 3's data is damaged; its length is intact, so the reader
+	// skips that one record and keeps every other.
+	if err != nil || len(got) != len(exs)-1 || src.Skipped() != 1 || len(skippedErrs) != 1 {
+		t.Fatalf("skip-corrupt over a data CRC error: %d examples, %d skipped, err %v; want %d, 1, nil", len(got), src.Skipped(), err, len(exs)-1)
+	}
+	if !sameExample(got[3], exs[4]) {
+		t.Fatalf("after the skipped record: read %+v, want record 4 %+v", got[3], exs[4])
+	}
+
+	// Damage record 3's length instead: no boundary can be trusted after it,
+	// so the rest of the file is skipped, counted as one record.
+	badLen := append([]byte(nil), raw...)
+	badLen[off] ^= 0x01
+	src, _ = NewTFExampleReader(bytes.NewReader(badLen), "train.tfrecord", SparseOptions{Dim: 100, SkipCorrupt: true})
+	got, err = readAll(t, src)
+	if err != nil || len(got) != 3 || src.Skipped() != 1 {
+		t.Fatalf("skip-corrupt over a length error: %d examples, %d skipped, err %v; want 3, 1, nil", len(got), src.Skipped(), err)
 	}
 }
 

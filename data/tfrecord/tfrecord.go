@@ -72,6 +72,10 @@ type CorruptError struct {
 	Record int    // 0-based index of the record
 	Offset int64  // byte offset of the record's header in the file
 	Reason string
+	// Resumable is true when only the record's data failed its CRC: the
+	// length was intact, so the Reader has moved past the record and the
+	// next call to Next reads the one after it.
+	Resumable bool
 }
 
 func (e *CorruptError) Error() string {
@@ -103,8 +107,9 @@ func (r *Reader) Record() int { return r.record - 1 }
 
 // Next returns the next record's data, valid until the following call. It
 // returns io.EOF at a clean end of input and a *CorruptError for a damaged
-// record; after an error the Reader cannot be resynchronised, because a
-// corrupt length leaves no trustworthy boundary to skip to.
+// record. A record whose data fails its CRC but whose length was intact is
+// skipped (the error is Resumable); after any other error the Reader cannot
+// be resynchronised, because a corrupt length leaves no trustworthy boundary.
 func (r *Reader) Next() ([]byte, error) {
 	n, err := io.ReadFull(r.r, r.hdr[:])
 	switch {
@@ -135,13 +140,20 @@ func (r *Reader) Next() ([]byte, error) {
 	}
 	data := r.buf[:length]
 	if got, want := binary.LittleEndian.Uint32(r.buf[length:]), MaskedCRC(data); got != want {
-		return nil, r.corrupt(fmt.Sprintf("data CRC mismatch (stored %#08x, computed %#08x)", got, want))
+		err := r.corrupt(fmt.Sprintf("data CRC mismatch (stored %#08x, computed %#08x)", got, want))
+		err.Resumable = true
+		r.advance(need)
+		return nil, err
 	}
-	r.record++
-	r.offset += int64(headerLen + need)
+	r.advance(need)
 	return data, nil
 }
 
-func (r *Reader) corrupt(reason string) error {
+func (r *Reader) advance(need int) {
+	r.record++
+	r.offset += int64(headerLen + need)
+}
+
+func (r *Reader) corrupt(reason string) *CorruptError {
 	return &CorruptError{File: r.name, Record: r.record, Offset: r.offset, Reason: reason}
 }

@@ -86,6 +86,9 @@ func TestCorruption(t *testing.T) {
 			if !errors.As(err, &ce) {
 				t.Fatalf("got %v, want *CorruptError", err)
 			}
+			if ce.Resumable != (tc.name == "data CRC") {
+				t.Fatalf("Resumable = %v for %s", ce.Resumable, tc.name)
+			}
 			if ce.Record != 1 || ce.Offset != int64(secondAt) || !strings.Contains(ce.Reason, tc.reason) {
 				t.Fatalf("got %+v, want record 1 at %d with %q", ce, secondAt, tc.reason)
 			}
@@ -93,6 +96,35 @@ func TestCorruption(t *testing.T) {
 				t.Fatalf("error %q does not name the file", err)
 			}
 		})
+	}
+}
+
+// TestResumeAfterDataCRC checks that a record with damaged data is skipped
+// and the records after it are still read.
+func TestResumeAfterDataCRC(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	for _, rec := range []string{"zero", "one", "two"} {
+		if err := w.Write([]byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := buf.Bytes()
+	b[headerLen+len("zero")+4+headerLen] ^= 0x40 // first data byte of "one"
+	r := NewReader(bytes.NewReader(b), "f")
+	if rec, err := r.Next(); err != nil || string(rec) != "zero" {
+		t.Fatalf("record 0: %q, %v", rec, err)
+	}
+	_, err := r.Next()
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !ce.Resumable || ce.Record != 1 {
+		t.Fatalf("record 1: got %v, want a resumable *CorruptError for record 1", err)
+	}
+	if rec, err := r.Next(); err != nil || string(rec) != "two" || r.Record() != 2 {
+		t.Fatalf("record 2: %q, %v (Record %d)", rec, err, r.Record())
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("end: %v", err)
 	}
 }
 
@@ -112,6 +144,9 @@ func FuzzReader(f *testing.F) {
 				var ce *CorruptError
 				if err != io.EOF && !errors.As(err, &ce) {
 					t.Fatalf("unexpected error type %T: %v", err, err)
+				}
+				if ce != nil && ce.Resumable {
+					continue
 				}
 				return
 			}
