@@ -42,7 +42,10 @@ import (
 //     correct counts are all-reduced, so every replica reports the same
 //     accuracy;
 //   - checkpoints (chief only): at the end of every epoch, or every
-//     CheckpointEvery steps.
+//     CheckpointEvery steps, and at the end. A run resumed from one ends
+//     with the same parameters, bit for bit, as the uninterrupted run; only
+//     the mean training loss of the epoch it resumed in covers just the
+//     steps after the resume.
 type Job struct {
 	Config
 

@@ -358,7 +358,13 @@ func (w *worker) pumpStderr(r io.Reader, out io.Writer) {
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		fmt.Fprintf(out, "[rank %d] %s\n", w.rank, line)
+		if strings.HasPrefix(line, "{") {
+			// A JSON log line (--log-format json) already names its rank;
+			// it stays one JSON object per line for jq and log shippers.
+			fmt.Fprintln(out, line)
+		} else {
+			fmt.Fprintf(out, "[rank %d] %s\n", w.rank, line)
+		}
 		if msg, ok := strings.CutPrefix(line, "meshtrain: "); ok {
 			w.mu.Lock()
 			if w.lastErr == "" {

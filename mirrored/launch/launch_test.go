@@ -63,6 +63,7 @@ func fakeWorker(role string, args []string) int {
 	defer stop()
 	fmt.Printf("hello from rank %d of %d\n", rank, n)
 	fmt.Fprintf(os.Stderr, "a log line from rank %d\n", rank)
+	fmt.Fprintf(os.Stderr, "{\"level\":\"info\",\"rank\":%d}\n", rank)
 	event(Message{Event: mirrored.Event{Kind: "start", Steps: 10, Info: "fake: 10 steps"}})
 	switch {
 	case role == "fail-1" && rank == 1:
@@ -137,7 +138,7 @@ func TestRunSuccess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"[rank 2] hello from rank 2 of 3", "[rank 0] a log line from rank 0", "[launch] fake: 10 steps", "[launch] epoch 1  step 10/10  loss 0.5000  test accuracy  90.00%"} {
+	for _, want := range []string{"[rank 2] hello from rank 2 of 3", "[rank 0] a log line from rank 0", "\n{\"level\":\"info\",\"rank\":1}\n", "[launch] fake: 10 steps", "[launch] epoch 1  step 10/10  loss 0.5000  test accuracy  90.00%"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
