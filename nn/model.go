@@ -92,9 +92,9 @@ func lenetLayers() []Layer {
 }
 
 // lenetInit is LeNet's initialisation: the He variant PyTorch uses by
-// default, which the anchors' recipe was tuned with. Plain He uniform
-// measured 96.9% after the first epoch of the default recipe (seed 1)
-// against 97.9-98.4% with this one.
+// default, which the anchors' recipe was tuned with. After one epoch of
+// the anchors' recipe (seed 1), plain He uniform measured 96.9% test
+// accuracy, Glorot 97.1%, this one 97.9%.
 const lenetInit = Torch
 
 // softmaxLayers is multinomial logistic regression 784 → 10; 7,850 parameters.
