@@ -34,6 +34,9 @@ func (c *Comm) AlgoFor(nbytes int) Algo {
 	return Ring
 }
 
+// treeChunkBytes caps recursive doubling's frames.
+const treeChunkBytes = 64 << 10
+
 func allReduce[T number](ctx context.Context, c *Comm, buf []T, rop Op, dt DType) error {
 	if rop < 0 || rop >= opEnd {
 		return fmt.Errorf("collective: all-reduce with unknown op %d", int(rop))
@@ -55,7 +58,10 @@ func allReduce[T number](ctx context.Context, c *Comm, buf []T, rop Op, dt DType
 	case kind == KindAllReduceRing:
 		err = o.runLinear(octx, planRing(n, rank, segments(len(buf), n), chunk, true), raw, esize, folder[T](rop))
 	default:
-		err = o.runRecDoubling(octx, planRecDoubling(n, rank), raw, len(buf), chunk, esize, folder[T](rop))
+		// Smaller frames than the ring's: a round's send then overlaps with
+		// receiving and folding the partner's frames.
+		treeChunk := min(c.opts.ChunkBytes, treeChunkBytes) / esize
+		err = o.runRecDoubling(octx, planRecDoubling(n, rank), raw, len(buf), treeChunk, esize, folder[T](rop))
 	}
 	if err == nil && rop == Avg && n > 1 {
 		divide(buf, n)

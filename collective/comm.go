@@ -39,17 +39,18 @@ func ParseAlgo(s string) (Algo, error) {
 func (a Algo) String() string { return [...]string{"auto", "ring", "tree"}[a] }
 
 // Defaults. DefaultSmallBytes is Auto's threshold, measured with `meshtrain
-// bench allreduce -n 4 --algo tree|ring --sizes 4K,16K,64K,256K,1M` over TLS
-// on a 2-core machine: recursive doubling wins up to 256 KiB (at 4 KiB it
-// takes a third of the ring's time), the ring from 1 MiB; for N=2 both move
-// the same bytes, so the cheaper-to-start tree also covers LeNet's 241 KiB
-// gradient. DefaultChunkBytes (1 MiB) had the lowest CPU per 64 MiB
-// all-reduce among 256 KiB, 1 MiB and 4 MiB over plaintext
-// (BenchmarkAllReduce64MiB in collective/p2p).
+// bench allreduce -n 4 --algo tree|ring --sizes 4K,64K,128K,256K,1M
+// --security tls` on a 2-core machine (time and CPU per all-reduce, two runs
+// each): recursive doubling takes a third of the ring's time at 4 KiB, the
+// two are even at 64-128 KiB, and the ring wins from 256 KiB on (at 1 MiB by
+// 2x). With N=2 both send the same bytes and measured the same up to 1 MiB.
+// DefaultChunkBytes (1 MiB) had the lowest CPU per 64 MiB all-reduce among
+// 256 KiB, 1 MiB and 4 MiB over plaintext (BenchmarkAllReduce64MiB in
+// collective/p2p).
 const (
 	DefaultTimeout        = 60 * time.Second
 	DefaultChunkBytes     = 1 << 20
-	DefaultSmallBytes     = 256 << 10
+	DefaultSmallBytes     = 128 << 10
 	DefaultMaxGatherBytes = 1 << 30
 )
 
