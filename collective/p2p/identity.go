@@ -3,12 +3,15 @@ package p2p
 import (
 	"crypto/ed25519"
 	"crypto/hkdf"
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
 )
 
 // identitySalt versions the derivation: changing it changes every ID.
@@ -41,4 +44,60 @@ func DerivePeerID(secret []byte, rank int) (peer.ID, error) {
 		return "", err
 	}
 	return peer.IDFromPrivateKey(k)
+}
+
+// LoadIdentity reads a private key written by WriteIdentity (libp2p's
+// protobuf encoding, as IPFS keeps it), for clusters that list /p2p/ peer IDs
+// instead of sharing a secret.
+func LoadIdentity(path string) (crypto.PrivKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: reading identity: %w", err)
+	}
+	k, err := crypto.UnmarshalPrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: identity file %s is not a libp2p private key: %w", path, err)
+	}
+	return k, nil
+}
+
+// WriteIdentity writes a fresh Ed25519 key to path (mode 0600, refusing to
+// overwrite) and returns its peer ID.
+func WriteIdentity(path string) (peer.ID, error) {
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	b, err := crypto.MarshalPrivateKey(k)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("p2p: writing identity: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return "", fmt.Errorf("p2p: writing identity %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	return peer.IDFromPrivateKey(k)
+}
+
+// LoadPSK reads a private-network key in the standard libp2p format
+// ("/key/swarm/psk/1.0.0/", "/base16/", 64 hex digits), as go-ipfs and
+// ipfs-swarm-key-gen write it.
+func LoadPSK(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: reading private-network key: %w", err)
+	}
+	defer f.Close()
+	psk, err := pnet.DecodeV1PSK(f)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: %s is not a libp2p swarm key (/key/swarm/psk/1.0.0/): %w", path, err)
+	}
+	return psk, nil
 }

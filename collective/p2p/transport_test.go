@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -360,5 +361,38 @@ func BenchmarkAllReduce4KiB(b *testing.B) {
 		})...); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestIdentityAndPSKFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/id.key"
+	id, err := WriteIdentity(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteIdentity(path); err == nil {
+		t.Fatal("WriteIdentity overwrote an existing key")
+	}
+	k, err := LoadIdentity(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := peer.IDFromPrivateKey(k); got != id {
+		t.Fatalf("loaded key has ID %s, wrote %s", got, id)
+	}
+	pskPath := dir + "/swarm.key"
+	if err := os.WriteFile(pskPath, []byte("/key/swarm/psk/1.0.0/\n/base16/\n"+strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	psk, err := LoadPSK(pskPath)
+	if err != nil || len(psk) != 32 || psk[0] != 0xab {
+		t.Fatalf("LoadPSK: %x, %v", psk, err)
+	}
+	if _, err := LoadIdentity(pskPath); err == nil {
+		t.Fatal("a swarm key was accepted as an identity")
+	}
+	if _, err := LoadPSK(path); err == nil {
+		t.Fatal("an identity was accepted as a swarm key")
 	}
 }
