@@ -69,7 +69,8 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 			for _, s := range p.sends {
 				if s.dep >= 0 {
 					if err := recvd.waitFor(ctx, s.dep); err != nil {
-						return // the receiver failed and says why
+						sendErr = o.wrapPeer(ctx, "waiting for the data to forward from", p.from, err)
+						return
 					}
 				}
 				if err := o.send(ctx, p.to, s.span, buf[s.span.off*esize:(s.span.off+s.span.n)*esize]); err != nil {
@@ -85,7 +86,8 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 	for _, r := range p.recvs {
 		if r.dep >= 0 {
 			if err := sent.waitFor(ctx, r.dep); err != nil {
-				break // the sender failed and says why
+				recvErr = o.wrapPeer(ctx, "finishing sending to", p.to, err)
+				break
 			}
 		}
 		dst := buf[r.span.off*esize : (r.span.off+r.span.n)*esize]
@@ -104,8 +106,13 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 		recvd.advance()
 	}
 	wg.Wait()
-	if sendErr != nil && errors.Is(recvErr, context.Canceled) {
-		recvErr = nil // our own cancel after the send failed
+	// Drop the side that only stopped because the other side cancelled.
+	if sendErr != nil && recvErr != nil {
+		if errors.Is(recvErr, context.Canceled) && !errors.Is(sendErr, context.Canceled) {
+			recvErr = nil
+		} else if errors.Is(sendErr, context.Canceled) {
+			sendErr = nil
+		}
 	}
 	return errors.Join(recvErr, sendErr)
 }
