@@ -1,0 +1,123 @@
+package compare
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// synth is a learnable stand-in for MNIST: class c lights a band of pixels.
+func synth(ntrain, ntest int) *data.MNIST {
+	rng := rand.New(rand.NewPCG(1, 2))
+	gen := func(n int) *data.Images {
+		im := &data.Images{N: n, Rows: 28, Cols: 28, Pixels: make([]uint8, n*784), Labels: make([]uint8, n)}
+		for i := range n {
+			c := rng.IntN(10)
+			im.Labels[i] = uint8(c)
+			px := im.Pixels[i*784 : (i+1)*784]
+			for j := range px {
+				px[j] = uint8(rng.IntN(60))
+			}
+			for j := c * 70; j < c*70+70; j++ {
+				px[j] = uint8(150 + rng.IntN(100))
+			}
+		}
+		return im
+	}
+	return &data.MNIST{Train: gen(ntrain), Test: gen(ntest)}
+}
+
+func TestCompareWritesReport(t *testing.T) {
+	cfg := mirrored.DefaultConfig()
+	cfg.Model, cfg.Epochs, cfg.BatchSize, cfg.LR, cfg.MNIST, cfg.Shards = nn.Softmax, 2, 16, 0.02, synth(960, 200), 1
+	out := t.TempDir()
+	if dir := os.Getenv("MESHTRAIN_COMPARE_OUT"); dir != "" {
+		out = dir // keep the report to look at
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	rep, err := Compare(ctx, Config{
+		N: 2, Job: mirrored.Job{Config: cfg}, Strategies: []string{"ring", "gossip"},
+		Gossip: mirrored.GossipConfig{Schedule: "rotate"}, SlowRank: 1, SlowFactor: 3, Target: 0.9,
+		Security: p2p.SecurityPlaintext, Timeout: 20 * time.Second, Out: out, Progress: &progress, Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + progress.String())
+	if len(rep.Runs) != 4 {
+		t.Fatalf("%d runs, want ring and gossip × baseline and straggler", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		m := measure(r, rep.Target)
+		if m.Errors != "" {
+			t.Errorf("%s: %s", runName(r), m.Errors)
+		}
+		if math.IsNaN(m.TimeToTarget) || m.FinalAccuracy < 0.9 {
+			t.Errorf("%s: time to target %v, final accuracy %v", runName(r), m.TimeToTarget, m.FinalAccuracy)
+		}
+		for k, b := range m.BytesSent {
+			if b == 0 || m.StepsPerSec[k] == 0 {
+				t.Errorf("%s rank %d: %d bytes, %v steps/s", runName(r), k, b, m.StepsPerSec[k])
+			}
+		}
+		if r.Strategy == "gossip" && (math.IsNaN(m.Consensus) || m.Consensus > 0.1) {
+			t.Errorf("%s: consensus %v", runName(r), m.Consensus)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| ring, baseline |", "| gossip, straggler |", "Goals of issue 7", "accuracy_vs_time_straggler.png", "consensus_baseline.png"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	for _, png := range []string{"accuracy_vs_time_baseline.png", "accuracy_vs_epochs_straggler.png", "consensus_straggler.png", "steps_per_sec.png", "mb_sent.png"} {
+		b, err := os.ReadFile(filepath.Join(out, png))
+		if err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" {
+			t.Errorf("%s: %d bytes, %v", png, len(b), err)
+		}
+	}
+	var back Report
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil || json.Unmarshal(b, &back) != nil || len(back.Runs) != 4 {
+		t.Errorf("results.json unreadable or incomplete: %v", err)
+	}
+}
+
+func TestCompareRejectsBadConfig(t *testing.T) {
+	good := Config{N: 2, Strategies: []string{"ring"}, Out: t.TempDir(), Job: mirrored.Job{Config: mirrored.DefaultConfig()}}
+	for name, mut := range map[string]func(*Config){
+		"one replica":     func(c *Config) { c.N = 1 },
+		"no strategies":   func(c *Config) { c.Strategies = nil },
+		"unknown":         func(c *Config) { c.Strategies = []string{"ps"} },
+		"twice":           func(c *Config) { c.Strategies = []string{"ring", "ring"} },
+		"no out":          func(c *Config) { c.Out = "" },
+		"checkpoints":     func(c *Config) { c.Job.CheckpointDir = "x" },
+		"target":          func(c *Config) { c.Target = 97 },
+		"straggler rank":  func(c *Config) { c.SlowRank, c.SlowFactor = 5, 3 },
+		"gossip schedule": func(c *Config) { c.Gossip.Schedule = "star" },
+	} {
+		c := good
+		mut(&c)
+		if _, err := Compare(context.Background(), c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
