@@ -166,9 +166,6 @@ func (j *Job) validate() error {
 // it with the same settings (checked at start-up).
 func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 	wallStart := time.Now()
-	if err := job.validate(); err != nil {
-		return nil, err
-	}
 	cfg := &job.Config
 	log := cfg.Logger
 	if log == nil {
@@ -183,44 +180,57 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 		}
 	}
 
-	mn := cfg.MNIST
-	if mn == nil {
-		var err error
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
-			return nil, err
+	var (
+		trainSet, testSet *data.Images
+		model             nn.Model
+		params, grads     []float32
+		opt               nn.Optimizer
+		steps             int
+		sched             nn.Schedule
+	)
+	setup := func() error {
+		mn := cfg.MNIST
+		if mn == nil {
+			var err error
+			if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
+				return err
+			}
 		}
+		trainSet, testSet = firstN(mn.Train, cfg.TrainExamples), firstN(mn.Test, cfg.TestExamples)
+		shards := cfg.Shards
+		if shards == 0 {
+			shards = nn.DefaultShards
+		}
+		var err error
+		if model, err = nn.NewModelShards(cfg.Model, cfg.Seed, shards); err != nil {
+			return err
+		}
+		if d := trainSet.Rows * trainSet.Cols; d != model.InputDim() {
+			return fmt.Errorf("model %s takes %d inputs, the images have %d pixels", cfg.Model, model.InputDim(), d)
+		}
+		params, grads = model.Params(), model.Grads()
+		if opt, err = nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
+			Params: len(params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay}); err != nil {
+			return err
+		}
+		if steps = data.Steps(trainSet.N, world, cfg.BatchSize, true); steps == 0 {
+			return fmt.Errorf("%d training examples over %d replicas give no full batch of %d: use a smaller batch or more examples",
+				trainSet.N, world, cfg.BatchSize)
+		}
+		sched, err = nn.NewSchedule(nn.ScheduleConfig{
+			Kind: cfg.Schedule, Base: cfg.LR, Gamma: cfg.LRGamma,
+			DecayEvery:  max(1, int(math.Round(cfg.LRDecayEpochs*float64(steps)))),
+			TotalSteps:  cfg.Epochs * steps,
+			MinLR:       cfg.MinLR,
+			WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(steps))),
+		})
+		return err
 	}
-	trainSet, testSet := firstN(mn.Train, cfg.TrainExamples), firstN(mn.Test, cfg.TestExamples)
-	shards := cfg.Shards
-	if shards == 0 {
-		shards = nn.DefaultShards
-	}
-	model, err := nn.NewModelShards(cfg.Model, cfg.Seed, shards)
-	if err != nil {
-		return nil, err
-	}
-	if d := trainSet.Rows * trainSet.Cols; d != model.InputDim() {
-		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", cfg.Model, model.InputDim(), d)
-	}
-	params, grads := model.Params(), model.Grads()
-	opt, err := nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
-		Params: len(params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay})
-	if err != nil {
-		return nil, err
-	}
-	steps := data.Steps(trainSet.N, world, cfg.BatchSize, true)
-	if steps == 0 {
-		return nil, fmt.Errorf("%d training examples over %d replicas give no full batch of %d: use a smaller batch or more examples",
-			trainSet.N, world, cfg.BatchSize)
-	}
-	sched, err := nn.NewSchedule(nn.ScheduleConfig{
-		Kind: cfg.Schedule, Base: cfg.LR, Gamma: cfg.LRGamma,
-		DecayEvery:  max(1, int(math.Round(cfg.LRDecayEpochs*float64(steps)))),
-		TotalSteps:  cfg.Epochs * steps,
-		MinLR:       cfg.MinLR,
-		WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(steps))),
-	})
-	if err != nil {
+	if err := errors.Join(job.validate(), setup()); err != nil {
+		// Say why in the handshake the others are waiting in, so that they
+		// report this rank's problem instead of waiting for it.
+		b, _ := json.Marshal(hello{Error: err.Error()}) // a string: cannot fail
+		_, _ = g.AllGather(ctx, b)
 		return nil, err
 	}
 
@@ -232,6 +242,7 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 	var ck *Checkpoint
 	if rank == 0 {
 		var path string
+		var err error
 		ck, path, err = job.findCheckpoint(settings, fp, len(params), len(opt.State()))
 		if err != nil {
 			me.Error = err.Error()
@@ -256,20 +267,27 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 	hellos := make([]hello, world)
 	who := make([]string, world)
 	sets := make([][]Setting, world)
+	var failed []error
 	for r, b := range all {
 		if err := json.Unmarshal(b, &hellos[r]); err != nil {
 			return nil, fmt.Errorf("start-up handshake: rank %d sent an unreadable hello (a different meshtrain version?): %w", r, err)
 		}
 		who[r], sets[r] = fmt.Sprintf("rank %d", r), hellos[r].Settings
+		switch e := hellos[r].Error; {
+		case e == "":
+		case r == rank:
+			failed = append(failed, errors.New(e))
+		case r == 0:
+			failed = append(failed, fmt.Errorf("rank 0 (the chief) could not start: %s", e))
+		default:
+			failed = append(failed, fmt.Errorf("rank %d could not start: %s", r, e))
+		}
+	}
+	if len(failed) > 0 {
+		return nil, errors.Join(failed...)
 	}
 	if err := compareSettings(who, sets); err != nil {
 		return nil, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
-	}
-	if e := hellos[0].Error; e != "" {
-		if rank == 0 {
-			return nil, errors.New(e)
-		}
-		return nil, fmt.Errorf("rank 0 (the chief) could not resume: %s", e)
 	}
 	resume := hellos[0].Resume
 

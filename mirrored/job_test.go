@@ -339,7 +339,7 @@ func TestResumeRefusesOtherConfigs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "was written by another configuration: lr is 0.02 on the checkpoint but 0.5 on this run") {
 			t.Errorf("rank %d: %v", r, err)
 		}
-		if r > 0 && (err == nil || !strings.Contains(err.Error(), "rank 0 (the chief) could not resume")) {
+		if r > 0 && (err == nil || !strings.Contains(err.Error(), "rank 0 (the chief) could not start: checkpoint ")) {
 			t.Errorf("rank %d does not say the chief failed: %v", r, err)
 		}
 	}
