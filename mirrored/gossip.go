@@ -89,16 +89,18 @@ type GossipSummary struct {
 	Gossip GossipReport `json:"gossip"`
 }
 
-// GossipEval is one evaluation of a gossip replica's own parameters, at
-// the end of each pass over its shard.
+// GossipEval is one evaluation of a gossip replica's own parameters. A
+// replica evaluates each time the cluster's work, as it knows it, crosses
+// an epoch (the work of one synchronous epoch: N replicas × steps per
+// epoch), so that its curve has the ring's resolution; and at the end.
 type GossipEval struct {
-	LocalEpoch int `json:"local_epoch"` // passes over this replica's shard
-	// ClusterEpochs is the cluster's work so far as this replica knew it:
-	// the steps of every replica over the steps of one synchronous epoch
-	// (N replicas × steps per epoch). With equal speeds it equals
-	// LocalEpoch; it is the x axis comparable with a ring run's epochs.
+	Epoch int `json:"epoch"` // epochs of cluster work completed
+	// ClusterEpochs is the cluster's work so far as this replica knew it,
+	// in epochs: the x axis comparable with a ring run's epochs.
 	ClusterEpochs float64 `json:"cluster_epochs"`
-	Loss          float64 `json:"loss"` // mean training loss over the pass
+	// LocalPasses is this replica's own work: passes over its shard.
+	LocalPasses float64 `json:"local_passes"`
+	Loss        float64 `json:"loss"` // mean training loss since the previous evaluation
 	TestLoss      float64 `json:"test_loss"`
 	TestAccuracy  float64 `json:"test_accuracy"`
 	TrainSeconds  float64 `json:"train_seconds"` // cumulative, evaluation excluded
@@ -155,8 +157,8 @@ var ErrGossipCheckpoint = errors.New("checkpoints and --restore work with the ri
 //   - the run ends when the cluster has done the synchronous run's work
 //     (Epochs × steps per epoch × N local steps; faster replicas do more
 //     of them), or when a replica reaches the target accuracy;
-//   - each pass over the shard, the replica evaluates its own parameters
-//     on the whole test set; at the end the survivors swap their final
+//   - each time the cluster's work crosses an epoch, the replica evaluates
+//     its own parameters on the whole test set; at the end the survivors swap their final
 //     parameters and each reports the consensus distance and the accuracy
 //     of their average;
 //   - a peer that dies is detected (its link fails, or it does not answer
@@ -296,7 +298,9 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	}
 	gossipEmit(&job, Event{Kind: "start", Rank: rank, Steps: cfg.Epochs * steps})
 
-	budget := uint64(cfg.Epochs * steps * world)
+	epochWork := steps * world // local steps of one synchronous epoch
+	budget := uint64(cfg.Epochs * epochWork)
+	nextEval := 1
 	slow := gc.Faults.slowdown(rank)
 	var compute, comm, wait, trainTime, evalTime, lastStep time.Duration
 	var lossSum float64
@@ -373,26 +377,27 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 		trainTime += t5.Sub(t0)
 		lastStep = t5.Sub(t0) - t3.Sub(t2)
 
-		if local%steps == 0 {
+		if total, _ := gos.Progress(); total >= uint64(nextEval*epochWork) {
 			te := time.Now()
 			gos.Snapshot(params)
 			testLoss, acc := evaluate()
 			evalTime += time.Since(te)
-			total, _ := gos.Progress()
-			ev := GossipEval{LocalEpoch: local / steps, ClusterEpochs: float64(total) / float64(steps*world),
+			nextEval = int(total/uint64(epochWork)) + 1
+			ev := GossipEval{Epoch: nextEval - 1, ClusterEpochs: float64(total) / float64(epochWork),
+				LocalPasses: float64(local) / float64(steps),
 				Loss: lossSum / float64(epochSteps), TestLoss: testLoss, TestAccuracy: acc,
 				TrainSeconds: trainTime.Seconds(), Steps: local}
 			rep.Evals = append(rep.Evals, ev)
-			ep := Epoch{Epoch: ev.LocalEpoch, Loss: ev.Loss, TestLoss: testLoss, TestAccuracy: acc, LR: lr,
+			ep := Epoch{Epoch: ev.Epoch, Loss: ev.Loss, TestLoss: testLoss, TestAccuracy: acc, LR: lr,
 				ExamplesPerSec: float64(examples) / trainTime.Seconds(), TrainSeconds: ev.TrainSeconds}
 			res.EpochResults = append(res.EpochResults, ep)
 			markAccuracy(res, ep)
 			lossSum, epochSteps = 0, 0
-			log.Info("pass", zap.Int("local_epoch", ev.LocalEpoch), zap.Float64("cluster_epochs", ev.ClusterEpochs),
+			log.Info("epoch", zap.Int("epoch", ev.Epoch), zap.Float64("cluster_epochs", ev.ClusterEpochs), zap.Float64("local_passes", ev.LocalPasses),
 				zap.Float64("loss", ev.Loss), zap.Float64("test_accuracy", acc), zap.Float64("train_seconds", ev.TrainSeconds))
 			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "rank %d pass %2d (cluster epoch %.2f)  loss %.4f  test accuracy %6.2f%%  train %.1fs\n",
-					rank, ev.LocalEpoch, ev.ClusterEpochs, ev.Loss, 100*acc, ev.TrainSeconds)
+				fmt.Fprintf(cfg.Progress, "rank %d epoch %2d (cluster work %.2f epochs, own %.2f passes)  loss %.4f  test accuracy %6.2f%%  train %.1fs\n",
+					rank, ev.Epoch, ev.ClusterEpochs, ev.LocalPasses, ev.Loss, 100*acc, ev.TrainSeconds)
 			}
 			epCopy := ep
 			gossipEmit(&job, Event{Kind: "epoch", Rank: rank, Step: local, Steps: cfg.Epochs * steps, Epoch: &epCopy})
@@ -444,11 +449,11 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	rep.AverageLoss, rep.AverageAccuracy = evaluate()
 	copy(params, own)
 	if len(rep.Evals) == 0 || rep.Evals[len(rep.Evals)-1].Steps != local {
-		// Evaluate the final parameters if the last pass was cut short.
+		// Evaluate the final parameters if steps were taken since.
 		testLoss, acc := evaluate()
 		total, _ := gos.Progress()
-		rep.Evals = append(rep.Evals, GossipEval{LocalEpoch: (local + steps - 1) / steps, ClusterEpochs: float64(total) / float64(steps*world),
-			TestLoss: testLoss, TestAccuracy: acc, TrainSeconds: trainTime.Seconds(), Steps: local})
+		rep.Evals = append(rep.Evals, GossipEval{Epoch: int(total / uint64(epochWork)), ClusterEpochs: float64(total) / float64(epochWork),
+			LocalPasses: float64(local) / float64(steps), TestLoss: testLoss, TestAccuracy: acc, TrainSeconds: trainTime.Seconds(), Steps: local})
 		if epochSteps > 0 {
 			rep.Evals[len(rep.Evals)-1].Loss = lossSum / float64(epochSteps)
 		}

@@ -114,9 +114,9 @@ func (f *Faults) killString() string {
 }
 
 // WithFaults injects f into the ring strategy through its Group: the
-// gradient all-reduce (the one of nparams values) of the slow rank first
-// waits (factor−1)× the time since the previous collective returned (the
-// step's input and computation), and the killed rank dies on entering the
+// gradient all-reduce (the one of nparams values) of the slow rank, or the
+// barrier before it, first waits (factor−1)× the time since the previous
+// collective returned (the step's input and computation), and the killed rank dies on entering the
 // all-reduce that follows its KillAfter-th step.
 func WithFaults(g Group, f Faults, nparams int) Group {
 	if f.SlowFactor <= 1 && f.KillAfter == 0 {
@@ -131,11 +131,22 @@ type faultGroup struct {
 	nparams int
 	last    time.Time // when the previous collective returned
 	steps   int       // gradient all-reduces entered
+	slowed  bool      // this step's delay was already taken (at the barrier)
 }
 
 func (g *faultGroup) mark(err error) error {
 	g.last = time.Now()
 	return err
+}
+
+// slowStep takes the straggler's delay for the step computed since the
+// previous collective returned, once per step.
+func (g *faultGroup) slowStep(ctx context.Context) error {
+	if s := g.f.slowdown(g.Rank()); s > 1 && !g.slowed {
+		g.slowed = true
+		return g.f.delay(ctx, time.Duration(float64(time.Since(g.last))*(s-1)))
+	}
+	return nil
 }
 
 func (g *faultGroup) AllReduceSum(ctx context.Context, buf []float32) error {
@@ -148,11 +159,10 @@ func (g *faultGroup) AllReduceSum(ctx context.Context, buf []float32) error {
 			return fmt.Errorf("rank %d after %d steps: %w", rank, g.steps, ErrInjectedKill)
 		}
 		g.steps++
-		if s := g.f.slowdown(rank); s > 1 {
-			if err := g.f.delay(ctx, time.Duration(float64(time.Since(g.last))*(s-1))); err != nil {
-				return err
-			}
+		if err := g.slowStep(ctx); err != nil {
+			return err
 		}
+		g.slowed = false
 	}
 	return g.mark(g.Group.AllReduceSum(ctx, buf))
 }
@@ -166,7 +176,14 @@ func (g *faultGroup) AllGather(ctx context.Context, local []byte) ([][]byte, err
 	return out, g.mark(err)
 }
 
-func (g *faultGroup) Barrier(ctx context.Context) error { return g.mark(g.Group.Barrier(ctx)) }
+// Barrier comes right after computing when the job measures waiting
+// (Job.MeasureWait): the step's delay is taken there, before waiting.
+func (g *faultGroup) Barrier(ctx context.Context) error {
+	if err := g.slowStep(ctx); err != nil {
+		return err
+	}
+	return g.mark(g.Group.Barrier(ctx))
+}
 
 func (g *faultGroup) Traffic() (int64, int64) {
 	if t, ok := g.Group.(Traffic); ok {

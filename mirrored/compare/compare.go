@@ -146,6 +146,7 @@ func Compare(ctx context.Context, cfg Config) (*Report, error) {
 		job.MNIST = mn
 	}
 	job.Progress, job.OnEvent, job.LogDir = nil, nil, ""
+	cfg.Job = job
 	rep := &Report{N: cfg.N, Model: job.Model, Target: cfg.Target}
 	scenarios := []struct {
 		name   string
