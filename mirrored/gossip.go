@@ -99,12 +99,12 @@ type GossipEval struct {
 	// in epochs: the x axis comparable with a ring run's epochs.
 	ClusterEpochs float64 `json:"cluster_epochs"`
 	// LocalPasses is this replica's own work: passes over its shard.
-	LocalPasses float64 `json:"local_passes"`
-	Loss        float64 `json:"loss"` // mean training loss since the previous evaluation
-	TestLoss      float64 `json:"test_loss"`
-	TestAccuracy  float64 `json:"test_accuracy"`
-	TrainSeconds  float64 `json:"train_seconds"` // cumulative, evaluation excluded
-	Steps         int     `json:"steps"`         // local steps done
+	LocalPasses  float64 `json:"local_passes"`
+	Loss         float64 `json:"loss"` // mean training loss since the previous evaluation
+	TestLoss     float64 `json:"test_loss"`
+	TestAccuracy float64 `json:"test_accuracy"`
+	TrainSeconds float64 `json:"train_seconds"` // cumulative, evaluation excluded
+	Steps        int     `json:"steps"`         // local steps done
 }
 
 // GossipReport are one replica's gossip figures.
@@ -385,7 +385,7 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 			nextEval = int(total/uint64(epochWork)) + 1
 			ev := GossipEval{Epoch: nextEval - 1, ClusterEpochs: float64(total) / float64(epochWork),
 				LocalPasses: float64(local) / float64(steps),
-				Loss: lossSum / float64(epochSteps), TestLoss: testLoss, TestAccuracy: acc,
+				Loss:        lossSum / float64(epochSteps), TestLoss: testLoss, TestAccuracy: acc,
 				TrainSeconds: trainTime.Seconds(), Steps: local}
 			rep.Evals = append(rep.Evals, ev)
 			ep := Epoch{Epoch: ev.Epoch, Loss: ev.Loss, TestLoss: testLoss, TestAccuracy: acc, LR: lr,

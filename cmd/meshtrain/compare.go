@@ -96,7 +96,7 @@ func init() {
 			}
 			rep, err := compare.Compare(c.Context, compare.Config{
 				N: n, Job: job, Strategies: strategies,
-				Gossip: mirrored.GossipConfig{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness")},
+				Gossip:   mirrored.GossipConfig{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness")},
 				SlowRank: rank, SlowFactor: factor, Target: c.Float64("target"),
 				Security: sec, Timeout: c.Duration("collective-timeout"), Out: c.String("out"),
 				Progress: os.Stdout, Logger: log,
