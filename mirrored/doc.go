@@ -2,20 +2,35 @@
 // replica holds the whole model, computes gradients on its own shard of
 // each global batch, and the replicas stay identical because every step
 // all-reduces the flat gradient buffer before the same optimizer update.
+// There is no parameter server and no socket here: the collective layer is
+// reached only through the Group interface (NewGroup adapts a
+// collective.Comm; LocalGroup is one replica), and package mirrored/launch
+// runs replicas as processes over libp2p.
 //
-// The training step (Train, in train.go) is, on every replica:
+// The pieces:
 //
-//	forward/backward into the flat gradients → Comm.AllReduceSum(grads)
-//	→ scale by 1/Size → optimizer step
+//   - RunJob (job.go) is one replica of a run: a start-up handshake that
+//     compares every replica's settings (a MismatchError names each setting
+//     that differs and the ranks), the chief's (rank 0) parameters and
+//     optimizer state broadcast to all, then per step
+//     forward/backward → [Barrier] → AllReduceSum(grads) → scale by 1/N →
+//     optimizer step; parameter-hash comparisons every Job.HashEvery steps
+//     and at the end; sharded evaluation each epoch; checkpoints; and the
+//     per-peer figures (time computing / communicating / waiting, bytes,
+//     CPU, peak RSS).
+//   - Train (train.go) is RunJob without checkpoints, for any Comm; with
+//     Local it is single-worker training.
+//   - Cluster (cluster.go) is a validated TF_CONFIG: ranks in order, the
+//     chief first.
+//   - Checkpoint (checkpoint.go, safetensors.go) is a training state in the
+//     safetensors format, written atomically by the chief.
+//   - RunGossip (gossip.go) is the asynchronous alternative to RunJob.
 //
-// and start-up broadcasts the parameters and the optimizer state from rank
-// 0, so replicas that were initialised differently still start equal. The
-// collective layer is reached only through the Comm interface; Local is the
-// one-replica Comm, with which Train is plain single-worker training.
-//
-// Invariants: with the same Config (seed included) and the same Comm size,
-// Train performs the same arithmetic in the same order, so a run is
-// bitwise reproducible (Result.ParamsSHA256 is the same); a NaN or Inf loss
-// stops training with an error naming the epoch and step, before anything
-// derived from it (summary, event file entry) is written.
+// Invariants: with the same settings (seed included) and the same number of
+// replicas, a run performs the same arithmetic in the same order, so it is
+// bitwise reproducible (Result.ParamsSHA256 is the same) and every replica
+// ends with the same bits; a run resumed from a checkpoint ends bit for bit
+// where the uninterrupted run ends; a NaN or Inf loss stops training with
+// an error naming the epoch and step, before anything derived from it
+// (checkpoint, summary, event file entry) is written.
 package mirrored

@@ -497,6 +497,10 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 			}
 			evalTime += time.Since(te)
 			ep.TestLoss, ep.TestAccuracy = float64(ev[0])/float64(testSet.N), float64(ev[1])/float64(testSet.N)
+			if world == 1 { // exact, not rounded through float32
+				ep.Loss = lossSum / float64(steps-first)
+				ep.TestLoss = testLoss / float64(testSet.N)
+			}
 			res.EpochResults = append(res.EpochResults, ep)
 			markAccuracy(res, ep)
 

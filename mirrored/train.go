@@ -5,18 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/nn"
-	"github.com/meshtrain/meshtrain/nn/tensorboard"
 )
 
 // Config is one training run. The zero value is not valid; start from
@@ -196,224 +193,16 @@ func (e *NonFiniteError) Error() string {
 	return fmt.Sprintf("training loss is %v at epoch %d step %d (global step %d): the run diverged; lower the learning rate (--lr) or add warm-up", e.Loss, e.Epoch, e.Step, e.GlobalStep)
 }
 
-// limit returns the first n images of im (all if n is 0 or too large).
-func limit(im *data.Images, n int) *data.Images {
-	if n <= 0 || n >= im.N {
-		return im
-	}
-	d := im.Rows * im.Cols
-	return &data.Images{N: n, Rows: im.Rows, Cols: im.Cols, Pixels: im.Pixels[:n*d], Labels: im.Labels[:n]}
-}
-
 // Train runs cfg on this replica of comm and returns the run's figures.
 // Every replica must call it with the same cfg (the data are sharded by
-// comm.Rank()); with Local it is single-worker training.
+// comm.Rank()); with Local it is single-worker training. It is RunJob
+// without checkpoints, with the parameter hashes compared only at the end;
+// a Comm that is not a Group gets AllGather and Barrier built from its
+// all-reduce (see AsGroup).
 func Train(ctx context.Context, cfg Config, comm Comm) (*Result, error) {
-	wallStart := time.Now()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	rank, world := comm.Rank(), comm.Size()
-	mn := cfg.MNIST
-	if mn == nil {
-		var err error
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
-			return nil, err
-		}
-	}
-	trainSet, testSet := limit(mn.Train, cfg.TrainExamples), limit(mn.Test, cfg.TestExamples)
-
-	shards := cfg.Shards
-	if shards == 0 {
-		shards = nn.DefaultShards
-	}
-	model, err := nn.NewModelShards(cfg.Model, cfg.Seed, shards)
+	sum, err := RunJob(ctx, Job{Config: cfg}, AsGroup(comm))
 	if err != nil {
 		return nil, err
 	}
-	if d := trainSet.Rows * trainSet.Cols; d != model.InputDim() {
-		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", cfg.Model, model.InputDim(), d)
-	}
-	params, grads := model.Params(), model.Grads()
-	opt, err := nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
-		Params: len(params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay})
-	if err != nil {
-		return nil, err
-	}
-
-	pipe, err := data.MNISTBatches(ctx, trainSet, rank, world, cfg.BatchSize, uint64(cfg.Seed), cfg.Epochs)
-	if err != nil {
-		return nil, err
-	}
-	defer pipe.Close()
-	steps := pipe.StepsPerEpoch()
-	if steps == 0 {
-		return nil, fmt.Errorf("%d training examples over %d replicas give no full batch of %d: use a smaller batch or more examples",
-			trainSet.N, world, cfg.BatchSize)
-	}
-	sched, err := nn.NewSchedule(nn.ScheduleConfig{
-		Kind: cfg.Schedule, Base: cfg.LR, Gamma: cfg.LRGamma,
-		DecayEvery:  max(1, int(math.Round(cfg.LRDecayEpochs*float64(steps)))),
-		TotalSteps:  cfg.Epochs * steps,
-		MinLR:       cfg.MinLR,
-		WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(steps))),
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	// Start equal: rank 0's parameters and optimizer state everywhere.
-	if err := comm.Broadcast(ctx, params, 0); err != nil {
-		return nil, fmt.Errorf("broadcasting the initial parameters from rank 0: %w", err)
-	}
-	if st := opt.State(); len(st) > 0 {
-		if err := comm.Broadcast(ctx, st, 0); err != nil {
-			return nil, fmt.Errorf("broadcasting the optimizer state from rank 0: %w", err)
-		}
-	}
-
-	testX, testY := denseSet(testSet)
-
-	var tb *tensorboard.Writer
-	if cfg.LogDir != "" {
-		if tb, err = tensorboard.Create(tensorboard.WorkerDir(cfg.LogDir, rank), time.Now()); err != nil {
-			return nil, err
-		}
-		defer tb.Close()
-	}
-
-	res := &Result{
-		Model: cfg.Model, Params: len(params), Replicas: world, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
-		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
-		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed,
-		TrainExamples: trainSet.N, TestExamples: testSet.N, StepsPerEpoch: steps,
-		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
-		TimeToAccuracy: map[string]float64{},
-	}
-	if cfg.Schedule == nn.ScheduleStep {
-		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
-	}
-	if cfg.Progress != nil {
-		fmt.Fprintf(cfg.Progress, "%s: %d parameters, %d replica(s) × batch %d, %d steps per epoch, %d training and %d test examples\n",
-			cfg.Model, len(params), world, cfg.BatchSize, steps, trainSet.N, testSet.N)
-	}
-
-	var labels []int32
-	var trainTime time.Duration
-	scale := 1 / float32(world)
-	global := 0
-	for epoch := 1; epoch <= cfg.Epochs; epoch++ {
-		epochStart := time.Now()
-		var lossSum float64
-		examples := 0
-		for step := 0; step < steps; step++ {
-			b, err := pipe.Next(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("epoch %d step %d: reading the next batch: %w", epoch, step, err)
-			}
-			lr := sched.At(global)
-			opt.SetLR(lr)
-			if b.Size > 0 {
-				labels = b.IntLabels(labels)
-				loss, err := model.ForwardBackward(b.X, labels, b.Size)
-				if err != nil {
-					return nil, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-				}
-				if math.IsNaN(loss) || math.IsInf(loss, 0) {
-					return nil, &NonFiniteError{Epoch: epoch, Step: step, GlobalStep: global, Loss: loss}
-				}
-				lossSum += loss
-				examples += b.Size
-			} else {
-				clear(grads) // an empty batch still takes part in the all-reduce
-			}
-			if err := comm.AllReduceSum(ctx, grads); err != nil {
-				return nil, fmt.Errorf("epoch %d step %d: all-reducing the gradients: %w", epoch, step, err)
-			}
-			if world > 1 {
-				for i := range grads {
-					grads[i] *= scale
-				}
-			}
-			opt.Step(params, grads)
-			global++
-		}
-		elapsed := time.Since(epochStart)
-		trainTime += elapsed
-
-		// The epoch's loss and example count over all replicas, so every
-		// replica sees the same figures and stops at the same epoch.
-		agg := []float32{float32(lossSum), float32(steps), float32(examples)}
-		if err := comm.AllReduceSum(ctx, agg); err != nil {
-			return nil, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
-		}
-		ep := Epoch{Epoch: epoch, Loss: float64(agg[0]) / float64(agg[1]), LR: opt.LR(),
-			ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(), TrainSeconds: trainTime.Seconds()}
-		if world == 1 {
-			ep.Loss = lossSum / float64(steps) // exact, not rounded through float32
-		}
-		testLoss, correct := model.Evaluate(testX, testY, testSet.N)
-		ep.TestLoss, ep.TestAccuracy = testLoss/float64(testSet.N), float64(correct)/float64(testSet.N)
-		res.EpochResults = append(res.EpochResults, ep)
-		for _, mark := range accuracyMarks {
-			key := fmt.Sprint(mark)
-			if _, done := res.TimeToAccuracy[key]; !done && ep.TestAccuracy >= mark {
-				res.TimeToAccuracy[key] = ep.TrainSeconds
-			}
-		}
-		log.Info("epoch", zap.Int("epoch", epoch), zap.Float64("loss", ep.Loss), zap.Float64("test_accuracy", ep.TestAccuracy),
-			zap.Float64("test_loss", ep.TestLoss), zap.Float64("examples_per_sec", ep.ExamplesPerSec), zap.Float64("lr", ep.LR))
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "epoch %2d  loss %.4f  test loss %.4f  test accuracy %6.2f%%  %8.0f examples/s  lr %.4g  train %.1fs\n",
-				epoch, ep.Loss, ep.TestLoss, 100*ep.TestAccuracy, ep.ExamplesPerSec, ep.LR, ep.TrainSeconds)
-		}
-		if tb != nil {
-			now := time.Now()
-			err := errors.Join(
-				tb.Scalar("loss", int64(global), float32(ep.Loss), now),
-				tb.Scalar("test_loss", int64(global), float32(ep.TestLoss), now),
-				tb.Scalar("test_accuracy", int64(global), float32(ep.TestAccuracy), now),
-				tb.Scalar("examples_per_sec", int64(global), float32(ep.ExamplesPerSec), now),
-				tb.Scalar("lr", int64(global), float32(ep.LR), now),
-				tb.Flush())
-			if err != nil {
-				return nil, err
-			}
-		}
-		if (cfg.TargetAccuracy > 0 && ep.TestAccuracy >= cfg.TargetAccuracy) || (cfg.TargetLoss > 0 && ep.Loss <= cfg.TargetLoss) {
-			res.TargetReached, res.TimeToTarget = true, ep.TrainSeconds
-			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "target reached after %d epochs, %.1fs of training\n", epoch, ep.TrainSeconds)
-			}
-			break
-		}
-	}
-	res.Steps = global
-	res.TrainSeconds = trainTime.Seconds()
-	res.FinalAccuracy = res.EpochResults[len(res.EpochResults)-1].TestAccuracy
-	res.ParamsSHA256 = ParamsHash(params)
-	res.WallSeconds = time.Since(wallStart).Seconds()
-	if tb != nil {
-		if err := tb.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
-}
-
-// denseSet returns the normalised images and int32 labels of im, through
-// the data package's Dataset so the normalisation is the pipeline's.
-func denseSet(im *data.Images) ([]float32, []int32) {
-	ds := im.Dataset()
-	var b data.Batch
-	b.X = make([]float32, 0, im.N*ds.Dim())
-	b.Labels = make([]float32, 0, im.N)
-	for i := 0; i < ds.Len(); i++ {
-		ds.Append(&b, i)
-	}
-	return b.X, b.IntLabels(nil)
+	return sum.Run, nil
 }
