@@ -1,0 +1,592 @@
+package mirrored
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/sparse"
+)
+
+// SparseModel is the --model name of sparse binary logistic regression.
+const SparseModel = "sparse-lr"
+
+// Defaults of a sparse run.
+const (
+	// DefaultSparseShuffle is the shuffle buffer, in examples, of a run
+	// reading files (an in-memory data set is shuffled fully).
+	DefaultSparseShuffle = 10_000
+	// sparseEvalBatch is the batch size of evaluation passes.
+	sparseEvalBatch = 4096
+)
+
+// SparseConfig is what a sparse-lr run needs beyond the settings it shares
+// with the dense models (in Job).
+type SparseConfig struct {
+	// Features is the number of features D (33,762,578 for Criteo).
+	Features int
+	// TrainFiles and TestFiles are TFRecord (tf.train.Example with label,
+	// index, value) or libsvm files. Training files are split among the
+	// replicas with data.ShardAuto: by file when there are at least as
+	// many files as replicas, else by example.
+	TrainFiles, TestFiles []string
+	// Format is "tfrecord", "libsvm", or "" to tell by each file's
+	// extension (.libsvm, .svm, .svmlight and .txt are libsvm).
+	Format string
+	// ZeroBased says libsvm indices start at 0 (default 1).
+	ZeroBased bool
+	// SkipCorrupt skips (and logs) corrupt records instead of failing.
+	SkipCorrupt bool
+	// Exchange is sparse, dense or auto (chosen per step, see SparseJob).
+	Exchange sparse.Exchange
+	// Gather is the sparse all-gather: GatherDirect (default) or GatherRing.
+	Gather string
+	// Optimizer is sgd, adagrad or ftrl; L1, L2 and Beta as in
+	// sparse.OptimizerConfig (the learning rate is Job.LR).
+	Optimizer    string
+	L1, L2, Beta float64
+	// ShuffleBuffer is the file pipeline's shuffle buffer in examples; 0
+	// means DefaultSparseShuffle. Job.NoShuffle turns shuffling off.
+	ShuffleBuffer int
+	// Train and Test, if set, are used instead of the files: in-memory
+	// sparse data sets (benchmarks, tests), split by example.
+	Train, Test data.Dataset
+	// MaxSteps, if > 0, ends training after that many global steps.
+	MaxSteps int
+	// OnWeights, if set, is called at the end with the final weights (a
+	// view, valid during the call), to save or inspect the model.
+	OnWeights func(w []float32)
+}
+
+// SparseJob is a synchronous data-parallel run of sparse logistic
+// regression (sparse.LogReg) over a Group. Of the embedded Job it uses
+// Epochs, BatchSize (per replica), LR, Seed, TargetAccuracy, HashEvery,
+// MeasureWait, NoShuffle, Progress, Logger and OnEvent; Model must be
+// SparseModel or empty. Checkpoints are not supported yet (CheckpointDir
+// and Restore must be empty).
+//
+// The strategy, on every replica:
+//
+//   - start-up: all-gather each replica's settings and stop with a
+//     MismatchError naming every difference; every replica starts from
+//     zero weights and zero optimizer state, so nothing is broadcast (135
+//     MB at Criteo's D);
+//   - steps per epoch: each replica counts its shard once and the counts
+//     are all-gathered, so every replica runs floor(smallest shard /
+//     batch) steps of full batches (data.AgreedSteps with drop remainder);
+//   - each step: LogReg.GradientSum over this replica's batch (only the
+//     touched features), then the exchange. Sparse: one all-gather of
+//     [example count][wire-encoded gradient] per step (GatherDirect: one
+//     message to each peer), decoded and merged with
+//     Coalescer.MergeGradients in rank order, so every replica gets the
+//     same bits. Dense: an all-reduce of the D-float gradient (plus the
+//     example and pair counts), the bottleneck the sparse exchange
+//     removes. With auto, step 1 is sparse and each later step takes the
+//     mode sparse.ChooseExchange picks from the previous step's mean pairs
+//     per replica and measured wire bytes per pair: figures every replica
+//     holds identically, so they all choose the same without a round trip
+//     (a change of mode is logged). Then the same optimizer update
+//     everywhere, with the mean gradient of the union batch;
+//   - every HashEvery steps: all-gather the SHA-256 of the weights the
+//     step touched (cheap, and a divergence shows up there first); at the
+//     end, of all D weights;
+//   - each epoch: evaluation on the test set, split among the replicas;
+//     the (margin, label) pairs are all-gathered so every replica reports
+//     the same accuracy, log-loss and exact AUC.
+type SparseJob struct {
+	Job
+	Sparse SparseConfig
+}
+
+func (j *SparseJob) validate() error {
+	c, s := &j.Config, &j.Sparse
+	if c.Model != "" && c.Model != SparseModel {
+		return fmt.Errorf("sparse job with model %q: want %s", c.Model, SparseModel)
+	}
+	if j.CheckpointDir != "" || j.Restore != "" {
+		return fmt.Errorf("model %s does not support checkpoints yet: drop --checkpoint-dir and --restore", SparseModel)
+	}
+	switch {
+	case s.Features <= 0 || s.Features > math.MaxInt32:
+		return fmt.Errorf("--features %d: want the number of features, 1..%d (33762578 for Criteo)", s.Features, math.MaxInt32)
+	case s.Train == nil && len(s.TrainFiles) == 0:
+		return errors.New("no training data: give --train-files")
+	case c.Epochs <= 0:
+		return fmt.Errorf("epochs %d: want at least 1", c.Epochs)
+	case c.BatchSize <= 0:
+		return fmt.Errorf("batch size %d: want at least 1", c.BatchSize)
+	case !(c.TargetAccuracy >= 0 && c.TargetAccuracy <= 1):
+		return fmt.Errorf("target accuracy %v: want a fraction in (0, 1], or 0 for none", c.TargetAccuracy)
+	case j.HashEvery < 0:
+		return fmt.Errorf("hash comparison every %d steps: want ≥ 0 (0: only at the end)", j.HashEvery)
+	case s.MaxSteps < 0:
+		return fmt.Errorf("max steps %d: want ≥ 0 (0: no limit)", s.MaxSteps)
+	case s.ShuffleBuffer < 0:
+		return fmt.Errorf("shuffle buffer %d: want ≥ 0 (0: the default)", s.ShuffleBuffer)
+	}
+	switch s.Format {
+	case "", "tfrecord", "libsvm":
+	default:
+		return fmt.Errorf("input format %q: want tfrecord or libsvm (or empty: by file extension)", s.Format)
+	}
+	for _, ds := range []data.Dataset{s.Train, s.Test} {
+		if ds != nil && ds.Dim() != 0 {
+			return fmt.Errorf("in-memory data set of %d dense features: a sparse job needs a sparse data set", ds.Dim())
+		}
+	}
+	// The optimizer checks its own hyper-parameters.
+	_, err := sparse.NewOptimizer(s.Optimizer, 1, j.optimizerConfig())
+	return err
+}
+
+func (j *SparseJob) optimizerConfig() sparse.OptimizerConfig {
+	return sparse.OptimizerConfig{LR: j.Config.LR, L1: j.Sparse.L1, L2: j.Sparse.L2, Beta: j.Sparse.Beta}
+}
+
+// opener returns the reader for path under the configured format.
+func (j *SparseJob) opener(log *zap.Logger) data.Opener {
+	opts := data.SparseOptions{Dim: j.Sparse.Features, ZeroBased: j.Sparse.ZeroBased, SkipCorrupt: j.Sparse.SkipCorrupt,
+		OnSkip: func(err error) { log.Warn("skipped a corrupt record", zap.Error(err)) }}
+	tf, svm := data.OpenTFExample(opts), data.OpenLibSVM(opts)
+	format := j.Sparse.Format
+	return func(ctx context.Context, path string) (data.Source, error) {
+		if sparseFormat(format, path) == "libsvm" {
+			return svm(ctx, path)
+		}
+		return tf(ctx, path)
+	}
+}
+
+func sparseFormat(format, path string) string {
+	if format != "" {
+		return format
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".libsvm", ".svm", ".svmlight", ".txt":
+		return "libsvm"
+	}
+	return "tfrecord"
+}
+
+// settings lists what every replica must agree on.
+func (j *SparseJob) settings(replicas int) ([]Setting, error) {
+	c, s := &j.Config, &j.Sparse
+	digest := func(files []string, ds data.Dataset) (string, error) {
+		if ds != nil {
+			return fmt.Sprintf("in-memory:%d", ds.Len()), nil
+		}
+		var parts []string
+		for _, f := range files {
+			st, err := os.Stat(f)
+			if err != nil {
+				return "", fmt.Errorf("input file: %w", err)
+			}
+			parts = append(parts, fmt.Sprintf("%s:%d:%s", filepath.Base(f), st.Size(), sparseFormat(s.Format, f)))
+		}
+		return strings.Join(parts, ","), nil
+	}
+	train, err := digest(s.TrainFiles, s.Train)
+	if err != nil {
+		return nil, err
+	}
+	test, err := digest(s.TestFiles, s.Test)
+	if err != nil {
+		return nil, err
+	}
+	gather := s.Gather
+	if gather == "" {
+		gather = GatherDirect
+	}
+	v := func(name, value string) Setting { return Setting{Name: name, Value: value} }
+	return []Setting{
+		v("model", SparseModel),
+		v("features", strconv.Itoa(s.Features)),
+		v("replicas", strconv.Itoa(replicas)),
+		v("batch_size", strconv.Itoa(c.BatchSize)),
+		v("epochs", strconv.Itoa(c.Epochs)),
+		v("optimizer", s.Optimizer),
+		v("lr", f64(c.LR)),
+		v("l1", f64(s.L1)),
+		v("l2", f64(s.L2)),
+		v("beta", f64(s.Beta)),
+		v("seed", strconv.FormatInt(c.Seed, 10)),
+		v("train_data", train),
+		v("test_data", test),
+		v("zero_based", strconv.FormatBool(s.ZeroBased)),
+		v("skip_corrupt", strconv.FormatBool(s.SkipCorrupt)),
+		v("shuffle", strconv.FormatBool(!j.NoShuffle)),
+		v("shuffle_buffer", strconv.Itoa(s.ShuffleBuffer)),
+		v("exchange", s.Exchange.String()),
+		v("gather", gather),
+		v("max_steps", strconv.Itoa(s.MaxSteps)),
+		v("target_accuracy", f64(c.TargetAccuracy)),
+		v("hash_every", strconv.Itoa(j.HashEvery)),
+		v("measure_wait", strconv.FormatBool(j.MeasureWait)),
+	}, nil
+}
+
+// handshake all-gathers the settings (and each replica's training shard
+// size, for the steps per epoch) and fails naming every difference.
+func (j *SparseJob) handshake(ctx context.Context, g Group, settings []Setting, shard int) (minShard, maxShard, total int, err error) {
+	type sparseHello struct {
+		Settings []Setting `json:"settings"`
+		Shard    int       `json:"shard"`
+	}
+	hb, err := json.Marshal(sparseHello{Settings: settings, Shard: shard})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	all, err := g.AllGather(ctx, hb)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("start-up handshake (comparing the peers' settings): %w", err)
+	}
+	who := make([]string, len(all))
+	sets := make([][]Setting, len(all))
+	minShard = math.MaxInt
+	for r, b := range all {
+		var h sparseHello
+		if err := json.Unmarshal(b, &h); err != nil {
+			return 0, 0, 0, fmt.Errorf("start-up handshake: rank %d sent an unreadable hello (a different meshtrain version?): %w", r, err)
+		}
+		who[r], sets[r] = fmt.Sprintf("rank %d", r), h.Settings
+		minShard, maxShard, total = min(minShard, h.Shard), max(maxShard, h.Shard), total+h.Shard
+	}
+	if err := compareSettings(who, sets); err != nil {
+		return 0, 0, 0, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
+	}
+	return minShard, maxShard, total, nil
+}
+
+// trainPipeline returns this replica's training pipeline config and shard
+// size.
+func (j *SparseJob) trainPipeline(ctx context.Context, rank, world int, open data.Opener) (data.Config, int, error) {
+	c, s := &j.Config, &j.Sparse
+	pcfg := data.TrainConfig(rank, world, c.BatchSize, uint64(c.Seed), c.Epochs)
+	if s.Train != nil {
+		pcfg.Policy = data.ShardData
+		if j.NoShuffle {
+			pcfg.ShuffleBuffer = 0
+		}
+		return pcfg, data.ShardSize(s.Train.Len(), world, rank), nil
+	}
+	pcfg.Policy = data.ShardAuto
+	pcfg.ShuffleBuffer = s.ShuffleBuffer
+	if pcfg.ShuffleBuffer == 0 {
+		pcfg.ShuffleBuffer = DefaultSparseShuffle
+	}
+	if j.NoShuffle {
+		pcfg.ShuffleBuffer = 0
+	}
+	n, err := data.ShardCount(ctx, s.TrainFiles, open, pcfg)
+	if err != nil {
+		return pcfg, 0, fmt.Errorf("counting this replica's training examples: %w", err)
+	}
+	return pcfg, n, nil
+}
+
+// RunSparseJob runs job as replica g.Rank() of g.Size() (see SparseJob).
+// Every replica must call it with the same settings (checked at start-up).
+// The Summary's Run.Params is D; its epochs carry the test accuracy and
+// log-loss (the AUC is logged and printed to Progress).
+func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error) {
+	wallStart := time.Now()
+	if err := job.validate(); err != nil {
+		return nil, err
+	}
+	cfg, sc := &job.Config, &job.Sparse
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	rank, world := g.Rank(), g.Size()
+	log = log.With(zap.Int("rank", rank))
+	emit := func(e Event) {
+		if job.OnEvent != nil {
+			e.Rank = rank
+			job.OnEvent(e)
+		}
+	}
+	dim := sc.Features
+	open := job.opener(log.Named("data"))
+
+	settings, err := job.settings(world)
+	if err != nil {
+		return nil, err
+	}
+	pcfg, shard, err := job.trainPipeline(ctx, rank, world, open)
+	if err != nil {
+		return nil, err
+	}
+	minShard, maxShard, trainExamples, err := job.handshake(ctx, g, settings, shard)
+	if err != nil {
+		return nil, err
+	}
+	steps := data.AgreedSteps(minShard, maxShard, cfg.BatchSize, true)
+	if steps == 0 {
+		return nil, fmt.Errorf("the smallest replica's shard holds %d training examples, less than one batch of %d: use a smaller --batch, more data or fewer replicas",
+			minShard, cfg.BatchSize)
+	}
+	pcfg.StepsPerEpoch = steps
+	var pipe *data.Pipeline
+	if sc.Train != nil {
+		pipe, err = data.NewPipeline(ctx, sc.Train, pcfg)
+	} else {
+		pipe, err = data.NewFilePipeline(ctx, sc.TrainFiles, open, pcfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer pipe.Close()
+
+	model, err := sparse.NewLogReg(dim)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := sparse.NewOptimizer(sc.Optimizer, dim, job.optimizerConfig())
+	if err != nil {
+		return nil, err
+	}
+	xch, err := newExchanger(g, sc.Exchange, sc.Gather, dim, log)
+	if err != nil {
+		return nil, err
+	}
+
+	totalSteps := cfg.Epochs * steps
+	if sc.MaxSteps > 0 {
+		totalSteps = min(totalSteps, sc.MaxSteps)
+	}
+	res := &Result{
+		Model: SparseModel, Params: dim, Replicas: world, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Optimizer: sc.Optimizer, LR: cfg.LR, WeightDecay: sc.L2, Schedule: "constant", Seed: cfg.Seed,
+		TrainExamples: trainExamples, StepsPerEpoch: steps, TargetAccuracy: cfg.TargetAccuracy,
+		TimeToAccuracy: map[string]float64{},
+	}
+	header := fmt.Sprintf("%s: %d features, %s, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training examples, exchange %s",
+		SparseModel, dim, sc.Optimizer, world, cfg.BatchSize, world*cfg.BatchSize, steps, trainExamples, sc.Exchange)
+	if cfg.Progress != nil && rank == 0 {
+		fmt.Fprintln(cfg.Progress, header)
+	}
+	log.Info("start", zap.String("run", header))
+	emit(Event{Kind: "start", Steps: totalSteps, Info: header})
+
+	peer := PeerStats{Rank: rank}
+	var compute, comm, wait, evalTime, trainTime time.Duration
+	var local, merged sparse.Vector
+	var touched []float32
+	global := 0
+	var epochSparse, epochDense int // steps per mode, for the epoch log
+	for epoch := 1; epoch <= cfg.Epochs && global < totalSteps; epoch++ {
+		epochStart := time.Now()
+		var lossSum float64
+		examples, ran := 0, 0
+		for step := 0; step < steps && global < totalSteps; step++ {
+			t0 := time.Now()
+			b, err := pipe.Next(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("epoch %d step %d: reading the next batch: %w", epoch, step, err)
+			}
+			t1 := time.Now()
+			if b.Size > 0 {
+				x := sparse.CSR{RowPtr: b.RowPtr, Indices: b.Indices, Values: b.Values}
+				loss, err := model.GradientSum(x, b.Labels, &local)
+				if err != nil {
+					return nil, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
+				}
+				if math.IsNaN(loss) || math.IsInf(loss, 0) {
+					return nil, &NonFiniteError{Epoch: epoch, Step: step, GlobalStep: global, Loss: loss}
+				}
+				lossSum += loss
+				examples += b.Size
+			} else {
+				local.Indices, local.Values = local.Indices[:0], local.Values[:0]
+			}
+			t2 := time.Now()
+			if job.MeasureWait {
+				if err := g.Barrier(ctx); err != nil {
+					return nil, fmt.Errorf("epoch %d step %d: waiting for the other replicas: %w", epoch, step, err)
+				}
+			}
+			t3 := time.Now()
+			n, mode, err := xch.exchange(ctx, global+1, local, b.Size, &merged)
+			if err != nil {
+				return nil, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
+			}
+			t4 := time.Now()
+			if mode == sparse.ExchangeDense {
+				epochDense++
+			} else {
+				epochSparse++
+			}
+			if n > 0 {
+				opt.Step(model.W, merged)
+			}
+			global++
+			ran++
+			t5 := time.Now()
+			wait += t1.Sub(t0) + t3.Sub(t2)
+			compute += t2.Sub(t1) + t5.Sub(t4)
+			comm += t4.Sub(t3)
+
+			if job.HashEvery > 0 && global%job.HashEvery == 0 {
+				t := time.Now()
+				touched = touched[:0]
+				for _, i := range merged.Indices {
+					touched = append(touched, model.W[i])
+				}
+				err := compareParamHashes(ctx, g, touched, fmt.Sprintf("step %d (the %d weights it touched)", global, len(touched)))
+				comm += time.Since(t)
+				if err != nil {
+					return nil, err
+				}
+			}
+		}
+		elapsed := time.Since(epochStart)
+		trainTime += elapsed
+		peer.Steps += ran
+		peer.Examples += examples
+
+		agg := []float32{float32(lossSum), float32(examples)}
+		if err := g.AllReduceSum(ctx, agg); err != nil {
+			return nil, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
+		}
+		ep := Epoch{Epoch: epoch, Loss: float64(agg[0]) / math.Max(float64(agg[1]), 1), LR: cfg.LR,
+			ExamplesPerSec: float64(agg[1]) / elapsed.Seconds(), TrainSeconds: trainTime.Seconds()}
+
+		opt.Flush(model.W) // lazy regularisation, before anything reads the weights
+		var m sparse.Metrics
+		if sc.Test != nil || len(sc.TestFiles) > 0 {
+			te := time.Now()
+			m, err = job.evaluate(ctx, g, model, open)
+			evalTime += time.Since(te)
+			if err != nil {
+				return nil, fmt.Errorf("epoch %d: evaluating: %w", epoch, err)
+			}
+			ep.TestLoss, ep.TestAccuracy = m.LogLoss, m.Accuracy
+			res.TestExamples = m.Examples
+		}
+		res.EpochResults = append(res.EpochResults, ep)
+		log.Info("epoch", zap.Int("epoch", epoch), zap.Int("steps", global), zap.Float64("loss", ep.Loss),
+			zap.Float64("test_accuracy", m.Accuracy), zap.Float64("test_log_loss", m.LogLoss), zap.Float64("test_auc", m.AUC),
+			zap.Float64("examples_per_sec", ep.ExamplesPerSec), zap.Int("sparse_steps", epochSparse), zap.Int("dense_steps", epochDense))
+		if cfg.Progress != nil && rank == 0 {
+			fmt.Fprintf(cfg.Progress, "epoch %2d  steps %d  loss %.4f  test: %s  %8.0f examples/s  train %.1fs  exchange sparse %d dense %d\n",
+				epoch, global, ep.Loss, m, ep.ExamplesPerSec, ep.TrainSeconds, epochSparse, epochDense)
+		}
+		epochSparse, epochDense = 0, 0
+		epCopy := ep
+		emit(Event{Kind: "epoch", Step: global, Steps: totalSteps, Epoch: &epCopy})
+		if cfg.TargetAccuracy > 0 && ep.TestAccuracy >= cfg.TargetAccuracy {
+			res.TargetReached, res.TimeToTarget = true, ep.TrainSeconds
+			if cfg.Progress != nil && rank == 0 {
+				fmt.Fprintf(cfg.Progress, "target reached after %d epochs, %.1fs of training\n", epoch, ep.TrainSeconds)
+			}
+			break
+		}
+	}
+
+	t := time.Now()
+	err = compareParamHashes(ctx, g, model.W, "the end")
+	comm += time.Since(t)
+	if err != nil {
+		return nil, err
+	}
+	res.Steps = global
+	res.TrainSeconds = trainTime.Seconds()
+	if n := len(res.EpochResults); n > 0 {
+		res.FinalAccuracy = res.EpochResults[n-1].TestAccuracy
+	}
+	res.ParamsSHA256 = ParamsHash(model.W)
+	if sc.OnWeights != nil {
+		sc.OnWeights(model.W)
+	}
+	res.WallSeconds = time.Since(wallStart).Seconds()
+
+	peer.TestAccuracy = res.FinalAccuracy
+	peer.ParamsSHA256 = res.ParamsSHA256
+	if tr, ok := g.(Traffic); ok {
+		peer.BytesSent, peer.BytesReceived = tr.Traffic()
+	}
+	peer.CPUSeconds, peer.PeakRSSBytes = processUsage()
+	peer.ComputeSeconds, peer.CommSeconds, peer.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
+	if total := compute + comm + wait; total > 0 {
+		peer.ComputeShare, peer.CommShare, peer.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
+		peer.ExamplesPerSec = float64(peer.Examples) / total.Seconds()
+	}
+	peer.EvalSeconds = evalTime.Seconds()
+	log.Info("done", zap.Int("steps", global), zap.Int("sparse_steps", xch.steps[sparse.ExchangeSparse]),
+		zap.Int("dense_steps", xch.steps[sparse.ExchangeDense]), zap.String("params_sha256", res.ParamsSHA256))
+	return &Summary{Run: res, Peer: peer}, nil
+}
+
+// evaluate scores this replica's share of the test set, all-gathers the
+// (margin, label) pairs and computes the metrics over all of them in rank
+// order, so every replica reports the same figures.
+func (j *SparseJob) evaluate(ctx context.Context, g Group, model *sparse.LogReg, open data.Opener) (sparse.Metrics, error) {
+	rank, world := g.Rank(), g.Size()
+	ecfg := data.Config{Rank: rank, World: world, Policy: data.ShardAuto, BatchSize: sparseEvalBatch, Epochs: 1}
+	var pipe *data.Pipeline
+	var err error
+	if j.Sparse.Test != nil {
+		ecfg.Policy = data.ShardData
+		pipe, err = data.NewPipeline(ctx, j.Sparse.Test, ecfg)
+	} else {
+		pipe, err = data.NewFilePipeline(ctx, j.Sparse.TestFiles, open, ecfg)
+	}
+	if err != nil {
+		return sparse.Metrics{}, err
+	}
+	defer pipe.Close()
+	// Each scored example is 8 bytes: float32 margin, float32 label.
+	var scored []byte
+	dim := uint32(model.Dim())
+	for {
+		b, err := pipe.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return sparse.Metrics{}, err
+		}
+		x := sparse.CSR{RowPtr: b.RowPtr, Indices: b.Indices, Values: b.Values}
+		for r := 0; r < b.Size; r++ {
+			row := x.Row(r)
+			for _, i := range row.Indices {
+				if uint32(i) >= dim {
+					return sparse.Metrics{}, fmt.Errorf("test example: feature index %d is outside [0, %d)", i, dim)
+				}
+			}
+			scored = binary.LittleEndian.AppendUint32(scored, math.Float32bits(row.Dot(model.W)))
+			scored = binary.LittleEndian.AppendUint32(scored, math.Float32bits(b.Labels[r]))
+		}
+	}
+	all, err := g.AllGather(ctx, scored)
+	if err != nil {
+		return sparse.Metrics{}, fmt.Errorf("gathering the test predictions: %w", err)
+	}
+	var ev sparse.Evaluator
+	for r, part := range all {
+		if len(part)%8 != 0 {
+			return sparse.Metrics{}, fmt.Errorf("rank %d sent %d bytes of test predictions, not whole (margin, label) pairs", r, len(part))
+		}
+		for k := 0; k+8 <= len(part); k += 8 {
+			margin := math.Float32frombits(binary.LittleEndian.Uint32(part[k:]))
+			label := math.Float32frombits(binary.LittleEndian.Uint32(part[k+4:]))
+			if err := ev.Add(margin, label); err != nil {
+				return sparse.Metrics{}, fmt.Errorf("test example %d of rank %d: %w", k/8, r, err)
+			}
+		}
+	}
+	return ev.Metrics(), nil
+}
