@@ -236,7 +236,11 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 
 	// Start-up handshake: settings from everyone, the resume point from the
 	// chief, in one all-gather.
-	settings := job.settings(len(params), world, dataDigest(trainSet, testSet))
+	digest := "unchecked" // one replica with no checkpoint: nothing to compare with
+	if world > 1 || job.CheckpointDir != "" || job.Restore != "" {
+		digest = dataDigest(trainSet, testSet)
+	}
+	settings := job.settings(len(params), world, digest)
 	fp := Fingerprint(settings)
 	me := hello{Settings: settings}
 	var ck *Checkpoint
