@@ -40,7 +40,10 @@ type Message struct {
 
 // WorkerConfig is one peer of a cluster.
 type WorkerConfig struct {
-	Job     mirrored.Job
+	Job mirrored.Job
+	// Sparse, if set, makes this a sparse logistic-regression run
+	// (mirrored.RunSparseJob) of Job's shared settings.
+	Sparse  *mirrored.SparseConfig
 	Cluster *mirrored.Cluster
 	// Security of the links: tls (default), noise, quic or plaintext.
 	Security p2p.Security
@@ -123,7 +126,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		return nil, err
 	}
 	g := mirrored.NewGroup(c)
-	sum, err = mirrored.RunJob(ctx, cfg.Job, g)
+	if cfg.Sparse != nil {
+		sum, err = mirrored.RunSparseJob(ctx, mirrored.SparseJob{Job: cfg.Job, Sparse: *cfg.Sparse}, g)
+	} else {
+		sum, err = mirrored.RunJob(ctx, cfg.Job, g)
+	}
 	if err == nil {
 		// Leave together, so that nobody closes its links while a peer
 		// still reads the last frames.
