@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 )
@@ -23,10 +24,15 @@ import (
 //     and sends REPLY((x_j+x_i)/2); the initiator copies the average. Both
 //     end with the same bits (float addition is commutative), and the sum
 //     of the replicas is unchanged.
-//   - A responder that is itself waiting on an exchange answers BUSY, so no
-//     cycle of waits can form; when two ranks pick each other, the lower
-//     rank's request is served and the higher rank's answered BUSY, so
-//     exactly one average happens.
+//   - Nobody waits while holding the lock, and receivers never wait for
+//     their own rank's exchanges, so no cycle of waits can form. A rank
+//     waiting on its own exchange still serves other peers (dense mode;
+//     its own answer is then applied as a change, avg−x_sent, which keeps
+//     the sum exact); when two ranks pick each other, the lower rank's
+//     request is served and the higher rank's answered BUSY, so exactly
+//     one average happens. In sparse mode a waiting rank answers BUSY to
+//     everyone else, because the changed-coordinates bookkeeping needs
+//     both sides' vectors to be exactly equal after each exchange.
 //   - While a responder's compute goroutine is inside a local step (between
 //     Read and Apply), merges make its gradient stale; a responder whose
 //     step already absorbed MaxStaleness merges answers BUSY, which bounds
@@ -186,6 +192,7 @@ type Gossip struct {
 	state      []peerState
 	gone       []chan struct{} // closed when a peer is dead or finished
 	finals     [][]float32
+	snap       []float32 // dense: the parameters sent by the pending exchange
 	dirty      []map[int32]float32 // sparse: per peer, coordinate -> value before its first change since the last exchange
 	stats      GossipStats
 	staleSum   int
@@ -209,7 +216,12 @@ type pendingExchange struct {
 	peer int
 	id   uint32
 	sent map[int32]float32 // sparse: the dirty coordinates sent, with their old values
-	done chan gossipReply  // buffered; receives the applied answer
+	// snap (dense) is the parameter vector sent; changed says this rank
+	// served another peer meanwhile, so the answer is applied as the
+	// change avg−snap rather than copied.
+	snap    []float32
+	changed bool
+	done    chan gossipReply // buffered; receives the applied answer
 }
 
 // NewGossip returns rank c.Rank()'s gossip end over params (which it
@@ -499,6 +511,11 @@ func (g *Gossip) Exchange(ctx context.Context, round uint64) (ExchangeResult, er
 		elems = len(idx)
 	} else {
 		msg = g.encode(msgRequest, px.id, 0, 0, nil, g.params, false)
+		if len(g.snap) != len(g.params) {
+			g.snap = make([]float32, len(g.params))
+		}
+		copy(g.snap, g.params)
+		px.snap = g.snap
 	}
 	g.pending = px
 	g.stats.Initiated++
@@ -588,7 +605,15 @@ func (g *Gossip) answerLocked(p int, m gossipReply) {
 			g.dropLocked(p, fmt.Errorf("gossip reply of %d values for %d parameters", len(m.vals), len(g.params)))
 			return
 		}
-		copy(g.params, m.vals)
+		if px.changed {
+			// Served others meanwhile: add this exchange's change, which
+			// keeps the replicas' sum exact.
+			for i, a := range m.vals {
+				g.params[i] += a - px.snap[i]
+			}
+		} else {
+			copy(g.params, m.vals)
+		}
 	}
 	g.pending, g.initiating = nil, -1
 	g.stats.Averaged++
@@ -658,10 +683,9 @@ func (g *Gossip) dropLocked(p int, err error) {
 	g.log.Warn("gossip peer lost; dropped from the peer set", zap.Int("peer", p), zap.Error(err))
 }
 
-// serveLocked answers p's request: the average, or busy. A rank waiting on
-// its own exchange answers busy, except that when two ranks picked each
-// other the lower rank's request is served: the higher rank's request then
-// reaches a rank that is waiting, and is declined. Messages between two
+// serveLocked answers p's request: the average, or busy. When two ranks
+// picked each other the lower rank's request is served and the higher
+// rank's declined. Messages between two
 // ranks arrive in order and answers are applied on arrival, so a request
 // that was already served before its sender's own request arrived is
 // settled first.
@@ -673,8 +697,10 @@ func (g *Gossip) serveLocked(p int, m decoded) []byte {
 	switch {
 	case g.finished:
 		return busy()
-	case g.initiating >= 0 && !(g.initiating == p && p < g.rank):
-		return busy()
+	case g.initiating == p && p > g.rank:
+		return busy() // two ranks picked each other: the lower rank's request wins
+	case g.initiating >= 0 && g.initiating != p && g.dirty != nil:
+		return busy() // sparse exchanges stay strictly one at a time (see below)
 	case g.computing && g.merged >= g.opts.MaxStaleness:
 		g.stats.RefusedStale++
 		return busy()
@@ -747,6 +773,9 @@ func (g *Gossip) serveLocked(p int, m decoded) []byte {
 	}
 	if g.computing {
 		g.merged++
+	}
+	if g.pending != nil {
+		g.pending.changed = true
 	}
 	g.stats.Served++
 	return out
@@ -829,17 +858,21 @@ func (g *Gossip) encode(kind gossipKind, id uint32, dist2, norm2 float64, idx []
 	}
 	binary.LittleEndian.PutUint32(b[o:], uint32(len(vals)))
 	o += 4
+	// Raw little-endian memory, as every collective payload (New refuses
+	// big-endian hosts).
 	if sparse {
-		for _, u := range idx {
-			binary.LittleEndian.PutUint32(b[o:], uint32(u))
-			o += 4
-		}
+		o += copy(b[o:], sliceBytes(idx))
 	}
-	for _, v := range vals {
-		binary.LittleEndian.PutUint32(b[o:], math.Float32bits(v))
-		o += 4
-	}
+	copy(b[o:], sliceBytes(vals))
 	return b
+}
+
+// sliceBytes views a slice of 4-byte elements as its bytes.
+func sliceBytes[T int32 | float32](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }
 
 // decode parses a message, checking every length against the bytes
@@ -877,17 +910,11 @@ func (g *Gossip) decode(b []byte) (decoded, error) {
 	}
 	if m.sparse {
 		m.idx = make([]int32, n)
-		for i := range m.idx {
-			m.idx[i] = int32(binary.LittleEndian.Uint32(b[o:]))
-			o += 4
-		}
+		o += copy(sliceBytes(m.idx), b[o:])
 	}
 	if n > 0 {
 		m.vals = make([]float32, n)
-		for i := range m.vals {
-			m.vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[o:]))
-			o += 4
-		}
+		copy(sliceBytes(m.vals), b[o:])
 	}
 	return m, nil
 }
