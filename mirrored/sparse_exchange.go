@@ -3,10 +3,8 @@ package mirrored
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -16,7 +14,7 @@ import (
 // Sparse all-gather algorithms (SparseConfig.Gather).
 const (
 	// GatherDirect sends each replica's gradient straight to every other
-	// replica as one point-to-point message and receives theirs: one
+	// replica and receives theirs (collective.Comm.AllGatherDirect): one
 	// one-way latency per step whatever the number of replicas, the same
 	// bytes per replica as a ring ((N-1) × own gradient).
 	GatherDirect = "direct"
@@ -25,12 +23,11 @@ const (
 	GatherRing = "ring"
 )
 
-// directGatherer is implemented by Groups that can exchange one small
-// message with every other replica in a single round. tag identifies the
-// step, so that replicas out of step fail with a mismatch instead of
-// merging the wrong gradients.
+// directGatherer is implemented by Groups that can all-gather small byte
+// strings in one round (collective.Comm.AllGatherDirect): each replica
+// sends its message straight to every other.
 type directGatherer interface {
-	gatherDirect(ctx context.Context, tag uint32, local []byte, out [][]byte) ([][]byte, error)
+	gatherDirect(ctx context.Context, local []byte) ([][]byte, error)
 }
 
 var (
@@ -38,75 +35,12 @@ var (
 	_ directGatherer = LocalGroup{}
 )
 
-// inlineSendBytes is the largest message gatherDirect sends before
-// receiving, on the caller's goroutine: the links' readers queue up to
-// several frames, so small sends complete without the peer reading, and
-// skipping a goroutine per step matters at thousands of steps per second.
-const inlineSendBytes = 256 << 10
-
-func (g *commGroup) gatherDirect(ctx context.Context, tag uint32, local []byte, out [][]byte) ([][]byte, error) {
-	c := g.c
-	n, rank := c.Size(), c.Rank()
-	out = append(out[:0], make([][]byte, n)...)
-	out[rank] = local
-	if n == 1 {
-		return out, ctx.Err()
-	}
-	// Point-to-point receives ignore aborts (they serve gossip); a peer's
-	// failure must still stop this wait at once.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.Transport().Failed(), cancel)
-	defer stop()
-
-	var sendErr error
-	var wg sync.WaitGroup
-	sendAll := func() {
-		for k := 1; k < n; k++ {
-			to := (rank + k) % n
-			if err := c.Send(ctx, to, tag, local); err != nil {
-				sendErr = err
-				cancel()
-				return
-			}
-		}
-	}
-	if len(local) <= inlineSendBytes {
-		sendAll()
-	} else {
-		wg.Add(1)
-		go func() { defer wg.Done(); sendAll() }()
-	}
-	var recvErr error
-	if sendErr == nil {
-		// Receive in the order the others send to us (rank-k sends to us
-		// k-th), so that every peer is read as soon as it can be.
-		for k := 1; k < n; k++ {
-			from := (rank - k + n) % n
-			b, err := c.Recv(ctx, from, tag)
-			if err != nil {
-				recvErr = err
-				cancel()
-				break
-			}
-			out[from] = b
-		}
-	}
-	wg.Wait()
-	if sendErr != nil && errors.Is(recvErr, context.Canceled) {
-		recvErr = nil // our own cancel after the send failed
-	}
-	if err := errors.Join(sendErr, recvErr); err != nil {
-		if f := c.Transport().Failure(); f != nil {
-			err = fmt.Errorf("%w (after %w)", err, f)
-		}
-		return nil, err
-	}
-	return out, nil
+func (g *commGroup) gatherDirect(ctx context.Context, local []byte) ([][]byte, error) {
+	return g.c.AllGatherDirect(ctx, local)
 }
 
-func (LocalGroup) gatherDirect(ctx context.Context, _ uint32, local []byte, out [][]byte) ([][]byte, error) {
-	return append(out[:0], local), ctx.Err()
+func (LocalGroup) gatherDirect(ctx context.Context, local []byte) ([][]byte, error) {
+	return [][]byte{local}, ctx.Err()
 }
 
 // exchanger combines the replicas' gradient sums each step, sparse or dense
@@ -127,7 +61,6 @@ type exchanger struct {
 	nnzMean      float64         // mean gradient pairs per replica, previous step
 	bytesPerPair float64         // measured wire bytes per pair, last sparse step
 	steps        [3]int          // steps run in each mode, indexed by sparse.Exchange
-	seq          uint32
 }
 
 func newExchanger(g Group, mode sparse.Exchange, gather string, dim int, log *zap.Logger) (*exchanger, error) {
@@ -189,10 +122,9 @@ func (x *exchanger) exchange(ctx context.Context, step int, local sparse.Vector,
 func (x *exchanger) exchangeSparse(ctx context.Context, local sparse.Vector, examples int, merged *sparse.Vector) (int, error) {
 	x.frame = binary.AppendUvarint(x.frame[:0], uint64(examples))
 	x.frame = sparse.AppendVector(x.frame, local)
-	x.seq++
 	var err error
 	if x.direct != nil {
-		x.gathered, err = x.direct.gatherDirect(ctx, x.seq, x.frame, x.gathered)
+		x.gathered, err = x.direct.gatherDirect(ctx, x.frame)
 	} else {
 		x.gathered, err = x.g.AllGather(ctx, x.frame)
 	}
