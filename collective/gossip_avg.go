@@ -192,7 +192,7 @@ type Gossip struct {
 	state      []peerState
 	gone       []chan struct{} // closed when a peer is dead or finished
 	finals     [][]float32
-	snap       []float32 // dense: the parameters sent by the pending exchange
+	snap       []float32           // dense: the parameters sent by the pending exchange
 	dirty      []map[int32]float32 // sparse: per peer, coordinate -> value before its first change since the last exchange
 	stats      GossipStats
 	staleSum   int
