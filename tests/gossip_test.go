@@ -1,0 +1,223 @@
+package tests
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored"
+)
+
+// Ring against gossip on N = 3 real peers: each replica has its own libp2p
+// host (TLS) on 127.0.0.1; the replicas run in this test process so that
+// faults can be injected exactly (a killed rank closes its host without a
+// goodbye, as a crash does).
+
+type peerOutcome struct {
+	sum    *mirrored.Summary
+	gossip *mirrored.GossipReport
+	err    error
+}
+
+// runPeers runs job with strategy gc on n libp2p peers on 127.0.0.1.
+func runPeers(t *testing.T, ctx context.Context, n int, job mirrored.Job, gc mirrored.GossipConfig) []peerOutcome {
+	t.Helper()
+	addrs := freePorts(t, n)
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]peerOutcome, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log := zaptest.NewLogger(t).With()
+			tr, err := p2p.New(ctx, p2p.Config{Rank: r, Peers: addrs, ClusterSecret: secret, Timeout: 20 * time.Second, Logger: log.Named("p2p")})
+			if err != nil {
+				out[r].err = err
+				return
+			}
+			defer tr.Close()
+			counted := mirrored.CountTraffic(tr)
+			c, err := collective.New(counted, collective.Options{Timeout: 20 * time.Second, Logger: log.Named("collective")})
+			if err != nil {
+				out[r].err = err
+				return
+			}
+			g := gc
+			if g.Faults.KillAfter > 0 && r == g.Faults.KillRank {
+				g.Faults.Kill = func() { _ = tr.Host().Close() } // a crash: no goodbye
+			}
+			j := job
+			j.Logger = log
+			out[r].sum, out[r].gossip, out[r].err = mirrored.RunStrategy(ctx, j, g, c)
+			if out[r].err == nil && g.Strategy == mirrored.StrategyRing {
+				out[r].err = c.Barrier(ctx) // leave together, as the worker does
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("%s run hung: %v", gc.Strategy, ctx.Err())
+	}
+	return out
+}
+
+var (
+	mnistOnce sync.Once
+	mnist     *data.MNIST
+	mnistErr  error
+)
+
+func gossipJob(t *testing.T, model string, train, test, epochs int) mirrored.Job {
+	t.Helper()
+	mnistOnce.Do(func() { mnist, mnistErr = data.LoadMNIST(context.Background(), data.MNISTOptions{}) })
+	if mnistErr != nil {
+		t.Fatal(mnistErr)
+	}
+	cfg := mirrored.DefaultConfig()
+	cfg.Model, cfg.Epochs, cfg.BatchSize, cfg.MNIST = model, epochs, 32, mnist
+	cfg.TrainExamples, cfg.TestExamples, cfg.Shards = train, test, 1
+	return mirrored.Job{Config: cfg, HashEvery: 50, MeasureWait: true}
+}
+
+func TestRingAndGossipReachThreshold(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	job := gossipJob(t, "softmax", 12000, 2000, 3)
+	const threshold = 0.85 // the ring reaches about 0.873 on this slice (the first 2000 test images are the harder half)
+	ring := runPeers(t, ctx, 3, job, mirrored.GossipConfig{Strategy: "ring"})
+	for r, p := range ring {
+		if p.err != nil {
+			t.Fatalf("ring rank %d: %v", r, p.err)
+		}
+		if p.sum.Run.FinalAccuracy < threshold || p.sum.Peer.ParamsSHA256 != ring[0].sum.Peer.ParamsSHA256 {
+			t.Errorf("ring rank %d: accuracy %.4f, params %.12s (rank 0: %.12s)", r, p.sum.Run.FinalAccuracy, p.sum.Peer.ParamsSHA256, ring[0].sum.Peer.ParamsSHA256)
+		}
+		t.Logf("ring rank %d: %d steps, accuracy %.4f", r, p.sum.Peer.Steps, p.sum.Run.FinalAccuracy)
+	}
+	gossip := runPeers(t, ctx, 3, job, mirrored.GossipConfig{Strategy: "gossip", Schedule: "random"})
+	for r, p := range gossip {
+		if p.err != nil {
+			t.Fatalf("gossip rank %d: %v", r, p.err)
+		}
+		g := p.gossip
+		if p.sum.Run.FinalAccuracy < threshold || g.AverageAccuracy < threshold {
+			t.Errorf("gossip rank %d: own accuracy %.4f, average model %.4f: want ≥ %.2f", r, p.sum.Run.FinalAccuracy, g.AverageAccuracy, threshold)
+		}
+		// Replicas end close together: their distance from the mean is
+		// under 5% of the mean's norm.
+		if g.RelConsensus > 0.05 || !slices.Equal(g.Survivors, []int{0, 1, 2}) {
+			t.Errorf("gossip rank %d: relative consensus distance %.4f among %v", r, g.RelConsensus, g.Survivors)
+		}
+		if g.Averaged == 0 || p.sum.Peer.BytesSent == 0 {
+			t.Errorf("gossip rank %d: %d averages, %d bytes sent", r, g.Averaged, p.sum.Peer.BytesSent)
+		}
+		t.Logf("gossip rank %d: %d steps, %.0f steps/s, accuracy %.4f (average model %.4f), consensus %.2g, staleness max %d mean %.2f, averaged %d declined %d served %d",
+			r, p.sum.Peer.Steps, g.StepsPerSec, p.sum.Run.FinalAccuracy, g.AverageAccuracy, g.RelConsensus, g.StalenessMax, g.StalenessMean, g.Averaged, g.Declined, g.Served)
+	}
+}
+
+func TestGossipStragglerLeavesFastPeersFaster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	job := gossipJob(t, "lenet", 3840, 500, 1)
+	slow := mirrored.Faults{SlowRank: 1, SlowFactor: 3}
+	rate := func(p peerOutcome) float64 {
+		if p.gossip != nil {
+			return p.gossip.StepsPerSec
+		}
+		return float64(p.sum.Peer.Steps) / p.sum.Run.TrainSeconds
+	}
+	ring := runPeers(t, ctx, 3, job, mirrored.GossipConfig{Strategy: "ring", Faults: slow})
+	gossip := runPeers(t, ctx, 3, job, mirrored.GossipConfig{Strategy: "gossip", Faults: slow})
+	for r := range 3 {
+		if ring[r].err != nil || gossip[r].err != nil {
+			t.Fatalf("rank %d: ring %v, gossip %v", r, ring[r].err, gossip[r].err)
+		}
+	}
+	for _, r := range []int{0, 2} {
+		rr, gr := rate(ring[r]), rate(gossip[r])
+		t.Logf("rank %d: ring %.1f steps/s, gossip %.1f steps/s (straggler: ring %.1f, gossip %.1f)", r, rr, gr, rate(ring[1]), rate(gossip[1]))
+		if gr <= rr {
+			t.Errorf("fast rank %d: %.1f steps/s under gossip, %.1f under ring: a 3× straggler should not hold gossip peers back", r, gr, rr)
+		}
+	}
+}
+
+func TestKilledPeerGossipFinishesRingNamesIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	job := gossipJob(t, "softmax", 6000, 1000, 2)
+	kill := mirrored.Faults{KillRank: 2, KillAfter: 20}
+
+	gossip := runPeers(t, ctx, 3, job, mirrored.GossipConfig{Strategy: "gossip", Faults: kill})
+	if !errors.Is(gossip[2].err, mirrored.ErrInjectedKill) {
+		t.Fatalf("killed rank: %v", gossip[2].err)
+	}
+	for _, r := range []int{0, 1} {
+		p := gossip[r]
+		if p.err != nil {
+			t.Fatalf("gossip rank %d: %v: the survivors must finish", r, p.err)
+		}
+		if !slices.Equal(p.gossip.Dead, []int{2}) || !slices.Equal(p.gossip.Survivors, []int{0, 1}) {
+			t.Errorf("gossip rank %d: dead %v, survivors %v", r, p.gossip.Dead, p.gossip.Survivors)
+		}
+		if p.sum.Run.FinalAccuracy < 0.85 {
+			t.Errorf("gossip rank %d: accuracy %.4f", r, p.sum.Run.FinalAccuracy)
+		}
+	}
+
+	start := time.Now()
+	ring := runPeers(t, ctx, 3, job, mirrored.GossipConfig{Strategy: "ring", Faults: kill})
+	for _, r := range []int{0, 1} {
+		if ring[r].err == nil || !strings.Contains(ring[r].err.Error(), "rank 2") {
+			t.Errorf("ring rank %d: %v, want an error naming rank 2", r, ring[r].err)
+		}
+	}
+	if time.Since(start) > 15*time.Second {
+		t.Errorf("the ring took %v to report the dead rank: want the link failure, not the 20 s timeout", time.Since(start))
+	}
+}
+
+func TestCompareCommand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := t.TempDir()
+	r := meshtrain(ctx, nil, "--log-level", "warn", "compare", "-n", "3", "--model", "softmax", "--lr", "0.02", "--epochs", "1",
+		"--train-examples", "6000", "--test-examples", "1000", "--target", "0.85", "--slow-peer", "1:3", "--out", out)
+	if r.err != nil {
+		t.Fatal(r)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| ring, baseline |", "| gossip, baseline |", "| ring, straggler |", "| gossip, straggler |", "Goals of issue 7"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(string(md), "rank ") && strings.Contains(string(md), "| errors |") && !strings.Contains(string(md), "| none |") {
+		t.Errorf("a run failed:\n%s", md)
+	}
+	for _, png := range []string{"accuracy_vs_time_baseline.png", "accuracy_vs_epochs_straggler.png", "consensus_baseline.png", "steps_per_sec.png", "mb_sent.png"} {
+		if st, err := os.Stat(filepath.Join(out, png)); err != nil || st.Size() < 1000 {
+			t.Errorf("%s: %v", png, err)
+		}
+	}
+}
