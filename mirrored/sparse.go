@@ -477,12 +477,17 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 			res.TestExamples = m.Examples
 		}
 		res.EpochResults = append(res.EpochResults, ep)
-		log.Info("epoch", zap.Int("epoch", epoch), zap.Int("steps", global), zap.Float64("loss", ep.Loss),
-			zap.Float64("test_accuracy", m.Accuracy), zap.Float64("test_log_loss", m.LogLoss), zap.Float64("test_auc", m.AUC),
-			zap.Float64("examples_per_sec", ep.ExamplesPerSec), zap.Int("sparse_steps", epochSparse), zap.Int("dense_steps", epochDense))
+		fields := []zap.Field{zap.Int("epoch", epoch), zap.Int("steps", global), zap.Float64("loss", ep.Loss),
+			zap.Float64("examples_per_sec", ep.ExamplesPerSec), zap.Int("sparse_steps", epochSparse), zap.Int("dense_steps", epochDense)}
+		test := "no test set"
+		if m.Examples > 0 {
+			fields = append(fields, zap.Float64("test_accuracy", m.Accuracy), zap.Float64("test_log_loss", m.LogLoss), zap.Float64("test_auc", m.AUC))
+			test = "test " + m.String()
+		}
+		log.Info("epoch", fields...)
 		if cfg.Progress != nil && rank == 0 {
-			fmt.Fprintf(cfg.Progress, "epoch %2d  steps %d  loss %.4f  test: %s  %8.0f examples/s  train %.1fs  exchange sparse %d dense %d\n",
-				epoch, global, ep.Loss, m, ep.ExamplesPerSec, ep.TrainSeconds, epochSparse, epochDense)
+			fmt.Fprintf(cfg.Progress, "epoch %2d  steps %d  loss %.4f  %s  %8.0f examples/s  train %.1fs  exchange sparse %d dense %d\n",
+				epoch, global, ep.Loss, test, ep.ExamplesPerSec, ep.TrainSeconds, epochSparse, epochDense)
 		}
 		epochSparse, epochDense = 0, 0
 		epCopy := ep

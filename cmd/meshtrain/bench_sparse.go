@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/sparsebench"
+)
+
+func init() {
+	registerSub("bench", &cli.Command{
+		Name:  "sparse",
+		Usage: "time sparse logistic regression at Criteo's width: one core locally, then N peers over libp2p (sparse vs dense exchange)",
+		Description: "Generates Criteo-like examples in memory (no files), then runs the real synchronous training loop\n" +
+			"(mirrored.RunSparseJob): on one core without peers, then for each --peers count with N local peer\n" +
+			"processes over libp2p, --steps steps exchanging sparse gradients and --dense-steps steps all-reducing\n" +
+			"the dense D-float gradient. Reports examples/s, steps/s, bytes sent per step per peer and the split of\n" +
+			"step time into compute, communication and waiting for input.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "peers", Value: "2,4", Usage: "comma-separated cluster sizes to time"},
+			&cli.IntFlag{Name: "features", Value: data.CriteoFeatures, Usage: "number of features D (below the Criteo width, generated indices are folded modulo D)"},
+			&cli.IntFlag{Name: "batch", Value: 100, Usage: "examples per peer per step"},
+			&cli.IntFlag{Name: "examples", Value: 50_000, Usage: "distinct generated examples per peer"},
+			&cli.IntFlag{Name: "steps", Value: 5000, Usage: "timed steps with the sparse exchange, per cluster size"},
+			&cli.IntFlag{Name: "dense-steps", Value: 2, Usage: "timed steps with the dense exchange, per cluster size (0: skip; 135 MB each at Criteo's D)"},
+			&cli.IntFlag{Name: "local-steps", Value: 5000, Usage: "steps of the one-core local run (0: skip)"},
+			&cli.StringFlag{Name: "sparse-optimizer", Value: "adagrad", Usage: "sgd | adagrad | ftrl"},
+			&cli.Float64Flag{Name: "lr", Value: 0.05, Usage: "learning rate (FTRL: alpha)"},
+			&cli.StringFlag{Name: "gather", Value: mirrored.GatherDirect, Usage: "sparse all-gather: direct (one round) | ring (AllGatherV)"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generator seed"},
+			&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls, noise, quic or plaintext"},
+			&cli.DurationFlag{Name: "collective-timeout", Value: collective.DefaultTimeout, Usage: "deadline of every collective and of connecting"},
+			&cli.IntFlag{Name: "gomaxprocs", Usage: "GOMAXPROCS of each peer process (0: number of CPUs / peers, at least 1)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "rank 0 writes a CPU profile of each sparse run to PREFIX-n<N>.pprof"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("bench sparse takes no arguments, got %q", c.Args().Slice())
+			}
+			var peers []int
+			for _, f := range strings.Split(c.String("peers"), ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return fmt.Errorf("--peers %q: want comma-separated counts like 2,4", c.String("peers"))
+				}
+				peers = append(peers, n)
+			}
+			sec, err := p2p.ParseSecurity(c.String("security"))
+			if err != nil {
+				return err
+			}
+			return sparsebench.Run(c.Context, sparsebench.Config{
+				Peers: peers, Features: c.Int("features"), Batch: c.Int("batch"), Examples: c.Int("examples"),
+				Steps: c.Int("steps"), DenseSteps: c.Int("dense-steps"), LocalSteps: c.Int("local-steps"),
+				Optimizer: c.String("sparse-optimizer"), LR: c.Float64("lr"), Gather: c.String("gather"),
+				Seed: c.Uint64("seed"), Security: sec, Timeout: c.Duration("collective-timeout"),
+				GoMaxProcs: c.Int("gomaxprocs"), CPUProfile: c.String("cpuprofile"), JSON: c.Bool("json"),
+				Logger: logger(c, "bench"),
+			}, c.App.Writer)
+		},
+	})
+}

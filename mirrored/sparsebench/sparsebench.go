@@ -1,0 +1,482 @@
+// Package sparsebench is `meshtrain bench sparse`: the speed of synchronous
+// sparse logistic regression (mirrored.RunSparseJob) at Criteo's width, on
+// generated data held in memory, over the real libp2p transport between
+// local peer processes.
+//
+// It measures, with the same training loop a real run uses:
+//
+//   - local gradient + update examples/s of one replica on one core
+//     (GOMAXPROCS 1, no exchange);
+//   - synchronous steps/s for each requested number of peers, with the
+//     sparse exchange (one all-gather of the encoded gradients per step)
+//     and, for a couple of steps, the dense one (an all-reduce of all D
+//     floats), and the bytes each peer sends per step in both modes.
+//
+// Peers are child processes re-running the same command line with their
+// role in an environment variable (rank 0 is the parent), as `meshtrain
+// bench allreduce` does; each writes its summary to a file the parent
+// reads.
+package sparsebench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/sparse"
+)
+
+// ChildEnv carries a child peer's role (JSON) from the parent.
+const ChildEnv = "MESHTRAIN_SPARSE_BENCH_CHILD"
+
+// Config configures the benchmark.
+type Config struct {
+	// Peers lists the cluster sizes to time (e.g. 2 and 4).
+	Peers []int
+	// Features is D; below data.CriteoFeatures the generated indices are
+	// folded modulo D.
+	Features int
+	// Batch is the batch per peer per step.
+	Batch int
+	// Examples is the number of distinct generated examples per peer
+	// (cycled over epochs).
+	Examples int
+	// Steps is the number of timed sparse steps per cluster; DenseSteps
+	// of dense ones (0 skips the dense run); LocalSteps of the one-core
+	// local run (0 skips it).
+	Steps, DenseSteps, LocalSteps int
+	// Optimizer (sgd, adagrad, ftrl) and its learning rate.
+	Optimizer string
+	LR        float64
+	// Gather is mirrored.GatherDirect or mirrored.GatherRing.
+	Gather   string
+	Seed     uint64
+	Security p2p.Security
+	Timeout  time.Duration
+	// GoMaxProcs of each peer process; 0 means NumCPU/N (at least 1).
+	GoMaxProcs int
+	// CPUProfile, if set, is a file name prefix: rank 0 writes a CPU
+	// profile of each sparse run to PREFIX-n<N>.pprof.
+	CPUProfile string
+	JSON       bool
+	Logger     *zap.Logger
+}
+
+// Result is what the benchmark reports.
+type Result struct {
+	Features  int    `json:"features"`
+	Batch     int    `json:"batch_per_peer"`
+	Optimizer string `json:"optimizer"`
+	Security  string `json:"security"`
+	// LocalExamplesPerSec is one replica on one core, input pipeline
+	// included; LocalComputeExamplesPerSec counts only gradient + update.
+	LocalExamplesPerSec        float64 `json:"local_examples_per_sec,omitempty"`
+	LocalComputeExamplesPerSec float64 `json:"local_compute_examples_per_sec,omitempty"`
+	Rows                       []Row   `json:"rows"`
+}
+
+// Row is one timed cluster run.
+type Row struct {
+	Peers      int     `json:"peers"`
+	Exchange   string  `json:"exchange"`
+	Gather     string  `json:"gather,omitempty"`
+	GoMaxProcs int     `json:"gomaxprocs"`
+	Steps      int     `json:"steps"`
+	StepsPerS  float64 `json:"steps_per_sec"`
+	// ExamplesPerS is over all peers.
+	ExamplesPerS float64 `json:"examples_per_sec"`
+	// SentPerStep is the bytes one peer sends per step (collective frames
+	// with their headers; the start-up handshake and final hash check are
+	// spread over the steps, negligible except for very short runs).
+	SentPerStep  float64 `json:"sent_bytes_per_step"`
+	ComputeShare float64 `json:"compute_share"`
+	CommShare    float64 `json:"comm_share"`
+	WaitShare    float64 `json:"wait_share"`
+	// Identical says the peers ended with bitwise-identical weights.
+	Identical bool `json:"identical"`
+}
+
+type childRole struct {
+	Rank     int      `json:"rank"`
+	Peers    []string `json:"peers"`
+	Secret   string   `json:"secret"`
+	Exchange string   `json:"exchange"`
+	Steps    int      `json:"steps"`
+	Procs    int      `json:"procs"`
+	Report   string   `json:"report"`
+}
+
+func (cfg *Config) fill() error {
+	if cfg.Features == 0 {
+		cfg.Features = data.CriteoFeatures
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 100
+	}
+	if cfg.Examples == 0 {
+		cfg.Examples = 50_000
+	}
+	if cfg.Optimizer == "" {
+		cfg.Optimizer = "adagrad"
+	}
+	if cfg.LR == 0 {
+		cfg.LR = 0.05
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = collective.DefaultTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	// The training loop's per-epoch lines would drown the table; its
+	// warnings and errors still show.
+	cfg.Logger = cfg.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+	switch {
+	case cfg.Features < 1 || cfg.Features > data.CriteoFeatures:
+		return fmt.Errorf("bench sparse: --features %d: want 1..%d (the generator's width)", cfg.Features, data.CriteoFeatures)
+	case cfg.Batch < 1 || cfg.Examples < cfg.Batch:
+		return fmt.Errorf("bench sparse: batch %d with %d examples per peer: want 1 <= batch <= examples", cfg.Batch, cfg.Examples)
+	case cfg.Steps < 0 || cfg.DenseSteps < 0 || cfg.LocalSteps < 0:
+		return fmt.Errorf("bench sparse: step counts %d/%d/%d: want ≥ 0", cfg.Steps, cfg.DenseSteps, cfg.LocalSteps)
+	}
+	for _, n := range cfg.Peers {
+		if n < 2 {
+			return fmt.Errorf("bench sparse: %d peers: want at least 2 (the local run covers one)", n)
+		}
+	}
+	return nil
+}
+
+// Run runs the benchmark and writes a table (or JSON) to w. In a child
+// peer process it only takes part and writes its report file.
+func Run(ctx context.Context, cfg Config, w io.Writer) error {
+	if err := cfg.fill(); err != nil {
+		return err
+	}
+	if raw := os.Getenv(ChildEnv); raw != "" {
+		var role childRole
+		if err := json.Unmarshal([]byte(raw), &role); err != nil {
+			return fmt.Errorf("bench sparse: bad %s: %w", ChildEnv, err)
+		}
+		return cfg.child(ctx, role)
+	}
+	res := &Result{Features: cfg.Features, Batch: cfg.Batch, Optimizer: cfg.Optimizer, Security: string(cfg.Security)}
+	if cfg.LocalSteps > 0 {
+		if err := cfg.local(ctx, res); err != nil {
+			return err
+		}
+	}
+	for _, n := range cfg.Peers {
+		for _, mode := range []struct {
+			exchange string
+			steps    int
+		}{{"sparse", cfg.Steps}, {"dense", cfg.DenseSteps}} {
+			if mode.steps == 0 {
+				continue
+			}
+			row, err := cfg.cluster(ctx, n, mode.exchange, mode.steps)
+			if err != nil {
+				return fmt.Errorf("bench sparse: %d peers, %s exchange: %w", n, mode.exchange, err)
+			}
+			res.Rows = append(res.Rows, row)
+		}
+	}
+	return cfg.write(w, res)
+}
+
+// dataset generates n Criteo-like examples (27 one-hot features each),
+// folding indices modulo D when D is below the generator's width.
+func (cfg *Config) dataset(n int) (*data.SparseSet, error) {
+	g, err := data.NewCriteoGenerator(cfg.Seed, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	s := g.Stream(0)
+	rowPtr := make([]int, 1, n+1)
+	idx := make([]int32, 0, 27*n)
+	val := make([]float32, 0, 27*n)
+	labels := make([]float32, 0, n)
+	var ex data.Example
+	for range n {
+		s.Next(&ex)
+		start := len(idx)
+		for _, i := range ex.Indices {
+			idx = append(idx, i%int32(cfg.Features))
+		}
+		if cfg.Features < data.CriteoFeatures {
+			row := idx[start:]
+			slices.Sort(row)
+			idx = idx[:start+len(slices.Compact(row))]
+		}
+		for range len(idx) - start {
+			val = append(val, 1)
+		}
+		labels = append(labels, ex.Label)
+		rowPtr = append(rowPtr, len(idx))
+	}
+	return data.NewSparseSet(rowPtr, idx, val, labels)
+}
+
+// job is the sparse job every rank of a run executes.
+func (cfg *Config) job(train data.Dataset, n int, exchange string, steps int, log *zap.Logger) (mirrored.SparseJob, error) {
+	exch, err := sparse.ParseExchange(exchange)
+	if err != nil {
+		return mirrored.SparseJob{}, err
+	}
+	perEpoch := train.Len() / n / cfg.Batch
+	return mirrored.SparseJob{
+		Job: mirrored.Job{Config: mirrored.Config{
+			Model: mirrored.SparseModel, Epochs: (steps + perEpoch - 1) / perEpoch, BatchSize: cfg.Batch,
+			LR: cfg.LR, Seed: int64(cfg.Seed), Logger: log,
+		}},
+		Sparse: mirrored.SparseConfig{Features: cfg.Features, Train: train, Optimizer: cfg.Optimizer,
+			Exchange: exch, Gather: cfg.Gather, MaxSteps: steps},
+	}, nil
+}
+
+// local times one replica on one core.
+func (cfg *Config) local(ctx context.Context, res *Result) error {
+	train, err := cfg.dataset(cfg.Examples)
+	if err != nil {
+		return err
+	}
+	job, err := cfg.job(train, 1, "sparse", cfg.LocalSteps, cfg.Logger.Named("local"))
+	if err != nil {
+		return err
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.LocalGroup{})
+	if err != nil {
+		return fmt.Errorf("bench sparse: local run: %w", err)
+	}
+	p := sum.Peer
+	res.LocalExamplesPerSec = p.ExamplesPerSec
+	if p.ComputeSeconds > 0 {
+		res.LocalComputeExamplesPerSec = float64(p.Examples) / p.ComputeSeconds
+	}
+	return nil
+}
+
+func (cfg *Config) procs(n int) int {
+	if cfg.GoMaxProcs > 0 {
+		return cfg.GoMaxProcs
+	}
+	return max(1, runtime.NumCPU()/n)
+}
+
+// cluster runs one timed run of n peer processes and returns its row.
+func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps int) (Row, error) {
+	peers, err := freeAddrs(n)
+	if err != nil {
+		return Row{}, err
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return Row{}, err
+	}
+	dir, err := os.MkdirTemp("", "meshtrain-bench-sparse-")
+	if err != nil {
+		return Row{}, err
+	}
+	defer os.RemoveAll(dir)
+	exe, err := os.Executable()
+	if err != nil {
+		return Row{}, fmt.Errorf("finding this binary to start peers: %w", err)
+	}
+	procs := cfg.procs(n)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 1; r < n; r++ {
+		role, _ := json.Marshal(childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange,
+			Steps: steps, Procs: procs, Report: filepath.Join(dir, fmt.Sprintf("rank%d.json", r))})
+		cmd := exec.CommandContext(ctx, exe, os.Args[1:]...)
+		cmd.Env = append(os.Environ(), ChildEnv+"="+string(role), "GOMAXPROCS="+strconv.Itoa(procs))
+		cmd.Stdout = io.Discard
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return Row{}, fmt.Errorf("starting peer %d: %w", r, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cmd.Wait(); err != nil {
+				errs[r] = fmt.Errorf("peer process %d: %w", r, err)
+				cancel() // rank 0 would otherwise wait out the timeout
+			}
+		}()
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	var sum *mirrored.Summary
+	sum, errs[0] = cfg.runRank(ctx, childRole{Rank: 0, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return Row{}, err
+	}
+	p := sum.Peer
+	total := p.ComputeSeconds + p.CommSeconds + p.WaitSeconds
+	row := Row{
+		Peers: n, Exchange: exchange, GoMaxProcs: procs, Steps: p.Steps,
+		StepsPerS: float64(p.Steps) / total, ExamplesPerS: float64(n*p.Examples) / total,
+		SentPerStep:  float64(p.BytesSent) / float64(p.Steps),
+		ComputeShare: p.ComputeShare, CommShare: p.CommShare, WaitShare: p.WaitShare, Identical: true,
+	}
+	if exchange == "sparse" {
+		row.Gather = cfg.Gather
+		if row.Gather == "" {
+			row.Gather = mirrored.GatherDirect
+		}
+	}
+	for r := 1; r < n; r++ {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d.json", r)))
+		if err != nil {
+			return Row{}, fmt.Errorf("reading peer %d's report: %w", r, err)
+		}
+		var s mirrored.Summary
+		if err := json.Unmarshal(b, &s); err != nil {
+			return Row{}, fmt.Errorf("peer %d's report: %w", r, err)
+		}
+		if s.Peer.ParamsSHA256 != p.ParamsSHA256 {
+			row.Identical = false
+		}
+	}
+	return row, nil
+}
+
+// child runs a peer process's rank and writes its summary for the parent.
+func (cfg *Config) child(ctx context.Context, role childRole) error {
+	sum, err := cfg.runRank(ctx, role)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(role.Report, b, 0o644)
+}
+
+// runRank connects rank role.Rank to the others and runs the job.
+func (cfg *Config) runRank(ctx context.Context, role childRole) (*mirrored.Summary, error) {
+	n := len(role.Peers)
+	log := cfg.Logger
+	secret, err := hex.DecodeString(role.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("bad cluster secret: %w", err)
+	}
+	// Generate before connecting, so the peers' start-up costs overlap
+	// instead of counting against the connection timeout.
+	train, err := cfg.dataset(cfg.Examples * n)
+	if err != nil {
+		return nil, err
+	}
+	job, err := cfg.job(train, n, role.Exchange, role.Steps, log)
+	if err != nil {
+		return nil, err
+	}
+	t, err := p2p.New(ctx, p2p.Config{Rank: role.Rank, Peers: role.Peers, Security: cfg.Security, ClusterSecret: secret, Timeout: cfg.Timeout, Logger: log.Named("p2p")})
+	if err != nil {
+		return nil, err
+	}
+	counted := mirrored.CountTraffic(t)
+	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
+	if err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	if cfg.CPUProfile != "" && role.Rank == 0 && role.Exchange == "sparse" {
+		f, err := os.Create(fmt.Sprintf("%s-n%d.pprof", cfg.CPUProfile, n))
+		if err != nil {
+			return nil, errors.Join(err, t.Close())
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, errors.Join(err, t.Close())
+		}
+		defer pprof.StopCPUProfile()
+	}
+	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.NewGroup(c))
+	if err == nil {
+		// Leave together, so nobody closes while a peer still reads.
+		err = c.Barrier(ctx)
+		sum.Peer.BytesSent, sum.Peer.BytesReceived = counted.Traffic()
+	}
+	return sum, errors.Join(err, t.Close())
+}
+
+func (cfg *Config) write(w io.Writer, res *Result) error {
+	if cfg.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(w, "# meshtrain sparse logistic regression: D=%d, batch %d per peer, %s lr %g, generated Criteo-like data (%d examples per peer), security %s, one process per peer\n",
+		cfg.Features, cfg.Batch, cfg.Optimizer, cfg.LR, cfg.Examples, cfg.Security)
+	if res.LocalExamplesPerSec > 0 {
+		fmt.Fprintf(w, "local, one core: %.0f examples/s (gradient + update + input pipeline), %.0f examples/s (gradient + update only)\n",
+			res.LocalExamplesPerSec, res.LocalComputeExamplesPerSec)
+	}
+	if len(res.Rows) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "peers\texchange\tgather\tgomaxprocs\tsteps\tsteps/s\texamples/s\tsent B/step/peer\tcompute\tcomm\twait\tidentical\t")
+	bad := 0
+	for _, r := range res.Rows {
+		ok := "yes"
+		if !r.Identical {
+			ok, bad = "NO", bad+1
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f\t%.0f\t%.0f\t%.0f%%\t%.0f%%\t%.0f%%\t%s\t\n", r.Peers, r.Exchange, r.Gather, r.GoMaxProcs, r.Steps,
+			r.StepsPerS, r.ExamplesPerS, r.SentPerStep, 100*r.ComputeShare, 100*r.CommShare, 100*r.WaitShare, ok)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if bad > 0 {
+		return fmt.Errorf("bench sparse: %d runs ended with different weights on different peers", bad)
+	}
+	return nil
+}
+
+func freeAddrs(n int) ([]string, error) {
+	out := make([]string, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i := range out {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out[i] = l.Addr().String()
+	}
+	return out, nil
+}
