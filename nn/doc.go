@@ -30,9 +30,11 @@
 // register tiling, and on LeNet's shapes BenchmarkGemm measured it 4-9×
 // slower than these kernels (one loaded core: conv2 forward 16×100×150
 // 7.7 against 49 GFLOP/s; fc1 weight gradient 120×400×32 11 against 98).
-// Convolutions are im2col plus one product per example forward; in
-// training the im2col matrices of the whole batch are kept side by side so
-// the weight gradient is a single product over the batch. ReLU and
+// Convolutions need no im2col matrix: each example's input is laid out on
+// a padded grid and the kernels read its shifted windows through a table
+// of offsets (see Conv2D), for the output, the weight gradient and the
+// input gradient alike; the im2col copies had cost more than the GEMMs'
+// few wasted junk columns. ReLU and
 // max-pool backward passes use bit masks instead of branches, because a
 // random sign or argmax mispredicts half the time. ReLU and max-pooling
 // commute, so LeNet pools first and applies ReLU to a quarter of the

@@ -253,3 +253,64 @@ func moveRows(dst []float32, ldd int, src []float32, lds, rows, w int, add bool)
 		}
 	}
 }
+
+// convNN computes C (m×n) = A (m×k) · B, where row p of B is
+// b[offs[p] : offs[p]+n]; m is a multiple of 6 and n of 16, A is m×k
+// with stride k and C m×n with stride n.
+func convNN(m, n, k int, a, b []float32, offs []int, c []float32) {
+	_ = a[m*k-1]
+	_ = c[m*n-1]
+	_ = offs[k-1]
+	for _, o := range offs[:k] {
+		_ = b[o+n-1]
+	}
+	if !useAsm {
+		for i := 0; i < m; i++ {
+			ci := c[i*n : (i+1)*n]
+			clear(ci)
+			for p, av := range a[i*k : (i+1)*k] {
+				bp := b[offs[p] : offs[p]+n]
+				for j, bv := range bp {
+					ci[j] += av * bv
+				}
+			}
+		}
+		return
+	}
+	for i := 0; i < m; i += 6 {
+		for j := 0; j < n; j += 16 {
+			kernConv6x16(k, &a[i*k], k, &b[j], &offs[0], &c[i*n+j], n)
+		}
+	}
+}
+
+// convNT adds C (m×t) += A (m×k) · Bᵀ, where row j of B is
+// b[offs[j] : offs[j]+k]; m is a multiple of 3, t of 4 and k of 8, A is
+// m×k with stride k and C m×t with stride t.
+func convNT(m, t, k int, a, b []float32, offs []int, c []float32) {
+	_ = a[m*k-1]
+	_ = c[m*t-1]
+	_ = offs[t-1]
+	for _, o := range offs[:t] {
+		_ = b[o+k-1]
+	}
+	if !useAsm {
+		for i := 0; i < m; i++ {
+			ai := a[i*k : (i+1)*k]
+			for j, o := range offs[:t] {
+				bj := b[o : o+k]
+				var s float32
+				for p, av := range ai {
+					s += av * bj[p]
+				}
+				c[i*t+j] += s
+			}
+		}
+		return
+	}
+	for i := 0; i < m; i += 3 {
+		for j := 0; j < t; j += 4 {
+			kernConvNT3x4(k, &a[i*k], k, &b[0], &offs[j], &c[i*t+j], t, true)
+		}
+	}
+}

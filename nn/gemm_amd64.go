@@ -27,3 +27,9 @@ func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w int, add b
 
 //go:noescape
 func kernNN6x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func kernConv6x16(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
+
+//go:noescape
+func kernConvNT3x4(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, acc bool)

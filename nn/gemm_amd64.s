@@ -585,3 +585,179 @@ nn6store:
 	VMOVUPS Y11, 32(DX)
 	VZEROUPPER
 	RET
+
+// func kernConv6x16(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
+// C[0:6, 0:16] = A[0:6, 0:k] · B where row p of B is b[offs[p] : offs[p]+16]:
+// kernNN6x16 with B's rows found through a table instead of a stride, so
+// that a convolution reads shifted windows of its input in place of an
+// im2col matrix.
+TEXT ·kernConv6x16(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), CX
+	MOVQ   a+8(FP), SI
+	MOVQ   lda+16(FP), R8
+	MOVQ   b+24(FP), DI
+	MOVQ   offs+32(FP), R9
+	MOVQ   c+40(FP), DX
+	MOVQ   ldc+48(FP), R10
+	SHLQ   $2, R8
+	SHLQ   $2, R10
+	LEAQ   (SI)(R8*2), R11
+	ADDQ   R8, R11 // row 3
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+cv6loop:
+	MOVQ         (R9), AX
+	VMOVUPS      (DI)(AX*4), Y12
+	VMOVUPS      32(DI)(AX*4), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (SI)(R8*1), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VFMADD231PS  Y13, Y15, Y3
+	VBROADCASTSS (SI)(R8*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R11), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	VBROADCASTSS (R11)(R8*1), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R11)(R8*2), Y15
+	VFMADD231PS  Y12, Y15, Y10
+	VFMADD231PS  Y13, Y15, Y11
+	ADDQ         $4, SI
+	ADDQ         $4, R11
+	ADDQ         $8, R9
+	DECQ         CX
+	JNZ          cv6loop
+
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y8, (DX)
+	VMOVUPS Y9, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y10, (DX)
+	VMOVUPS Y11, 32(DX)
+	VZEROUPPER
+	RET
+
+// func kernConvNT3x4(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, acc bool)
+// C[i, j] (+)= dot(A[i, 0:k], b[offs[j] : offs[j]+k]) for i < 3, j < 4; k is
+// a positive multiple of 8: kernNT3x4 with B's rows found through a table.
+TEXT ·kernConvNT3x4(SB), NOSPLIT, $0-57
+	MOVQ   k+0(FP), CX
+	MOVQ   a+8(FP), SI
+	MOVQ   lda+16(FP), AX
+	MOVQ   b+24(FP), R8
+	MOVQ   offs+32(FP), BX
+	MOVQ   c+40(FP), DX
+	MOVQ   ldc+48(FP), R12
+	SHLQ   $2, AX
+	SHLQ   $2, R12
+	MOVQ   8(BX), R9
+	MOVQ   16(BX), R10
+	MOVQ   24(BX), R11
+	MOVQ   (BX), BX
+	LEAQ   (R8)(R9*4), R9
+	LEAQ   (R8)(R10*4), R10
+	LEAQ   (R8)(R11*4), R11
+	LEAQ   (R8)(BX*4), R8
+	LEAQ   (SI)(AX*1), DI
+	LEAQ   (DI)(AX*1), BX
+	SHRQ   $3, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+cnt3loop:
+	VMOVUPS     (SI), Y12
+	VMOVUPS     (DI), Y13
+	VMOVUPS     (BX), Y14
+	VMOVUPS     (R8), Y15
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y8
+	VMOVUPS     (R9), Y15
+	VFMADD231PS Y15, Y12, Y1
+	VFMADD231PS Y15, Y13, Y5
+	VFMADD231PS Y15, Y14, Y9
+	VMOVUPS     (R10), Y15
+	VFMADD231PS Y15, Y12, Y2
+	VFMADD231PS Y15, Y13, Y6
+	VFMADD231PS Y15, Y14, Y10
+	VMOVUPS     (R11), Y15
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	ADDQ        $32, BX
+	ADDQ        $32, R8
+	ADDQ        $32, R9
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	DECQ        CX
+	JNZ         cnt3loop
+
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      Y5, Y4, Y4
+	VHADDPS      Y7, Y6, Y6
+	VHADDPS      Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VADDPS       X5, X4, X4
+	VHADDPS      Y9, Y8, Y8
+	VHADDPS      Y11, Y10, Y10
+	VHADDPS      Y10, Y8, Y8
+	VEXTRACTF128 $1, Y8, X9
+	VADDPS       X9, X8, X8
+	LEAQ         (DX)(R12*1), DI
+	LEAQ         (DI)(R12*1), SI
+	MOVBLZX      acc+56(FP), AX
+	TESTQ        AX, AX
+	JZ           cnt3store
+	VADDPS       (DX), X0, X0
+	VADDPS       (DI), X4, X4
+	VADDPS       (SI), X8, X8
+
+cnt3store:
+	VMOVUPS    X0, (DX)
+	VMOVUPS    X4, (DI)
+	VMOVUPS    X8, (SI)
+	VZEROUPPER
+	RET

@@ -27,3 +27,9 @@ func rowsKernel(dst *float32, ldd int, src *float32, lds int, rows, w int, add b
 func kernNN6x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool) {
 	panic("nn: no assembly kernels on this platform")
 }
+func kernConv6x16(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int) {
+	panic("nn: no assembly kernels on this platform")
+}
+func kernConvNT3x4(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, acc bool) {
+	panic("nn: no assembly kernels on this platform")
+}

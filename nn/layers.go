@@ -76,23 +76,40 @@ func grow(buf []float32, n int) []float32 {
 }
 
 // Conv2D is a stride-1 2-D convolution with a square K×K kernel and zero
-// padding Pad on every side, computed per example as an im2col matrix
-// product. Weights are OutC×InC×K×K (PyTorch's layout), then OutC biases.
+// padding Pad on every side. Weights are OutC×InC×K×K (PyTorch's layout),
+// then OutC biases.
+//
+// It is computed on a grid: each example's input is laid out with its
+// padding, GW = InW+2·Pad floats a row, and the output is computed at every
+// grid position p = oy·GW+ox, including the K−1 columns past OutW that
+// wrap into the next row (junk, dropped). Kernel tap (ci,ky,kx) then reads
+// the input at the fixed offset ci·plane+ky·GW+kx from p, so the products
+// read shifted windows of the input through a table of offsets
+// (kernConv6x16, kernConvNT3x4) instead of an im2col matrix, whose copies
+// cost more than the few wasted columns. For the gradients, dy is placed on
+// the same grid with zeros in the junk columns, which then add nothing.
 type Conv2D struct {
 	InC, InH, InW, OutC, K, Pad int
 	OutH, OutW                  int
 	WeightInit                  Init
 
 	w, b, dw, db []float32
-	col, dcol    []float32 // InC·K·K × OutH·OutW scratch
-	wT           []float32 // InC·K·K × OutC, transposed weights for the input gradient
 
-	// In training mode Forward keeps the im2col matrices of the whole
-	// batch side by side (cols, InC·K·K × n·OutH·OutW) for Backward, which
-	// then computes the weight gradient as one product over the batch.
+	gw, plane  int   // grid row width and plane size
+	np         int   // grid positions computed, a multiple of 16
+	glen       int   // floats per example grid, covering every read
+	mp, taps   int   // OutC rounded up to 6, InC·K·K rounded up to 4
+	offs       []int // taps offsets of the kernel taps (padding taps 0)
+	wpad       []float32
+	wT         []float32 // InC·K·K × OutC, transposed weights for the input gradient
+	yg, dyg    []float32 // mp × np
+	dwpad      []float32 // mp × taps
+	dcolg, dxg []float32
+
+	// In training mode Forward keeps the grids of the whole batch (xg, n ×
+	// glen) for Backward; otherwise xg holds one example.
 	train  bool
-	cols   []float32
-	dyAll  []float32 // OutC × n·OutH·OutW: dy regrouped by channel
+	xg     []float32
 	savedN int
 	savedX *float32
 }
@@ -105,9 +122,33 @@ func NewConv2D(inC, inH, inW, outC, k, pad int) *Conv2D {
 		panic("nn: Conv2D kernel larger than the padded input")
 	}
 	ckk := inC * k * k
-	l.col = make([]float32, ckk*l.OutH*l.OutW)
-	l.dcol = make([]float32, ckk*l.OutH*l.OutW)
+	l.gw = inW + 2*pad
+	l.plane = (inH + 2*pad) * l.gw
+	l.np = (l.OutH-1)*l.gw + l.OutW
+	l.np = (l.np + 15) &^ 15
+	l.mp = (outC + 5) / 6 * 6
+	l.taps = (ckk + 3) &^ 3
+	l.offs = make([]int, l.taps)
+	r := 0
+	for ci := 0; ci < inC; ci++ {
+		for ky := 0; ky < k; ky++ {
+			for kx := 0; kx < k; kx++ {
+				l.offs[r] = ci*l.plane + ky*l.gw + kx
+				r++
+			}
+		}
+	}
+	l.glen = max(inC*l.plane, l.offs[ckk-1]+l.np)
+	l.wpad = make([]float32, l.mp*ckk)
 	l.wT = make([]float32, ckk*outC)
+	l.yg = make([]float32, l.mp*l.np)
+	l.dyg = make([]float32, l.mp*l.np)
+	l.dwpad = make([]float32, l.mp*l.taps)
+	l.dcolg = make([]float32, ckk*l.np)
+	if pad > 0 {
+		l.dxg = make([]float32, l.glen)
+	}
+	l.xg = make([]float32, l.glen)
 	return l
 }
 
@@ -126,92 +167,59 @@ func (l *Conv2D) Init(rng *rand.Rand) {
 	initLayer(rng, l.w, l.b, l.WeightInit, l.InC*kk, l.OutC*kk)
 }
 
-// setTrain switches the saving of im2col matrices for Backward on or off;
-// the model turns it on for training passes only, because an evaluation
-// batch's matrices would be large.
+// setTrain switches the keeping of the batch's grids for Backward on or
+// off; the model turns it on for training passes only, because an
+// evaluation batch's grids would be large.
 func (l *Conv2D) setTrain(on bool) { l.train = on }
 
-// im2col writes col[(ci,ky,kx), (oy,ox)] = x[ci, oy+ky-Pad, ox+kx-Pad] (0
-// off the image), rows ld apart. For each kernel offset the in-image part
-// is one block of rows, moved by one copyRows call.
-func (l *Conv2D) im2col(col []float32, ld int, x []float32) {
-	hw := l.OutH * l.OutW
-	r := 0
+// grid writes one example's input into its grid g. The padding and slack
+// are never written, so they stay zero from allocation.
+func (l *Conv2D) grid(g, x []float32) {
+	hw := l.InH * l.InW
 	for ci := 0; ci < l.InC; ci++ {
-		xc := x[ci*l.InH*l.InW : (ci+1)*l.InH*l.InW]
-		for ky := 0; ky < l.K; ky++ {
-			oyLo, oyHi := max(0, l.Pad-ky), min(l.OutH, l.InH+l.Pad-ky)
-			for kx := 0; kx < l.K; kx++ {
-				row := col[r*ld : r*ld+hw]
-				r++
-				lo, hi := max(0, l.Pad-kx), min(l.OutW, l.InW+l.Pad-kx)
-				if oyHi <= oyLo || hi <= lo {
-					zero(row)
-					continue
-				}
-				zero(row[:oyLo*l.OutW])
-				zero(row[oyHi*l.OutW:])
-				if lo > 0 || hi < l.OutW {
-					for oy := oyLo; oy < oyHi; oy++ {
-						zero(row[oy*l.OutW : oy*l.OutW+lo])
-						zero(row[oy*l.OutW+hi : (oy+1)*l.OutW])
-					}
-				}
-				copyRows(row[oyLo*l.OutW+lo:], l.OutW, xc[(oyLo+ky-l.Pad)*l.InW+lo+kx-l.Pad:], l.InW, oyHi-oyLo, hi-lo)
-			}
-		}
+		copyRows(g[ci*l.plane+l.Pad*l.gw+l.Pad:], l.gw, x[ci*hw:(ci+1)*hw], l.InW, l.InH, l.InW)
 	}
 }
 
-// zero clears a short slice inline (clear calls memclr, whose call costs
-// more than the few stores im2col's edges need).
-func zero(s []float32) {
-	for i := range s {
-		s[i] = 0
+// grids returns a buffer of n example grids whose padding and slack are
+// zero. Grown buffers are new, hence zero.
+func (l *Conv2D) grids(n int) []float32 {
+	if cap(l.xg) < n*l.glen {
+		l.xg = make([]float32, n*l.glen)
 	}
-}
-
-// col2im adds col back onto dx, the adjoint of im2col.
-func (l *Conv2D) col2im(dx, col []float32) {
-	hw := l.OutH * l.OutW
-	r := 0
-	for ci := 0; ci < l.InC; ci++ {
-		xc := dx[ci*l.InH*l.InW : (ci+1)*l.InH*l.InW]
-		for ky := 0; ky < l.K; ky++ {
-			oyLo, oyHi := max(0, l.Pad-ky), min(l.OutH, l.InH+l.Pad-ky)
-			for kx := 0; kx < l.K; kx++ {
-				row := col[r*hw : (r+1)*hw]
-				r++
-				lo, hi := max(0, l.Pad-kx), min(l.OutW, l.InW+l.Pad-kx)
-				if oyHi <= oyLo || hi <= lo {
-					continue
-				}
-				addRows(xc[(oyLo+ky-l.Pad)*l.InW+lo+kx-l.Pad:], l.InW, row[oyLo*l.OutW+lo:], l.OutW, oyHi-oyLo, hi-lo)
-			}
-		}
-	}
+	return l.xg[:n*l.glen]
 }
 
 func (l *Conv2D) Forward(y, x []float32, n int) {
-	in, out, hw, ckk := l.InSize(), l.OutSize(), l.OutH*l.OutW, l.InC*l.K*l.K
+	in, out, ckk := l.InSize(), l.OutSize(), l.InC*l.K*l.K
 	l.savedN, l.savedX = 0, nil
+	copy(l.wpad, l.w)
+	var xg []float32
 	if l.train {
-		l.cols = grow(l.cols, ckk*n*hw)
+		xg = l.grids(n)
+	} else {
+		xg = l.grids(1)
 	}
 	for e := 0; e < n; e++ {
-		col, ld := l.col, hw
+		g := xg[:l.glen]
 		if l.train {
-			col, ld = l.cols[e*hw:], n*hw
+			g = xg[e*l.glen : (e+1)*l.glen]
 		}
-		l.im2col(col, ld, x[e*in:(e+1)*in])
+		l.grid(g, x[e*in:(e+1)*in])
+		convNN(l.mp, l.np, ckk, l.wpad, g, l.offs, l.yg)
 		ye := y[e*out : (e+1)*out]
+		hw := l.OutH * l.OutW
 		for c, bc := range l.b {
 			yc := ye[c*hw : (c+1)*hw]
-			for i := range yc {
-				yc[i] = bc
+			gc := l.yg[c*l.np:]
+			for oy := 0; oy < l.OutH; oy++ {
+				src := gc[oy*l.gw : oy*l.gw+l.OutW]
+				dst := yc[oy*l.OutW : (oy+1)*l.OutW]
+				for i, v := range src {
+					dst[i] = v + bc
+				}
 			}
 		}
-		gemmNN(l.OutC, hw, ckk, l.w, ckk, col, ld, ye, hw, true)
 	}
 	if l.train && n > 0 {
 		l.savedN, l.savedX = n, &x[0]
@@ -223,43 +231,65 @@ func (l *Conv2D) Backward(dx, dy, x, y []float32, n int) {
 		return
 	}
 	in, out, hw, ckk := l.InSize(), l.OutSize(), l.OutH*l.OutW, l.InC*l.K*l.K
-	nhw := n * hw
+	xg := l.grids(n)
 	if l.savedN != n || l.savedX != &x[0] {
-		// Not the batch of the last training Forward: rebuild its matrices.
-		l.cols = grow(l.cols, ckk*nhw)
+		// Not the batch of the last training Forward: rebuild its grids.
 		for e := 0; e < n; e++ {
-			l.im2col(l.cols[e*hw:], nhw, x[e*in:(e+1)*in])
-		}
-	}
-	// dW += dy·colsᵀ over the whole batch, with dy regrouped per channel.
-	l.dyAll = grow(l.dyAll, l.OutC*nhw)
-	for e := 0; e < n; e++ {
-		for c := 0; c < l.OutC; c++ {
-			src := dy[e*out+c*hw : e*out+(c+1)*hw]
-			copy(l.dyAll[c*nhw+e*hw:], src)
+			l.grid(xg[e*l.glen:(e+1)*l.glen], x[e*in:(e+1)*in])
 		}
 	}
 	for c := range l.db {
 		var s float32
-		for _, v := range l.dyAll[c*nhw : (c+1)*nhw] {
-			s += v
+		for e := 0; e < n; e++ {
+			for _, v := range dy[e*out+c*hw : e*out+(c+1)*hw] {
+				s += v
+			}
 		}
 		l.db[c] += s
 	}
-	gemmNT(l.OutC, ckk, nhw, l.dyAll, nhw, l.cols, nhw, l.dw, ckk, true)
-	if dx == nil {
-		return
-	}
-	for c := 0; c < l.OutC; c++ {
-		for r := 0; r < ckk; r++ {
-			l.wT[r*l.OutC+c] = l.w[c*ckk+r]
+	if dx != nil {
+		for c := 0; c < l.OutC; c++ {
+			for r := 0; r < ckk; r++ {
+				l.wT[r*l.OutC+c] = l.w[c*ckk+r]
+			}
 		}
 	}
+	clear(l.dwpad)
+	// Valid grid positions: the gradient at a junk column is zero, but a
+	// row add of a full np row would run past the input.
+	npv := (l.OutH-1)*l.gw + l.OutW
 	for e := 0; e < n; e++ {
-		gemmNN(ckk, hw, l.OutC, l.wT, l.OutC, dy[e*out:(e+1)*out], hw, l.dcol, hw, false)
+		for c := 0; c < l.OutC; c++ {
+			copyRows(l.dyg[c*l.np:], l.gw, dy[e*out+c*hw:], l.OutW, l.OutH, l.OutW)
+		}
+		// dW += dy·(shifted windows of the input)ᵀ, one example at a time.
+		convNT(l.mp, l.taps, l.np, l.dyg, xg[e*l.glen:(e+1)*l.glen], l.offs, l.dwpad)
+		if dx == nil {
+			continue
+		}
+		// The input gradient: dcol = Wᵀ·dy on the grid, then each tap's row
+		// added at its offset (the adjoint of reading shifted windows).
+		gemmNN(ckk, l.np, l.OutC, l.wT, l.OutC, l.dyg, l.np, l.dcolg, l.np, false)
 		dxe := dx[e*in : (e+1)*in]
-		clear(dxe)
-		l.col2im(dxe, l.dcol)
+		dst := dxe
+		if l.Pad > 0 {
+			dst = l.dxg
+		}
+		clear(dst)
+		for r0 := 0; r0 < ckk; r0 += l.K {
+			addRows(dst[l.offs[r0]:], 1, l.dcolg[r0*l.np:], l.np, l.K, npv)
+		}
+		if l.Pad > 0 {
+			for ci := 0; ci < l.InC; ci++ {
+				copyRows(dxe[ci*l.InH*l.InW:], l.InW, l.dxg[ci*l.plane+l.Pad*l.gw+l.Pad:], l.gw, l.InH, l.InW)
+			}
+		}
+	}
+	for c := 0; c < l.OutC; c++ {
+		dwc := l.dw[c*ckk : (c+1)*ckk]
+		for r, v := range l.dwpad[c*l.taps : c*l.taps+ckk] {
+			dwc[r] += v
+		}
 	}
 }
 
