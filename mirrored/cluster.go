@@ -44,6 +44,17 @@ type Cluster struct {
 	HasChief bool
 }
 
+// AllPeerIDs says whether every peer is listed with its /p2p/ peer ID (so
+// no cluster secret is needed to know the peers' identities).
+func (c *Cluster) AllPeerIDs() bool {
+	for _, p := range c.Peers {
+		if _, id, err := normaliseAddr(p); err != nil || id == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // tfConfig is the JSON shape, TensorFlow's: {"cluster": {"worker": [...],
 // "chief": [...]}, "task": {"type": "worker", "index": 0}}.
 type tfConfig struct {

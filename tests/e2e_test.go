@@ -478,3 +478,44 @@ func TestWorkersWithChief(t *testing.T) {
 		t.Errorf("progress lines: chief\n%s\nworker\n%s", results[0].stdout, results[1].stdout)
 	}
 }
+
+// TestWorkersWithPeerIDs runs a cluster listed as /p2p/ multiaddrs, each
+// peer with its own key file and no cluster secret.
+func TestWorkersWithPeerIDs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	addrs := freePorts(t, 2)
+	var peers []string
+	for r, a := range addrs {
+		key := filepath.Join(dir, fmt.Sprintf("id%d.key", r))
+		res := meshtrain(ctx, nil, "worker", "--new-identity", key)
+		if res.err != nil {
+			t.Fatal(res)
+		}
+		host, port, _ := net.SplitHostPort(a)
+		peers = append(peers, fmt.Sprintf("/ip4/%s/tcp/%s/p2p/%s", host, port, strings.TrimSpace(res.stdout)))
+	}
+	results := make([]result, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[r] = meshtrain(ctx, []string{"MESHTRAIN_CLUSTER_SECRET=", "TF_CONFIG=" + tfConfig(peers, r)}, "worker",
+				"--identity", filepath.Join(dir, fmt.Sprintf("id%d.key", r)),
+				"--model", "softmax", "--epochs", "1", "--batch", "32", "--train-examples", "3000", "--test-examples", "500")
+		}()
+	}
+	wg.Wait()
+	for r, res := range results {
+		if res.err != nil || !strings.Contains(res.stdout, fmt.Sprintf("rank %d done: 46 steps", r)) {
+			t.Errorf("rank %d:\n%s", r, res)
+		}
+	}
+	// Without its key, a peer of such a cluster is told what to do.
+	res := meshtrain(ctx, []string{"MESHTRAIN_CLUSTER_SECRET=", "TF_CONFIG=" + tfConfig(peers, 0)}, "worker")
+	if res.err == nil || !strings.Contains(res.stderr, "MESHTRAIN_CLUSTER_SECRET is not set") || !strings.Contains(res.stderr, "--identity") {
+		t.Errorf("no key, no secret:\n%s", res)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/collective/p2p"
@@ -93,6 +94,8 @@ func init() {
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable)"},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
+		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
+		&cli.StringFlag{Name: "new-identity", Usage: "write a fresh key to this file, print its peer ID and exit"},
 	)
 	register(&cli.Command{
 		Name:  "worker",
@@ -102,11 +105,19 @@ func init() {
 			"  " + launch.SecretEnv + "=<the same 64 hex digits on every peer> meshtrain worker --model lenet --epochs 10\n\n" +
 			"Worker 0 is the chief (rank 0); with a \"chief\" entry, the chief is rank 0 and worker i is rank i+1.\n" +
 			"The peers' libp2p identities are derived from " + launch.SecretEnv + "; entries may instead be\n" +
-			"multiaddrs ending in /p2p/<peer-id>. " + launch.PSKEnv + " (64 hex digits) adds a private-network key.",
+			"multiaddrs ending in /p2p/<peer-id>, each peer given its key with --identity (made by --new-identity).\n" + launch.PSKEnv + " (64 hex digits) adds a private-network key.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("worker takes no arguments, got %q", c.Args().Slice())
+			}
+			if path := c.String("new-identity"); path != "" {
+				id, err := launch.NewIdentityFile(path)
+				if err != nil {
+					return fmt.Errorf("worker: %w", err)
+				}
+				fmt.Println(id)
+				return nil
 			}
 			cluster, err := mirrored.LoadTFConfig(c.String("tf-config"))
 			if err != nil {
@@ -116,7 +127,13 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
-			secret, psk, err := launch.SecretFromEnv()
+			var identity crypto.PrivKey
+			if path := c.String("identity"); path != "" {
+				if identity, err = launch.ReadIdentityFile(path); err != nil {
+					return fmt.Errorf("worker: %w", err)
+				}
+			}
+			secret, psk, err := launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
@@ -124,7 +141,7 @@ func init() {
 			job.Logger = log
 			job.Progress = os.Stdout
 			wc := launch.WorkerConfig{
-				Job: job, Cluster: cluster, Security: sec, Secret: secret, PSK: psk,
+				Job: job, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Report: c.String("report"), Logger: log,
 			}
 			if c.Bool("events") {

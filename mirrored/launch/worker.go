@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
@@ -50,6 +51,9 @@ type WorkerConfig struct {
 	// Secret derives the peers' identities; PSK (optional) is a libp2p
 	// private-network key.
 	Secret, PSK []byte
+	// Identity, if set, is this peer's key (instead of the one derived
+	// from Secret), for clusters listed with /p2p/<peer-id> multiaddrs.
+	Identity crypto.PrivKey
 	// Timeout bounds connecting to the peers and every collective.
 	Timeout time.Duration
 	// Report, if set, receives the worker's Summary as JSON at the end.
@@ -61,14 +65,17 @@ type WorkerConfig struct {
 }
 
 // SecretFromEnv reads the cluster secret and the optional PSK from the
-// environment.
-func SecretFromEnv() (secret, psk []byte, err error) {
-	s := strings.TrimSpace(os.Getenv(SecretEnv))
-	if s == "" {
-		return nil, nil, fmt.Errorf("%s is not set: every peer needs the same cluster secret (e.g. %s=$(openssl rand -hex 32) on every host); the peers' identities are derived from it", SecretEnv, SecretEnv)
-	}
-	if secret, err = hex.DecodeString(s); err != nil || len(secret) < 16 {
-		return nil, nil, fmt.Errorf("%s: want at least 32 hex digits (16 bytes), e.g. from openssl rand -hex 32", SecretEnv)
+// environment. The secret may be missing only if optional is true (every
+// peer is listed with its /p2p/ ID and this one has its own key).
+func SecretFromEnv(optional bool) (secret, psk []byte, err error) {
+	switch s := strings.TrimSpace(os.Getenv(SecretEnv)); {
+	case s == "" && optional:
+	case s == "":
+		return nil, nil, fmt.Errorf("%s is not set: every peer needs the same cluster secret (e.g. %s=$(openssl rand -hex 32) on every host), from which the peers' identities are derived; or give every peer's /p2p/ ID in TF_CONFIG and this peer's key with --identity", SecretEnv, SecretEnv)
+	default:
+		if secret, err = hex.DecodeString(s); err != nil || len(secret) < 16 {
+			return nil, nil, fmt.Errorf("%s: want at least 32 hex digits (16 bytes), e.g. from openssl rand -hex 32", SecretEnv)
+		}
 	}
 	if p := strings.TrimSpace(os.Getenv(PSKEnv)); p != "" {
 		if psk, err = hex.DecodeString(p); err != nil || len(psk) != 32 {
@@ -114,7 +121,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 
 	t, err := p2p.New(ctx, p2p.Config{
 		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
-		ClusterSecret: cfg.Secret, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
+		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: connecting to the cluster: %w", rank, err)
