@@ -73,7 +73,8 @@ type SparseConfig struct {
 // SparseJob is a synchronous data-parallel run of sparse logistic
 // regression (sparse.LogReg) over a Group. Of the embedded Job it uses
 // Epochs, BatchSize (per replica), LR, Seed, TargetAccuracy, HashEvery,
-// MeasureWait, NoShuffle, Progress, Logger and OnEvent; Model must be
+// MeasureWait (a barrier every WaitSampleEvery-th step, as in RunJob),
+// NoShuffle, Progress, Logger and OnEvent; Model must be
 // SparseModel or empty. Checkpoints are not supported yet (CheckpointDir
 // and Restore must be empty).
 //
@@ -383,6 +384,10 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 
 	peer := PeerStats{Rank: rank}
 	var compute, comm, wait, evalTime, trainTime time.Duration
+	// exchangePhase is the time from the end of a step's gradient to the
+	// end of its exchange; sampledWait/sampledPhase the barrier's part of
+	// it in the steps sampled by MeasureWait (as in RunJob).
+	var exchangePhase, sampledWait, sampledPhase time.Duration
 	var local, merged sparse.Vector
 	var touched []float32
 	global := 0
@@ -413,7 +418,8 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 				local.Indices, local.Values = local.Indices[:0], local.Values[:0]
 			}
 			t2 := time.Now()
-			if job.MeasureWait {
+			sample := job.MeasureWait && global%WaitSampleEvery == 0
+			if sample {
 				if err := g.Barrier(ctx); err != nil {
 					return nil, fmt.Errorf("epoch %d step %d: waiting for the other replicas: %w", epoch, step, err)
 				}
@@ -435,9 +441,13 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 			global++
 			ran++
 			t5 := time.Now()
-			wait += t1.Sub(t0) + t3.Sub(t2)
+			wait += t1.Sub(t0)
 			compute += t2.Sub(t1) + t5.Sub(t4)
-			comm += t4.Sub(t3)
+			exchangePhase += t4.Sub(t2)
+			if sample {
+				sampledWait += t3.Sub(t2)
+				sampledPhase += t4.Sub(t2)
+			}
 
 			if job.HashEvery > 0 && global%job.HashEvery == 0 {
 				t := time.Now()
@@ -524,6 +534,13 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 		peer.BytesSent, peer.BytesReceived = tr.Traffic()
 	}
 	peer.CPUSeconds, peer.PeakRSSBytes = processUsage()
+	if sampledPhase > 0 {
+		straggle := time.Duration(float64(exchangePhase) * float64(sampledWait) / float64(sampledPhase))
+		wait += straggle
+		comm += exchangePhase - straggle
+	} else {
+		comm += exchangePhase
+	}
 	peer.ComputeSeconds, peer.CommSeconds, peer.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
 	if total := compute + comm + wait; total > 0 {
 		peer.ComputeShare, peer.CommShare, peer.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)

@@ -111,6 +111,11 @@ type Row struct {
 	// with their headers; the start-up handshake and final hash check are
 	// spread over the steps, negligible except for very short runs).
 	SentPerStep  float64 `json:"sent_bytes_per_step"`
+	// CPUPerStep is the CPU time (user + system) of all peers together per
+	// step, from the first step to the last: unlike the wall-clock rate it
+	// hardly moves when other processes share the cores, and NumCPU over
+	// it bounds the steps/s the machine could reach if nothing else ran.
+	CPUPerStep   float64 `json:"cpu_seconds_per_step"`
 	ComputeShare float64 `json:"compute_share"`
 	CommShare    float64 `json:"comm_share"`
 	WaitShare    float64 `json:"wait_share"`
@@ -331,13 +336,14 @@ func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps in
 		}()
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-	var sum *mirrored.Summary
-	sum, errs[0] = cfg.runRank(ctx, childRole{Rank: 0, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps})
+	var rep *report
+	rep, errs[0] = cfg.runRank(ctx, childRole{Rank: 0, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps})
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return Row{}, err
 	}
-	p := sum.Peer
+	p := rep.Summary.Peer
+	cpu := rep.CPUSeconds
 	total := p.ComputeSeconds + p.CommSeconds + p.WaitSeconds
 	row := Row{
 		Peers: n, Exchange: exchange, GoMaxProcs: procs, Steps: p.Steps,
@@ -356,18 +362,27 @@ func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps in
 		if err != nil {
 			return Row{}, fmt.Errorf("reading peer %d's report: %w", r, err)
 		}
-		var s mirrored.Summary
-		if err := json.Unmarshal(b, &s); err != nil {
-			return Row{}, fmt.Errorf("peer %d's report: %w", r, err)
+		var theirs report
+		if err := json.Unmarshal(b, &theirs); err != nil || theirs.Summary == nil {
+			return Row{}, fmt.Errorf("peer %d's report is unreadable: %v", r, err)
 		}
-		if s.Peer.ParamsSHA256 != p.ParamsSHA256 {
+		if theirs.Summary.Peer.ParamsSHA256 != p.ParamsSHA256 {
 			row.Identical = false
 		}
+		cpu += theirs.CPUSeconds
 	}
+	row.CPUPerStep = cpu / float64(p.Steps)
 	return row, nil
 }
 
-// child runs a peer process's rank and writes its summary for the parent.
+// report is what each peer measured.
+type report struct {
+	Summary *mirrored.Summary `json:"summary"`
+	// CPUSeconds is the process's CPU time over the training steps.
+	CPUSeconds float64 `json:"cpu_seconds"`
+}
+
+// child runs a peer process's rank and writes its report for the parent.
 func (cfg *Config) child(ctx context.Context, role childRole) error {
 	sum, err := cfg.runRank(ctx, role)
 	if err != nil {
@@ -381,7 +396,7 @@ func (cfg *Config) child(ctx context.Context, role childRole) error {
 }
 
 // runRank connects rank role.Rank to the others and runs the job.
-func (cfg *Config) runRank(ctx context.Context, role childRole) (*mirrored.Summary, error) {
+func (cfg *Config) runRank(ctx context.Context, role childRole) (*report, error) {
 	n := len(role.Peers)
 	log := cfg.Logger
 	secret, err := hex.DecodeString(role.Secret)
@@ -418,13 +433,29 @@ func (cfg *Config) runRank(ctx context.Context, role childRole) (*mirrored.Summa
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// CPU time from the start of the first step to the end of the last
+	// (the "start" event comes right before the first step, the last
+	// "epoch" event right after the last step and the epoch's loss
+	// all-reduce).
+	var cpu0, cpu1 time.Duration
+	job.OnEvent = func(e mirrored.Event) {
+		switch {
+		case e.Kind == "start":
+			cpu0 = cpuTime()
+		case e.Kind == "epoch" && e.Step == e.Steps:
+			cpu1 = cpuTime()
+		}
+	}
 	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.NewGroup(c))
 	if err == nil {
 		// Leave together, so nobody closes while a peer still reads.
 		err = c.Barrier(ctx)
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = counted.Traffic()
 	}
-	return sum, errors.Join(err, t.Close())
+	if err = errors.Join(err, t.Close()); err != nil {
+		return nil, err
+	}
+	return &report{Summary: sum, CPUSeconds: (cpu1 - cpu0).Seconds()}, nil
 }
 
 func (cfg *Config) write(w io.Writer, res *Result) error {
@@ -443,15 +474,15 @@ func (cfg *Config) write(w io.Writer, res *Result) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "peers\texchange\tgather\tgomaxprocs\tsteps\tsteps/s\texamples/s\tsent B/step/peer\tcompute\tcomm\twait\tidentical\t")
+	fmt.Fprintln(tw, "peers\texchange\tgather\tgomaxprocs\tsteps\tsteps/s\texamples/s\tsent B/step/peer\tcpu us/step (all)\tcompute\tcomm\twait\tidentical\t")
 	bad := 0
 	for _, r := range res.Rows {
 		ok := "yes"
 		if !r.Identical {
 			ok, bad = "NO", bad+1
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f\t%.0f\t%.0f\t%.0f%%\t%.0f%%\t%.0f%%\t%s\t\n", r.Peers, r.Exchange, r.Gather, r.GoMaxProcs, r.Steps,
-			r.StepsPerS, r.ExamplesPerS, r.SentPerStep, 100*r.ComputeShare, 100*r.CommShare, 100*r.WaitShare, ok)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f%%\t%.0f%%\t%.0f%%\t%s\t\n", r.Peers, r.Exchange, r.Gather, r.GoMaxProcs, r.Steps,
+			r.StepsPerS, r.ExamplesPerS, r.SentPerStep, 1e6*r.CPUPerStep, 100*r.ComputeShare, 100*r.CommShare, 100*r.WaitShare, ok)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -460,6 +491,15 @@ func (cfg *Config) write(w io.Writer, res *Result) error {
 		return fmt.Errorf("bench sparse: %d runs ended with different weights on different peers", bad)
 	}
 	return nil
+}
+
+// cpuTime is this process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func freeAddrs(n int) ([]string, error) {
