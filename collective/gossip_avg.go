@@ -80,6 +80,14 @@ type GossipOptions struct {
 	// Sparse sends only the coordinates changed since the last exchange
 	// with that peer; local updates must then go through ApplySparse.
 	Sparse bool
+	// SparseTolerance (sparse mode) stops a coordinate that an average
+	// moved by at most this fraction of its magnitude from being passed on
+	// to third peers. Averages spread each change through the cluster
+	// with ever smaller steps that, compared bitwise, never end; with a
+	// tolerance the traffic follows the training's changes instead. The
+	// cost: replicas may differ by that fraction on such a coordinate until
+	// its next exchange, which makes them equal again. 0 is exact.
+	SparseTolerance float64
 	// MaxStaleness bounds how many merges a local step may absorb between
 	// Read and Apply (its gradient is then that many versions stale); a
 	// responder at the bound answers BUSY. 0 means 1.
@@ -227,6 +235,9 @@ type pendingExchange struct {
 // NewGossip returns rank c.Rank()'s gossip end over params (which it
 // keeps and updates in place). Call Start on every rank before exchanging.
 func NewGossip(c *Comm, params []float32, opts GossipOptions) (*Gossip, error) {
+	if !(opts.SparseTolerance >= 0 && opts.SparseTolerance < 1) {
+		return nil, fmt.Errorf("collective: gossip sparse tolerance %v: want a fraction in [0, 1)", opts.SparseTolerance)
+	}
 	if opts.MaxStaleness < 0 {
 		return nil, fmt.Errorf("collective: gossip max staleness %d: want ≥ 0 (0: the default of 1)", opts.MaxStaleness)
 	}
@@ -439,6 +450,17 @@ func (g *Gossip) endStep() int {
 	return s
 }
 
+// moved says whether an average that took a coordinate from old to new
+// must be passed on to other peers (see SparseTolerance).
+func (g *Gossip) moved(old, new float32) bool {
+	tol := g.opts.SparseTolerance
+	if tol == 0 {
+		return true
+	}
+	d := math.Abs(float64(new) - float64(old))
+	return d > tol*max(math.Abs(float64(old)), math.Abs(float64(new)))
+}
+
 // markDirty records, for every peer but except, the value coordinate u
 // has before it changes (if not yet recorded since their last exchange).
 func (g *Gossip) markDirty(u int32, except int) {
@@ -595,7 +617,9 @@ func (g *Gossip) answerLocked(p int, m gossipReply) {
 				return
 			}
 			if g.params[u] != m.vals[i] {
-				g.markDirty(u, p)
+				if g.moved(g.params[u], m.vals[i]) {
+					g.markDirty(u, p)
+				}
 				g.params[u] = m.vals[i]
 			}
 		}
@@ -735,7 +759,9 @@ func (g *Gossip) serveLocked(p int, m decoded) []byte {
 			dist2 += dd * dd
 			norm2 += float64(a) * float64(a)
 			if a != mine {
-				g.markDirty(u, p)
+				if g.moved(mine, a) {
+					g.markDirty(u, p)
+				}
 				g.params[u] = a
 			}
 			idx = append(idx, u)

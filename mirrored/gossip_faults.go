@@ -225,3 +225,25 @@ func modelParams(name string) (int, error) {
 	}
 	return len(m.Params()), nil
 }
+
+// RunSparseStrategy is RunStrategy for sparse logistic regression: the
+// synchronous RunSparseJob (whose sparse all-gather cannot be wrapped, so
+// no fault injection) or RunSparseGossip.
+func RunSparseStrategy(ctx context.Context, job SparseJob, gc GossipConfig, c *collective.Comm) (*Summary, *GossipReport, error) {
+	gc.Fill()
+	if err := gc.Validate(c.Size()); err != nil {
+		return nil, nil, err
+	}
+	if gc.Strategy == StrategyGossip {
+		s, err := RunSparseGossip(ctx, job, gc, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &s.Summary, &s.Gossip, nil
+	}
+	if gc.Faults.SlowFactor > 1 || gc.Faults.KillAfter > 0 {
+		return nil, nil, fmt.Errorf("--slow-peer and --kill-after with model %s work under --strategy gossip only", SparseModel)
+	}
+	s, err := RunSparseJob(ctx, job, NewGroup(c))
+	return s, nil, err
+}
