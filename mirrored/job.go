@@ -155,6 +155,10 @@ type resumeInfo struct {
 	History     []Epoch `json:"history"`
 }
 
+// Validate reports the first problem with the job's settings (the Config's
+// and the Job's own), naming the setting and what would be accepted.
+func (j *Job) Validate() error { return j.validate() }
+
 func (j *Job) validate() error {
 	if err := j.Config.Validate(); err != nil {
 		return err

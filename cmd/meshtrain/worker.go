@@ -79,6 +79,9 @@ func jobFromFlags(c *cli.Context, workers int) (mirrored.Job, p2p.Security, erro
 		HashEvery:       c.Int("hash-every"),
 		MeasureWait:     c.Bool("measure-wait"),
 	}
+	if err := job.Validate(); err != nil {
+		return job, "", err
+	}
 	sec, err := p2p.ParseSecurity(c.String("security"))
 	if err != nil {
 		return job, "", err
