@@ -454,3 +454,43 @@ func TestJobPeerFailure(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkJobStep measures the mirrored step (compute, all-reduce,
+// update) of 2 in-process replicas on the in-memory transport: the
+// strategy's overhead without a network. Fixed seed, synthetic data.
+func BenchmarkJobStep(b *testing.B) {
+	for _, model := range []string{nn.Softmax, nn.LeNet5} {
+		b.Run(model, func(b *testing.B) {
+			mn := synthMNIST(4096, 64, 11)
+			cfg := DefaultConfig()
+			cfg.Model, cfg.BatchSize, cfg.Epochs, cfg.MNIST, cfg.TestExamples = model, 64, 1, mn, 64
+			job := Job{Config: cfg, MeasureWait: true}
+			steps := 0
+			b.ResetTimer()
+			for range b.N {
+				net := collective.NewMemNetwork(2)
+				var wg sync.WaitGroup
+				errs := make([]error, 2)
+				for r := range 2 {
+					c, err := collective.New(net.Transport(r), collective.Options{Timeout: time.Minute})
+					if err != nil {
+						b.Fatal(err)
+					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						var s *Summary
+						if s, errs[r] = RunJob(context.Background(), job, NewGroup(c)); r == 0 && s != nil {
+							steps += s.Peer.Steps
+						}
+					}()
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(steps*2*64)/b.Elapsed().Seconds(), "examples/s")
+		})
+	}
+}
