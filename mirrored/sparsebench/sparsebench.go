@@ -110,7 +110,7 @@ type Row struct {
 	// SentPerStep is the bytes one peer sends per step (collective frames
 	// with their headers; the start-up handshake and final hash check are
 	// spread over the steps, negligible except for very short runs).
-	SentPerStep  float64 `json:"sent_bytes_per_step"`
+	SentPerStep float64 `json:"sent_bytes_per_step"`
 	// CPUPerStep is the CPU time (user + system) of all peers together per
 	// step, from the first step to the last: unlike the wall-clock rate it
 	// hardly moves when other processes share the cores, and NumCPU over
