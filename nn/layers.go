@@ -191,24 +191,11 @@ func (l *Conv2D) grids(n int) []float32 {
 }
 
 func (l *Conv2D) Forward(y, x []float32, n int) {
-	in, out, ckk := l.InSize(), l.OutSize(), l.InC*l.K*l.K
-	l.savedN, l.savedX = 0, nil
-	copy(l.wpad, l.w)
-	var xg []float32
-	if l.train {
-		xg = l.grids(n)
-	} else {
-		xg = l.grids(1)
-	}
+	in, out, hw := l.InSize(), l.OutSize(), l.OutH*l.OutW
+	xg := l.forwardStart(x, n)
 	for e := 0; e < n; e++ {
-		g := xg[:l.glen]
-		if l.train {
-			g = xg[e*l.glen : (e+1)*l.glen]
-		}
-		l.grid(g, x[e*in:(e+1)*in])
-		convNN(l.mp, l.np, ckk, l.wpad, g, l.offs, l.yg)
+		l.forwardGrid(l.exampleGrid(xg, e), x[e*in:(e+1)*in])
 		ye := y[e*out : (e+1)*out]
-		hw := l.OutH * l.OutW
 		for c, bc := range l.b {
 			yc := ye[c*hw : (c+1)*hw]
 			gc := l.yg[c*l.np:]
@@ -221,23 +208,42 @@ func (l *Conv2D) Forward(y, x []float32, n int) {
 			}
 		}
 	}
-	if l.train && n > 0 {
+}
+
+// forwardStart prepares a forward pass over n examples of x and returns
+// the grid buffer (n grids in training, else one).
+func (l *Conv2D) forwardStart(x []float32, n int) []float32 {
+	l.savedN, l.savedX = 0, nil
+	copy(l.wpad, l.w)
+	if !l.train {
+		return l.grids(1)
+	}
+	if n > 0 {
 		l.savedN, l.savedX = n, &x[0]
 	}
+	return l.grids(n)
+}
+
+// exampleGrid is example e's grid in the buffer forwardStart returned.
+func (l *Conv2D) exampleGrid(xg []float32, e int) []float32 {
+	if !l.train {
+		e = 0
+	}
+	return xg[e*l.glen : (e+1)*l.glen]
+}
+
+// forwardGrid lays one example's input x out on g and computes its
+// output without bias on the grid, into yg.
+func (l *Conv2D) forwardGrid(g, x []float32) {
+	l.grid(g, x)
+	convNN(l.mp, l.np, l.InC*l.K*l.K, l.wpad, g, l.offs, l.yg)
 }
 
 func (l *Conv2D) Backward(dx, dy, x, y []float32, n int) {
 	if n == 0 {
 		return
 	}
-	in, out, hw, ckk := l.InSize(), l.OutSize(), l.OutH*l.OutW, l.InC*l.K*l.K
-	xg := l.grids(n)
-	if l.savedN != n || l.savedX != &x[0] {
-		// Not the batch of the last training Forward: rebuild its grids.
-		for e := 0; e < n; e++ {
-			l.grid(xg[e*l.glen:(e+1)*l.glen], x[e*in:(e+1)*in])
-		}
-	}
+	in, out, hw := l.InSize(), l.OutSize(), l.OutH*l.OutW
 	for c := range l.db {
 		var s float32
 		for e := 0; e < n; e++ {
@@ -247,7 +253,31 @@ func (l *Conv2D) Backward(dx, dy, x, y []float32, n int) {
 		}
 		l.db[c] += s
 	}
-	if dx != nil {
+	xg := l.backwardStart(x, n, dx != nil)
+	for e := 0; e < n; e++ {
+		for c := 0; c < l.OutC; c++ {
+			copyRows(l.dyg[c*l.np:], l.gw, dy[e*out+c*hw:], l.OutW, l.OutH, l.OutW)
+		}
+		var dxe []float32
+		if dx != nil {
+			dxe = dx[e*in : (e+1)*in]
+		}
+		l.backwardGrid(xg[e*l.glen:(e+1)*l.glen], dxe)
+	}
+	l.backwardEnd()
+}
+
+// backwardStart prepares a backward pass over n examples of x and returns
+// their grids, rebuilt unless they are the last training Forward's.
+func (l *Conv2D) backwardStart(x []float32, n int, wantDx bool) []float32 {
+	in, ckk := l.InSize(), l.InC*l.K*l.K
+	xg := l.grids(n)
+	if l.savedN != n || l.savedX != &x[0] {
+		for e := 0; e < n; e++ {
+			l.grid(xg[e*l.glen:(e+1)*l.glen], x[e*in:(e+1)*in])
+		}
+	}
+	if wantDx {
 		for c := 0; c < l.OutC; c++ {
 			for r := 0; r < ckk; r++ {
 				l.wT[r*l.OutC+c] = l.w[c*ckk+r]
@@ -255,42 +285,147 @@ func (l *Conv2D) Backward(dx, dy, x, y []float32, n int) {
 		}
 	}
 	clear(l.dwpad)
-	// Valid grid positions: the gradient at a junk column is zero, but a
-	// row add of a full np row would run past the input.
+	return xg
+}
+
+// backwardGrid does one example's backward pass from the output gradient
+// on the grid (dyg, zero in the junk columns): it adds the weight
+// gradient into dwpad and, unless dx is nil, writes the input gradient.
+func (l *Conv2D) backwardGrid(g, dx []float32) {
+	ckk := l.InC * l.K * l.K
+	// dW += dy·(shifted windows of the input)ᵀ.
+	convNT(l.mp, l.taps, l.np, l.dyg, g, l.offs, l.dwpad)
+	if dx == nil {
+		return
+	}
+	// The input gradient: dcol = Wᵀ·dy on the grid, then each tap's row
+	// added at its offset (the adjoint of reading shifted windows). Only
+	// the valid positions are added: a junk column's gradient is zero,
+	// but a full row would run past the input.
+	gemmNN(ckk, l.np, l.OutC, l.wT, l.OutC, l.dyg, l.np, l.dcolg, l.np, false)
 	npv := (l.OutH-1)*l.gw + l.OutW
-	for e := 0; e < n; e++ {
-		for c := 0; c < l.OutC; c++ {
-			copyRows(l.dyg[c*l.np:], l.gw, dy[e*out+c*hw:], l.OutW, l.OutH, l.OutW)
-		}
-		// dW += dy·(shifted windows of the input)ᵀ, one example at a time.
-		convNT(l.mp, l.taps, l.np, l.dyg, xg[e*l.glen:(e+1)*l.glen], l.offs, l.dwpad)
-		if dx == nil {
-			continue
-		}
-		// The input gradient: dcol = Wᵀ·dy on the grid, then each tap's row
-		// added at its offset (the adjoint of reading shifted windows).
-		gemmNN(ckk, l.np, l.OutC, l.wT, l.OutC, l.dyg, l.np, l.dcolg, l.np, false)
-		dxe := dx[e*in : (e+1)*in]
-		dst := dxe
-		if l.Pad > 0 {
-			dst = l.dxg
-		}
-		clear(dst)
-		for r0 := 0; r0 < ckk; r0 += l.K {
-			addRows(dst[l.offs[r0]:], 1, l.dcolg[r0*l.np:], l.np, l.K, npv)
-		}
-		if l.Pad > 0 {
-			for ci := 0; ci < l.InC; ci++ {
-				copyRows(dxe[ci*l.InH*l.InW:], l.InW, l.dxg[ci*l.plane+l.Pad*l.gw+l.Pad:], l.gw, l.InH, l.InW)
-			}
+	dst := dx
+	if l.Pad > 0 {
+		dst = l.dxg
+	}
+	clear(dst)
+	for r0 := 0; r0 < ckk; r0 += l.K {
+		addRows(dst[l.offs[r0]:], 1, l.dcolg[r0*l.np:], l.np, l.K, npv)
+	}
+	if l.Pad > 0 {
+		for ci := 0; ci < l.InC; ci++ {
+			copyRows(dx[ci*l.InH*l.InW:], l.InW, l.dxg[ci*l.plane+l.Pad*l.gw+l.Pad:], l.gw, l.InH, l.InW)
 		}
 	}
+}
+
+// backwardEnd adds the weight gradient gathered in dwpad to dw.
+func (l *Conv2D) backwardEnd() {
+	ckk := l.InC * l.K * l.K
 	for c := 0; c < l.OutC; c++ {
 		dwc := l.dw[c*ckk : (c+1)*ckk]
 		for r, v := range l.dwpad[c*l.taps : c*l.taps+ckk] {
 			dwc[r] += v
 		}
 	}
+}
+
+// convPoolReLU is a Conv2D followed by 2×2 max pooling and a ReLU, as one
+// layer (max(m+b, 0) for m the window's maximum, the same as biasing before
+// pooling because rounding is monotone): the convolution's output stays on its grid, is pooled, biased
+// and rectified in one pass, and only a one-hot code per window (which
+// input is the first maximum, none if the ReLU is off) is kept for the
+// backward pass, which writes the gradient straight onto the grid. This
+// saves the full-size activation and gradient buffers and three passes
+// over them. Parameters are the Conv2D's, in its layout.
+type convPoolReLU struct {
+	*Conv2D
+	ph, pw int
+	hot    []uint8 // n × OutC × ph × pw codes: bit k for window cell k
+}
+
+func newConvPoolReLU(c *Conv2D) *convPoolReLU {
+	if c.OutH%2 != 0 || c.OutW%2 != 0 {
+		panic("nn: convPoolReLU needs an even convolution output")
+	}
+	return &convPoolReLU{Conv2D: c, ph: c.OutH / 2, pw: c.OutW / 2}
+}
+
+func (l *convPoolReLU) OutSize() int { return l.OutC * l.ph * l.pw }
+
+func (l *convPoolReLU) Forward(y, x []float32, n int) {
+	in, out := l.InSize(), l.OutSize()
+	xg := l.forwardStart(x, n)
+	if len(l.hot) < n*out {
+		l.hot = make([]uint8, n*out)
+	}
+	gw := l.gw
+	for e := 0; e < n; e++ {
+		l.forwardGrid(l.exampleGrid(xg, e), x[e*in:(e+1)*in])
+		ye := y[e*out : (e+1)*out]
+		he := l.hot[e*out : (e+1)*out]
+		for c, bc := range l.b {
+			gc := l.yg[c*l.np : (c+1)*l.np]
+			for i := 0; i < l.ph; i++ {
+				r0 := gc[2*i*gw : 2*i*gw+2*l.pw]
+				r1 := gc[(2*i+1)*gw : (2*i+1)*gw+2*l.pw]
+				yr := ye[(c*l.ph+i)*l.pw : (c*l.ph+i+1)*l.pw]
+				hr := he[(c*l.ph+i)*l.pw : (c*l.ph+i+1)*l.pw]
+				for j := range yr {
+					v00, v01, v10, v11 := r0[2*j], r0[2*j+1], r1[2*j], r1[2*j+1]
+					m := max(max(v00, v01), max(v10, v11))
+					v := max(m+bc, 0)
+					mb := math.Float32bits(m)
+					e0 := eqMask(math.Float32bits(v00), mb)
+					e1 := eqMask(math.Float32bits(v01), mb) &^ e0
+					e2 := eqMask(math.Float32bits(v10), mb) &^ (e0 | e1)
+					e3 := ^(e0 | e1 | e2)
+					h := e0&1 | e1&2 | e2&4 | e3&8
+					yr[j] = v
+					hr[j] = uint8(h & posMask(math.Float32bits(v)))
+				}
+			}
+		}
+	}
+}
+
+func (l *convPoolReLU) Backward(dx, dy, x, y []float32, n int) {
+	if n == 0 {
+		return
+	}
+	in, out := l.InSize(), l.OutSize()
+	xg := l.backwardStart(x, n, dx != nil)
+	gw := l.gw
+	for e := 0; e < n; e++ {
+		dye := dy[e*out : (e+1)*out]
+		he := l.hot[e*out : (e+1)*out]
+		for c := 0; c < l.OutC; c++ {
+			gc := l.dyg[c*l.np : (c+1)*l.np]
+			var s float32
+			for i := 0; i < l.ph; i++ {
+				d0 := gc[2*i*gw : 2*i*gw+2*l.pw]
+				d1 := gc[(2*i+1)*gw : (2*i+1)*gw+2*l.pw]
+				dr := dye[(c*l.ph+i)*l.pw : (c*l.ph+i+1)*l.pw]
+				hr := he[(c*l.ph+i)*l.pw : (c*l.ph+i+1)*l.pw]
+				for j, h := range hr {
+					g := math.Float32bits(dr[j])
+					hb := uint32(h)
+					d0[2*j] = math.Float32frombits(g & -(hb & 1))
+					d0[2*j+1] = math.Float32frombits(g & -(hb >> 1 & 1))
+					d1[2*j] = math.Float32frombits(g & -(hb >> 2 & 1))
+					d1[2*j+1] = math.Float32frombits(g & -(hb >> 3 & 1))
+					s += math.Float32frombits(g & -((hb | hb>>1 | hb>>2 | hb>>3) & 1))
+				}
+			}
+			l.db[c] += s
+		}
+		var dxe []float32
+		if dx != nil {
+			dxe = dx[e*in : (e+1)*in]
+		}
+		l.backwardGrid(xg[e*l.glen:(e+1)*l.glen], dxe)
+	}
+	l.backwardEnd()
 }
 
 // Pool2D is a non-overlapping S×S pooling window with stride S over C×H×W

@@ -240,3 +240,59 @@ func TestBinaryLogistic(t *testing.T) {
 		})
 	}
 }
+
+// TestConvPoolReLUMatchesLayers: the fused layer computes what Conv2D,
+// 2×2 MaxPool2D and ReLU compute in turn, output bit for bit and
+// gradients up to the order of summation. (A finite-difference check of
+// the fused layer alone would cross pooling and ReLU kinks at almost every
+// parameter, which moves all outputs; the layers it matches are checked
+// in TestLayerGradients and LeNet as a whole in TestModelGradients.)
+func TestConvPoolReLUMatchesLayers(t *testing.T) {
+	for _, train := range []bool{false, true} {
+		for _, sh := range [][6]int{{1, 28, 28, 6, 5, 2}, {6, 14, 14, 16, 5, 0}, {2, 8, 10, 7, 3, 1}} {
+			t.Run(fmt.Sprintf("%v_train_%v", sh, train), func(t *testing.T) {
+				const n = 4
+				rng := rand.New(rand.NewPCG(uint64(sh[0]*100+sh[1]), 3))
+				conv := NewConv2D(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5])
+				fused := newConvPoolReLU(NewConv2D(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]))
+				pool := NewMaxPool2D(conv.OutC, conv.OutH, conv.OutW, 2)
+				relu := NewReLU(pool.OutSize())
+				params := randSlice(rng, conv.NumParams())
+				g1, g2 := make([]float32, len(params)), make([]float32, len(params))
+				conv.Bind(params, g1)
+				fused.Bind(params, g2)
+				conv.setTrain(train)
+				fused.setTrain(train)
+				x := randSlice(rng, n*conv.InSize())
+				y1, y2, y3 := make([]float32, n*conv.OutSize()), make([]float32, n*pool.OutSize()), make([]float32, n*relu.OutSize())
+				conv.Forward(y1, x, n)
+				pool.Forward(y2, y1, n)
+				relu.Forward(y3, y2, n)
+				yf := make([]float32, n*fused.OutSize())
+				fused.Forward(yf, x, n)
+				for i := range y3 {
+					if math.Float32bits(y3[i]) != math.Float32bits(yf[i]) {
+						t.Fatalf("output %d: fused %v, layers %v", i, yf[i], y3[i])
+					}
+				}
+				dy := randSlice(rng, len(y3))
+				d2, d1 := make([]float32, len(y2)), make([]float32, len(y1))
+				dx1, dx2 := make([]float32, len(x)), make([]float32, len(x))
+				relu.Backward(d2, dy, y2, y3, n)
+				pool.Backward(d1, d2, y1, y2, n)
+				conv.Backward(dx1, d1, x, y1, n)
+				fused.Backward(dx2, dy, x, yf, n)
+				near := func(what string, a, b []float32) {
+					t.Helper()
+					for i := range a {
+						if math.Abs(float64(a[i]-b[i])) > 1e-5*(1+math.Abs(float64(a[i]))) {
+							t.Fatalf("%s %d: fused %v, layers %v", what, i, b[i], a[i])
+						}
+					}
+				}
+				near("param grad", g1, g2)
+				near("input grad", dx1, dx2)
+			})
+		}
+	}
+}

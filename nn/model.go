@@ -82,8 +82,8 @@ func lenetLayers() []Layer {
 		*k = lenetInit
 	}
 	return []Layer{
-		c1, NewMaxPool2D(6, 28, 28, 2), NewReLU(6 * 14 * 14),
-		c2, NewMaxPool2D(16, 10, 10, 2), NewReLU(16 * 5 * 5),
+		newConvPoolReLU(c1),
+		newConvPoolReLU(c2),
 		NewFlatten(16 * 5 * 5),
 		d1, NewReLU(120),
 		d2, NewReLU(84),
