@@ -1,0 +1,238 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/sparse"
+)
+
+// Sparse logistic regression on real libp2p peers (TLS, 127.0.0.1), each
+// replica in this process with its own host, reading its FILE shard of
+// test-written libsvm and TFRecord files.
+
+const sparseDim = 2000
+
+// writeSparseFiles writes files of n examples each over sparseDim features
+// (the bias and 12 others, one-hot, Zipf-ish so that some features are
+// frequent), labels from a fixed logistic model, in the given format
+// ("libsvm" or "tfrecord"), and returns their paths and the share of
+// positives.
+func writeSparseFiles(t *testing.T, dir, prefix, format string, files, n int, seed uint64) ([]string, float64) {
+	t.Helper()
+	truth := mrand.New(mrand.NewPCG(11, 11))
+	w := make([]float64, sparseDim)
+	for i := range w {
+		w[i] = 1.5 * truth.NormFloat64()
+	}
+	w[0] = -1
+	var paths []string
+	pos := 0
+	for f := range files {
+		rng := mrand.New(mrand.NewPCG(seed, uint64(f)))
+		zipf := mrand.NewZipf(rng, 1.2, 1, sparseDim-2)
+		path := filepath.Join(dir, fmt.Sprintf("%s-%02d.%s", prefix, f, format))
+		fh, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bw := bufio.NewWriter(fh)
+		var write func(data.Example) error
+		if format == "libsvm" {
+			write = data.NewLibSVMWriter(bw, false).Write
+		} else {
+			write = data.NewTFExampleWriter(bw).Write
+		}
+		for range n {
+			seen := map[int32]bool{0: true}
+			for len(seen) < 13 {
+				seen[int32(1+zipf.Uint64())] = true
+			}
+			ex := data.Example{}
+			m := 0.0
+			for i := range int32(sparseDim) {
+				if seen[i] {
+					ex.Indices = append(ex.Indices, i)
+					ex.Values = append(ex.Values, 1)
+					m += w[i]
+				}
+			}
+			ex.Label = -1
+			if rng.Float64() < 1/(1+math.Exp(-m)) {
+				ex.Label = 1
+				pos++
+			}
+			if err := write(ex); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Close(); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	return paths, float64(pos) / float64(files*n)
+}
+
+type sparseOutcome struct {
+	sum *mirrored.Summary
+	err error
+}
+
+// runSparsePeers runs job on n libp2p peers on 127.0.0.1.
+func runSparsePeers(t *testing.T, ctx context.Context, n int, job mirrored.SparseJob) []sparseOutcome {
+	t.Helper()
+	addrs := freePorts(t, n)
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]sparseOutcome, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log := zaptest.NewLogger(t)
+			tr, err := p2p.New(ctx, p2p.Config{Rank: r, Peers: addrs, ClusterSecret: secret, Timeout: 20 * time.Second, Logger: log.Named("p2p")})
+			if err != nil {
+				out[r].err = err
+				return
+			}
+			defer tr.Close()
+			counted := mirrored.CountTraffic(tr)
+			c, err := collective.New(counted, collective.Options{Timeout: 20 * time.Second, Logger: log.Named("collective")})
+			if err != nil {
+				out[r].err = err
+				return
+			}
+			j := job
+			j.Logger = log
+			out[r].sum, out[r].err = mirrored.RunSparseJob(ctx, j, mirrored.NewGroup(c))
+			if out[r].err == nil {
+				out[r].err = c.Barrier(ctx) // leave together, as the worker does
+				out[r].sum.Peer.BytesSent, out[r].sum.Peer.BytesReceived = counted.Traffic()
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("sparse run hung: %v", ctx.Err())
+	}
+	return out
+}
+
+// TestSparseLRPeers: 2 and 3 peers train on libsvm shards (FILE sharding:
+// 3 files), evaluate on a TFRecord test file, and end with bitwise-identical
+// weights and an accuracy clearly above the majority-class baseline.
+func TestSparseLRPeers(t *testing.T) {
+	dir := t.TempDir()
+	train, _ := writeSparseFiles(t, dir, "train", "libsvm", 3, 2000, 1)
+	test, testPos := writeSparseFiles(t, dir, "test", "tfrecord", 1, 2000, 2)
+	majority := math.Max(testPos, 1-testPos)
+	for _, tc := range []struct {
+		n         int
+		optimizer string
+		exchange  sparse.Exchange
+	}{
+		{2, "adagrad", sparse.ExchangeSparse},
+		{3, "ftrl", sparse.ExchangeAuto},
+	} {
+		t.Run(fmt.Sprintf("n=%d/%s/%s", tc.n, tc.optimizer, tc.exchange), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			job := mirrored.SparseJob{
+				Job: mirrored.Job{Config: mirrored.Config{Model: mirrored.SparseModel, Epochs: 3, BatchSize: 50, LR: 0.1, Seed: 5}, HashEvery: 10, MeasureWait: true},
+				Sparse: mirrored.SparseConfig{Features: sparseDim, TrainFiles: train, TestFiles: test, Optimizer: tc.optimizer,
+					Exchange: tc.exchange, L1: 0.01},
+			}
+			out := runSparsePeers(t, ctx, tc.n, job)
+			for r, o := range out {
+				if o.err != nil {
+					t.Fatalf("rank %d: %v", r, o.err)
+				}
+			}
+			run := out[0].sum.Run
+			for r, o := range out {
+				p := o.sum.Peer
+				if p.ParamsSHA256 != run.ParamsSHA256 || o.sum.Run.FinalAccuracy != run.FinalAccuracy {
+					t.Errorf("rank %d ends with weights %.12s… and accuracy %v, rank 0 with %.12s… and %v", r, p.ParamsSHA256, o.sum.Run.FinalAccuracy, run.ParamsSHA256, run.FinalAccuracy)
+				}
+				// Every step sends at least the example count and pair
+				// count to every other peer; far less than the dense 4·D.
+				if p.Steps != run.Steps || p.BytesSent < int64(p.Steps*(tc.n-1)*2) || p.BytesSent > int64(p.Steps)*4*sparseDim {
+					t.Errorf("rank %d: %d steps (run %d), sent %d bytes", r, p.Steps, run.Steps, p.BytesSent)
+				}
+			}
+			// FILE sharding over 3 files: each peer's shard is whole
+			// files, so the steps per epoch follow the smallest shard.
+			minShard := 2000 * (3 / tc.n)
+			if run.StepsPerEpoch != minShard/50 || run.TrainExamples != 6000 || run.TestExamples != 2000 {
+				t.Errorf("%d steps per epoch, %d train and %d test examples; want %d, 6000, 2000", run.StepsPerEpoch, run.TrainExamples, run.TestExamples, minShard/50)
+			}
+			t.Logf("%d steps, test accuracy %.4f (majority class %.4f), test log-loss %.4f", run.Steps, run.FinalAccuracy, majority, lastEpoch(run).TestLoss)
+			if run.FinalAccuracy < majority+0.04 {
+				t.Errorf("test accuracy %.4f, majority class %.4f: the peers did not learn", run.FinalAccuracy, majority)
+			}
+			ep := run.EpochResults
+			if len(ep) != 3 || ep[2].TestLoss > ep[0].TestLoss+0.01 {
+				t.Errorf("per-epoch results %+v: want 3 epochs, test log-loss not rising", ep)
+			}
+		})
+	}
+}
+
+// TestSparseLRPeersBadFile: a corrupt record in one peer's shard stops
+// every peer, and the error names the file and record.
+func TestSparseLRPeersBadFile(t *testing.T) {
+	dir := t.TempDir()
+	train, _ := writeSparseFiles(t, dir, "train", "libsvm", 2, 500, 1)
+	b, err := os.ReadFile(train[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	lines[7] = "+1 5:1 3:nan\n"
+	if err := os.WriteFile(train[1], []byte(strings.Join(lines, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	job := mirrored.SparseJob{
+		Job:    mirrored.Job{Config: mirrored.Config{Model: mirrored.SparseModel, Epochs: 1, BatchSize: 50, LR: 0.1, Seed: 5}},
+		Sparse: mirrored.SparseConfig{Features: sparseDim, TrainFiles: train, Optimizer: "adagrad", Exchange: sparse.ExchangeSparse},
+	}
+	out := runSparsePeers(t, ctx, 2, job)
+	if out[1].err == nil || !strings.Contains(out[1].err.Error(), filepath.Base(train[1])) {
+		t.Fatalf("rank 1 (reading the corrupt file): error %v, want one naming %s", out[1].err, train[1])
+	}
+	if out[0].err == nil {
+		t.Fatal("rank 0 finished although its peer failed")
+	}
+}
+
+func lastEpoch(r *mirrored.Result) mirrored.Epoch {
+	if len(r.EpochResults) == 0 {
+		return mirrored.Epoch{}
+	}
+	return r.EpochResults[len(r.EpochResults)-1]
+}
