@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	shared := jobFlags()
+	shared := append(jobFlags(), sparseFlags()...)
 	flags := append([]cli.Flag{
 		&cli.IntFlag{Name: "n", Aliases: []string{"workers"}, Value: 2, Usage: "number of worker processes"},
 		&cli.StringFlag{Name: "run-dir", Usage: "keep the workers' TF_CONFIG files and reports here (default: a temporary directory)"},
@@ -34,6 +34,9 @@ func init() {
 			n := c.Int("n")
 			// Check the flags here so that a typo fails once, not N times.
 			if _, _, err := jobFromFlags(c, n); err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
+			if _, err := sparseFromFlags(c); err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
 			exe, err := os.Executable()

@@ -22,8 +22,8 @@ func init() {
 			"(in four steps per epoch) after a warm-up over the first tenth of an epoch.\n" +
 			"Per epoch it prints the training loss, the test loss and accuracy on the full 10k test set,\n" +
 			"and training examples/s (evaluation excluded).",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ")},
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ") + " | " + mirrored.SparseModel},
 			&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set"},
 			&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: "examples per step"},
 			&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate"},
@@ -43,7 +43,7 @@ func init() {
 			&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss (e.g. 0.35)"},
 			&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
 			&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
-		},
+		}, sparseFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("train takes no arguments, got %q", c.Args().Slice())
@@ -63,10 +63,24 @@ func init() {
 				TrainExamples: c.Int("train-examples"), TestExamples: c.Int("test-examples"),
 				Progress: os.Stdout, Logger: logger(c, "train"),
 			}
-			if err := cfg.Validate(); err != nil {
+			sp, err := sparseFromFlags(c)
+			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
-			res, err := mirrored.Train(c.Context, cfg, mirrored.Local{})
+			var res *mirrored.Result
+			if sp != nil {
+				// One replica of the sparse job, which checks its own settings.
+				var sum *mirrored.Summary
+				sum, err = mirrored.RunSparseJob(c.Context, mirrored.SparseJob{Job: mirrored.Job{Config: cfg}, Sparse: *sp}, mirrored.LocalGroup{})
+				if sum != nil {
+					res = sum.Run
+				}
+			} else {
+				if err := cfg.Validate(); err != nil {
+					return fmt.Errorf("train: %w", err)
+				}
+				res, err = mirrored.Train(c.Context, cfg, mirrored.Local{})
+			}
 			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}

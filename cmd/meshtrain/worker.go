@@ -20,7 +20,7 @@ import (
 func jobFlags() []cli.Flag {
 	d := mirrored.DefaultConfig()
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ")},
+		&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ") + " | " + mirrored.SparseModel},
 		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set"},
 		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: "examples per worker per step (global batch = batch × workers)"},
 		&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate"},
@@ -51,11 +51,13 @@ func jobFlags() []cli.Flag {
 	}
 }
 
-// jobFromFlags builds the job and the link settings from jobFlags.
-func jobFromFlags(c *cli.Context, workers int) (mirrored.Job, p2p.Security, error) {
+// jobFromFlags builds the job and the link settings from jobFlags. For
+// --model sparse-lr the job is only the shared part (see sparseFromFlags),
+// which the sparse job checks itself when it starts.
+func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Security, err error) {
 	acc := c.Float64("target-accuracy")
 	if acc > 1 && acc <= 100 {
-		return mirrored.Job{}, "", fmt.Errorf("--target-accuracy %v: give a fraction (e.g. %v)", acc, acc/100)
+		return job, "", fmt.Errorf("--target-accuracy %v: give a fraction (e.g. %v)", acc, acc/100)
 	}
 	cfg := mirrored.Config{
 		Model: c.String("model"), Epochs: c.Int("epochs"), BatchSize: c.Int("batch"),
@@ -70,7 +72,7 @@ func jobFromFlags(c *cli.Context, workers int) (mirrored.Job, p2p.Security, erro
 	if c.Bool("scale-lr") {
 		cfg.LR *= float64(workers)
 	}
-	job := mirrored.Job{
+	job = mirrored.Job{
 		Config:          cfg,
 		CheckpointDir:   c.String("checkpoint-dir"),
 		CheckpointEvery: c.Int("checkpoint-every"),
@@ -79,11 +81,12 @@ func jobFromFlags(c *cli.Context, workers int) (mirrored.Job, p2p.Security, erro
 		HashEvery:       c.Int("hash-every"),
 		MeasureWait:     c.Bool("measure-wait"),
 	}
-	if err := job.Validate(); err != nil {
-		return job, "", err
+	if cfg.Model != mirrored.SparseModel {
+		if err := job.Validate(); err != nil {
+			return job, "", err
+		}
 	}
-	sec, err := p2p.ParseSecurity(c.String("security"))
-	if err != nil {
+	if sec, err = p2p.ParseSecurity(c.String("security")); err != nil {
 		return job, "", err
 	}
 	if c.Duration("collective-timeout") <= 0 {
@@ -93,7 +96,7 @@ func jobFromFlags(c *cli.Context, workers int) (mirrored.Job, p2p.Security, erro
 }
 
 func init() {
-	flags := append(jobFlags(),
+	flags := append(append(jobFlags(), sparseFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable)"},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
@@ -130,6 +133,10 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
+			sparse, err := sparseFromFlags(c)
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
 			var identity crypto.PrivKey
 			if path := c.String("identity"); path != "" {
 				if identity, err = launch.ReadIdentityFile(path); err != nil {
@@ -144,7 +151,7 @@ func init() {
 			job.Logger = log
 			job.Progress = os.Stdout
 			wc := launch.WorkerConfig{
-				Job: job, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
+				Job: job, Sparse: sparse, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Report: c.String("report"), Logger: log,
 			}
 			if c.Bool("events") {
