@@ -236,3 +236,37 @@ func lastEpoch(r *mirrored.Result) mirrored.Epoch {
 	}
 	return r.EpochResults[len(r.EpochResults)-1]
 }
+
+// TestLaunchSparseLR: the CLI path, `meshtrain launch --model sparse-lr`
+// over generated files: two worker processes, identical weights, accuracy
+// above the majority class, and far fewer bytes than dense exchange.
+func TestLaunchSparseLR(t *testing.T) {
+	dir := t.TempDir()
+	train, _ := writeSparseFiles(t, dir, "train", "tfrecord", 2, 2000, 3)
+	test, testPos := writeSparseFiles(t, dir, "test", "libsvm", 1, 1000, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sum := filepath.Join(dir, "summary.json")
+	r := meshtrain(ctx, nil, "launch", "-n", "2", "--model", "sparse-lr", "--features", fmt.Sprint(sparseDim),
+		"--train-files", strings.Join(train, ","), "--test-files", test[0], "--epochs", "2", "--batch", "40",
+		"--lr", "0.1", "--sparse-optimizer", "adagrad", "--exchange", "auto", "--summary", sum)
+	if r.err != nil {
+		t.Fatalf("launch failed: %s", r)
+	}
+	s := readSummary(t, sum)
+	if s.Workers != 2 || len(s.Peers) != 2 || s.Run == nil || !s.ParamsIdentical {
+		t.Fatalf("summary: %d workers, %d peers, identical %v\n%s", s.Workers, len(s.Peers), s.ParamsIdentical, r)
+	}
+	majority := math.Max(testPos, 1-testPos)
+	if s.Run.Model != mirrored.SparseModel || s.Run.Params != sparseDim || s.Run.FinalAccuracy < majority+0.04 || s.Run.Steps != 2*2000/40 {
+		t.Errorf("run %s over %d features, %d steps, test accuracy %.4f (majority %.4f)", s.Run.Model, s.Run.Params, s.Run.Steps, s.Run.FinalAccuracy, majority)
+	}
+	for _, p := range s.Peers {
+		if p.ParamsSHA256 != s.Run.ParamsSHA256 || p.BytesSent == 0 || p.BytesSent > int64(p.Steps)*4*sparseDim {
+			t.Errorf("rank %d: params %.12s… (run %.12s…), sent %d bytes in %d steps", p.Rank, p.ParamsSHA256, s.Run.ParamsSHA256, p.BytesSent, p.Steps)
+		}
+	}
+	if ep := s.Run.EpochResults; len(ep) != 2 || !(ep[1].TestLoss > 0 && ep[1].TestLoss < math.Ln2) {
+		t.Errorf("per-epoch results %+v: want 2 epochs ending with a test log-loss below ln 2", ep)
+	}
+}
