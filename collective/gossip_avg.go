@@ -108,10 +108,11 @@ const (
 	Averaged                        // the pairwise average was applied on both sides
 	Declined                        // the peer was busy (or finished); nothing changed
 	Lost                            // the peer failed; it was dropped from the peer set
+	InFlight                        // begun; Wait tells the outcome
 )
 
 func (o ExchangeOutcome) String() string {
-	return [...]string{"no-peer", "averaged", "declined", "lost"}[o]
+	return [...]string{"no-peer", "averaged", "declined", "lost", "in-flight"}[o]
 }
 
 // ExchangeResult describes one initiated exchange.
@@ -206,9 +207,10 @@ type Gossip struct {
 	staleSum   int
 	nextID     uint32
 
-	pending *pendingExchange // the exchange this rank initiated, until answered
-	closing bool
-	out     []chan []byte // per peer, in the order the state changes that made them
+	pending  *pendingExchange // the exchange this rank initiated, until answered
+	inflight *pendingExchange // the exchange begun and not yet waited for
+	closing  bool
+	out      []chan []byte // per peer, in the order the state changes that made them
 
 	runCtx  context.Context
 	cancel  context.CancelFunc
@@ -229,6 +231,8 @@ type pendingExchange struct {
 	// change avg−snap rather than copied.
 	snap    []float32
 	changed bool
+	start   time.Time
+	elems   int
 	done    chan gossipReply // buffered; receives the applied answer
 }
 
@@ -416,6 +420,9 @@ func (g *Gossip) Apply(update func(params []float32)) int {
 		panic("collective: Gossip.Apply in sparse mode; use ApplySparse")
 	}
 	update(g.params)
+	if g.pending != nil {
+		g.pending.changed = true // an exchange in flight (Begin without Wait)
+	}
 	return g.endStep()
 }
 
@@ -500,25 +507,42 @@ func (g *Gossip) RequestStop() {
 	g.mu.Unlock()
 }
 
-// Exchange averages with the peer the schedule gives for round. It waits
-// at most Timeout for the answer; a peer that fails is dropped from the
-// peer set and logged, and the exchange reports Lost (not an error: the
-// others carry on). An error is returned only when ctx ends or after
-// Finish.
+// Exchange averages with the peer the schedule gives for round: Begin,
+// then Wait. It waits at most Timeout for the answer; a peer that fails is
+// dropped from the peer set and logged, and the exchange reports Lost (not
+// an error: the others carry on). An error is returned only when ctx ends
+// or after Finish.
 func (g *Gossip) Exchange(ctx context.Context, round uint64) (ExchangeResult, error) {
+	res, err := g.Begin(ctx, round)
+	if err != nil || res.Peer < 0 {
+		return res, err
+	}
+	return g.Wait(ctx)
+}
+
+// Begin starts the exchange of round (after waiting for the one in flight,
+// if any, whose result it drops: call Wait first to see it) and returns
+// without waiting for the answer, which the receiver applies when it
+// arrives. In dense mode the caller may run local steps meanwhile: the
+// answer is then applied as the change it brings (avg−x_sent), and counts
+// towards the staleness of a step in flight. In sparse mode the caller
+// must Wait before its next local step.
+func (g *Gossip) Begin(ctx context.Context, round uint64) (ExchangeResult, error) {
+	if _, err := g.Wait(ctx); err != nil {
+		return ExchangeResult{Peer: -1}, err
+	}
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.finished || g.closing {
-		g.mu.Unlock()
 		return ExchangeResult{Peer: -1}, fmt.Errorf("collective: gossip exchange on rank %d after Finish or Close", g.rank)
 	}
 	p := GossipPeer(g.opts.Schedule, g.opts.Seed, g.rank, g.size, round, g.usable)
 	if p < 0 {
-		g.mu.Unlock()
 		return ExchangeResult{Peer: -1, Outcome: NoPeer}, nil
 	}
 	g.initiating = p
 	g.nextID++
-	px := &pendingExchange{peer: p, id: g.nextID, done: make(chan gossipReply, 1)}
+	px := &pendingExchange{peer: p, id: g.nextID, done: make(chan gossipReply, 1), start: time.Now()}
 	var msg []byte
 	elems := len(g.params)
 	if g.dirty != nil {
@@ -539,14 +563,27 @@ func (g *Gossip) Exchange(ctx context.Context, round uint64) (ExchangeResult, er
 		copy(g.snap, g.params)
 		px.snap = g.snap
 	}
-	g.pending = px
+	px.elems = elems
+	g.pending, g.inflight = px, px
 	g.stats.Initiated++
 	g.stats.ElementsSent += int64(elems)
 	g.enqueueLocked(p, msg)
-	g.mu.Unlock()
-	res := ExchangeResult{Peer: p, Elements: elems}
+	return ExchangeResult{Peer: p, Outcome: InFlight, Elements: elems}, nil
+}
 
-	wait, cancel := context.WithTimeout(ctx, g.opts.Timeout)
+// Wait waits for the exchange in flight (if any; Peer -1 and NoPeer if
+// none) and returns its result. Its deadline is Timeout after Begin.
+func (g *Gossip) Wait(ctx context.Context) (ExchangeResult, error) {
+	g.mu.Lock()
+	px := g.inflight
+	g.inflight = nil
+	g.mu.Unlock()
+	if px == nil {
+		return ExchangeResult{Peer: -1, Outcome: NoPeer}, nil
+	}
+	p := px.peer
+	res := ExchangeResult{Peer: p, Elements: px.elems}
+	wait, cancel := context.WithDeadline(ctx, px.start.Add(g.opts.Timeout))
 	defer cancel()
 	var rep gossipReply
 	var err error
@@ -640,6 +677,9 @@ func (g *Gossip) answerLocked(p int, m gossipReply) {
 		}
 	}
 	g.pending, g.initiating = nil, -1
+	if g.computing {
+		g.merged++
+	}
 	g.stats.Averaged++
 	g.stats.Distances = append(g.stats.Distances, DistanceSample{
 		Seconds: m.received.Sub(g.start).Seconds(), Peer: p, Distance: math.Sqrt(m.dist2), Norm: math.Sqrt(m.norm2)})

@@ -288,6 +288,63 @@ func TestGossipSparseEqualsDense(t *testing.T) {
 	t.Logf("values sent: dense %d, sparse %d", denseSent, sparseSent)
 }
 
+// TestGossipOverlappedExchanges: ranks keep stepping while their exchange
+// is in flight (Begin, local step, Begin ...): the answers land as
+// changes, so the replicas' sum is exactly the local updates' sum.
+func TestGossipOverlappedExchanges(t *testing.T) {
+	const n, dim, steps = 4, 100, 150
+	params := make([][]float32, n)
+	for r := range params {
+		params[r] = make([]float32, dim)
+	}
+	_, gs := gossipNet(t, params, GossipOptions{Schedule: GossipRandom, Seed: 2, MaxStaleness: 3})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work := make([]float32, dim)
+			for step := range steps {
+				gs[r].Read(work)
+				gs[r].Apply(func(p []float32) {
+					for i := range p {
+						p[i] += float32(r + 1) // every rank pushes its own way
+					}
+				})
+				if _, err := gs[r].Begin(ctx, uint64(step)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if _, err := gs[r].Wait(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	mean, dist := consensus(params)
+	want := float64(steps) * (1 + 2 + 3 + 4) / n
+	for i, m := range mean {
+		if math.Abs(m-want) > 1e-3*want {
+			t.Fatalf("coordinate %d: mean %v, want %v: overlapped answers must keep the sum", i, m, want)
+		}
+	}
+	stale, averaged := 0, 0
+	for _, g := range gs {
+		st := g.Stats()
+		stale = max(stale, st.StalenessMax)
+		averaged += st.Averaged
+		if st.StalenessMax > 3 {
+			t.Errorf("staleness %d above the bound 3", st.StalenessMax)
+		}
+	}
+	if averaged < n*steps/4 {
+		t.Errorf("only %d of %d exchanges averaged", averaged, n*steps)
+	}
+	t.Logf("averaged %d, max staleness %d, consensus distance %.3f", averaged, stale, dist)
+}
+
 func TestGossipStalenessBound(t *testing.T) {
 	a, b := []float32{0, 0}, []float32{4, 8}
 	_, gs := gossipNet(t, [][]float32{a, b}, GossipOptions{Schedule: GossipRotate, MaxStaleness: 1})

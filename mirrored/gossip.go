@@ -39,6 +39,11 @@ type GossipConfig struct {
 	Schedule string
 	// Every is the number of local steps between exchanges (≥ 1).
 	Every int
+	// WaitForAverage makes each exchange complete before the next local
+	// step; by default the next step overlaps it (its answer lands as a
+	// merge during that step, counted in its staleness), as AD-PSGD's
+	// communication thread does.
+	WaitForAverage bool
 	// MaxStaleness bounds the merges a local step may absorb while its
 	// gradient is being computed (≥ 1).
 	MaxStaleness int
@@ -47,7 +52,8 @@ type GossipConfig struct {
 }
 
 // Fill sets the defaults: strategy ring, schedule random, Every 1,
-// MaxStaleness 1.
+// MaxStaleness 2 (the overlapped answer of the replica's own exchange, and
+// one peer's request).
 func (g *GossipConfig) Fill() {
 	if g.Strategy == "" {
 		g.Strategy = StrategyRing
@@ -59,7 +65,7 @@ func (g *GossipConfig) Fill() {
 		g.Every = 1
 	}
 	if g.MaxStaleness == 0 {
-		g.MaxStaleness = 1
+		g.MaxStaleness = 2
 	}
 }
 
@@ -150,7 +156,8 @@ var ErrGossipCheckpoint = errors.New("checkpoints and --restore work with the ri
 //     pass), optimizer step on the shared parameters (which peers may have
 //     averaged meanwhile: that is the step's staleness, bounded by
 //     MaxStaleness); every Every steps, average with one peer chosen by
-//     the schedule (collective.Gossip). No barrier: a slow replica only
+//     the schedule (collective.Gossip), overlapped with the next step
+//     unless WaitForAverage. No barrier: a slow replica only
 //     answers late, never makes the others wait for its computation;
 //   - the learning-rate schedule follows the cluster's progress (the sum
 //     of the replicas' steps over N), so it matches the ring's per epoch;
@@ -366,7 +373,12 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 			return nil, fmt.Errorf("rank %d after %d local steps: %w", rank, local, ErrInjectedKill)
 		}
 		if local%gc.Every == 0 {
-			if _, err := gos.Exchange(ctx, uint64(local/gc.Every-1)); err != nil {
+			round := uint64(local/gc.Every - 1)
+			exchange := gos.Begin
+			if gc.WaitForAverage {
+				exchange = gos.Exchange
+			}
+			if _, err := exchange(ctx, round); err != nil {
 				return nil, err
 			}
 		}
@@ -413,6 +425,9 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 
 	// The survivors swap final parameters: consensus and the average model.
 	tf := time.Now()
+	if _, err := gos.Wait(ctx); err != nil {
+		return nil, err
+	}
 	finals := gos.Finish(ctx)
 	comm += time.Since(tf)
 	gs := gos.Stats()
@@ -501,6 +516,7 @@ func (g *GossipConfig) settings() []Setting {
 		{Name: "gossip_schedule", Value: g.Schedule, Resume: true},
 		{Name: "gossip_every", Value: strconv.Itoa(g.Every), Resume: true},
 		{Name: "gossip_max_staleness", Value: strconv.Itoa(g.MaxStaleness), Resume: true},
+		{Name: "gossip_wait_for_average", Value: strconv.FormatBool(g.WaitForAverage), Resume: true},
 		{Name: "slow_peer", Value: g.Faults.slowString()},
 		{Name: "kill", Value: g.Faults.killString()},
 	}

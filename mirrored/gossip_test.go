@@ -75,7 +75,7 @@ func TestGossipLearnsAndAgrees(t *testing.T) {
 				if g.RelConsensus > 0.05 {
 					t.Errorf("rank %d: relative consensus distance %.4f: want ≤ 0.05", r, g.RelConsensus)
 				}
-				if g.Averaged == 0 || len(g.Distances) != g.Averaged || g.StalenessMax > 1 {
+				if g.Averaged == 0 || len(g.Distances) != g.Averaged || g.StalenessMax > g.MaxStaleness {
 					t.Errorf("rank %d: gossip stats %+v", r, g.GossipStats)
 				}
 				if s.Peer.BytesSent == 0 {
@@ -103,7 +103,17 @@ func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
 	job := testJob(t, nn.Softmax, synthMNIST(1200, 100, 3), 16, 2)
 	job.HashEvery, job.MeasureWait = 0, false
 	job.Shards = 1
-	gc := GossipConfig{Schedule: "random", Faults: Faults{SlowRank: 1, SlowFactor: 6}}
+	// Softmax steps take microseconds, too little for a factor to stand
+	// out from scheduling noise under -race: the straggler's delay is a
+	// fixed 10 ms per step instead.
+	gc := GossipConfig{Schedule: "random", Faults: Faults{SlowRank: 1, SlowFactor: 6, Delay: func(ctx context.Context, _ time.Duration) error {
+		select {
+		case <-time.After(10 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}}
 	sums, errs := runGossipGroup(t, same(3, job), sameGC(3, gc), nil)
 	for r, err := range errs {
 		if err != nil {
@@ -112,7 +122,7 @@ func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
 	}
 	slow, fast := sums[1].Peer.Steps, min(sums[0].Peer.Steps, sums[2].Peer.Steps)
 	if 2*slow > fast {
-		t.Errorf("the 6× straggler did %d steps, the fast replicas %d and %d: want the fast ones to do at least twice as many",
+		t.Errorf("the straggler did %d steps, the fast replicas %d and %d: want the fast ones to do at least twice as many",
 			slow, sums[0].Peer.Steps, sums[2].Peer.Steps)
 	}
 	if sums[1].Gossip.RefusedStale == 0 && sums[1].Gossip.StalenessMax == 0 {

@@ -16,7 +16,8 @@ func gossipFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "gossip-schedule", Value: "random", Usage: "gossip: how each replica picks its peer: random | rotate | exponential (all seeded by --seed)"},
 		&cli.IntFlag{Name: "gossip-every", Value: 1, Usage: "gossip: local steps between pairwise averages"},
-		&cli.IntFlag{Name: "gossip-max-staleness", Value: 1, Usage: "gossip: merges a local step may absorb while computing its gradient (a peer at the bound declines)"},
+		&cli.IntFlag{Name: "gossip-max-staleness", Value: 2, Usage: "gossip: merges a local step may absorb while computing its gradient (a peer at the bound declines)"},
+		&cli.BoolFlag{Name: "gossip-wait", Usage: "gossip: finish each pairwise average before the next local step (default: overlap it with the next step)"},
 	}
 }
 
@@ -42,7 +43,7 @@ func strategyFlags() []cli.Flag {
 func strategyFromFlags(c *cli.Context, workers int) (mirrored.GossipConfig, error) {
 	gc := mirrored.GossipConfig{
 		Strategy: c.String("strategy"), Schedule: c.String("gossip-schedule"),
-		Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness"),
+		Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness"), WaitForAverage: c.Bool("gossip-wait"),
 	}
 	rank, factor, err := mirrored.ParseSlowPeer(c.String("slow-peer"))
 	if err != nil {

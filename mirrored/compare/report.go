@@ -51,9 +51,9 @@ func writeReport(cfg Config, rep *Report) (string, error) {
 	fmt.Fprintf(&b, "# Ring versus gossip: %s, N = %d\n\n", job.Model, cfg.N)
 	fmt.Fprintf(&b, "Same data, seed (%d) and N for every run; batch %d per replica, %d epoch(s) of work, optimizer %s, lr %g (%s schedule); %d training and %d test examples. "+
 		"Replicas run in one process, each with its own libp2p host on 127.0.0.1 (%s), sharing this machine's cores. "+
-		"Gossip: %s peer schedule, one pairwise average every %d step(s), staleness bound %d. Straggler: %s.\n\n",
+		"Gossip: %s peer schedule, one pairwise average every %d step(s)%s, staleness bound %d. Straggler: %s.\n\n",
 		job.Seed, job.BatchSize, job.Epochs, job.Optimizer, job.LR, job.Schedule, job.MNIST.Train.N, job.MNIST.Test.N, cfg.Security,
-		cfg.Gossip.Schedule, cfg.Gossip.Every, cfg.Gossip.MaxStaleness, stragglerText(cfg))
+		cfg.Gossip.Schedule, cfg.Gossip.Every, overlapText(cfg.Gossip.WaitForAverage), cfg.Gossip.MaxStaleness, stragglerText(cfg))
 	b.WriteString("Time is training time (evaluation excluded). A ring epoch is one pass over the training set by the cluster; a gossip replica's x position is the cluster's work as it knew it at that evaluation (all replicas' steps over one synchronous epoch's). " +
 		"Under gossip, *time to target* is the first replica's, *all replicas* when every surviving replica had reached it, and the final accuracy is that of the survivors' average model.\n\n")
 	fmt.Fprintf(&b, "| run | time to %.1f%% | all replicas | epochs to target | final accuracy | mean replica accuracy | steps/s per peer | MB sent per peer | consensus (relative) | wall s | errors |\n", 100*rep.Target)
@@ -127,6 +127,13 @@ func writeReport(cfg Config, rep *Report) (string, error) {
 		return "", fmt.Errorf("compare: writing the report: %w", err)
 	}
 	return path, nil
+}
+
+func overlapText(wait bool) string {
+	if wait {
+		return " (completed before the next step)"
+	}
+	return " (overlapped with the next step)"
 }
 
 func stragglerText(cfg Config) string {
