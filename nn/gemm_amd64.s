@@ -761,3 +761,205 @@ cnt3store:
 	VMOVUPS    X8, (SI)
 	VZEROUPPER
 	RET
+
+// Constant vectors for the pooling kernels: the one-hot window-cell bits.
+DATA poolbit1<>+0(SB)/8, $0x0000000100000001
+DATA poolbit1<>+8(SB)/8, $0x0000000100000001
+DATA poolbit1<>+16(SB)/8, $0x0000000100000001
+DATA poolbit1<>+24(SB)/8, $0x0000000100000001
+GLOBL poolbit1<>(SB), RODATA|NOPTR, $32
+DATA poolbit2<>+0(SB)/8, $0x0000000200000002
+DATA poolbit2<>+8(SB)/8, $0x0000000200000002
+DATA poolbit2<>+16(SB)/8, $0x0000000200000002
+DATA poolbit2<>+24(SB)/8, $0x0000000200000002
+GLOBL poolbit2<>(SB), RODATA|NOPTR, $32
+DATA poolbit4<>+0(SB)/8, $0x0000000400000004
+DATA poolbit4<>+8(SB)/8, $0x0000000400000004
+DATA poolbit4<>+16(SB)/8, $0x0000000400000004
+DATA poolbit4<>+24(SB)/8, $0x0000000400000004
+GLOBL poolbit4<>(SB), RODATA|NOPTR, $32
+DATA poolbit8<>+0(SB)/8, $0x0000000800000008
+DATA poolbit8<>+8(SB)/8, $0x0000000800000008
+DATA poolbit8<>+16(SB)/8, $0x0000000800000008
+DATA poolbit8<>+24(SB)/8, $0x0000000800000008
+GLOBL poolbit8<>(SB), RODATA|NOPTR, $32
+
+// POOLFWD pools 8 windows whose two rows start at R12 and R13 (16 floats
+// each): Y9 = max(window max + bias Y14, 0), Y0 = the one-hot code of the
+// first maximum (0 where the ReLU is off), both in window order.
+#define POOLFWD \
+	VMOVUPS      (R12), Y0 \
+	VMOVUPS      32(R12), Y1 \
+	VMOVUPS      (R13), Y2 \
+	VMOVUPS      32(R13), Y3 \
+	VSHUFPS      $0x88, Y1, Y0, Y4 \
+	VSHUFPS      $0xDD, Y1, Y0, Y5 \
+	VSHUFPS      $0x88, Y3, Y2, Y6 \
+	VSHUFPS      $0xDD, Y3, Y2, Y7 \
+	VMAXPS       Y5, Y4, Y8 \
+	VMAXPS       Y7, Y6, Y9 \
+	VMAXPS       Y9, Y8, Y8 \
+	VADDPS       Y14, Y8, Y9 \
+	VMAXPS       Y9, Y13, Y9 \
+	VCMPPS       $0, Y8, Y4, Y0 \
+	VCMPPS       $0, Y8, Y5, Y1 \
+	VCMPPS       $0, Y8, Y6, Y2 \
+	VANDNPS      Y1, Y0, Y1 \
+	VORPS        Y1, Y0, Y3 \
+	VANDNPS      Y2, Y3, Y2 \
+	VORPS        Y2, Y3, Y3 \
+	VANDPS       poolbit1<>(SB), Y0, Y0 \
+	VANDPS       poolbit2<>(SB), Y1, Y1 \
+	VANDPS       poolbit4<>(SB), Y2, Y2 \
+	VANDNPS      poolbit8<>(SB), Y3, Y3 \
+	VORPS        Y1, Y0, Y0 \
+	VORPS        Y3, Y2, Y2 \
+	VORPS        Y2, Y0, Y0 \
+	VCMPPS       $0x1E, Y13, Y9, Y4 \
+	VANDPS       Y4, Y0, Y0 \
+	VPERMPD      $0xD8, Y9, Y9 \
+	VPERMPD      $0xD8, Y0, Y0
+
+// func poolFwd8(rows, groups int, r *float32, ldr int, bias float32, y *float32, ldy int, hot *int32, mask *int32)
+// For i < rows, 2×2 max pooling of grid rows 2i and 2i+1 (r, rows ldr
+// apart) in groups of 8 windows: y[i*ldy+j] = max(window max + bias, 0)
+// and hot[i*ldy+j] its one-hot code. The last group stores only the lanes
+// mask selects; it reads 16 floats of each row whatever the mask.
+TEXT ·poolFwd8(SB), NOSPLIT, $0-72
+	MOVQ         rows+0(FP), CX
+	MOVQ         r+16(FP), SI
+	MOVQ         ldr+24(FP), R9
+	VBROADCASTSS bias+32(FP), Y14
+	MOVQ         y+40(FP), DI
+	MOVQ         ldy+48(FP), R11
+	MOVQ         hot+56(FP), DX
+	MOVQ         mask+64(FP), AX
+	VMOVDQU      (AX), Y15
+	VXORPS       Y13, Y13, Y13
+	SHLQ         $2, R9
+	SHLQ         $2, R11
+	TESTQ        CX, CX
+	JZ           pfdone
+
+pfrow:
+	MOVQ SI, R12
+	LEAQ (SI)(R9*1), R13
+	MOVQ DI, R14
+	MOVQ DX, R15
+	MOVQ groups+8(FP), BX
+	DECQ BX
+	JZ   pflast
+
+pfgroup:
+	POOLFWD
+	VMOVUPS Y9, (R14)
+	VMOVUPS Y0, (R15)
+	ADDQ    $64, R12
+	ADDQ    $64, R13
+	ADDQ    $32, R14
+	ADDQ    $32, R15
+	DECQ    BX
+	JNZ     pfgroup
+
+pflast:
+	POOLFWD
+	VMASKMOVPS Y9, Y15, (R14)
+	VMASKMOVPS Y0, Y15, (R15)
+	LEAQ       (SI)(R9*2), SI
+	ADDQ       R11, DI
+	ADDQ       R11, DX
+	DECQ       CX
+	JNZ        pfrow
+
+pfdone:
+	VZEROUPPER
+	RET
+
+// POOLBWD spreads the gradient Y10 of 8 windows with one-hot codes Y11
+// onto their rows at R12 and R13 (16 floats each, zero where a cell is not
+// the window's routed maximum), and adds the routed gradients into Y12.
+#define POOLBWD \
+	VANDPS      poolbit1<>(SB), Y11, Y4 \
+	VPCMPEQD    poolbit1<>(SB), Y4, Y4 \
+	VANDPS      Y10, Y4, Y4 \
+	VANDPS      poolbit2<>(SB), Y11, Y5 \
+	VPCMPEQD    poolbit2<>(SB), Y5, Y5 \
+	VANDPS      Y10, Y5, Y5 \
+	VANDPS      poolbit4<>(SB), Y11, Y6 \
+	VPCMPEQD    poolbit4<>(SB), Y6, Y6 \
+	VANDPS      Y10, Y6, Y6 \
+	VANDPS      poolbit8<>(SB), Y11, Y7 \
+	VPCMPEQD    poolbit8<>(SB), Y7, Y7 \
+	VANDPS      Y10, Y7, Y7 \
+	VPCMPEQD    Y13, Y11, Y8 \
+	VANDNPS     Y10, Y8, Y8 \
+	VADDPS      Y8, Y12, Y12 \
+	VUNPCKLPS   Y5, Y4, Y0 \
+	VUNPCKHPS   Y5, Y4, Y1 \
+	VPERM2F128  $0x20, Y1, Y0, Y2 \
+	VPERM2F128  $0x31, Y1, Y0, Y3 \
+	VMOVUPS     Y2, (R12) \
+	VMOVUPS     Y3, 32(R12) \
+	VUNPCKLPS   Y7, Y6, Y0 \
+	VUNPCKHPS   Y7, Y6, Y1 \
+	VPERM2F128  $0x20, Y1, Y0, Y2 \
+	VPERM2F128  $0x31, Y1, Y0, Y3 \
+	VMOVUPS     Y2, (R13) \
+	VMOVUPS     Y3, 32(R13)
+
+// func poolBwd8(rows, groups int, d *float32, ldd int, dy *float32, ldy int, hot *int32, mask *int32, sum *float32)
+// The adjoint of poolFwd8: writes all 16·groups floats of grid rows 2i and
+// 2i+1 (d, rows ldd apart) for i < rows, in order, so a row's overrun into
+// the next row is overwritten there; lanes past the mask get gradient 0.
+// sum[0:8] receives the lane sums of the routed gradients (for the bias).
+TEXT ·poolBwd8(SB), NOSPLIT, $0-72
+	MOVQ    rows+0(FP), CX
+	MOVQ    d+16(FP), SI
+	MOVQ    ldd+24(FP), R9
+	MOVQ    dy+32(FP), DI
+	MOVQ    ldy+40(FP), R11
+	MOVQ    hot+48(FP), DX
+	MOVQ    mask+56(FP), AX
+	VMOVDQU (AX), Y15
+	VXORPS  Y13, Y13, Y13
+	VXORPS  Y12, Y12, Y12
+	SHLQ    $2, R9
+	SHLQ    $2, R11
+	TESTQ   CX, CX
+	JZ      pbdone
+
+pbrow:
+	MOVQ SI, R12
+	LEAQ (SI)(R9*1), R13
+	MOVQ DI, R14
+	MOVQ DX, R15
+	MOVQ groups+8(FP), BX
+	DECQ BX
+	JZ   pblast
+
+pbgroup:
+	VMOVUPS (R14), Y10
+	VMOVDQU (R15), Y11
+	POOLBWD
+	ADDQ    $64, R12
+	ADDQ    $64, R13
+	ADDQ    $32, R14
+	ADDQ    $32, R15
+	DECQ    BX
+	JNZ     pbgroup
+
+pblast:
+	VMASKMOVPS (R14), Y15, Y10
+	VMASKMOVPS (R15), Y15, Y11
+	POOLBWD
+	LEAQ       (SI)(R9*2), SI
+	ADDQ       R11, DI
+	ADDQ       R11, DX
+	DECQ       CX
+	JNZ        pbrow
+
+pbdone:
+	MOVQ    sum+64(FP), AX
+	VMOVUPS Y12, (AX)
+	VZEROUPPER
+	RET

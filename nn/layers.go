@@ -124,7 +124,8 @@ func NewConv2D(inC, inH, inW, outC, k, pad int) *Conv2D {
 	ckk := inC * k * k
 	l.gw = inW + 2*pad
 	l.plane = (inH + 2*pad) * l.gw
-	l.np = (l.OutH-1)*l.gw + l.OutW
+	// The pooling kernels read and write whole groups of 16 columns.
+	l.np = (l.OutH-1)*l.gw + (l.OutW+15)&^15
 	l.np = (l.np + 15) &^ 15
 	l.mp = (outC + 5) / 6 * 6
 	l.taps = (ckk + 3) &^ 3
@@ -341,7 +342,7 @@ func (l *Conv2D) backwardEnd() {
 type convPoolReLU struct {
 	*Conv2D
 	ph, pw int
-	hot    []uint8 // n × OutC × ph × pw codes: bit k for window cell k
+	hot    []int32 // n × OutC × ph × pw codes: bit k for window cell k
 }
 
 func newConvPoolReLU(c *Conv2D) *convPoolReLU {
@@ -353,17 +354,33 @@ func newConvPoolReLU(c *Conv2D) *convPoolReLU {
 
 func (l *convPoolReLU) OutSize() int { return l.OutC * l.ph * l.pw }
 
+// groups is the number of 8-window groups per pooled row for the pooling
+// kernels, and the lane mask of the last.
+func (l *convPoolReLU) groups() (int, *int32) {
+	g := (l.pw + 7) / 8
+	return g, &maskTab[16-(l.pw-8*(g-1))]
+}
+
 func (l *convPoolReLU) Forward(y, x []float32, n int) {
 	in, out := l.InSize(), l.OutSize()
 	xg := l.forwardStart(x, n)
 	if len(l.hot) < n*out {
-		l.hot = make([]uint8, n*out)
+		l.hot = make([]int32, n*out)
 	}
 	gw := l.gw
+	groups, mask := l.groups()
 	for e := 0; e < n; e++ {
 		l.forwardGrid(l.exampleGrid(xg, e), x[e*in:(e+1)*in])
 		ye := y[e*out : (e+1)*out]
 		he := l.hot[e*out : (e+1)*out]
+		if useAsm {
+			for c, bc := range l.b {
+				_ = l.yg[c*l.np+(2*l.ph-1)*gw+16*groups-1]
+				_ = ye[(c+1)*l.ph*l.pw-1]
+				poolFwd8(l.ph, groups, &l.yg[c*l.np], gw, bc, &ye[c*l.ph*l.pw], l.pw, &he[c*l.ph*l.pw], mask)
+			}
+			continue
+		}
 		for c, bc := range l.b {
 			gc := l.yg[c*l.np : (c+1)*l.np]
 			for i := 0; i < l.ph; i++ {
@@ -382,7 +399,7 @@ func (l *convPoolReLU) Forward(y, x []float32, n int) {
 					e3 := ^(e0 | e1 | e2)
 					h := e0&1 | e1&2 | e2&4 | e3&8
 					yr[j] = v
-					hr[j] = uint8(h & posMask(math.Float32bits(v)))
+					hr[j] = int32(h & posMask(math.Float32bits(v)))
 				}
 			}
 		}
@@ -396,10 +413,22 @@ func (l *convPoolReLU) Backward(dx, dy, x, y []float32, n int) {
 	in, out := l.InSize(), l.OutSize()
 	xg := l.backwardStart(x, n, dx != nil)
 	gw := l.gw
+	groups, mask := l.groups()
 	for e := 0; e < n; e++ {
 		dye := dy[e*out : (e+1)*out]
 		he := l.hot[e*out : (e+1)*out]
-		for c := 0; c < l.OutC; c++ {
+		for c := 0; c < l.OutC && useAsm; c++ {
+			var sum [8]float32
+			_ = l.dyg[c*l.np+(2*l.ph-1)*gw+16*groups-1]
+			_ = dye[(c+1)*l.ph*l.pw-1]
+			poolBwd8(l.ph, groups, &l.dyg[c*l.np], gw, &dye[c*l.ph*l.pw], l.pw, &he[c*l.ph*l.pw], mask, &sum[0])
+			var s float32
+			for _, v := range sum {
+				s += v
+			}
+			l.db[c] += s
+		}
+		for c := 0; c < l.OutC && !useAsm; c++ {
 			gc := l.dyg[c*l.np : (c+1)*l.np]
 			var s float32
 			for i := 0; i < l.ph; i++ {
