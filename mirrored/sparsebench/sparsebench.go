@@ -77,6 +77,10 @@ type Config struct {
 	Timeout  time.Duration
 	// GoMaxProcs of each peer process; 0 means NumCPU/N (at least 1).
 	GoMaxProcs int
+	// InProcess runs the peers as goroutines of this process (still over
+	// libp2p on 127.0.0.1), for tests: a test binary cannot be re-executed
+	// as a peer. GOMAXPROCS is then left alone.
+	InProcess bool
 	// CPUProfile, if set, is a file name prefix: rank 0 writes a CPU
 	// profile of each sparse run to PREFIX-n<N>.pprof.
 	CPUProfile string
@@ -315,7 +319,18 @@ func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps in
 	defer cancel()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for r := 1; r < n; r++ {
+	for r := 1; r < n && cfg.InProcess; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			role := childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps,
+				Report: filepath.Join(dir, fmt.Sprintf("rank%d.json", r))}
+			if errs[r] = cfg.child(ctx, role); errs[r] != nil {
+				cancel()
+			}
+		}()
+	}
+	for r := 1; r < n && !cfg.InProcess; r++ {
 		role, _ := json.Marshal(childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange,
 			Steps: steps, Procs: procs, Report: filepath.Join(dir, fmt.Sprintf("rank%d.json", r))})
 		cmd := exec.CommandContext(ctx, exe, os.Args[1:]...)
@@ -335,7 +350,11 @@ func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps in
 			}
 		}()
 	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	if cfg.InProcess {
+		procs = runtime.GOMAXPROCS(0)
+	} else {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	}
 	var rep *report
 	rep, errs[0] = cfg.runRank(ctx, childRole{Rank: 0, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps})
 	wg.Wait()
@@ -369,7 +388,9 @@ func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps in
 		if theirs.Summary.Peer.ParamsSHA256 != p.ParamsSHA256 {
 			row.Identical = false
 		}
-		cpu += theirs.CPUSeconds
+		if !cfg.InProcess { // in one process, rank 0's figure covers all
+			cpu += theirs.CPUSeconds
+		}
 	}
 	row.CPUPerStep = cpu / float64(p.Steps)
 	return row, nil
