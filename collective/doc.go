@@ -42,6 +42,16 @@
 // N). Broadcast is a pipelined chain, Barrier a dissemination barrier,
 // AllGatherV a ring over per-rank blocks after a ring exchange of lengths.
 //
+// Gossip (gossip.go, gossip_avg.go) is the decentralised alternative to the
+// collectives: GossipPeer is a pure seeded peer schedule (random, rotating,
+// SGP's exponential graph) and Gossip averages one rank's parameters with
+// one peer at a time over point-to-point messages, atomically and without
+// deadlock when two ranks pick each other (see gossip_avg.go). It uses no
+// collective after start-up, and point-to-point receives fail only when
+// their own link does (an abort or a lost link elsewhere cancels
+// collectives only), so a dead peer is dropped from the peer set while the
+// others carry on.
+//
 // Payloads are the in-memory bytes of the slices (little-endian hosts only;
 // New refuses a big-endian host), so no element is encoded one by one.
 package collective
