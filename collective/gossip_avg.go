@@ -761,6 +761,8 @@ func (g *Gossip) serveLocked(p int, m decoded) []byte {
 	switch {
 	case g.finished:
 		return busy()
+	case g.state[p] == peerDead:
+		return busy() // dropped after a timeout: it gets no answer, so nothing may change
 	case g.initiating == p && p > g.rank:
 		return busy() // two ranks picked each other: the lower rank's request wins
 	case g.initiating >= 0 && g.initiating != p && g.dirty != nil:
