@@ -48,8 +48,14 @@ func (g *commGroup) Broadcast(ctx context.Context, buf []float32, root int) erro
 	return g.c.BroadcastFloat32(ctx, buf, root)
 }
 
+// AllGather uses the one-round direct all-gather: the payloads are small
+// (settings, hashes), and it makes every rank receive from every other in
+// the first collective, so that every inbound link is up before anyone
+// can fail and close (a closing transport waits for the peers it has heard
+// from; one that has not heard from a peer yet could reset that peer's
+// unread frames).
 func (g *commGroup) AllGather(ctx context.Context, local []byte) ([][]byte, error) {
-	return g.c.AllGatherV(ctx, local)
+	return g.c.AllGatherDirect(ctx, local)
 }
 
 func (g *commGroup) Barrier(ctx context.Context) error { return g.c.Barrier(ctx) }
