@@ -2,8 +2,10 @@ package mirrored
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -313,5 +315,67 @@ func TestSparseAutoExchange(t *testing.T) {
 	}
 	if to := changes[0].ContextMap()["to"]; to != "dense" {
 		t.Fatalf("changed to %v, want dense", to)
+	}
+}
+
+// gatherStub is a Group whose AllGather returns fixed parts (rank 0's own
+// frame is kept), to feed the exchange what a faulty peer might send.
+type gatherStub struct {
+	LocalGroup
+	size  int
+	other []byte
+}
+
+func (g gatherStub) Size() int { return g.size }
+func (g gatherStub) AllGather(_ context.Context, local []byte) ([][]byte, error) {
+	return [][]byte{local, g.other}, nil
+}
+
+// TestSparseExchangeRejectsBadParts: a malformed gradient from a peer is
+// an error naming that peer, never a silent merge.
+func TestSparseExchangeRejectsBadParts(t *testing.T) {
+	const dim = 100
+	good := func(examples uint64, v sparse.Vector) []byte {
+		return sparse.AppendVector(binary.AppendUvarint(nil, examples), v)
+	}
+	nan := good(3, sparse.Vector{Indices: []int32{4}, Values: []float32{1}})
+	binary.LittleEndian.PutUint32(nan[len(nan)-4:], math.Float32bits(float32(math.NaN())))
+	for _, tc := range []struct {
+		name  string
+		other []byte
+		want  string
+	}{
+		{"empty frame", nil, "bad example count"},
+		{"index out of range", good(2, sparse.Vector{Indices: []int32{3, 200}, Values: []float32{1, 2}}), "leaves [0, 100)"},
+		{"NaN value", nan, "not finite"},
+		{"trailing bytes", append(good(1, sparse.Vector{Indices: []int32{1}, Values: []float32{1}}), 0), "trailing bytes"},
+		{"truncated", good(1, sparse.Vector{Indices: []int32{1}, Values: []float32{1}})[:4], "only 2 bytes follow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, err := newExchanger(gatherStub{size: 2, other: tc.other}, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var merged sparse.Vector
+			local := sparse.Vector{Indices: []int32{1, 2}, Values: []float32{0.5, -1}}
+			_, _, err = x.exchange(context.Background(), 1, local, 4, &merged)
+			if err == nil || !strings.Contains(err.Error(), "rank 1") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming rank 1 and %q", err, tc.want)
+			}
+		})
+	}
+	// And a good part merges: (0.5 + 0) / 7 at 1, (-1 + 3) / 7 at 2, 1/7 at 9.
+	x, err := newExchanger(gatherStub{size: 2, other: good(3, sparse.Vector{Indices: []int32{2, 9}, Values: []float32{3, 1}})}, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merged sparse.Vector
+	n, mode, err := x.exchange(context.Background(), 1, sparse.Vector{Indices: []int32{1, 2}, Values: []float32{0.5, -1}}, 4, &merged)
+	if err != nil || n != 7 || mode != sparse.ExchangeSparse {
+		t.Fatalf("exchange: %d examples, mode %v, %v", n, mode, err)
+	}
+	want := sparse.Vector{Indices: []int32{1, 2, 9}, Values: []float32{float32(0.5 / 7.0), float32(2 / 7.0), float32(1 / 7.0)}}
+	if !slices.Equal(merged.Indices, want.Indices) || !slices.Equal(merged.Values, want.Values) {
+		t.Fatalf("merged %+v, want %+v", merged, want)
 	}
 }
