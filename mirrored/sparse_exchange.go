@@ -120,6 +120,25 @@ func (x *exchanger) exchange(ctx context.Context, step int, local sparse.Vector,
 // exchangeSparse all-gathers every replica's frame, [uvarint examples]
 // [wire vector], and merges the parts in rank order.
 func (x *exchanger) exchangeSparse(ctx context.Context, local sparse.Vector, examples int, merged *sparse.Vector) (int, error) {
+	if x.world == 1 {
+		// Alone: no bytes to move; the mean is what MergeGradients of the
+		// one part gives (float64 scale, one rounding), without its copies.
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		x.nnzMean = float64(local.Len())
+		merged.Indices = append(merged.Indices[:0], local.Indices...)
+		merged.Values = merged.Values[:0]
+		if examples == 0 {
+			merged.Indices = merged.Indices[:0]
+			return 0, nil
+		}
+		scale := 1 / float64(examples)
+		for _, v := range local.Values {
+			merged.Values = append(merged.Values, float32(float64(v)*scale))
+		}
+		return examples, nil
+	}
 	x.frame = binary.AppendUvarint(x.frame[:0], uint64(examples))
 	x.frame = sparse.AppendVector(x.frame, local)
 	var err error

@@ -379,3 +379,30 @@ func TestSparseExchangeRejectsBadParts(t *testing.T) {
 		t.Fatalf("merged %+v, want %+v", merged, want)
 	}
 }
+
+// TestSparseExchangeAlone: one replica's shortcut gives exactly what
+// MergeGradients of its one part gives.
+func TestSparseExchangeAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var local sparse.Vector
+	for i := int32(0); i < 1000; i += 1 + int32(rng.IntN(5)) {
+		local.Indices = append(local.Indices, i)
+		local.Values = append(local.Values, float32(rng.NormFloat64()))
+	}
+	x, err := newExchanger(LocalGroup{}, sparse.ExchangeAuto, "", 1000, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want sparse.Vector
+	n, mode, err := x.exchange(context.Background(), 1, local, 7, &got)
+	if err != nil || n != 7 || mode != sparse.ExchangeSparse {
+		t.Fatalf("%d examples, mode %v, %v", n, mode, err)
+	}
+	var c sparse.Coalescer
+	if err := c.MergeGradients(&want, []sparse.Vector{local}, 1000, 7); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Indices, want.Indices) || !slices.Equal(got.Values, want.Values) {
+		t.Fatal("one replica's merged gradient differs from MergeGradients'")
+	}
+}
