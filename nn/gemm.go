@@ -255,8 +255,8 @@ func moveRows(dst []float32, ldd int, src []float32, lds, rows, w int, add bool)
 }
 
 // convNN computes C (m×n) = A (m×k) · B, where row p of B is
-// b[offs[p] : offs[p]+n]; m is a multiple of 6 and n of 16, A is m×k
-// with stride k and C m×n with stride n.
+// b[offs[p] : offs[p]+n]; m is even and at least 4, n a multiple of 16,
+// A is m×k with stride k and C m×n with stride n.
 func convNN(m, n, k int, a, b []float32, offs []int, c []float32) {
 	_ = a[m*k-1]
 	_ = c[m*n-1]
@@ -277,40 +277,50 @@ func convNN(m, n, k int, a, b []float32, offs []int, c []float32) {
 		}
 		return
 	}
-	for i := 0; i < m; i += 6 {
-		for j := 0; j < n; j += 16 {
-			kernConv6x16(k, &a[i*k], k, &b[j], &offs[0], &c[i*n+j], n)
+	for i := 0; i < m; {
+		// Tiles of 6 rows, and of 4 for the last 4 or 8.
+		if r := m - i; r >= 6 && r != 8 {
+			for j := 0; j < n; j += 16 {
+				kernConv6x16(k, &a[i*k], k, &b[j], &offs[0], &c[i*n+j], n)
+			}
+			i += 6
+			continue
 		}
+		for j := 0; j < n; j += 16 {
+			kernConv4x16(k, &a[i*k], k, &b[j], &offs[0], &c[i*n+j], n)
+		}
+		i += 4
 	}
 }
 
-// convNT adds C (m×t) += A (m×k) · Bᵀ, where row j of B is
-// b[offs[j] : offs[j]+k]; m is a multiple of 3, t of 4 and k of 8, A is
-// m×k with stride k and C m×t with stride t.
-func convNT(m, t, k int, a, b []float32, offs []int, c []float32) {
-	_ = a[m*k-1]
-	_ = c[m*t-1]
-	_ = offs[t-1]
-	for _, o := range offs[:t] {
+// convNT adds C (m×t, stride ldc) += A·Bᵀ, where row i of A is
+// a[aoffs[i] : aoffs[i]+k] and row j of B is b[boffs[j] : boffs[j]+k]; m
+// is a multiple of 3, t of 4 and k of 8.
+func convNT(m, t, k int, a []float32, aoffs []int, b []float32, boffs []int, c []float32, ldc int) {
+	_ = c[(m-1)*ldc+t-1]
+	for _, o := range aoffs[:m] {
+		_ = a[o+k-1]
+	}
+	for _, o := range boffs[:t] {
 		_ = b[o+k-1]
 	}
 	if !useAsm {
-		for i := 0; i < m; i++ {
-			ai := a[i*k : (i+1)*k]
-			for j, o := range offs[:t] {
-				bj := b[o : o+k]
+		for i, ao := range aoffs[:m] {
+			ai := a[ao : ao+k]
+			for j, bo := range boffs[:t] {
+				bj := b[bo : bo+k]
 				var s float32
 				for p, av := range ai {
 					s += av * bj[p]
 				}
-				c[i*t+j] += s
+				c[i*ldc+j] += s
 			}
 		}
 		return
 	}
 	for i := 0; i < m; i += 3 {
 		for j := 0; j < t; j += 4 {
-			kernConvNT3x4(k, &a[i*k], k, &b[0], &offs[j], &c[i*t+j], t, true)
+			kernConvNT3x4(k, &a[0], &aoffs[i], &b[0], &boffs[j], &c[i*ldc+j], ldc, true)
 		}
 	}
 }

@@ -32,10 +32,13 @@ func kernNN6x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc
 func kernConv6x16(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
 
 //go:noescape
-func kernConvNT3x4(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, acc bool)
+func kernConvNT3x4(k int, a *float32, aoffs *int, b *float32, boffs *int, c *float32, ldc int, acc bool)
 
 //go:noescape
 func poolFwd8(rows, groups int, r *float32, ldr int, bias float32, y *float32, ldy int, hot *int32, mask *int32)
 
 //go:noescape
 func poolBwd8(rows, groups int, d *float32, ldd int, dy *float32, ldy int, hot *int32, mask *int32, sum *float32)
+
+//go:noescape
+func kernConv4x16(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)

@@ -664,18 +664,18 @@ cv6loop:
 	VZEROUPPER
 	RET
 
-// func kernConvNT3x4(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int, acc bool)
-// C[i, j] (+)= dot(A[i, 0:k], b[offs[j] : offs[j]+k]) for i < 3, j < 4; k is
-// a positive multiple of 8: kernNT3x4 with B's rows found through a table.
+// func kernConvNT3x4(k int, a *float32, aoffs *int, b *float32, boffs *int, c *float32, ldc int, acc bool)
+// C[i, j] (+)= dot(a[aoffs[i] : aoffs[i]+k], b[boffs[j] : boffs[j]+k]) for
+// i < 3, j < 4; k is a positive multiple of 8: kernNT3x4 with the rows of
+// both operands found through tables.
 TEXT ·kernConvNT3x4(SB), NOSPLIT, $0-57
 	MOVQ   k+0(FP), CX
 	MOVQ   a+8(FP), SI
-	MOVQ   lda+16(FP), AX
+	MOVQ   aoffs+16(FP), AX
 	MOVQ   b+24(FP), R8
-	MOVQ   offs+32(FP), BX
+	MOVQ   boffs+32(FP), BX
 	MOVQ   c+40(FP), DX
 	MOVQ   ldc+48(FP), R12
-	SHLQ   $2, AX
 	SHLQ   $2, R12
 	MOVQ   8(BX), R9
 	MOVQ   16(BX), R10
@@ -685,8 +685,12 @@ TEXT ·kernConvNT3x4(SB), NOSPLIT, $0-57
 	LEAQ   (R8)(R10*4), R10
 	LEAQ   (R8)(R11*4), R11
 	LEAQ   (R8)(BX*4), R8
-	LEAQ   (SI)(AX*1), DI
-	LEAQ   (DI)(AX*1), BX
+	MOVQ   8(AX), DI
+	MOVQ   16(AX), BX
+	MOVQ   (AX), AX
+	LEAQ   (SI)(DI*4), DI
+	LEAQ   (SI)(BX*4), BX
+	LEAQ   (SI)(AX*4), SI
 	SHRQ   $3, CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -961,5 +965,63 @@ pblast:
 pbdone:
 	MOVQ    sum+64(FP), AX
 	VMOVUPS Y12, (AX)
+	VZEROUPPER
+	RET
+
+// func kernConv4x16(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
+// kernConv6x16 for 4 rows of A and C.
+TEXT ·kernConv4x16(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), CX
+	MOVQ   a+8(FP), SI
+	MOVQ   lda+16(FP), R8
+	MOVQ   b+24(FP), DI
+	MOVQ   offs+32(FP), R9
+	MOVQ   c+40(FP), DX
+	MOVQ   ldc+48(FP), R10
+	SHLQ   $2, R8
+	SHLQ   $2, R10
+	LEAQ   (SI)(R8*2), R11 // row 2
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+cv4loop:
+	MOVQ         (R9), AX
+	VMOVUPS      (DI)(AX*4), Y12
+	VMOVUPS      32(DI)(AX*4), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (SI)(R8*1), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VFMADD231PS  Y13, Y15, Y3
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R11)(R8*1), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	ADDQ         $4, SI
+	ADDQ         $4, R11
+	ADDQ         $8, R9
+	DECQ         CX
+	JNZ          cv4loop
+
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ    R10, DX
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
 	VZEROUPPER
 	RET

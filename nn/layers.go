@@ -98,13 +98,20 @@ type Conv2D struct {
 	gw, plane  int   // grid row width and plane size
 	np         int   // grid positions computed, a multiple of 16
 	glen       int   // floats per example grid, covering every read
-	mp, taps   int   // OutC rounded up to 6, InC·K·K rounded up to 4
-	offs       []int // taps offsets of the kernel taps (padding taps 0)
+	mp         int   // rows of wpad and yg: OutC rounded up to even, ≥ 4
+	offs       []int // grid offsets of the kernel taps (padding taps 0)
+	rowOffs    []int // offsets of dyg's rows
 	wpad       []float32
 	wT         []float32 // InC·K·K × OutC, transposed weights for the input gradient
-	yg, dyg    []float32 // mp × np
-	dwpad      []float32 // mp × taps
+	yg, dyg    []float32 // mp × np and len(rowOffs) × np
 	dcolg, dxg []float32
+
+	// The weight gradient is one product per example, gathered in dwpad
+	// (ntM × ntT, padded to the 3×4 tiles): channels × taps, or taps ×
+	// channels when tapsMajor, whichever wastes less of the tiles.
+	tapsMajor bool
+	ntM, ntT  int
+	dwpad     []float32
 
 	// In training mode Forward keeps the grids of the whole batch (xg, n ×
 	// glen) for Backward; otherwise xg holds one example.
@@ -127,9 +134,14 @@ func NewConv2D(inC, inH, inW, outC, k, pad int) *Conv2D {
 	// The pooling kernels read and write whole groups of 16 columns.
 	l.np = (l.OutH-1)*l.gw + (l.OutW+15)&^15
 	l.np = (l.np + 15) &^ 15
-	l.mp = (outC + 5) / 6 * 6
-	l.taps = (ckk + 3) &^ 3
-	l.offs = make([]int, l.taps)
+	l.mp = max(4, (outC+1)&^1)
+	r3, r4 := func(v int) int { return (v + 2) / 3 * 3 }, func(v int) int { return (v + 3) &^ 3 }
+	l.tapsMajor = r3(ckk)*r4(outC) < r3(outC)*r4(ckk)
+	l.ntM, l.ntT = r3(outC), r4(ckk)
+	if l.tapsMajor {
+		l.ntM, l.ntT = r3(ckk), r4(outC)
+	}
+	l.offs = make([]int, (ckk+11)/12*12)
 	r := 0
 	for ci := 0; ci < inC; ci++ {
 		for ky := 0; ky < k; ky++ {
@@ -143,8 +155,12 @@ func NewConv2D(inC, inH, inW, outC, k, pad int) *Conv2D {
 	l.wpad = make([]float32, l.mp*ckk)
 	l.wT = make([]float32, ckk*outC)
 	l.yg = make([]float32, l.mp*l.np)
-	l.dyg = make([]float32, l.mp*l.np)
-	l.dwpad = make([]float32, l.mp*l.taps)
+	l.rowOffs = make([]int, (outC+11)/12*12)
+	for i := range l.rowOffs {
+		l.rowOffs[i] = i * l.np
+	}
+	l.dyg = make([]float32, len(l.rowOffs)*l.np)
+	l.dwpad = make([]float32, l.ntM*l.ntT)
 	l.dcolg = make([]float32, ckk*l.np)
 	if pad > 0 {
 		l.dxg = make([]float32, l.glen)
@@ -295,7 +311,11 @@ func (l *Conv2D) backwardStart(x []float32, n int, wantDx bool) []float32 {
 func (l *Conv2D) backwardGrid(g, dx []float32) {
 	ckk := l.InC * l.K * l.K
 	// dW += dy·(shifted windows of the input)ᵀ.
-	convNT(l.mp, l.taps, l.np, l.dyg, g, l.offs, l.dwpad)
+	if l.tapsMajor {
+		convNT(l.ntM, l.ntT, l.np, g, l.offs, l.dyg, l.rowOffs, l.dwpad, l.ntT)
+	} else {
+		convNT(l.ntM, l.ntT, l.np, l.dyg, l.rowOffs, g, l.offs, l.dwpad, l.ntT)
+	}
 	if dx == nil {
 		return
 	}
@@ -325,7 +345,13 @@ func (l *Conv2D) backwardEnd() {
 	ckk := l.InC * l.K * l.K
 	for c := 0; c < l.OutC; c++ {
 		dwc := l.dw[c*ckk : (c+1)*ckk]
-		for r, v := range l.dwpad[c*l.taps : c*l.taps+ckk] {
+		if l.tapsMajor {
+			for r := range dwc {
+				dwc[r] += l.dwpad[r*l.ntT+c]
+			}
+			continue
+		}
+		for r, v := range l.dwpad[c*l.ntT : c*l.ntT+ckk] {
 			dwc[r] += v
 		}
 	}
