@@ -42,8 +42,8 @@ type Config struct {
 	// StopGrace is how long a worker may take to exit after being asked
 	// (SIGINT) before it is killed.
 	StopGrace time.Duration
-	// Stdout receives the workers' output prefixed by rank, the status
-	// lines and the summary table; Stderr the workers' logs.
+	// Stdout receives the workers' output prefixed by rank and the status
+	// lines; Stderr the workers' logs (see WriteTable for the summary).
 	Stdout, Stderr io.Writer
 	Logger         *zap.Logger
 }
