@@ -30,7 +30,7 @@ func TestRunInProcess(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("%v in %s", err, out.String())
 	}
-	if res.LocalExamplesPerSec <= 0 || res.LocalComputeExamplesPerSec < res.LocalExamplesPerSec || len(res.Rows) != 4 {
+	if res.LocalExamplesPerSec <= 0 || res.LocalComputeExamplesPerSec < res.LocalExamplesPerSec || res.LocalCPUExamplesPerSec <= 0 || len(res.Rows) != 4 {
 		t.Fatalf("result %+v", res)
 	}
 	for _, r := range res.Rows {
