@@ -12,8 +12,8 @@
 //   - RunJob (job.go) is one replica of a run: a start-up handshake that
 //     compares every replica's settings (a MismatchError names each setting
 //     that differs and the ranks), the chief's (rank 0) parameters and
-//     optimizer state broadcast to all, then per step
-//     forward/backward → [Barrier] → AllReduceSum(grads) → scale by 1/N →
+//     optimizer state broadcast to all, then per step forward/backward →
+//     [Barrier, every 16th step] → AllReduceSum(grads) → scale by 1/N →
 //     optimizer step; parameter-hash comparisons every Job.HashEvery steps
 //     and at the end; sharded evaluation each epoch; checkpoints; and the
 //     per-peer figures (time computing / communicating / waiting, bytes,

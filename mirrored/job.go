@@ -32,9 +32,10 @@ import (
 //   - each step: forward/backward on this replica's batch of its shard
 //     (data.ShardAuto: example i goes to rank i mod N; a full shuffle of the
 //     shard per epoch; every rank runs the same data.Steps per epoch),
-//     [barrier], all-reduce the flat gradient, scale by 1/N, optimizer
-//     step. The global batch is BatchSize×N; the learning rate is not
-//     rescaled (pass a larger --lr for that);
+//     [a barrier every WaitSampleEvery steps], all-reduce the flat
+//     gradient, scale by 1/N, optimizer step. The global batch is
+//     BatchSize×N; the learning rate is not rescaled (meshtrain's
+//     --scale-lr multiplies it by N);
 //   - every HashEvery steps and at the end: all-gather the SHA-256 of the
 //     parameters; a difference is an error naming the ranks;
 //   - each epoch: evaluation on the full test set, sharded: rank r
