@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 )
@@ -38,6 +39,9 @@ func init() {
 			}
 			if _, err := sparseFromFlags(c); err != nil {
 				return fmt.Errorf("launch: %w", err)
+			}
+			if _, err := collective.ParseAlgo(c.String("allreduce-algo")); err != nil {
+				return fmt.Errorf("launch: --allreduce-algo: %w", err)
 			}
 			exe, err := os.Executable()
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/urfave/cli/v2"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
@@ -47,6 +48,7 @@ func jobFlags() []cli.Flag {
 		&cli.IntFlag{Name: "hash-every", Value: 500, Usage: "steps between comparisons of the replicas' parameter hashes (0: only at the end)"},
 		&cli.BoolFlag{Name: "measure-wait", Value: true, Usage: "barrier before each gradient all-reduce, to tell waiting for slower peers from communicating"},
 		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
+		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size) | ring | tree (recursive doubling)"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
 	}
 }
@@ -137,6 +139,10 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
+			algo, err := collective.ParseAlgo(c.String("allreduce-algo"))
+			if err != nil {
+				return fmt.Errorf("worker: --allreduce-algo: %w", err)
+			}
 			var identity crypto.PrivKey
 			if path := c.String("identity"); path != "" {
 				if identity, err = launch.ReadIdentityFile(path); err != nil {
@@ -152,7 +158,7 @@ func init() {
 			job.Progress = os.Stdout
 			wc := launch.WorkerConfig{
 				Job: job, Sparse: sparse, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
-				Timeout: c.Duration("collective-timeout"), Report: c.String("report"), Logger: log,
+				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
 			}
 			if c.Bool("events") {
 				wc.Events = os.Stdout

@@ -56,6 +56,9 @@ type WorkerConfig struct {
 	Identity crypto.PrivKey
 	// Timeout bounds connecting to the peers and every collective.
 	Timeout time.Duration
+	// Algo is the all-reduce algorithm (collective.Auto chooses by size);
+	// every peer must use the same.
+	Algo collective.Algo
 	// Report, if set, receives the worker's Summary as JSON at the end.
 	Report string
 	// Events, if set, receives the job's events as marked lines
@@ -127,7 +130,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		return nil, fmt.Errorf("rank %d: connecting to the cluster: %w", rank, err)
 	}
 	counted := mirrored.CountTraffic(t)
-	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
+	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, Logger: log.Named("collective")})
 	if err != nil {
 		_ = t.Close()
 		return nil, err
