@@ -151,12 +151,24 @@ func TestLaunchSoftmaxThreePeers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sum := filepath.Join(t.TempDir(), "summary.json")
-	r := meshtrain(ctx, nil, "launch", "-n", "3", "--model", "softmax", "--epochs", "2", "--batch", "32", "--lr", "0.02",
-		"--train-examples", "12000", "--test-examples", "2000", "--summary", sum)
+	logdir := t.TempDir()
+	r := meshtrain(ctx, nil, "launch", "-n", "3", "--model", "softmax", "--epochs", "2", "--batch", "32", "--lr", "0.01", "--scale-lr",
+		"--train-examples", "12000", "--test-examples", "2000", "--summary", sum, "--logdir", logdir)
 	if r.err != nil {
 		t.Fatal(r)
 	}
-	checkPeers(t, readSummary(t, sum), 3, 0.85)
+	s := readSummary(t, sum)
+	checkPeers(t, s, 3, 0.85)
+	if s.Run.LR != 0.03 {
+		t.Errorf("--scale-lr with 3 workers: lr %v, want 0.03", s.Run.LR)
+	}
+	// One TensorBoard directory per worker, none overwriting another.
+	for r := range 3 {
+		files, _ := filepath.Glob(filepath.Join(logdir, fmt.Sprintf("worker-%d", r), "events.out.tfevents.*"))
+		if len(files) != 1 {
+			t.Errorf("worker %d event files: %q", r, files)
+		}
+	}
 }
 
 // TestKillAndResume kills a worker mid-run: launch must exit non-zero
