@@ -74,9 +74,9 @@ type SparseConfig struct {
 // regression (sparse.LogReg) over a Group. Of the embedded Job it uses
 // Epochs, BatchSize (per replica), LR, Seed, TargetAccuracy, HashEvery,
 // MeasureWait (a barrier every WaitSampleEvery-th step, as in RunJob),
-// NoShuffle, Progress, Logger and OnEvent; Model must be
-// SparseModel or empty. Checkpoints are not supported yet (CheckpointDir
-// and Restore must be empty).
+// NoShuffle, the checkpoint settings (CheckpointDir, CheckpointEvery,
+// KeepCheckpoints, Restore), Progress, Logger and OnEvent; Model must be
+// SparseModel or empty.
 //
 // The strategy, on every replica:
 //
@@ -105,7 +105,15 @@ type SparseConfig struct {
 //     end, of all D weights;
 //   - each epoch: evaluation on the test set, split among the replicas;
 //     the (margin, label) pairs are all-gathered so every replica reports
-//     the same accuracy, log-loss and exact AUC.
+//     the same accuracy, log-loss and exact AUC;
+//   - checkpoints (chief only, as in RunJob): the weights and the
+//     optimizer state at the end of every epoch, or every CheckpointEvery
+//     steps, and at the end (every replica first applies any lazy
+//     regularisation at those steps, so a resumed run ends with the same
+//     bits as the uninterrupted one). A run resumes from the newest one in
+//     CheckpointDir (or Restore): the chief reads it and broadcasts the
+//     weights and state. One exception to bitwise resumption: with
+//     --exchange auto the first step after a resume is sparse.
 type SparseJob struct {
 	Job
 	Sparse SparseConfig
@@ -116,10 +124,11 @@ func (j *SparseJob) validate() error {
 	if c.Model != "" && c.Model != SparseModel {
 		return fmt.Errorf("sparse job with model %q: want %s", c.Model, SparseModel)
 	}
-	if j.CheckpointDir != "" || j.Restore != "" {
-		return fmt.Errorf("model %s does not support checkpoints yet: drop --checkpoint-dir and --restore", SparseModel)
-	}
 	switch {
+	case j.CheckpointEvery < 0:
+		return fmt.Errorf("checkpoint every %d steps: want ≥ 0 (0: every epoch)", j.CheckpointEvery)
+	case j.KeepCheckpoints < 0:
+		return fmt.Errorf("keep %d checkpoints: want ≥ 0 (0: all)", j.KeepCheckpoints)
 	case s.Features <= 0 || s.Features > math.MaxInt32:
 		return fmt.Errorf("--features %d: want the number of features, 1..%d (33762578 for Criteo)", s.Features, math.MaxInt32)
 	case s.Train == nil && len(s.TrainFiles) == 0:
@@ -210,26 +219,29 @@ func (j *SparseJob) settings(replicas int) ([]Setting, error) {
 	if gather == "" {
 		gather = GatherDirect
 	}
+	// math: the settings a checkpoint must also match to be resumed.
+	math := func(name, value string) Setting { return Setting{Name: name, Value: value, Resume: true} }
 	v := func(name, value string) Setting { return Setting{Name: name, Value: value} }
 	return []Setting{
-		v("model", SparseModel),
-		v("features", strconv.Itoa(s.Features)),
-		v("replicas", strconv.Itoa(replicas)),
-		v("batch_size", strconv.Itoa(c.BatchSize)),
-		v("epochs", strconv.Itoa(c.Epochs)),
-		v("optimizer", s.Optimizer),
-		v("lr", f64(c.LR)),
-		v("l1", f64(s.L1)),
-		v("l2", f64(s.L2)),
-		v("beta", f64(s.Beta)),
-		v("seed", strconv.FormatInt(c.Seed, 10)),
-		v("train_data", train),
+		math("model", SparseModel),
+		math("features", strconv.Itoa(s.Features)),
+		math("replicas", strconv.Itoa(replicas)),
+		math("batch_size", strconv.Itoa(c.BatchSize)),
+		math("epochs", strconv.Itoa(c.Epochs)),
+		math("optimizer", s.Optimizer),
+		math("lr", f64(c.LR)),
+		math("l1", f64(s.L1)),
+		math("l2", f64(s.L2)),
+		math("beta", f64(s.Beta)),
+		math("seed", strconv.FormatInt(c.Seed, 10)),
+		math("train_data", train),
+		math("zero_based", strconv.FormatBool(s.ZeroBased)),
+		math("skip_corrupt", strconv.FormatBool(s.SkipCorrupt)),
+		math("shuffle", strconv.FormatBool(!j.NoShuffle)),
+		math("shuffle_buffer", strconv.Itoa(s.ShuffleBuffer)),
+		math("exchange", s.Exchange.String()),
+		math("checkpoint_every", strconv.Itoa(j.CheckpointEvery)),
 		v("test_data", test),
-		v("zero_based", strconv.FormatBool(s.ZeroBased)),
-		v("skip_corrupt", strconv.FormatBool(s.SkipCorrupt)),
-		v("shuffle", strconv.FormatBool(!j.NoShuffle)),
-		v("shuffle_buffer", strconv.Itoa(s.ShuffleBuffer)),
-		v("exchange", s.Exchange.String()),
 		v("gather", gather),
 		v("max_steps", strconv.Itoa(s.MaxSteps)),
 		v("target_accuracy", f64(c.TargetAccuracy)),
@@ -240,34 +252,67 @@ func (j *SparseJob) settings(replicas int) ([]Setting, error) {
 
 // handshake all-gathers the settings (and each replica's training shard
 // size, for the steps per epoch) and fails naming every difference.
+// sparseHello is what each replica sends in the start-up all-gather: its
+// settings and training shard size, and (chief only) where to resume or
+// why it cannot.
+type sparseHello struct {
+	Settings []Setting   `json:"settings"`
+	Shard    int         `json:"shard"`
+	Resume   *resumeInfo `json:"resume,omitempty"`
+	Error    string      `json:"error,omitempty"`
+}
+
+// handshake all-gathers the settings and shard sizes (no checkpoint) and
+// fails naming every setting that differs; it returns the smallest,
+// largest and total shard size.
 func (j *SparseJob) handshake(ctx context.Context, g Group, settings []Setting, shard int) (minShard, maxShard, total int, err error) {
-	type sparseHello struct {
-		Settings []Setting `json:"settings"`
-		Shard    int       `json:"shard"`
-	}
-	hb, err := json.Marshal(sparseHello{Settings: settings, Shard: shard})
+	minShard, maxShard, total, _, err = j.handshakeResume(ctx, g, sparseHello{Settings: settings, Shard: shard})
+	return minShard, maxShard, total, err
+}
+
+// handshakeResume is handshake with the chief's resume point: the hellos
+// are all-gathered, and the chief's Resume (or Error) is returned to all.
+func (j *SparseJob) handshakeResume(ctx context.Context, g Group, me sparseHello) (minShard, maxShard, total int, resume *resumeInfo, err error) {
+	hb, err := json.Marshal(me)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	all, err := g.AllGather(ctx, hb)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("start-up handshake (comparing the peers' settings): %w", err)
+		return 0, 0, 0, nil, fmt.Errorf("start-up handshake (comparing the peers' settings): %w", err)
 	}
 	who := make([]string, len(all))
 	sets := make([][]Setting, len(all))
+	hellos := make([]sparseHello, len(all))
 	minShard = math.MaxInt
 	for r, b := range all {
-		var h sparseHello
-		if err := json.Unmarshal(b, &h); err != nil {
-			return 0, 0, 0, fmt.Errorf("start-up handshake: rank %d sent an unreadable hello (a different meshtrain version?): %w", r, err)
+		h := &hellos[r]
+		if err := json.Unmarshal(b, h); err != nil {
+			return 0, 0, 0, nil, fmt.Errorf("start-up handshake: rank %d sent an unreadable hello (a different meshtrain version?): %w", r, err)
 		}
 		who[r], sets[r] = fmt.Sprintf("rank %d", r), h.Settings
 		minShard, maxShard, total = min(minShard, h.Shard), max(maxShard, h.Shard), total+h.Shard
 	}
 	if err := compareSettings(who, sets); err != nil {
-		return 0, 0, 0, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
+		return 0, 0, 0, nil, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
 	}
-	return minShard, maxShard, total, nil
+	if e := hellos[0].Error; e != "" {
+		if g.Rank() == 0 {
+			return 0, 0, 0, nil, errors.New(e)
+		}
+		return 0, 0, 0, nil, fmt.Errorf("rank 0 (the chief) could not resume: %s", e)
+	}
+	return minShard, maxShard, total, hellos[0].Resume, nil
+}
+
+// optState returns the optimizer's state arrays and their total length.
+func optState(opt sparse.Optimizer) ([][]float32, int) {
+	st := opt.State()
+	n := 0
+	for _, a := range st {
+		n += len(a)
+	}
+	return st, n
 }
 
 // trainPipeline returns this replica's training pipeline config and shard
@@ -330,7 +375,35 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 	if err != nil {
 		return nil, err
 	}
-	minShard, maxShard, trainExamples, err := job.handshake(ctx, g, settings, shard)
+	model, err := sparse.NewLogReg(dim)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := sparse.NewOptimizer(sc.Optimizer, dim, job.optimizerConfig())
+	if err != nil {
+		return nil, err
+	}
+	state, stateLen := optState(opt)
+
+	fp := Fingerprint(settings)
+	me := sparseHello{Settings: settings, Shard: shard}
+	var ck *Checkpoint
+	if rank == 0 {
+		var path string
+		ck, path, err = job.Job.findCheckpoint(settings, fp, dim, stateLen)
+		if err != nil {
+			me.Error = err.Error()
+		} else if ck != nil {
+			var hist []Epoch
+			if ck.History != "" {
+				if err := json.Unmarshal([]byte(ck.History), &hist); err != nil {
+					me.Error = fmt.Sprintf("checkpoint %s: metadata history: %v", path, err)
+				}
+			}
+			me.Resume = &resumeInfo{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist}
+		}
+	}
+	minShard, maxShard, trainExamples, resume, err := job.handshakeResume(ctx, g, me)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +412,36 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 		return nil, fmt.Errorf("the smallest replica's shard holds %d training examples, less than one batch of %d: use a smaller --batch, more data or fewer replicas",
 			minShard, cfg.BatchSize)
 	}
+	startEpoch, skip, global := 1, 0, 0
+	if resume != nil {
+		startEpoch, skip, global = resume.Epoch, resume.StepInEpoch, resume.Step
+		if startEpoch < 1 || global != (startEpoch-1)*steps+skip {
+			return nil, fmt.Errorf("checkpoint %s: step %d is not epoch %d step %d at %d steps per epoch: it belongs to another configuration", resume.Path, global, startEpoch, skip, steps)
+		}
+		if ck != nil { // the chief
+			copy(model.W, ck.Params)
+			rest := ck.OptState
+			for _, a := range state {
+				rest = rest[copy(a, rest):]
+			}
+		}
+		// The chief's weights and state everywhere (nothing to send on a
+		// fresh start: every replica starts from zero).
+		for _, a := range append([][]float32{model.W}, state...) {
+			if err := g.Broadcast(ctx, a, 0); err != nil {
+				return nil, fmt.Errorf("broadcasting the checkpoint's weights and optimizer state from rank 0: %w", err)
+			}
+		}
+		log.Info("resumed", zap.String("checkpoint", resume.Path), zap.Int("step", global), zap.Int("epoch", startEpoch))
+		if cfg.Progress != nil && rank == 0 {
+			fmt.Fprintf(cfg.Progress, "resumed from %s: step %d, epoch %d step %d\n", resume.Path, global, startEpoch, skip)
+		}
+	}
+	ck = nil // the chief's copy of the checkpoint is no longer needed
+
 	pcfg.StepsPerEpoch = steps
+	pcfg.Epochs = max(1, cfg.Epochs-startEpoch+1)
+	pcfg.StartEpoch = startEpoch - 1 // the pipeline counts epochs from 0
 	var pipe *data.Pipeline
 	if sc.Train != nil {
 		pipe, err = data.NewPipeline(ctx, sc.Train, pcfg)
@@ -350,15 +452,12 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 		return nil, err
 	}
 	defer pipe.Close()
+	for range skip {
+		if _, err := pipe.Next(ctx); err != nil {
+			return nil, fmt.Errorf("skipping to the checkpoint's position in epoch %d: %w", startEpoch, err)
+		}
+	}
 
-	model, err := sparse.NewLogReg(dim)
-	if err != nil {
-		return nil, err
-	}
-	opt, err := sparse.NewOptimizer(sc.Optimizer, dim, job.optimizerConfig())
-	if err != nil {
-		return nil, err
-	}
 	xch, err := newExchanger(g, sc.Exchange, sc.Gather, dim, log)
 	if err != nil {
 		return nil, err
@@ -379,24 +478,61 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 	if cfg.Progress != nil && rank == 0 {
 		fmt.Fprintln(cfg.Progress, header)
 	}
-	log.Info("start", zap.String("run", header))
-	emit(Event{Kind: "start", Steps: totalSteps, Info: header})
-
 	peer := PeerStats{Rank: rank}
-	var compute, comm, wait, evalTime, trainTime time.Duration
+	var trainTime time.Duration
+	if resume != nil {
+		res.EpochResults = resume.History
+		if n := len(resume.History); n > 0 {
+			trainTime = time.Duration(resume.History[n-1].TrainSeconds * float64(time.Second))
+		}
+		peer.ResumedFrom, peer.ResumedStep = resume.Path, resume.Step
+		if rank != 0 {
+			peer.ResumedFrom = "rank 0's " + resume.Path
+		}
+		emit(Event{Kind: "resumed", Step: global, Steps: totalSteps, Path: resume.Path})
+	}
+	log.Info("start", zap.String("run", header))
+	emit(Event{Kind: "start", Step: global, Steps: totalSteps, Info: header})
+
+	var compute, comm, wait, evalTime, ckTime time.Duration
+	saveCheckpoint := func(epoch, stepInEpoch int) error {
+		if rank != 0 || job.CheckpointDir == "" {
+			return nil
+		}
+		t := time.Now()
+		hist, _ := json.Marshal(res.EpochResults) // plain numbers: cannot fail
+		flat := make([]float32, 0, stateLen)
+		for _, a := range state {
+			flat = append(flat, a...)
+		}
+		path, err := WriteCheckpoint(job.CheckpointDir, &Checkpoint{
+			Model: SparseModel, Params: model.W, OptState: flat,
+			Step: global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: steps, Seed: cfg.Seed,
+			Fingerprint: fp, Config: settingsJSON(settings), History: string(hist), SavedAt: time.Now(),
+		}, job.KeepCheckpoints)
+		ckTime += time.Since(t)
+		if err != nil {
+			return fmt.Errorf("writing the checkpoint at step %d: %w", global, err)
+		}
+		log.Debug("checkpoint", zap.String("path", path), zap.Int("step", global))
+		emit(Event{Kind: "checkpoint", Step: global, Steps: totalSteps, Path: path})
+		return nil
+	}
 	// exchangePhase is the time from the end of a step's gradient to the
 	// end of its exchange; sampledWait/sampledPhase the barrier's part of
 	// it in the steps sampled by MeasureWait (as in RunJob).
 	var exchangePhase, sampledWait, sampledPhase time.Duration
 	var local, merged sparse.Vector
 	var touched []float32
-	global := 0
 	var epochSparse, epochDense int // steps per mode, for the epoch log
-	for epoch := 1; epoch <= cfg.Epochs && global < totalSteps; epoch++ {
+	for epoch := startEpoch; epoch <= cfg.Epochs && global < totalSteps; epoch++ {
 		epochStart := time.Now()
 		var lossSum float64
-		examples, ran := 0, 0
-		for step := 0; step < steps && global < totalSteps; step++ {
+		examples, ran, first := 0, 0, 0
+		if epoch == startEpoch {
+			first = skip
+		}
+		for step := first; step < steps && global < totalSteps; step++ {
 			t0 := time.Now()
 			b, err := pipe.Next(ctx)
 			if err != nil {
@@ -461,6 +597,16 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 					return nil, err
 				}
 			}
+			if job.CheckpointEvery > 0 && global%job.CheckpointEvery == 0 && step+1 < steps {
+				// Every replica settles lazy regularisation here, so the
+				// arithmetic after a resume is the uninterrupted run's.
+				t := time.Now()
+				opt.Flush(model.W)
+				ckTime += time.Since(t)
+				if err := saveCheckpoint(epoch, step+1); err != nil {
+					return nil, err
+				}
+			}
 		}
 		elapsed := time.Since(epochStart)
 		trainTime += elapsed
@@ -502,7 +648,17 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 		epochSparse, epochDense = 0, 0
 		epCopy := ep
 		emit(Event{Kind: "epoch", Step: global, Steps: totalSteps, Epoch: &epCopy})
-		if cfg.TargetAccuracy > 0 && ep.TestAccuracy >= cfg.TargetAccuracy {
+		reached := cfg.TargetAccuracy > 0 && ep.TestAccuracy >= cfg.TargetAccuracy
+		// An epoch cut short by MaxSteps ends the run without a checkpoint
+		// of its own: its evaluation already settled lazy regularisation
+		// at a step where an uninterrupted run does not.
+		complete := first+ran == steps
+		if complete && (job.CheckpointEvery == 0 || global%job.CheckpointEvery == 0 || epoch == cfg.Epochs || reached) {
+			if err := saveCheckpoint(epoch+1, 0); err != nil {
+				return nil, err
+			}
+		}
+		if reached {
 			res.TargetReached, res.TimeToTarget = true, ep.TrainSeconds
 			if cfg.Progress != nil && rank == 0 {
 				fmt.Fprintf(cfg.Progress, "target reached after %d epochs, %.1fs of training\n", epoch, ep.TrainSeconds)
@@ -546,7 +702,7 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 		peer.ComputeShare, peer.CommShare, peer.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
 		peer.ExamplesPerSec = float64(peer.Examples) / total.Seconds()
 	}
-	peer.EvalSeconds = evalTime.Seconds()
+	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
 	log.Info("done", zap.Int("steps", global), zap.Int("sparse_steps", xch.steps[sparse.ExchangeSparse]),
 		zap.Int("dense_steps", xch.steps[sparse.ExchangeDense]), zap.String("params_sha256", res.ParamsSHA256))
 	return &Summary{Run: res, Peer: peer}, nil

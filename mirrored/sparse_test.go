@@ -3,6 +3,7 @@ package mirrored
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -213,7 +214,7 @@ func TestSparseJobBadInput(t *testing.T) {
 		{"optimizer", func(j *SparseJob) { j.Sparse.Optimizer = "adam" }, `unknown optimizer "adam"`},
 		{"lr", func(j *SparseJob) { j.Config.LR = 0 }, "learning rate"},
 		{"model", func(j *SparseJob) { j.Config.Model = "lenet" }, `model "lenet"`},
-		{"checkpoint", func(j *SparseJob) { j.CheckpointDir = "x" }, "checkpoints"},
+		{"checkpoint", func(j *SparseJob) { j.CheckpointEvery = -1 }, "checkpoint every -1"},
 		{"gather", func(j *SparseJob) { j.Sparse.Gather = "tree" }, `sparse gather "tree"`},
 		{"format", func(j *SparseJob) { j.Sparse.Format = "csv" }, `input format "csv"`},
 		{"batch too big", func(j *SparseJob) { j.Config.BatchSize = 101 }, "less than one batch"},
@@ -404,5 +405,61 @@ func TestSparseExchangeAlone(t *testing.T) {
 	}
 	if !slices.Equal(got.Indices, want.Indices) || !slices.Equal(got.Values, want.Values) {
 		t.Fatal("one replica's merged gradient differs from MergeGradients'")
+	}
+}
+
+// TestSparseResume: a run stopped part-way and resumed from its last
+// checkpoint ends with the same weights, bit for bit, as the uninterrupted
+// run (SGD with lazy L2 exercises the regularisation settled at
+// checkpoints; AdaGrad the optimizer state in the checkpoint).
+func TestSparseResume(t *testing.T) {
+	const dim = 300
+	train := sparseSet(t, 1, 900, dim, 6)
+	for _, optimizer := range []string{"sgd", "adagrad", "ftrl"} {
+		t.Run(optimizer, func(t *testing.T) {
+			job := sparseTestJob(train, nil, dim, 10, 3, optimizer, sparse.ExchangeSparse)
+			job.NoShuffle = false
+			job.CheckpointEvery = 7
+			job.Sparse.L2 = 0.01
+			whole := job
+			whole.CheckpointDir = t.TempDir()
+			ref, _, errs := runSparse(t, sameSparse(2, whole))
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+
+			dir := t.TempDir()
+			cut := job
+			cut.CheckpointDir = dir
+			cut.Sparse.MaxSteps = 100 // epoch 3 of 45 steps each: last checkpoint at step 98
+			first, _, errs := runSparse(t, sameSparse(2, cut))
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			if first[0].Run.Steps != 100 || first[0].Run.ParamsSHA256 == ref[0].Run.ParamsSHA256 {
+				t.Fatalf("the cut run took %d steps and ended like the whole run: the test proves nothing", first[0].Run.Steps)
+			}
+			rest := job
+			rest.CheckpointDir = dir
+			sums, _, errs := runSparse(t, sameSparse(2, rest))
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			for r, s := range sums {
+				if s.Peer.ResumedStep != 98 || s.Run.Steps != 135 || len(s.Run.EpochResults) != 3 {
+					t.Errorf("rank %d resumed at step %d, ran to %d with %d epochs; want 98, 135, 3", r, s.Peer.ResumedStep, s.Run.Steps, len(s.Run.EpochResults))
+				}
+				if s.Run.ParamsSHA256 != ref[0].Run.ParamsSHA256 {
+					t.Errorf("rank %d: resumed run ends with %.12s…, the uninterrupted one with %.12s…", r, s.Run.ParamsSHA256, ref[0].Run.ParamsSHA256)
+				}
+			}
+			// Other settings cannot resume from these checkpoints.
+			other := rest
+			other.Config.LR = 0.3
+			_, _, errs = runSparse(t, sameSparse(2, other))
+			if errs[0] == nil || !strings.Contains(errs[0].Error(), "lr is") || errs[1] == nil || !strings.Contains(errs[1].Error(), "chief") {
+				t.Fatalf("resuming with another learning rate: %v / %v", errs[0], errs[1])
+			}
+		})
 	}
 }
