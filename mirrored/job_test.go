@@ -285,10 +285,18 @@ func TestSettingsMismatch(t *testing.T) {
 // bit for bit where the uninterrupted run ends, and that a run resumes by
 // itself from the newest checkpoint in its directory.
 func TestResume(t *testing.T) {
-	mn := synthMNIST(400, 80, 6)
-	job := testJob(t, nn.Softmax, mn, 16, 3) // 12 steps per epoch on 2 replicas
-	job.Optimizer = nn.Adam
-	job.LR = 0.01
+	t.Run("softmax-adam", func(t *testing.T) {
+		job := testJob(t, nn.Softmax, synthMNIST(400, 80, 6), 16, 3) // 12 steps per epoch on 2 replicas
+		job.Optimizer = nn.Adam
+		job.LR = 0.01
+		testResume(t, job, 2*7850+1)
+	})
+	t.Run("lenet-momentum", func(t *testing.T) {
+		testResume(t, testJob(t, nn.LeNet5, synthMNIST(400, 80, 6), 16, 3), 61706)
+	})
+}
+
+func testResume(t *testing.T, job Job, optState int) {
 	job.CheckpointEvery = 5
 	full := job
 	full.CheckpointDir = t.TempDir()
@@ -306,7 +314,7 @@ func TestResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ck.Epoch != 2 || ck.StepInEpoch != 3 || ck.StepsPerEpoch != 12 || len(ck.OptState) != 2*7850+1 {
+	if ck.Epoch != 2 || ck.StepInEpoch != 3 || ck.StepsPerEpoch != 12 || len(ck.OptState) != optState {
 		t.Fatalf("checkpoint at step 15: epoch %d step %d of %d, %d optimizer values", ck.Epoch, ck.StepInEpoch, ck.StepsPerEpoch, len(ck.OptState))
 	}
 
