@@ -20,6 +20,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
@@ -268,5 +269,38 @@ func TestLaunchSparseLR(t *testing.T) {
 	}
 	if ep := s.Run.EpochResults; len(ep) != 2 || !(ep[1].TestLoss > 0 && ep[1].TestLoss < math.Ln2) {
 		t.Errorf("per-epoch results %+v: want 2 epochs ending with a test log-loss below ln 2", ep)
+	}
+}
+
+// TestLaunchSparseLRResume: a sparse run cut short by --max-steps and
+// resumed from its --checkpoint-dir ends with the weights of the
+// uninterrupted run, through the CLI.
+func TestLaunchSparseLRResume(t *testing.T) {
+	dir := t.TempDir()
+	train, _ := writeSparseFiles(t, dir, "train", "libsvm", 2, 1000, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	run := func(ckdir string, extra ...string) launch.SummaryJSON {
+		t.Helper()
+		sum := filepath.Join(t.TempDir(), "summary.json")
+		args := append([]string{"launch", "-n", "2", "--model", "sparse-lr", "--features", fmt.Sprint(sparseDim),
+			"--train-files", strings.Join(train, ","), "--epochs", "2", "--batch", "25", "--lr", "0.1",
+			"--sparse-optimizer", "ftrl", "--l2", "0.01", "--checkpoint-dir", ckdir, "--checkpoint-every", "15", "--summary", sum}, extra...)
+		r := meshtrain(ctx, nil, args...)
+		if r.err != nil {
+			t.Fatalf("launch %v failed: %s", extra, r)
+		}
+		return readSummary(t, sum)
+	}
+	whole := run(t.TempDir())
+	ckdir := t.TempDir()
+	cut := run(ckdir, "--max-steps", "50")
+	resumed := run(ckdir)
+	if whole.Run.Steps != 80 || cut.Run.Steps != 50 || resumed.Run.Steps != 80 {
+		t.Fatalf("steps: whole %d, cut %d, resumed %d; want 80, 50, 80", whole.Run.Steps, cut.Run.Steps, resumed.Run.Steps)
+	}
+	if resumed.Peers[0].ResumedStep != 45 || resumed.Run.ParamsSHA256 != whole.Run.ParamsSHA256 || !resumed.ParamsIdentical {
+		t.Fatalf("resumed at step %d with weights %.12s… (identical %v); the uninterrupted run ended with %.12s…",
+			resumed.Peers[0].ResumedStep, resumed.Run.ParamsSHA256, resumed.ParamsIdentical, whole.Run.ParamsSHA256)
 	}
 }
