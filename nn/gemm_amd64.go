@@ -42,3 +42,6 @@ func poolBwd8(rows, groups int, d *float32, ldd int, dy *float32, ldy int, hot *
 
 //go:noescape
 func kernConv4x16(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
+
+//go:noescape
+func sgdMomentum8(n int, p, gr, v *float32, lr, mu, wd float32)

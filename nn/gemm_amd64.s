@@ -1025,3 +1025,40 @@ cv4loop:
 	VMOVUPS Y7, 32(DX)
 	VZEROUPPER
 	RET
+
+// func sgdMomentum8(n int, p, gr, v *float32, lr, mu, wd float32)
+// For i < 8n: v[i] = mu·v[i] + (g[i] + wd·p[i]); p[i] -= lr·v[i], with
+// separate multiplies and adds (no FMA), so the bits are those of the Go
+// loop in optim.go.
+TEXT ·sgdMomentum8(SB), NOSPLIT, $0-44
+	MOVQ         n+0(FP), CX
+	MOVQ         p+8(FP), SI
+	MOVQ         gr+16(FP), DI
+	MOVQ         v+24(FP), DX
+	VBROADCASTSS lr+32(FP), Y13
+	VBROADCASTSS mu+36(FP), Y14
+	VBROADCASTSS wd+40(FP), Y15
+	TESTQ        CX, CX
+	JZ           sgddone
+
+sgdloop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (DI), Y1
+	VMOVUPS (DX), Y2
+	VMULPS  Y0, Y15, Y3
+	VADDPS  Y3, Y1, Y1
+	VMULPS  Y2, Y14, Y2
+	VADDPS  Y1, Y2, Y2
+	VMOVUPS Y2, (DX)
+	VMULPS  Y2, Y13, Y2
+	VSUBPS  Y2, Y0, Y0
+	VMOVUPS Y0, (SI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	ADDQ    $32, DX
+	DECQ    CX
+	JNZ     sgdloop
+
+sgddone:
+	VZEROUPPER
+	RET

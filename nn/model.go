@@ -315,9 +315,7 @@ func (m *net) ForwardBackward(x []float32, labels []int32, n int) (float64, erro
 	loss := m.shards[0].loss
 	for _, s := range m.shards[1:] {
 		loss += s.loss
-		for i, g := range s.grads {
-			m.grads[i] += g
-		}
+		addRows(m.grads, 0, s.grads, 0, 1, len(m.grads))
 	}
 	return loss / float64(n), nil
 }

@@ -133,8 +133,14 @@ func (o *sgd) Step(params, grads []float32) {
 		}
 		return
 	}
-	for i, g := range grads {
-		v[i] = mu*v[i] + (g + wd*params[i])
+	i := 0
+	if n8 := len(params) / 8; useAsm && n8 > 0 {
+		grads = grads[:len(params)]
+		sgdMomentum8(n8, &params[0], &grads[0], &v[0], lr, mu, wd)
+		i = 8 * n8
+	}
+	for ; i < len(params); i++ {
+		v[i] = mu*v[i] + (grads[i] + wd*params[i])
 		params[i] -= lr * v[i]
 	}
 }
