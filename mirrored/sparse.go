@@ -219,28 +219,28 @@ func (j *SparseJob) settings(replicas int) ([]Setting, error) {
 	if gather == "" {
 		gather = GatherDirect
 	}
-	// math: the settings a checkpoint must also match to be resumed.
-	math := func(name, value string) Setting { return Setting{Name: name, Value: value, Resume: true} }
+	// arith: the settings a checkpoint must also match to be resumed.
+	arith := func(name, value string) Setting { return Setting{Name: name, Value: value, Resume: true} }
 	v := func(name, value string) Setting { return Setting{Name: name, Value: value} }
 	return []Setting{
-		math("model", SparseModel),
-		math("features", strconv.Itoa(s.Features)),
-		math("replicas", strconv.Itoa(replicas)),
-		math("batch_size", strconv.Itoa(c.BatchSize)),
-		math("epochs", strconv.Itoa(c.Epochs)),
-		math("optimizer", s.Optimizer),
-		math("lr", f64(c.LR)),
-		math("l1", f64(s.L1)),
-		math("l2", f64(s.L2)),
-		math("beta", f64(s.Beta)),
-		math("seed", strconv.FormatInt(c.Seed, 10)),
-		math("train_data", train),
-		math("zero_based", strconv.FormatBool(s.ZeroBased)),
-		math("skip_corrupt", strconv.FormatBool(s.SkipCorrupt)),
-		math("shuffle", strconv.FormatBool(!j.NoShuffle)),
-		math("shuffle_buffer", strconv.Itoa(s.ShuffleBuffer)),
-		math("exchange", s.Exchange.String()),
-		math("checkpoint_every", strconv.Itoa(j.CheckpointEvery)),
+		arith("model", SparseModel),
+		arith("features", strconv.Itoa(s.Features)),
+		arith("replicas", strconv.Itoa(replicas)),
+		arith("batch_size", strconv.Itoa(c.BatchSize)),
+		arith("epochs", strconv.Itoa(c.Epochs)),
+		arith("optimizer", s.Optimizer),
+		arith("lr", f64(c.LR)),
+		arith("l1", f64(s.L1)),
+		arith("l2", f64(s.L2)),
+		arith("beta", f64(s.Beta)),
+		arith("seed", strconv.FormatInt(c.Seed, 10)),
+		arith("train_data", train),
+		arith("zero_based", strconv.FormatBool(s.ZeroBased)),
+		arith("skip_corrupt", strconv.FormatBool(s.SkipCorrupt)),
+		arith("shuffle", strconv.FormatBool(!j.NoShuffle)),
+		arith("shuffle_buffer", strconv.Itoa(s.ShuffleBuffer)),
+		arith("exchange", s.Exchange.String()),
+		arith("checkpoint_every", strconv.Itoa(j.CheckpointEvery)),
 		v("test_data", test),
 		v("gather", gather),
 		v("max_steps", strconv.Itoa(s.MaxSteps)),
