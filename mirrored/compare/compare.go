@@ -326,7 +326,13 @@ func measure(run *Run, target float64) Measures {
 		var pts []Point
 		if p.Gossip != nil {
 			for _, e := range p.Gossip.Evals {
-				pts = append(pts, Point{e.TrainSeconds, e.ClusterEpochs, e.TestAccuracy})
+				// At the epoch boundary it crossed, like the ring's
+				// per-epoch evaluations (the final one may fall between).
+				x := float64(e.Epoch)
+				if e.ClusterEpochs-x > 0.05 {
+					x = e.ClusterEpochs
+				}
+				pts = append(pts, Point{e.TrainSeconds, x, e.TestAccuracy})
 			}
 			m.StepsPerSec[r] = p.Gossip.StepsPerSec
 			m.FinalAccuracy, m.Consensus = p.Gossip.AverageAccuracy, p.Gossip.RelConsensus

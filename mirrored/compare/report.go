@@ -175,7 +175,10 @@ func goals(rep *Report, ms []Measures) string {
 			fmt.Fprintf(&b, "- Without a straggler, epochs to the target: ring %s, gossip %s (not both reached).\n", fmtEpochs(er), fmtEpochs(eg))
 		} else {
 			verdict := "the ring needs fewer epochs"
-			if er >= eg {
+			switch {
+			case er == eg:
+				verdict = "the same number of epochs"
+			case er > eg:
 				verdict = "the ring does not need fewer epochs here"
 			}
 			fmt.Fprintf(&b, "- Without a straggler, epochs to the target: ring %.2f, gossip %.2f: %s.\n", er, eg, verdict)
