@@ -324,3 +324,62 @@ func convNT(m, t, k int, a []float32, aoffs []int, b []float32, boffs []int, c [
 		}
 	}
 }
+
+// sparseRows checks the operands of gatherRows, given bounds the caller
+// guarantees by construction for every entry: pos ≤ hiPos, ch ≤ hiCh.
+func sparseRows(n int, pos []int32, g []float32, ch []int32, mat []float32, rows int, roffs []int, buf []float32, hiPos, hiCh int) {
+	_, _, _ = pos[:n], g[:n], ch[:n]
+	_ = roffs[rows-1]
+	hiOff := 0
+	for _, o := range roffs[:rows] {
+		if o < 0 {
+			panic("nn: negative row offset")
+		}
+		hiOff = max(hiOff, o)
+	}
+	_ = buf[hiPos+hiOff+7]
+	_ = mat[(hiCh+1)*rows*8-1]
+}
+
+// gatherRows adds, for each entry e < n and row r < rows, g[e] times the
+// 8 floats of x at pos[e]+roffs[r] onto the row (ch[e], r) of acc: the
+// weight gradient of a convolution from a sparse output gradient. Every
+// pos[e] must be in [0, hiPos] and ch[e] in [0, hiCh] (the kernels do not
+// check each entry; the bounds are checked once). Every
+// pos[e] must be in [0, hiPos] and ch[e] in [0, hiCh] (the kernels do not
+// check each entry; the bounds are checked once).
+func gatherRows(n int, pos []int32, g []float32, ch []int32, x []float32, rows int, roffs []int, acc []float32, hiPos, hiCh int) {
+	if n == 0 {
+		return
+	}
+	sparseRows(n, pos, g, ch, acc, rows, roffs, x, hiPos, hiCh)
+	if useAsm && rows%5 == 0 {
+		// Runs of one channel (the entries are grouped by channel), five
+		// rows at a time with the sums in registers.
+		for s := 0; s < n; {
+			c := ch[s]
+			t := s + 1
+			for t < n && ch[t] == c {
+				t++
+			}
+			for r := 0; r < rows; r += 5 {
+				sparseGather5(t-s, &pos[s], &g[s], &x[0], &roffs[r], &acc[(int(c)*rows+r)*8])
+			}
+			s = t
+		}
+		return
+	}
+	if useAsm {
+		sparseGather(n, &pos[0], &g[0], &ch[0], &x[0], rows, &roffs[0], &acc[0])
+		return
+	}
+	for e := range n {
+		for r, o := range roffs[:rows] {
+			xr := x[int(pos[e])+o : int(pos[e])+o+8]
+			a := acc[(int(ch[e])*rows+r)*8 : (int(ch[e])*rows+r)*8+8]
+			for i, v := range xr {
+				a[i] += g[e] * v
+			}
+		}
+	}
+}

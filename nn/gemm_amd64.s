@@ -1062,3 +1062,96 @@ sgdloop:
 sgddone:
 	VZEROUPPER
 	RET
+
+// func sparseGather(n int, pos *int32, gv *float32, ch *int32, x *float32, rows int, roffs *int, acc *float32)
+// For each entry e < n and row r < rows: acc[(ch[e]·rows + r)·8 : +8] +=
+// g[e] · x[pos[e]+roffs[r] : +8]: a convolution's weight gradient from a
+// sparse output gradient.
+TEXT ·sparseGather(SB), NOSPLIT, $0-64
+	MOVQ  n+0(FP), CX
+	MOVQ  pos+8(FP), SI
+	MOVQ  gv+16(FP), DI
+	MOVQ  ch+24(FP), R8
+	MOVQ  x+32(FP), R9
+	MOVQ  rows+40(FP), R10
+	MOVQ  roffs+48(FP), R11
+	MOVQ  acc+56(FP), DX
+	MOVQ  R10, R12
+	SHLQ  $5, R12
+	TESTQ CX, CX
+	JZ    sgdone
+
+sgentry:
+	MOVLQSX      (SI), AX
+	LEAQ         (R9)(AX*4), AX // x + pos
+	MOVLQSX      (R8), BX
+	IMULQ        R12, BX
+	ADDQ         DX, BX         // acc row of the channel
+	VBROADCASTSS (DI), Y0
+	XORQ         R13, R13
+
+sgrow:
+	MOVQ        (R11)(R13*8), R14
+	VMOVUPS     (BX), Y1
+	VFMADD231PS (AX)(R14*4), Y0, Y1
+	VMOVUPS     Y1, (BX)
+	ADDQ        $32, BX
+	INCQ        R13
+	CMPQ        R13, R10
+	JNE         sgrow
+	ADDQ        $4, SI
+	ADDQ        $4, DI
+	ADDQ        $4, R8
+	DECQ        CX
+	JNZ         sgentry
+
+sgdone:
+	VZEROUPPER
+	RET
+
+// func sparseGather5(n int, pos *int32, gv *float32, x *float32, roffs *int, acc *float32)
+// sparseGather for one channel and five rows, the sums kept in registers
+// across the entries: acc[r*8 : r*8+8] += Σ_e g[e] · x[pos[e]+roffs[r] : +8]
+// for r < 5, adding the entries in order.
+TEXT ·sparseGather5(SB), NOSPLIT, $0-48
+	MOVQ    n+0(FP), CX
+	MOVQ    pos+8(FP), SI
+	MOVQ    gv+16(FP), DI
+	MOVQ    x+24(FP), R9
+	MOVQ    roffs+32(FP), R11
+	MOVQ    acc+40(FP), DX
+	MOVQ    (R11), R8
+	MOVQ    8(R11), R10
+	MOVQ    16(R11), R12
+	MOVQ    24(R11), R13
+	MOVQ    32(R11), R14
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	VMOVUPS 96(DX), Y3
+	VMOVUPS 128(DX), Y4
+	TESTQ   CX, CX
+	JZ      sg5done
+
+sg5entry:
+	MOVLQSX      (SI), AX
+	LEAQ         (R9)(AX*4), AX
+	VBROADCASTSS (DI), Y15
+	VFMADD231PS  (AX)(R8*4), Y15, Y0
+	VFMADD231PS  (AX)(R10*4), Y15, Y1
+	VFMADD231PS  (AX)(R12*4), Y15, Y2
+	VFMADD231PS  (AX)(R13*4), Y15, Y3
+	VFMADD231PS  (AX)(R14*4), Y15, Y4
+	ADDQ         $4, SI
+	ADDQ         $4, DI
+	DECQ         CX
+	JNZ          sg5entry
+
+sg5done:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VZEROUPPER
+	RET

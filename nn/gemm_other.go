@@ -45,3 +45,9 @@ func kernConv4x16(k int, a *float32, lda int, b *float32, offs *int, c *float32,
 func sgdMomentum8(n int, p, gr, v *float32, lr, mu, wd float32) {
 	panic("nn: no assembly kernels on this platform")
 }
+func sparseGather(n int, pos *int32, gv *float32, ch *int32, x *float32, rows int, roffs *int, acc *float32) {
+	panic("nn: no assembly kernels on this platform")
+}
+func sparseGather5(n int, pos *int32, gv *float32, x *float32, roffs *int, acc *float32) {
+	panic("nn: no assembly kernels on this platform")
+}
