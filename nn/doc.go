@@ -34,11 +34,23 @@
 // a padded grid and the kernels read its shifted windows through a table
 // of offsets (see Conv2D), for the output, the weight gradient and the
 // input gradient alike; the im2col copies had cost more than the GEMMs'
-// few wasted junk columns. ReLU and
-// max-pool backward passes use bit masks instead of branches, because a
-// random sign or argmax mispredicts half the time. ReLU and max-pooling
-// commute, so LeNet pools first and applies ReLU to a quarter of the
-// values.
+// wasted junk columns. LeNet's conv → ReLU → 2×2 max-pool stages are one
+// layer each (convPoolReLU; ReLU and max-pooling commute): the pooling,
+// bias and ReLU run in one AVX2 pass over the convolution's grid and keep
+// only a one-hot code per window, whose gradient pass writes straight
+// onto the grid. Max-pooling leaves at most one gradient per window, so
+// conv2's weight gradient is computed from the list of those (sparse),
+// not as a dense product. ReLU and max-pool backward passes use bit masks
+// instead of branches, because a random sign or argmax mispredicts half
+// the time.
+//
+// Speed (BenchmarkLeNetTrainStep, batch 64, SGD momentum; examples per
+// CPU-second, a shared machine): 11k before these changes, about 28k
+// after, against PyTorch 1.13's 10-12k per CPU-second measured side by
+// side (its 16.5k/s anchor was measured on an idle machine). Where the
+// time goes now: the conv GEMMs (forward, conv2's input gradient, conv1's
+// weight gradient) about 70%, of which conv2's grid wastes 4 of every 14
+// columns; pooling, copies and the dense layers the rest.
 //
 // Every layer's and both models' gradients are checked against finite
 // differences (layers_test.go, model_test.go); every optimizer against a
