@@ -767,7 +767,10 @@ func (g *Gossip) serveLocked(p int, m decoded) []byte {
 		return busy() // two ranks picked each other: the lower rank's request wins
 	case g.initiating >= 0 && g.initiating != p && g.dirty != nil:
 		return busy() // sparse exchanges stay strictly one at a time (see below)
-	case g.computing && g.merged >= g.opts.MaxStaleness:
+	case g.computing && g.merged+boolInt(g.pending != nil) >= g.opts.MaxStaleness:
+		// At the bound, counting the answer to this rank's own exchange
+		// in flight, which will land during the step and cannot be
+		// refused.
 		g.stats.RefusedStale++
 		return busy()
 	case m.sparse != (g.dirty != nil):
@@ -985,4 +988,11 @@ func (g *Gossip) decode(b []byte) (decoded, error) {
 		copy(sliceBytes(m.vals), b[o:])
 	}
 	return m, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

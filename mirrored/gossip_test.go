@@ -105,10 +105,10 @@ func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
 	job.Shards = 1
 	// Softmax steps take microseconds, too little for a factor to stand
 	// out from scheduling noise under -race: the straggler's delay is a
-	// fixed 10 ms per step instead.
+	// fixed 25 ms per step instead.
 	gc := GossipConfig{Schedule: "random", Faults: Faults{SlowRank: 1, SlowFactor: 6, Delay: func(ctx context.Context, _ time.Duration) error {
 		select {
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(25 * time.Millisecond):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
