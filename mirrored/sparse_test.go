@@ -463,3 +463,36 @@ func TestSparseResume(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSparseExchangeFrame: whatever bytes a peer sends as its gradient
+// frame, the exchange either fails naming the peer or merges a valid
+// gradient (indices in range, strictly increasing, finite values); it
+// never panics.
+func FuzzSparseExchangeFrame(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(sparse.AppendVector(binary.AppendUvarint(nil, 3), sparse.Vector{Indices: []int32{2, 9}, Values: []float32{3, 1}}))
+	f.Add(sparse.AppendVector(binary.AppendUvarint(nil, 0), sparse.Vector{}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f, 1, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		const dim = 64
+		x, err := newExchanger(gatherStub{size: 2, other: frame}, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var merged sparse.Vector
+		local := sparse.Vector{Indices: []int32{1, 63}, Values: []float32{0.5, -1}}
+		n, _, err := x.exchange(context.Background(), 1, local, 2, &merged)
+		if err != nil {
+			if !strings.Contains(err.Error(), "rank 1") {
+				t.Fatalf("error %v does not name the peer", err)
+			}
+			return
+		}
+		if n < 2 {
+			t.Fatalf("%d examples merged, at least our own 2 expected", n)
+		}
+		if err := merged.Validate(dim); err != nil {
+			t.Fatalf("merged an invalid gradient: %v", err)
+		}
+	})
+}
