@@ -571,6 +571,15 @@ func (g *Gossip) Begin(ctx context.Context, round uint64) (ExchangeResult, error
 	return ExchangeResult{Peer: p, Outcome: InFlight, Elements: elems}, nil
 }
 
+// InFlight says whether the exchange last begun is still unanswered (and
+// within its deadline): a caller that never waits for communication skips
+// a round then, rather than calling Begin, which would wait.
+func (g *Gossip) InFlight() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pending != nil && g.pending == g.inflight && time.Since(g.pending.start) < g.opts.Timeout
+}
+
 // Wait waits for the exchange in flight (if any; Peer -1 and NoPeer if
 // none) and returns its result. Its deadline is Timeout after Begin.
 func (g *Gossip) Wait(ctx context.Context) (ExchangeResult, error) {

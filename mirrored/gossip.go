@@ -28,6 +28,10 @@ const (
 // Strategies lists the valid strategy names.
 var Strategies = []string{StrategyRing, StrategyGossip}
 
+// DefaultMaxSkip is GossipConfig.MaxSkip's default: at least one average
+// every 4 local steps.
+const DefaultMaxSkip = 3
+
 // GossipConfig is the gossip strategy's settings and the fault injection
 // both strategies accept. The zero value (after Fill) is gossip with a
 // random peer every step and staleness bound 1, no faults.
@@ -44,6 +48,12 @@ type GossipConfig struct {
 	// merge during that step, counted in its staleness), as AD-PSGD's
 	// communication thread does.
 	WaitForAverage bool
+	// MaxSkip is how many rounds in a row a replica may skip, when its
+	// previous average is still in flight, before it waits for it: it
+	// bounds the local steps between two averages to MaxSkip+1, while
+	// steps shorter than an exchange's round trip still do not wait for
+	// every one. 0 means DefaultMaxSkip; negative, never skip.
+	MaxSkip int
 	// MaxStaleness bounds the merges a local step may absorb while its
 	// gradient is being computed (≥ 1).
 	MaxStaleness int
@@ -52,6 +62,7 @@ type GossipConfig struct {
 }
 
 // Fill sets the defaults: strategy ring, schedule random, Every 1,
+// MaxSkip DefaultMaxSkip,
 // MaxStaleness 2 (the overlapped answer of the replica's own exchange, and
 // one peer's request).
 func (g *GossipConfig) Fill() {
@@ -66,6 +77,9 @@ func (g *GossipConfig) Fill() {
 	}
 	if g.MaxStaleness == 0 {
 		g.MaxStaleness = 2
+	}
+	if g.MaxSkip == 0 {
+		g.MaxSkip = DefaultMaxSkip
 	}
 }
 
@@ -120,6 +134,9 @@ type GossipReport struct {
 	MaxStaleness int    `json:"max_staleness"`
 	collective.GossipStats
 	Evals []GossipEval `json:"evals"`
+	// Skipped counts rounds without an exchange because the previous one
+	// was still in flight (overlapped mode never waits for the network).
+	Skipped int `json:"skipped"`
 	// StepsPerSec is this replica's local steps over its training time.
 	StepsPerSec float64 `json:"steps_per_sec"`
 	// StoppedBy says why training ended: "budget" (the cluster did as
@@ -157,7 +174,9 @@ var ErrGossipCheckpoint = errors.New("checkpoints and --restore work with the ri
 //     averaged meanwhile: that is the step's staleness, bounded by
 //     MaxStaleness); every Every steps, average with one peer chosen by
 //     the schedule (collective.Gossip), overlapped with the next step
-//     unless WaitForAverage. No barrier: a slow replica only
+//     unless WaitForAverage (a round whose predecessor is still in flight
+//     is skipped, up to MaxSkip in a row, so computing rarely waits for
+//     the network). No barrier: a slow replica only
 //     answers late, never makes the others wait for its computation;
 //   - the learning-rate schedule follows the cluster's progress (the sum
 //     of the replicas' steps over N), so it matches the ring's per epoch;
@@ -310,6 +329,7 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	nextEval := 1
 	slow := gc.Faults.slowdown(rank)
 	var compute, comm, wait, trainTime, evalTime, lastStep time.Duration
+	skipped := 0 // rounds skipped in a row
 	var lossSum float64
 	local, examples, epochSteps := 0, 0, 0
 	var labels []int32
@@ -374,11 +394,19 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 		}
 		if local%gc.Every == 0 {
 			round := uint64(local/gc.Every - 1)
-			exchange := gos.Begin
-			if gc.WaitForAverage {
-				exchange = gos.Exchange
+			switch {
+			case gc.WaitForAverage:
+				_, err = gos.Exchange(ctx, round)
+			case skipped < gc.MaxSkip && gos.InFlight():
+				// The previous average has not landed yet: keep computing
+				// rather than wait for the network (MaxSkip times in a row).
+				rep.Skipped++
+				skipped++
+			default:
+				_, err = gos.Begin(ctx, round)
+				skipped = 0
 			}
-			if _, err := exchange(ctx, round); err != nil {
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -517,6 +545,7 @@ func (g *GossipConfig) settings() []Setting {
 		{Name: "gossip_every", Value: strconv.Itoa(g.Every), Resume: true},
 		{Name: "gossip_max_staleness", Value: strconv.Itoa(g.MaxStaleness), Resume: true},
 		{Name: "gossip_wait_for_average", Value: strconv.FormatBool(g.WaitForAverage), Resume: true},
+		{Name: "gossip_max_skip", Value: strconv.Itoa(g.MaxSkip), Resume: true},
 		{Name: "slow_peer", Value: g.Faults.slowString()},
 		{Name: "kill", Value: g.Faults.killString()},
 	}

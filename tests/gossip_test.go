@@ -150,6 +150,10 @@ func TestGossipStragglerLeavesFastPeersFaster(t *testing.T) {
 			t.Fatalf("rank %d: ring %v, gossip %v", r, ring[r].err, gossip[r].err)
 		}
 	}
+	for k, p := range gossip {
+		t.Logf("gossip rank %d: %d steps in %.2fs (compute %.2fs, communication %.2fs, %d rounds skipped while an average was in flight)",
+			k, p.sum.Peer.Steps, p.sum.Run.TrainSeconds, p.sum.Peer.ComputeSeconds, p.sum.Peer.CommSeconds, p.gossip.Skipped)
+	}
 	for _, r := range []int{0, 2} {
 		rr, gr := rate(ring[r]), rate(gossip[r])
 		t.Logf("rank %d: ring %.1f steps/s, gossip %.1f steps/s (straggler: ring %.1f, gossip %.1f)", r, rr, gr, rate(ring[1]), rate(gossip[1]))

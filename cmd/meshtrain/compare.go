@@ -18,6 +18,7 @@ func gossipFlags() []cli.Flag {
 		&cli.IntFlag{Name: "gossip-every", Value: 1, Usage: "gossip: local steps between pairwise averages"},
 		&cli.IntFlag{Name: "gossip-max-staleness", Value: 2, Usage: "gossip: merges a local step may absorb while computing its gradient (a peer at the bound declines)"},
 		&cli.BoolFlag{Name: "gossip-wait", Usage: "gossip: finish each pairwise average before the next local step (default: overlap it with the next step)"},
+		&cli.IntFlag{Name: "gossip-max-skip", Value: mirrored.DefaultMaxSkip, Usage: "gossip: rounds in a row a replica may skip while its previous average is in flight, before waiting for it (-1: never skip)"},
 	}
 }
 
@@ -44,6 +45,7 @@ func strategyFromFlags(c *cli.Context, workers int) (mirrored.GossipConfig, erro
 	gc := mirrored.GossipConfig{
 		Strategy: c.String("strategy"), Schedule: c.String("gossip-schedule"),
 		Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness"), WaitForAverage: c.Bool("gossip-wait"),
+		MaxSkip: c.Int("gossip-max-skip"),
 	}
 	rank, factor, err := mirrored.ParseSlowPeer(c.String("slow-peer"))
 	if err != nil {
