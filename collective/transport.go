@@ -166,6 +166,10 @@ func (ib *Inbox) abort(err error) {
 	})
 }
 
+// Down is closed once the link from rank from has ended (a goodbye, a
+// failure or Close).
+func (ib *Inbox) Down(from int) <-chan struct{} { return ib.links[from].down }
+
 // Failed is closed on the first abort or lost link.
 func (ib *Inbox) Failed() context.Context { return ib.failCtx }
 

@@ -105,7 +105,8 @@ type Transport struct {
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
-	closed  bool
+	closed  bool // Close began: no more sends
+	stopped bool // Close is tearing down: inbound streams are refused
 	readers sync.WaitGroup
 }
 
@@ -401,7 +402,7 @@ func (t *Transport) handleStream(s network.Stream) {
 		return
 	}
 	t.mu.Lock()
-	if t.closed {
+	if t.stopped {
 		t.mu.Unlock()
 		_ = s.Reset()
 		return
@@ -518,22 +519,29 @@ func (t *Transport) Close() error {
 		}()
 	}
 	wg.Wait()
-	// Wait (briefly) for the peers' goodbyes: closing the connection while
-	// their last frames are unread would make the kernel reset it and drop
+	// Wait (briefly) for every peer's goodbye, or its link's failure,
+	// including peers whose stream has not reached us yet (it is still
+	// accepted and read meanwhile): closing the connection while their
+	// last frames are unread would make the kernel reset it and drop
 	// frames a peer still needs.
-	done := make(chan struct{})
-	go func() {
-		t.readers.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(closeLinger):
+	linger, cancel := context.WithTimeout(context.Background(), closeLinger)
+	defer cancel()
+	for r := range t.ids {
+		if r == t.cfg.Rank {
+			continue
+		}
+		select {
+		case <-t.inbox.Down(r):
+		case <-linger.Done():
+		}
 	}
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
 	t.stop()
 	t.inbox.Close()
 	err := t.host.Close()
-	<-done
+	t.readers.Wait()
 	return err
 }
 

@@ -396,3 +396,48 @@ func TestIdentityAndPSKFiles(t *testing.T) {
 		t.Fatal("an identity was accepted as a swarm key")
 	}
 }
+
+// TestCloseWaitsForSlowReader: a rank that sends its last message and
+// closes at once waits for the slower peer's goodbye (even one that never
+// sent anything, whose stream it has not seen yet), so the peer gets the
+// message, then sees a goodbye, not a reset.
+func TestCloseWaitsForSlowReader(t *testing.T) {
+	for trial := range 5 {
+		comms, ts := startCluster(t, 2, SecurityTLS, zap.NewNop(), collective.Options{Timeout: 10 * time.Second})
+		ctx := context.Background()
+		msg := make([]byte, 3<<20) // several frames, larger than socket buffers
+		for i := range msg {
+			msg[i] = byte(i * 7)
+		}
+		closed := make(chan error, 1)
+		go func() {
+			if err := comms[0].Send(ctx, 1, 7, msg); err != nil {
+				closed <- err
+				return
+			}
+			closed <- ts[0].Close()
+		}()
+		got, err := comms[1].Recv(ctx, 0, 7)
+		if err != nil || !slices.Equal(got, msg) {
+			t.Fatalf("trial %d: the slower reader got %d bytes, %v: want the whole message before rank 0 leaves", trial, len(got), err)
+		}
+		_, err = comms[1].Recv(ctx, 0, 7)
+		var pe *collective.PeerError
+		if !errors.As(err, &pe) || pe.Reason != "closed its communicator" {
+			t.Fatalf("trial %d: after the message: %v, want rank 0's goodbye", trial, err)
+		}
+		// Rank 1 never sent anything, so rank 0 has no stream from it
+		// yet; rank 0 must still wait for its goodbye (up to the linger).
+		select {
+		case err := <-closed:
+			t.Fatalf("trial %d: rank 0's Close returned (%v) before rank 1 said goodbye", trial, err)
+		default:
+		}
+		if err := ts[1].Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-closed; err != nil {
+			t.Fatalf("trial %d: rank 0: %v", trial, err)
+		}
+	}
+}
