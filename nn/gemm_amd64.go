@@ -50,3 +50,6 @@ func sparseGather(n int, pos *int32, gv *float32, ch *int32, x *float32, rows in
 
 //go:noescape
 func sparseGather5(n int, pos *int32, gv *float32, x *float32, roffs *int, acc *float32)
+
+//go:noescape
+func shiftSum(dst *float32, src *float32, lds int, k int, w int)

@@ -1155,3 +1155,63 @@ sg5done:
 	VMOVUPS Y4, 128(DX)
 	VZEROUPPER
 	RET
+
+// func shiftSum(dst *float32, src *float32, lds int, k int, w int)
+// dst[p] += src[p] + src[lds+p-1] + … + src[(k-1)·lds+p-(k-1)] for p < w,
+// added in that order: the k rows of one (channel, ky) kernel row of a
+// convolution's input gradient, summed in registers instead of added to
+// dst one row at a time (rows one float apart would make each row's loads
+// wait on the misaligned stores of the row before).
+TEXT ·shiftSum(SB), NOSPLIT, $0-40
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  lds+16(FP), R8
+	MOVQ  k+24(FP), R10
+	MOVQ  w+32(FP), CX
+	DECQ  R8
+	SHLQ  $2, R8 // bytes from row kx at p to row kx+1 at p
+	MOVQ  CX, R11
+	ANDQ  $7, R11
+	SHRQ  $3, CX
+	TESTQ CX, CX
+	JZ    sstail
+
+sschunk:
+	VMOVUPS (DI), Y0
+	MOVQ    SI, R9
+	MOVQ    R10, BX
+
+sskx:
+	VADDPS (R9), Y0, Y0
+	ADDQ   R8, R9
+	DECQ   BX
+	JNZ    sskx
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     sschunk
+
+sstail:
+	TESTQ R11, R11
+	JZ    ssdone
+
+ssscalar:
+	VMOVSS (DI), X0
+	MOVQ   SI, R9
+	MOVQ   R10, BX
+
+ssskx:
+	VADDSS (R9), X0, X0
+	ADDQ   R8, R9
+	DECQ   BX
+	JNZ    ssskx
+	VMOVSS X0, (DI)
+	ADDQ   $4, DI
+	ADDQ   $4, SI
+	DECQ   R11
+	JNZ    ssscalar
+
+ssdone:
+	VZEROUPPER
+	RET

@@ -51,3 +51,6 @@ func sparseGather(n int, pos *int32, gv *float32, ch *int32, x *float32, rows in
 func sparseGather5(n int, pos *int32, gv *float32, x *float32, roffs *int, acc *float32) {
 	panic("nn: no assembly kernels on this platform")
 }
+func shiftSum(dst *float32, src *float32, lds int, k int, w int) {
+	panic("nn: no assembly kernels on this platform")
+}

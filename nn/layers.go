@@ -132,8 +132,9 @@ func NewConv2D(inC, inH, inW, outC, k, pad int) *Conv2D {
 	ckk := inC * k * k
 	l.gw = inW + 2*pad
 	l.plane = (inH + 2*pad) * l.gw
-	// The pooling kernels read and write whole groups of 16 columns.
-	l.np = (l.OutH-1)*l.gw + (l.OutW+15)&^15
+	// The pooling kernels read and write whole groups of 16 columns, and
+	// the input gradient reads K−1 zeros past the valid positions.
+	l.np = (l.OutH-1)*l.gw + max((l.OutW+15)&^15, l.OutW+k-1)
 	l.np = (l.np + 15) &^ 15
 	l.mp = max(4, (outC+1)&^1)
 	r3, r4 := func(v int) int { return (v + 2) / 3 * 3 }, func(v int) int { return (v + 3) &^ 3 }
@@ -163,7 +164,7 @@ func NewConv2D(inC, inH, inW, outC, k, pad int) *Conv2D {
 	}
 	l.dyg = make([]float32, len(l.rowOffs)*l.np)
 	l.dwpad = make([]float32, l.ntM*l.ntT)
-	l.dcolg = make([]float32, ckk*l.np)
+	l.dcolg = make([]float32, dcolPad+ckk*l.np)
 	if pad > 0 {
 		l.dxg = make([]float32, l.glen)
 	}
@@ -322,22 +323,38 @@ func (l *Conv2D) backwardGrid(g, dx []float32) {
 	}
 }
 
+// dcolPad is the zeros before dcolg's first row, which shiftSum reads
+// for the first row's first positions.
+const dcolPad = 8
+
 // inputGrad writes one example's input gradient dx from dyg.
 func (l *Conv2D) inputGrad(dx []float32) {
 	ckk := l.InC * l.K * l.K
 	// The input gradient: dcol = Wᵀ·dy on the grid, then each tap's row
-	// added at its offset (the adjoint of reading shifted windows). Only
-	// the valid positions are added: a junk column's gradient is zero,
-	// but a full row would run past the input.
-	gemmNN(ckk, l.np, l.OutC, l.wT, l.OutC, l.dyg, l.np, l.dcolg, l.np, false)
-	npv := (l.OutH-1)*l.gw + l.OutW
+	// added at its offset (the adjoint of reading shifted windows), the K
+	// taps of a kernel row at once: dst[o+p] += Σ_kx dcol[r0+kx, p−kx] for
+	// p < npv+K−1. Each dcol row is zero at its junk columns and its last
+	// K−1 positions and more (np ≥ npv+K−1), and dcolPad zeros precede
+	// the first, so reads outside a row's valid positions add zeros.
+	dcol := l.dcolg[dcolPad:]
+	gemmNN(ckk, l.np, l.OutC, l.wT, l.OutC, l.dyg, l.np, dcol, l.np, false)
+	w := (l.OutH-1)*l.gw + l.OutW + l.K - 1
 	dst := dx
 	if l.Pad > 0 {
 		dst = l.dxg
 	}
 	clear(dst)
-	for r0 := 0; r0 < ckk; r0 += l.K {
-		addRows(dst[l.offs[r0]:], 1, l.dcolg[r0*l.np:], l.np, l.K, npv)
+	if l.K > dcolPad+1 || !useAsm {
+		npv := w - l.K + 1
+		for r0 := 0; r0 < ckk; r0 += l.K {
+			addRows(dst[l.offs[r0]:], 1, dcol[r0*l.np:], l.np, l.K, npv)
+		}
+	} else {
+		_ = l.dcolg[dcolPad+(ckk-1)*l.np+w-1]
+		for r0 := 0; r0 < ckk; r0 += l.K {
+			_ = dst[l.offs[r0]+w-1]
+			shiftSum(&dst[l.offs[r0]], &l.dcolg[dcolPad+r0*l.np], l.np, l.K, w)
+		}
 	}
 	if l.Pad > 0 {
 		for ci := 0; ci < l.InC; ci++ {
