@@ -18,12 +18,15 @@ import (
 // PeerSchedule. The pairwise exchange is atomic and cannot deadlock:
 //
 //   - The initiator marks itself busy with peer p, sends REQUEST(x_i) and
-//     waits for the answer without holding any lock its own receiver needs.
+//     waits for the answer (Exchange), or goes on with local steps while
+//     it travels (Begin ... Wait), without holding any lock.
 //   - The responder's receiver goroutine (one per peer, always reading)
 //     answers at once, under the parameter lock: it sets x_j ← (x_j+x_i)/2
-//     and sends REPLY((x_j+x_i)/2); the initiator copies the average. Both
-//     end with the same bits (float addition is commutative), and the sum
-//     of the replicas is unchanged.
+//     and sends REPLY((x_j+x_i)/2); the initiator's receiver applies it on
+//     arrival, in order with that peer's other messages. If the initiator's
+//     vector did not change meanwhile it copies the average, and both end
+//     with the same bits (float addition is commutative); the sum of the
+//     replicas is unchanged either way.
 //   - Nobody waits while holding the lock, and receivers never wait for
 //     their own rank's exchanges, so no cycle of waits can form. A rank
 //     waiting on its own exchange still serves other peers (dense mode;
@@ -33,11 +36,12 @@ import (
 //     one average happens. In sparse mode a waiting rank answers BUSY to
 //     everyone else, because the changed-coordinates bookkeeping needs
 //     both sides' vectors to be exactly equal after each exchange.
-//   - While a responder's compute goroutine is inside a local step (between
+//   - While a rank's compute goroutine is inside a local step (between
 //     Read and Apply), merges make its gradient stale; a responder whose
-//     step already absorbed MaxStaleness merges answers BUSY, which bounds
-//     staleness. The initiator never waits for a peer's computation, only
-//     for its receiver, so a slow peer does not slow the others.
+//     step already absorbed MaxStaleness merges (counting the answer to its
+//     own exchange in flight) answers BUSY, which bounds staleness. The
+//     initiator never waits for a peer's computation, only for its
+//     receiver, so a slow peer does not slow the others.
 //
 // In sparse mode a rank sends only the coordinates it changed since its
 // last exchange with that peer (local updates and merges with others).
