@@ -70,7 +70,7 @@ func newExchanger(g Group, mode sparse.Exchange, gather string, dim int, log *za
 	case GatherDirect, "":
 		d, ok := g.(directGatherer)
 		if !ok {
-			return nil, fmt.Errorf("sparse gather %q: this group has no point-to-point messages; use %q", GatherDirect, GatherRing)
+			return nil, fmt.Errorf("sparse gather %q: this group has no one-round all-gather; use %q", GatherDirect, GatherRing)
 		}
 		x.direct = d
 	case GatherRing:
