@@ -205,11 +205,11 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	}
 	sched, _ := collective.ParsePeerSchedule(gc.Schedule) // validated
 	cfg := &job.Config
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
+	base := cfg.Logger
+	if base == nil {
+		base = zap.NewNop()
 	}
-	log = log.With(zap.Int("rank", rank))
+	log := base.With(zap.Int("rank", rank))
 
 	mn := cfg.MNIST
 	if mn == nil {
@@ -281,7 +281,7 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	shared := append([]float32(nil), params...)
 	gos, err := collective.NewGossip(c, shared, collective.GossipOptions{
 		Schedule: sched, Seed: uint64(cfg.Seed), MaxStaleness: gc.MaxStaleness,
-		Timeout: c.Options().Timeout, Logger: log.Named("gossip"),
+		Timeout: c.Options().Timeout, Logger: base.Named("gossip"), // it adds the rank
 	})
 	if err != nil {
 		return nil, err

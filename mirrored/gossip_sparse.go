@@ -54,11 +54,11 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 		return nil, fmt.Errorf("gossip with sgd and --l2 %v: the lazy weight decay does not mix with averaging: use --l2 0 or adagrad", sc.L2)
 	}
 	sched, _ := collective.ParsePeerSchedule(gc.Schedule) // validated
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
+	base := cfg.Logger
+	if base == nil {
+		base = zap.NewNop()
 	}
-	log = log.With(zap.Int("rank", rank))
+	log := base.With(zap.Int("rank", rank))
 	dim := sc.Features
 	open := job.opener(log.Named("data"))
 
@@ -104,7 +104,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 	// Every replica starts from zero weights, so nothing is broadcast.
 	gos, err := collective.NewGossip(c, model.W, collective.GossipOptions{
 		Schedule: sched, Seed: uint64(cfg.Seed), Sparse: true, SparseTolerance: SparseGossipTolerance, MaxStaleness: gc.MaxStaleness,
-		Timeout: c.Options().Timeout, Logger: log.Named("gossip"),
+		Timeout: c.Options().Timeout, Logger: base.Named("gossip"), // it adds the rank
 	})
 	if err != nil {
 		return nil, err

@@ -225,3 +225,39 @@ func TestCompareCommand(t *testing.T) {
 		}
 	}
 }
+
+// The same faults through the real launcher: N worker processes, one of
+// which dies (closing its host without a goodbye, as a crash does).
+func TestLaunchKilledPeerGossipFinishesRingNamesIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := func(strategy, summary string) []string {
+		return []string{"launch", "-n", "3", "--strategy", strategy, "--model", "softmax", "--epochs", "2", "--batch", "32",
+			"--train-examples", "9000", "--test-examples", "1000", "--kill-rank", "2", "--kill-after", "30", "--summary", summary}
+	}
+	gsum := filepath.Join(t.TempDir(), "gossip.json")
+	r := meshtrain(ctx, nil, args("gossip", gsum)...)
+	if r.err != nil {
+		t.Fatalf("gossip launch with a killed peer: %v", r)
+	}
+	s := readSummary(t, gsum)
+	if len(s.Peers) != 3 || s.Peers[2].Error == "" || !strings.Contains(s.Peers[2].Error, "killed by fault injection") {
+		t.Fatalf("gossip summary peers %+v: want rank 2 killed", s.Peers)
+	}
+	for _, p := range s.Peers[:2] {
+		if p.Error != "" || p.Steps == 0 || p.TestAccuracy < 0.8 {
+			t.Errorf("gossip rank %d: error %q, %d steps, accuracy %.3f", p.Rank, p.Error, p.Steps, p.TestAccuracy)
+		}
+	}
+	if !strings.Contains(r.stdout, "rank 2 failed (the others carried on without it)") {
+		t.Errorf("launch output does not report the lost peer:\n%s", r.stdout)
+	}
+
+	r = meshtrain(ctx, nil, args("ring", filepath.Join(t.TempDir(), "ring.json"))...)
+	// The launcher names the first worker to fail: rank 2 itself, or a
+	// survivor whose error names rank 2's lost link.
+	last := r.stderr[strings.LastIndex(r.stderr, "meshtrain: launch:"):]
+	if r.err == nil || !(strings.Contains(last, "rank 2 failed") || strings.Contains(last, "rank 2 link down")) {
+		t.Fatalf("ring launch with a killed peer: want a failure naming rank 2, got %v", r)
+	}
+}

@@ -10,11 +10,12 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 )
 
 func init() {
-	shared := append(jobFlags(), sparseFlags()...)
+	shared := append(append(jobFlags(), sparseFlags()...), strategyFlags()...)
 	flags := append([]cli.Flag{
 		&cli.IntFlag{Name: "n", Aliases: []string{"workers"}, Value: 2, Usage: "number of worker processes"},
 		&cli.StringFlag{Name: "run-dir", Usage: "keep the workers' TF_CONFIG files and reports here (default: a temporary directory)"},
@@ -38,6 +39,10 @@ func init() {
 				return fmt.Errorf("launch: %w", err)
 			}
 			if _, err := sparseFromFlags(c); err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
+			strategy, err := strategyFromFlags(c, n)
+			if err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
 			if _, err := collective.ParseAlgo(c.String("allreduce-algo")); err != nil {
@@ -66,6 +71,7 @@ func init() {
 				N: n, Executable: exe, GlobalArgs: global, WorkerArgs: workerArgs,
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
+				Gossip:    strategy.Strategy == mirrored.StrategyGossip,
 				Stdout:    os.Stdout, Stderr: os.Stderr, Logger: logger(c, "launch"),
 			})
 			if rep != nil && len(rep.Peers) > 0 {
@@ -80,7 +86,7 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
-			if !rep.Identical {
+			if !rep.Identical && !rep.Gossip {
 				return errors.New("launch: the workers finished with different parameters")
 			}
 			return nil

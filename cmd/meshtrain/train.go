@@ -43,10 +43,20 @@ func init() {
 			&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss (e.g. 0.35)"},
 			&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
 			&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
-		}, sparseFlags()...),
+		}, append(sparseFlags(), strategyFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("train takes no arguments, got %q", c.Args().Slice())
+			}
+			// One replica: ring and gossip are the same plain SGD, and
+			// there is nobody to slow down or lose.
+			if _, err := strategyFromFlags(c, 1); err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
+			for _, f := range []string{"slow-peer", "kill-rank", "kill-after"} {
+				if c.IsSet(f) {
+					return fmt.Errorf("train: --%s needs several replicas: use launch (or compare)", f)
+				}
 			}
 			acc := c.Float64("target-accuracy")
 			if acc > 1 && acc <= 100 {

@@ -98,7 +98,7 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 }
 
 func init() {
-	flags := append(append(jobFlags(), sparseFlags()...),
+	flags := append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable)"},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
@@ -139,6 +139,10 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
+			strategy, err := strategyFromFlags(c, len(cluster.Peers))
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
 			algo, err := collective.ParseAlgo(c.String("allreduce-algo"))
 			if err != nil {
 				return fmt.Errorf("worker: --allreduce-algo: %w", err)
@@ -159,6 +163,7 @@ func init() {
 			wc := launch.WorkerConfig{
 				Job: job, Sparse: sparse, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
+				Strategy: strategy,
 			}
 			if c.Bool("events") {
 				wc.Events = os.Stdout

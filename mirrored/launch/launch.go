@@ -42,6 +42,10 @@ type Config struct {
 	// StopGrace is how long a worker may take to exit after being asked
 	// (SIGINT) before it is killed.
 	StopGrace time.Duration
+	// Gossip says the workers run the gossip strategy: a worker that fails
+	// does not stop the others (they drop it and finish), Run fails only
+	// if none finishes, and the replicas' parameters differ by design.
+	Gossip bool
 	// Stdout receives the workers' output prefixed by rank and the status
 	// lines; Stderr the workers' logs (see WriteTable for the summary).
 	Stdout, Stderr io.Writer
@@ -64,7 +68,11 @@ type Peer struct {
 type Report struct {
 	Peers []Peer
 	// Identical says whether every peer ended with the same parameters.
-	Identical   bool
+	Identical bool
+	// Gossip is Config.Gossip: replicas that differ are expected, and
+	// Lost lists the ranks that failed while the others finished.
+	Gossip      bool
+	Lost        []int
 	WallSeconds float64
 }
 
@@ -208,6 +216,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	var failed *worker
+	var lost []*worker // gossip: failed while others ran on
 	var interrupted bool
 	var killTimer <-chan time.Time
 	running := cfg.N
@@ -220,6 +229,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		case e := <-exits:
 			running--
+			if e.err != nil && cfg.Gossip && !interrupted && running > 0 {
+				// Gossip peers carry on without it.
+				fmt.Fprintf(out, "[launch] rank %d failed; the other gossip peers carry on without it\n", e.w.rank)
+				lost = append(lost, e.w)
+				continue
+			}
 			if e.err != nil && failed == nil && !interrupted {
 				failed = e.w
 				log.Debug("worker failed", zap.Int("rank", e.w.rank), zap.Error(e.err))
@@ -249,7 +264,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
-	rep := &Report{WallSeconds: time.Since(start).Seconds()}
+	rep := &Report{WallSeconds: time.Since(start).Seconds(), Gossip: cfg.Gossip}
 	for _, w := range workers {
 		p := Peer{Rank: w.rank, Addr: w.addr, PID: w.cmd.Process.Pid}
 		if w.waitErr != nil {
@@ -266,6 +281,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if failed != nil {
 		return rep, blame(workers, failed)
+	}
+	if cfg.Gossip {
+		var first *Peer
+		for i, p := range rep.Peers {
+			switch {
+			case p.Summary != nil && first == nil:
+				first = &rep.Peers[i]
+			case p.Summary == nil && !slices.ContainsFunc(lost, func(w *worker) bool { return w.rank == p.Rank }):
+				return rep, &FailedError{Rank: p.Rank, Reason: p.Err}
+			}
+		}
+		for _, w := range lost {
+			rep.Lost = append(rep.Lost, w.rank)
+		}
+		rep.Identical = first != nil
+		for _, p := range rep.Peers {
+			if p.Summary != nil && p.Summary.Run.ParamsSHA256 != first.Summary.Run.ParamsSHA256 {
+				rep.Identical = false
+			}
+		}
+		return rep, nil
 	}
 	rep.Identical = true
 	for _, p := range rep.Peers {

@@ -28,10 +28,25 @@ func WriteTable(w io.Writer, rep *Report) {
 			s.CPUSeconds, bytesIEC(s.PeakRSSBytes), 100*s.ComputeShare, 100*s.CommShare, 100*s.WaitShare)
 	}
 	tw.Flush()
-	if len(rep.Peers) > 0 && rep.Peers[0].Summary != nil {
-		run := rep.Peers[0].Summary.Run
+	var first *mirrored.Summary
+	for _, p := range rep.Peers {
+		if p.Summary != nil {
+			first = p.Summary
+			break
+		}
+	}
+	for _, p := range rep.Peers {
+		if p.Summary == nil && p.Err != "" && rep.Gossip {
+			fmt.Fprintf(w, "rank %d failed (the others carried on without it): %s\n", p.Rank, p.Err)
+		}
+	}
+	if first != nil && (rep.Peers[0].Summary != nil || rep.Gossip) {
+		run := first.Run
 		verdict := "identical on every peer"
-		if !rep.Identical {
+		switch {
+		case rep.Gossip && !rep.Identical:
+			verdict = "different on each gossip replica, as expected"
+		case !rep.Identical:
 			verdict = "NOT identical across peers"
 		}
 		fmt.Fprintf(w, "final test accuracy %.2f%% after %d steps (global batch %d), %.1fs training, %.1fs wall; parameters %s (sha256 %.16s…)\n",

@@ -44,8 +44,12 @@ type WorkerConfig struct {
 	Job mirrored.Job
 	// Sparse, if set, makes this a sparse logistic-regression run
 	// (mirrored.RunSparseJob) of Job's shared settings.
-	Sparse  *mirrored.SparseConfig
-	Cluster *mirrored.Cluster
+	Sparse *mirrored.SparseConfig
+	// Strategy is ring (the default) or gossip, with the injected faults
+	// (see mirrored.RunStrategy). A rank killed by --kill-after closes its
+	// libp2p host without a goodbye, as a crash would, and fails.
+	Strategy mirrored.GossipConfig
+	Cluster  *mirrored.Cluster
 	// Security of the links: tls (default), noise, quic or plaintext.
 	Security p2p.Security
 	// Secret derives the peers' identities; PSK (optional) is a libp2p
@@ -135,17 +139,25 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		_ = t.Close()
 		return nil, err
 	}
-	g := mirrored.NewGroup(c)
+	gc := cfg.Strategy
+	if gc.Faults.KillAfter > 0 && gc.Faults.KillRank == rank {
+		gc.Faults.Kill = func() { _ = t.Host().Close() } // the peers see the links reset, not a goodbye
+	}
+	var gossip *mirrored.GossipReport
 	if cfg.Sparse != nil {
-		sum, err = mirrored.RunSparseJob(ctx, mirrored.SparseJob{Job: cfg.Job, Sparse: *cfg.Sparse}, g)
+		sum, gossip, err = mirrored.RunSparseStrategy(ctx, mirrored.SparseJob{Job: cfg.Job, Sparse: *cfg.Sparse}, gc, c)
 	} else {
-		sum, err = mirrored.RunJob(ctx, cfg.Job, g)
+		sum, gossip, err = mirrored.RunStrategy(ctx, cfg.Job, gc, c)
 	}
 	if err == nil {
 		// Leave together, so that nobody closes its links while a peer
-		// still reads the last frames.
-		if berr := c.Barrier(ctx); berr != nil {
-			err = fmt.Errorf("final barrier: %w", berr)
+		// still reads the last frames. Gossip replicas already left
+		// together (their final swap), and a barrier would fail over a
+		// peer that died.
+		if gossip == nil {
+			if berr := c.Barrier(ctx); berr != nil {
+				err = fmt.Errorf("final barrier: %w", berr)
+			}
 		}
 		sent, recv := counted.Traffic()
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = sent, recv
@@ -155,7 +167,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		return nil, fmt.Errorf("rank %d: %w", rank, err)
 	}
 	if cfg.Report != "" {
-		b, err := json.MarshalIndent(sum, "", "  ")
+		var report any = sum
+		if gossip != nil {
+			report = &mirrored.GossipSummary{Summary: *sum, Gossip: *gossip}
+		}
+		b, err := json.MarshalIndent(report, "", "  ")
 		if err != nil {
 			return nil, err
 		}
