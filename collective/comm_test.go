@@ -76,7 +76,7 @@ func TestAllReduceMatrix(t *testing.T) {
 			lengths = append(lengths, big)
 		}
 		for _, length := range lengths {
-			for _, algo := range []Algo{Ring, Tree} {
+			for _, algo := range []Algo{Ring, Tree, Star} {
 				ops := []Op{Sum, Avg, Min, Max}
 				if length > 1000 && !longTests {
 					ops = []Op{Sum}
@@ -121,7 +121,7 @@ func TestAllReduceMatrix(t *testing.T) {
 // the reference.
 func TestAllReduceBitwiseIdentical(t *testing.T) {
 	for _, n := range []int{3, 4, 7} {
-		for _, algo := range []Algo{Ring, Tree} {
+		for _, algo := range []Algo{Ring, Tree, Star} {
 			var first []float32
 			for run := 0; run < 2; run++ {
 				comms, _ := newMemComms(t, n, Options{Algo: algo, ChunkBytes: 4096})
@@ -161,7 +161,7 @@ func TestAllReduceBitwiseIdentical(t *testing.T) {
 }
 
 func TestAllReduceDTypes(t *testing.T) {
-	for _, algo := range []Algo{Ring, Tree} {
+	for _, algo := range []Algo{Ring, Tree, Star} {
 		comms, _ := newMemComms(t, 3, Options{Algo: algo})
 		f64 := [][]float64{{1, -2, 3.5}, {4, 5, -6}, {7, 8, 9}}
 		i64 := [][]int64{{1, math.MaxInt64 / 4, -7}, {2, 3, 4}, {10, -20, 30}}
@@ -183,6 +183,21 @@ func TestAutoAlgorithm(t *testing.T) {
 	comms, _ := newMemComms(t, 2, Options{SmallBytes: 1024})
 	if comms[0].AlgoFor(1024) != Tree || comms[0].AlgoFor(1025) != Ring {
 		t.Fatalf("auto picks %v for 1024 and %v for 1025 bytes", comms[0].AlgoFor(1024), comms[0].AlgoFor(1025))
+	}
+	for _, tc := range []struct {
+		n, starBytes, nbytes int
+		want                 Algo
+	}{
+		{3, 512, 512, Star},
+		{StarMaxRanks, 512, 513, Tree},
+		{StarMaxRanks + 1, 512, 512, Tree},
+		{4, -1, 1, Tree},
+		{4, 512, 1025, Ring},
+	} {
+		comms, _ := newMemComms(t, tc.n, Options{SmallBytes: 1024, StarBytes: tc.starBytes})
+		if got := comms[0].AlgoFor(tc.nbytes); got != tc.want {
+			t.Errorf("n=%d StarBytes=%d: auto picks %v for %d bytes, want %v", tc.n, tc.starBytes, got, tc.nbytes, tc.want)
+		}
 	}
 }
 
@@ -311,7 +326,7 @@ func TestPointToPoint(t *testing.T) {
 // rank fail with an error that names both ranks and both shapes.
 func TestMismatchedLengths(t *testing.T) {
 	for _, n := range []int{2, 3, 5} {
-		for _, algo := range []Algo{Ring, Tree} {
+		for _, algo := range []Algo{Ring, Tree, Star} {
 			comms, _ := newMemComms(t, n, Options{Algo: algo, Timeout: 10 * time.Second})
 			start := time.Now()
 			errs := onAll(comms, func(c *Comm) error {
@@ -359,7 +374,7 @@ func TestMismatchedOrder(t *testing.T) {
 // TestKilledPeer: a rank dying mid-collective gives every other rank an
 // error naming it, long before the timeout.
 func TestKilledPeer(t *testing.T) {
-	for _, algo := range []Algo{Ring, Tree} {
+	for _, algo := range []Algo{Ring, Tree, Star} {
 		comms, net := newMemComms(t, 4, Options{Algo: algo, Timeout: 20 * time.Second, ChunkBytes: 1024})
 		start := time.Now()
 		errs := onAll(comms, func(c *Comm) error {

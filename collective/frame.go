@@ -25,10 +25,11 @@ const (
 	KindP2P   // point-to-point message with a user tag
 	KindAbort // the sender's communicator failed; payload is the reason
 	KindBye   // the sender closes the link on purpose
+	KindAllReduceStar
 	kindEnd
 )
 
-var kindNames = [...]string{"invalid", "allreduce(ring)", "allreduce(tree)", "broadcast", "barrier", "allgather-lengths", "allgatherv", "p2p", "abort", "bye"}
+var kindNames = [...]string{"invalid", "allreduce(ring)", "allreduce(tree)", "broadcast", "barrier", "allgather-lengths", "allgatherv", "p2p", "abort", "bye", "allreduce(star)"}
 
 func (k Kind) String() string {
 	if k < kindEnd {
@@ -123,7 +124,7 @@ type Header struct {
 // shape describes the header for error messages.
 func (h Header) shape() string {
 	s := fmt.Sprintf("%s #%d %s×%d", h.Kind, h.Seq, h.DType, h.Count)
-	if h.Kind == KindAllReduceRing || h.Kind == KindAllReduceTree {
+	if h.Kind == KindAllReduceRing || h.Kind == KindAllReduceTree || h.Kind == KindAllReduceStar {
 		s += " (" + h.Op.String() + ")"
 	}
 	return s

@@ -41,7 +41,7 @@ func TestAllReduceInProcess(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
 		t.Fatalf("%v in %s", err, out.String())
 	}
-	if len(rows) != 2 || rows[0].Algo != "tree" || rows[1].Algo != "ring" || !rows[0].Correct || !rows[1].Correct || rows[1].BusBW <= 0 {
+	if len(rows) != 2 || rows[0].Algo != "star" || rows[1].Algo != "ring" || !rows[0].Correct || !rows[1].Correct || rows[1].BusBW <= 0 {
 		t.Fatalf("rows: %+v", rows)
 	}
 }
