@@ -67,7 +67,7 @@ func TestSparseGossipLearns(t *testing.T) {
 // coordinates the cluster changed since the two peers last met, never
 // anything near D.
 func TestSparseGossipSendsChangedCoordinates(t *testing.T) {
-	const dim, n, batch, k = 2_000_000, 3, 20, 5
+	const dim, n, batch, k = 1_000_000, 3, 20, 5
 	train := wideSparseSet(t, 3000, dim, k)
 	job := sparseTestJob(train, nil, dim, batch, 1, "adagrad", sparse.ExchangeSparse)
 	job.NoShuffle, job.HashEvery = false, 0
