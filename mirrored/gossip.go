@@ -151,7 +151,8 @@ type GossipReport struct {
 	FinalConsensus float64 `json:"final_consensus"`
 	RelConsensus   float64 `json:"rel_consensus"`
 	// AverageAccuracy and AverageLoss are the test figures of x̄, the
-	// survivors' average model.
+	// survivors' average model (dense models only: 0 for sparse-lr, whose
+	// replicas never swap whole weight vectors).
 	AverageAccuracy float64 `json:"average_accuracy"`
 	AverageLoss     float64 `json:"average_loss"`
 	// TimeToTarget is the training seconds at which this replica first

@@ -271,7 +271,6 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 			LocalPasses: float64(local) / float64(steps), TestLoss: m.LogLoss, TestAccuracy: m.Accuracy, TrainSeconds: trainTime.Seconds(), Steps: local})
 	}
 	last := rep.Evals[len(rep.Evals)-1]
-	rep.AverageAccuracy, rep.AverageLoss = math.NaN(), math.NaN()
 	if trainTime > 0 {
 		rep.StepsPerSec = float64(local) / trainTime.Seconds()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -36,7 +37,7 @@ func WriteTable(w io.Writer, rep *Report) {
 		}
 	}
 	for _, p := range rep.Peers {
-		if p.Summary == nil && p.Err != "" && rep.Gossip {
+		if p.Summary == nil && slices.Contains(rep.Lost, p.Rank) {
 			fmt.Fprintf(w, "rank %d failed (the others carried on without it): %s\n", p.Rank, p.Err)
 		}
 	}
