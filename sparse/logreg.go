@@ -24,7 +24,7 @@ func NewLogReg(dim int) (*LogReg, error) {
 	if dim <= 0 || dim > math.MaxInt32 {
 		return nil, fmt.Errorf("sparse: logistic regression over %d features: want 1..%d", dim, math.MaxInt32)
 	}
-	return &LogReg{W: make([]float32, dim)}, nil
+	return &LogReg{W: makeFloats(dim)}, nil
 }
 
 // Dim returns the number of features D.

@@ -152,7 +152,7 @@ func NewAdaGrad(dim int, lr, initial float64) (*AdaGrad, error) {
 	if !(initial > 0) {
 		return nil, fmt.Errorf("sparse: adagrad initial accumulator %v: want a positive number", initial)
 	}
-	o := &AdaGrad{lr: float32(lr), Accum: make([]float32, dim)}
+	o := &AdaGrad{lr: float32(lr), Accum: makeFloats(dim)}
 	for i := range o.Accum {
 		o.Accum[i] = float32(initial)
 	}
@@ -215,7 +215,7 @@ func NewFTRL(dim int, alpha, beta, l1, l2 float64) (*FTRL, error) {
 	if !(beta > 0) || !(l1 >= 0) || !(l2 >= 0) {
 		return nil, fmt.Errorf("sparse: ftrl beta %v, L1 %v, L2 %v: want beta > 0 and L1, L2 >= 0", beta, l1, l2)
 	}
-	return &FTRL{alpha: alpha, beta: beta, l1: l1, l2: l2, invAlpha: 1 / alpha, ZN: make([]float32, 2*dim)}, nil
+	return &FTRL{alpha: alpha, beta: beta, l1: l1, l2: l2, invAlpha: 1 / alpha, ZN: makeFloats(2 * dim)}, nil
 }
 
 func (o *FTRL) Name() string { return "ftrl" }

@@ -38,7 +38,7 @@ func init() {
 			&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls, noise, quic or plaintext"},
 			&cli.DurationFlag{Name: "collective-timeout", Value: collective.DefaultTimeout, Usage: "deadline of every collective and of connecting"},
 			&cli.IntFlag{Name: "gomaxprocs", Usage: "GOMAXPROCS of each peer process (0: number of CPUs / peers, at least 1)"},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "rank 0 writes a CPU profile of each sparse run to PREFIX-n<N>.pprof"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write CPU profiles: the local run to PREFIX-local.pprof, rank 0 of each sparse cluster run to PREFIX-n<N>.pprof"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
 		},
 		Action: func(c *cli.Context) error {

@@ -81,8 +81,9 @@ type Config struct {
 	// libp2p on 127.0.0.1), for tests: a test binary cannot be re-executed
 	// as a peer. GOMAXPROCS is then left alone.
 	InProcess bool
-	// CPUProfile, if set, is a file name prefix: rank 0 writes a CPU
-	// profile of each sparse run to PREFIX-n<N>.pprof.
+	// CPUProfile, if set, is a file name prefix: the local run writes a
+	// CPU profile to PREFIX-local.pprof, rank 0 of each sparse cluster run
+	// to PREFIX-n<N>.pprof.
 	CPUProfile string
 	JSON       bool
 	Logger     *zap.Logger
@@ -280,6 +281,17 @@ func (cfg *Config) local(ctx context.Context, res *Result) error {
 		return err
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile + "-local.pprof")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var cpu0, cpu1 time.Duration
 	job.OnEvent = cpuSpan(&cpu0, &cpu1)
 	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.LocalGroup{})
