@@ -176,26 +176,26 @@ func (o *op) exchange(ctx context.Context, st rdStep,
 }
 
 // runStar executes the star all-reduce over raw (cut into frames of at most
-// chunk elements). Rank 0 folds frame i of ranks 1..N-1, in rank order, into
-// its own buffer and sends the result to every rank, so every rank ends with
-// rank 0's bits.
+// chunk elements). The root, which rotates with the sequence number so that
+// no rank does the root's extra work every time, folds frame i of every rank
+// in rank order 0..N-1 and sends the result to every rank, so every rank
+// ends with the same bits whichever rank was the root.
 func (o *op) runStar(ctx context.Context, raw []byte, length, chunk, esize int, fn foldFunc) error {
-	n := o.c.Size()
+	n, rank := o.c.Size(), o.c.Rank()
+	root := int(o.hdr.Seq % uint64(n))
 	cs := chunks(span{0, length}, chunk)
 	bytesOf := func(sp span) []byte { return raw[sp.off*esize : (sp.off+sp.n)*esize] }
-	if o.c.Rank() == 0 {
+	if rank == root {
 		for _, sp := range cs {
-			for r := 1; r < n; r++ {
-				f, err := o.recv(ctx, r, sp, esize)
-				if err != nil {
-					return err
-				}
-				fn(bytesOf(sp), f.Payload, false)
-				f.Release()
+			if err := o.starFold(ctx, root, sp, bytesOf(sp), esize, fn); err != nil {
+				return err
 			}
 			// Every other rank receives while it sends (below), so these
 			// sends cannot wait on a rank that waits on us.
-			for r := 1; r < n; r++ {
+			for r := range n {
+				if r == root {
+					continue
+				}
 				if err := o.send(ctx, r, sp, bytesOf(sp)); err != nil {
 					return err
 				}
@@ -232,14 +232,46 @@ func (o *op) runStar(ctx context.Context, raw []byte, length, chunk, esize int, 
 		}
 		return nil
 	}
-	st := rdStep{move: rdRecvCopy, peer: 0}
+	st := rdStep{move: rdRecvCopy, peer: root}
 	if len(cs) == 1 {
-		// One small frame: rank 0's reader always drains it, so sending
+		// One small frame: the root's reader always drains it, so sending
 		// before receiving cannot deadlock (and needs no goroutine).
-		if err := sendAll(ctx, 0, nil); err != nil {
+		if err := sendAll(ctx, root, nil); err != nil {
 			return err
 		}
 		return recvAll(ctx, st, nil)
 	}
 	return o.exchange(ctx, st, sendAll, recvAll)
+}
+
+// starFold leaves in own (the root's chunk sp) the fold of every rank's
+// chunk in rank order: op(...op(op(b0, b1), b2)..., bN-1).
+func (o *op) starFold(ctx context.Context, root int, sp span, own []byte, esize int, fn foldFunc) error {
+	var acc []byte
+	var first Frame // rank 0's frame, the accumulator when the root is not rank 0
+	defer first.Release()
+	for r := range o.c.Size() {
+		if r == root {
+			if acc == nil {
+				acc = own
+			} else {
+				fn(acc, own, false)
+			}
+			continue
+		}
+		f, err := o.recv(ctx, r, sp, esize)
+		if err != nil {
+			return err
+		}
+		if acc == nil {
+			first, acc = f, f.Payload
+			continue
+		}
+		fn(acc, f.Payload, false)
+		f.Release()
+	}
+	if root != 0 {
+		copy(own, acc)
+	}
+	return nil
 }
