@@ -443,3 +443,47 @@ func TestBadArguments(t *testing.T) {
 		t.Error("ChunkBytes 12 accepted")
 	}
 }
+
+// TestStarRootRotates: consecutive star all-reduces have different roots,
+// yet each gives the same bits on every rank and for every root (the root
+// folds in rank order), for NaN-sensitive Min as well as Sum.
+func TestStarRootRotates(t *testing.T) {
+	const n = 4
+	comms, _ := newMemComms(t, n, Options{Algo: Star, ChunkBytes: 1024})
+	rng := rand.New(rand.NewPCG(3, 4))
+	inputs := make([][]float32, n)
+	for r := range inputs {
+		inputs[r] = make([]float32, 1001)
+		for i := range inputs[r] {
+			inputs[r][i] = float32(rng.NormFloat64())
+		}
+		inputs[r][r] = float32(math.NaN())
+	}
+	for _, op := range []Op{Sum, Min} {
+		var first []float32
+		for round := range n { // roots 1, 2, 3, 0 (then 1, ... for Min)
+			bufs := make([][]float32, n)
+			for r := range bufs {
+				bufs[r] = slices.Clone(inputs[r])
+			}
+			noErrors(t, onAll(comms, func(c *Comm) error {
+				return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], op)
+			}))
+			for r := range bufs {
+				for i := range bufs[r] {
+					if math.Float32bits(bufs[r][i]) != math.Float32bits(bufs[0][i]) {
+						t.Fatalf("%s round %d: rank %d element %d = %v, rank 0 has %v", op, round, r, i, bufs[r][i], bufs[0][i])
+					}
+				}
+			}
+			if first == nil {
+				first = bufs[0]
+			}
+			for i := range first {
+				if math.Float32bits(bufs[0][i]) != math.Float32bits(first[i]) {
+					t.Fatalf("%s round %d: element %d = %v, round 0 gave %v", op, round, i, bufs[0][i], first[i])
+				}
+			}
+		}
+	}
+}
