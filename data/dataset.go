@@ -147,6 +147,39 @@ func (s *SparseSet) Append(b *Batch, i int) {
 	b.appendSparse(s.indices[lo:hi], s.values[lo:hi], s.labels[i])
 }
 
+// appendRows appends the examples rows to b, as Append of each in turn.
+// A shuffled batch's rows lie scattered over the whole set (tens of MB),
+// so each row costs a handful of cache misses (its row pointers, label,
+// indices and values); copied one row at a time those misses are paid one
+// after another. Two passes of independent loads touch every row first, so
+// the misses of the whole batch overlap, and the copies then hit the cache.
+func (s *SparseSet) appendRows(b *Batch, rows []int32) {
+	var isum int
+	var fsum float32
+	for _, i := range rows {
+		isum += s.rowPtr[i+1]
+		fsum += s.labels[i]
+	}
+	for _, i := range rows {
+		lo, hi := s.rowPtr[i], s.rowPtr[i+1]
+		if lo < hi {
+			isum += int(s.indices[lo]) + int(s.indices[hi-1])
+			fsum += s.values[lo] + s.values[hi-1]
+		}
+	}
+	keepLoads(isum, fsum)
+	for _, i := range rows {
+		lo, hi := s.rowPtr[i], s.rowPtr[i+1]
+		b.appendSparse(s.indices[lo:hi], s.values[lo:hi], s.labels[i])
+	}
+}
+
+// keepLoads takes the sums of appendRows' touching loads so the compiler
+// cannot drop the loads as dead code.
+//
+//go:noinline
+func keepLoads(int, float32) {}
+
 // Collect reads src to its end into memory: a DenseSet if its examples are
 // dense (all of one width), a SparseSet if sparse. An empty source gives an
 // empty SparseSet.

@@ -311,8 +311,12 @@ func (m *memProducer) fill(ctx context.Context, b *Batch) error {
 	}
 	k := min(m.cfg.BatchSize, len(m.order)-m.pos) // 0 for a padding batch
 	b.reset(m.ds.Dim(), m.cfg.BatchSize, m.ds.Dim() == 0)
-	for _, i := range m.order[m.pos : m.pos+k] {
-		m.ds.Append(b, int(i))
+	if ss, ok := m.ds.(*SparseSet); ok {
+		ss.appendRows(b, m.order[m.pos:m.pos+k])
+	} else {
+		for _, i := range m.order[m.pos : m.pos+k] {
+			m.ds.Append(b, int(i))
+		}
 	}
 	m.pos += k
 	b.Epoch, b.Step = m.epoch, m.step
