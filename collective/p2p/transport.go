@@ -105,7 +105,7 @@ type Transport struct {
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
-	closed  bool // Close began: no more sends
+	closed  bool // Close began: a second Close returns at once
 	stopped bool // Close is tearing down: inbound streams are refused
 	readers sync.WaitGroup
 }
@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	}
 	self, err := peer.IDFromPrivateKey(key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("p2p: rank %d's key: %w", cfg.Rank, err)
 	}
 	if self != ids[cfg.Rank] {
 		return nil, fmt.Errorf("p2p: this rank's key has peer ID %s but the cluster spec lists %s for rank %d", self, ids[cfg.Rank], cfg.Rank)
@@ -166,7 +166,6 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 		}
 		t.ranks[id] = r
 	}
-	t.ctx, t.stop = context.WithCancel(context.Background())
 	opts, err := t.hostOptions(key, addrs[cfg.Rank])
 	if err != nil {
 		return nil, err
@@ -174,6 +173,8 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	if t.host, err = libp2p.New(opts...); err != nil {
 		return nil, fmt.Errorf("p2p: starting rank %d's host on %s: %w", cfg.Rank, addrs[cfg.Rank], err)
 	}
+	// From here on Close releases everything, t.ctx included.
+	t.ctx, t.stop = context.WithCancel(context.Background())
 	for r, id := range ids {
 		if r != cfg.Rank {
 			t.host.ConnManager().Protect(id, protectTag)
@@ -260,11 +261,11 @@ func listenAddr(a ma.Multiaddr) ma.Multiaddr {
 func (t *Transport) hostOptions(key crypto.PrivKey, self ma.Multiaddr) ([]libp2p.Option, error) {
 	cm, err := connmgr.NewConnManager(len(t.ids)+16, len(t.ids)+64)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("p2p: connection manager: %w", err)
 	}
 	rm, err := t.resourceManager()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("p2p: resource manager: %w", err)
 	}
 	opts := []libp2p.Option{
 		libp2p.Identity(key),
@@ -454,8 +455,10 @@ func (t *Transport) Host() host.Host { return t.host }
 // PeerIDs are the cluster's peer IDs by rank.
 func (t *Transport) PeerIDs() []peer.ID { return t.ids }
 
-// Send implements collective.Transport. A ctx that ends mid-write resets
-// the stream (the link is then down for good).
+// Send implements collective.Transport. A write that fails, or that ctx
+// ends, resets the stream, so the link is then down for good: a partly
+// written frame must never be followed by another one, which the peer would
+// read as garbage.
 func (t *Transport) Send(ctx context.Context, to int, h collective.Header, payload []byte) error {
 	if to < 0 || to >= len(t.out) || to == t.cfg.Rank || t.out[to] == nil {
 		return fmt.Errorf("p2p: rank %d has no link to rank %d", t.cfg.Rank, to)
@@ -470,11 +473,18 @@ func (t *Transport) Send(ctx context.Context, to int, h collective.Header, paylo
 		return fmt.Errorf("waiting to write to rank %d: %w", to, ctx.Err())
 	}
 	defer func() { <-l.sem }()
+	stop := func() bool { return true }
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { _ = l.s.Reset() })
-		defer stop()
+		stop = context.AfterFunc(ctx, func() { _ = l.s.Reset() })
 	}
-	if err := collective.WriteFrame(l.s, h, payload); err != nil {
+	err := collective.WriteFrame(l.s, h, payload)
+	if !stop() && err == nil {
+		// ctx ended just as the write finished and the reset already
+		// ran: the frame may never arrive, and the link is gone.
+		err = errors.New("stream reset as the write ended")
+	}
+	if err != nil {
+		_ = l.s.Reset()
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}

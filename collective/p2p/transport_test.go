@@ -441,3 +441,36 @@ func TestCloseWaitsForSlowReader(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizeFrameDropsLink: a peer's frame longer than this rank's
+// MaxFrame is refused from its header, before any of it is buffered, and
+// the link goes down with an error naming that peer and the sizes.
+func TestOversizeFrameDropsLink(t *testing.T) {
+	peers := freeAddrs(t, 2, false)
+	ts := make([]*Transport, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, maxFrame := range []int{1024, 0} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts[r], errs[r] = New(context.Background(), Config{Rank: r, Peers: peers, ClusterSecret: testSecret, Timeout: 20 * time.Second, MaxFrame: maxFrame})
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(ts) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h := collective.Header{Kind: collective.KindP2P, DType: collective.Bytes, Count: 4096}
+	if err := ts[1].Send(ctx, 0, h, make([]byte, 4096)); err != nil {
+		t.Fatalf("rank 1 sending: %v", err)
+	}
+	_, err := ts[0].Recv(ctx, 1, collective.PointToPoint)
+	var pe *collective.PeerError
+	if !errors.As(err, &pe) || pe.Rank != 1 || pe.Reason != "link down" || !strings.Contains(err.Error(), "4096 bytes exceeds the 1024-byte limit") {
+		t.Fatalf("rank 0 receiving an oversize frame from rank 1: %v, want rank 1's link down for a 4096-byte frame over the 1024-byte limit", err)
+	}
+}
