@@ -206,6 +206,13 @@ func (ib *Inbox) Recv(ctx context.Context, from int, ch Channel) (Frame, error) 
 			return f, nil
 		default:
 		}
+		// A peer that aborted and then said goodbye has both ready: the
+		// abort names the cause.
+		select {
+		case <-aborted:
+			return Frame{}, ib.abortErr
+		default:
+		}
 		return Frame{}, l.downErr
 	case <-ib.closed:
 		return Frame{}, ErrClosed
