@@ -57,10 +57,13 @@ func (a Algo) String() string { return [...]string{"auto", "ring", "tree", "star
 // --algo tree|star --sizes 4K,16K,64K --security plaintext`, alternated 2-3
 // times at load 8-9: at N=4 Star took 25% less CPU per op than recursive
 // doubling at 4 KiB and 16 KiB (and 10-25% less time), at N=8 35-45% less.
-// It also won at 64-128 KiB on loopback, where total bytes moved (Star
-// 2(N-1)M, recursive doubling N log2(N) M) and wake-ups decide; on a real
-// network rank 0's link carries 2(N-1)M, so Auto keeps Star to small
-// buffers, where latency rules.
+// With the root rotating, N=4 at 64 KiB took 330-650 us against 440-500
+// for recursive doubling and 710-900 for the ring (CPU 350-480 vs 460-700
+// vs 870-1200 us), and tied the ring at 241 KiB: on loopback total bytes
+// moved (Star 2(N-1)M, recursive doubling N log2(N) M) and wake-ups decide.
+// On a real network the root's link carries 2(N-1)M per op (at 1.8 Gbit/s
+// and N=5, 64 KiB costs it about 2 ms against recursive doubling's 1 ms),
+// so Auto keeps Star to buffers where latency rules.
 const (
 	DefaultTimeout        = 60 * time.Second
 	DefaultChunkBytes     = 1 << 20
