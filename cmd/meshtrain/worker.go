@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,17 +17,16 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// jobFlags are the training and cluster flags shared by worker and launch
-// (launch forwards the ones given to every worker).
-func jobFlags() []cli.Flag {
+// trainingFlags are the model and optimisation flags of train, worker,
+// launch and compare; batchUsage says what --batch counts there.
+func trainingFlags(batchUsage string) []cli.Flag {
 	d := mirrored.DefaultConfig()
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ") + " | " + mirrored.SparseModel},
 		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set"},
-		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: "examples per worker per step (global batch = batch × workers)"},
+		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: batchUsage},
 		&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate"},
-		&cli.BoolFlag{Name: "scale-lr", Usage: "multiply --lr by the number of workers (linear scaling rule for the larger global batch)"},
-		&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "optimizer: " + strings.Join(nn.OptimizerNames, " | ")},
+		&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "optimizer: " + strings.Join(nn.OptimizerNames, " | ") + " (sgd uses --momentum if > 0)"},
 		&cli.Float64Flag{Name: "momentum", Value: d.Momentum, Usage: "momentum for sgd, momentum and nesterov"},
 		&cli.Float64Flag{Name: "weight-decay", Value: d.WeightDecay, Usage: "L2 weight decay"},
 		&cli.StringFlag{Name: "lr-schedule", Value: d.Schedule, Usage: "learning-rate schedule: " + strings.Join(nn.ScheduleNames, " | ")},
@@ -38,9 +38,39 @@ func jobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
 		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (one subdirectory per worker)"},
 		&cli.Float64Flag{Name: "target-accuracy", Usage: "stop after the first epoch with at least this test accuracy (fraction, e.g. 0.99)"},
-		&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss"},
+		&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss (e.g. 0.35)"},
 		&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
 		&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
+	}
+}
+
+// configFromFlags reads trainingFlags into a Config (unvalidated: the
+// sparse job checks its own).
+func configFromFlags(c *cli.Context) (mirrored.Config, error) {
+	acc := c.Float64("target-accuracy")
+	if acc > 1 && acc <= 100 {
+		return mirrored.Config{}, fmt.Errorf("--target-accuracy %v: give a fraction (e.g. %v)", acc, acc/100)
+	}
+	return mirrored.Config{
+		Model: c.String("model"), Epochs: c.Int("epochs"), BatchSize: c.Int("batch"),
+		Optimizer: c.String("optimizer"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
+		WeightDecay: c.Float64("weight-decay"), Schedule: c.String("lr-schedule"),
+		LRGamma: c.Float64("lr-gamma"), LRDecayEpochs: c.Float64("lr-decay-epochs"),
+		WarmupEpochs: c.Float64("warmup-epochs"), MinLR: c.Float64("min-lr"), Seed: c.Int64("seed"),
+		TargetAccuracy: acc, TargetLoss: c.Float64("target-loss"),
+		DataDir: c.String("data-dir"), LogDir: c.String("logdir"),
+		TrainExamples: c.Int("train-examples"), TestExamples: c.Int("test-examples"),
+	}, nil
+}
+
+// jobFlags are the training and cluster flags shared by worker and launch
+// (launch forwards the ones given to every worker).
+func jobFlags() []cli.Flag {
+	flags := trainingFlags("examples per worker per step (global batch = batch × workers)")
+	// --scale-lr goes next to --lr in the help.
+	lr := slices.IndexFunc(flags, func(f cli.Flag) bool { return f.Names()[0] == "lr" })
+	flags = slices.Insert(flags, lr+1, cli.Flag(&cli.BoolFlag{Name: "scale-lr", Usage: "multiply --lr by the number of workers (linear scaling rule for the larger global batch)"}))
+	return append(flags,
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "the chief writes checkpoints here, and a run resumes from the newest one here"},
 		&cli.IntFlag{Name: "checkpoint-every", Usage: "steps between checkpoints (0: at the end of every epoch)"},
 		&cli.IntFlag{Name: "keep-checkpoints", Value: 3, Usage: "how many checkpoints to keep (0: all)"},
@@ -50,26 +80,16 @@ func jobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
 		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size) | ring | tree (recursive doubling)"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
-	}
+	)
 }
 
 // jobFromFlags builds the job and the link settings from jobFlags. For
 // --model sparse-lr the job is only the shared part (see sparseFromFlags),
 // which the sparse job checks itself when it starts.
 func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Security, err error) {
-	acc := c.Float64("target-accuracy")
-	if acc > 1 && acc <= 100 {
-		return job, "", fmt.Errorf("--target-accuracy %v: give a fraction (e.g. %v)", acc, acc/100)
-	}
-	cfg := mirrored.Config{
-		Model: c.String("model"), Epochs: c.Int("epochs"), BatchSize: c.Int("batch"),
-		Optimizer: c.String("optimizer"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
-		WeightDecay: c.Float64("weight-decay"), Schedule: c.String("lr-schedule"),
-		LRGamma: c.Float64("lr-gamma"), LRDecayEpochs: c.Float64("lr-decay-epochs"),
-		WarmupEpochs: c.Float64("warmup-epochs"), MinLR: c.Float64("min-lr"), Seed: c.Int64("seed"),
-		TargetAccuracy: acc, TargetLoss: c.Float64("target-loss"),
-		DataDir: c.String("data-dir"), LogDir: c.String("logdir"),
-		TrainExamples: c.Int("train-examples"), TestExamples: c.Int("test-examples"),
+	cfg, err := configFromFlags(c)
+	if err != nil {
+		return job, "", err
 	}
 	if c.Bool("scale-lr") {
 		cfg.LR *= float64(workers)
