@@ -74,7 +74,7 @@ func BenchmarkSparseLRStep(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			b.ResetTimer()
-			cpu0 := threadCPUSeconds()
+			cpu0 := sparse.ThreadCPUSeconds()
 			for i := 0; i < b.N; i++ {
 				bt := &batches[i%len(batches)]
 				if _, err := m.Gradient(bt.x, bt.labels, &g); err != nil {
@@ -85,7 +85,7 @@ func BenchmarkSparseLRStep(b *testing.B) {
 			// On a shared machine wall time counts the time other processes
 			// held the core; this thread's CPU time does not (nor does the
 			// GC of earlier runs' 400 MB, which runs on other threads).
-			cpu := threadCPUSeconds() - cpu0
+			cpu := sparse.ThreadCPUSeconds() - cpu0
 			b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "examples/s")
 			if testing.Verbose() {
 				b.Logf("N=%d wall %.3fs thread cpu %.3fs", b.N, b.Elapsed().Seconds(), cpu)
@@ -165,5 +165,58 @@ func BenchmarkWire(b *testing.B) {
 func touchPages(s []float32) {
 	for i := 0; i < len(s); i += 1024 {
 		s[i] += 0
+	}
+}
+
+// BenchmarkUpdateMerged is the optimizer update of an N-peer synchronous
+// step: the merged gradient of N batches (~3,700 features at N=4), most of
+// them not read by this peer's own forward pass, so their weights and
+// state are cold.
+func BenchmarkUpdateMerged(b *testing.B) {
+	batches := criteoBatches(b)
+	for _, name := range []string{"sgd", "adagrad", "ftrl"} {
+		b.Run(name+"/N=4", func(b *testing.B) {
+			const n = 4
+			m, err := sparse.NewLogReg(data.CriteoFeatures)
+			if err != nil {
+				b.Fatal(err)
+			}
+			o, err := sparse.NewOptimizer(name, data.CriteoFeatures, sparse.OptimizerConfig{LR: 0.1, L2: 1e-6})
+			if err != nil {
+				b.Fatal(err)
+			}
+			touchPages(m.W)
+			for _, st := range o.State() {
+				touchPages(st)
+			}
+			o.Flush(m.W)
+			merged := make([]sparse.Vector, len(batches)/n)
+			var c sparse.Coalescer
+			parts := make([]sparse.Vector, n)
+			nnz := 0
+			for s := range merged {
+				for p := range parts {
+					bt := &batches[s*n+p]
+					if _, err := m.GradientSum(bt.x, bt.labels, &parts[p]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := c.MergeGradients(&merged[s], parts, data.CriteoFeatures, n*benchBatch); err != nil {
+					b.Fatal(err)
+				}
+				nnz += merged[s].Len()
+			}
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b.ResetTimer()
+			cpu0 := sparse.ThreadCPUSeconds()
+			for i := 0; i < b.N; i++ {
+				o.Step(m.W, merged[i%len(merged)])
+			}
+			if cpu := sparse.ThreadCPUSeconds() - cpu0; cpu > 0 {
+				b.ReportMetric(cpu*1e9/float64(b.N), "cpu-ns/op")
+			}
+			b.ReportMetric(float64(nnz)/float64(len(merged)), "nnz")
+		})
 	}
 }

@@ -26,9 +26,11 @@ type Coalescer struct {
 	tmp   []uint64              // radix sort scratch
 	count [3 << radixBits]int32 // one histogram per pass (at most 3 for 31-bit indices)
 
-	// MergeGradients\' ping-pong accumulators.
-	mergeIdx [2][]int32
-	mergeVal [2][]float64
+	// MergeGradients' padded copies of the parts and per-part cursors.
+	mergeIdx  []int32
+	mergeVal  []float64
+	mergePos  []int
+	mergeHead []int32
 }
 
 // radixBits is the widest digit of the radix sort. 11 bits keeps a
@@ -189,9 +191,9 @@ func (c *Coalescer) Coalesce(dst *Vector, idx []int32, val []float32) {
 // 1/examples, the number of examples behind all the parts together, so dst is
 // the mean gradient of the union batch. Each part is validated against dim
 // first; a bad part is an error naming its rank. Because the parts are
-// sorted it merges them (linear time, no sort), summing in float64 in rank
-// order, so every peer that calls it with the same parts gets bit-identical
-// output.
+// sorted it merges them in one pass (linear time, no sort), summing each
+// index's values in float64 in rank order, so every peer that calls it with
+// the same parts gets bit-identical output.
 func (c *Coalescer) MergeGradients(dst *Vector, parts []Vector, dim, examples int) error {
 	if examples <= 0 {
 		return fmt.Errorf("sparse: merging gradients of %d examples: need at least one", examples)
@@ -201,48 +203,137 @@ func (c *Coalescer) MergeGradients(dst *Vector, parts []Vector, dim, examples in
 			return fmt.Errorf("gradient from rank %d: %w", r, err)
 		}
 	}
-	// acc accumulates parts[0] + ... + parts[r] in float64; merging one
-	// part at a time keeps the rank order of every sum.
-	accIdx, accVal := c.mergeIdx[0][:0], c.mergeVal[0][:0]
-	outIdx, outVal := c.mergeIdx[1][:0], c.mergeVal[1][:0]
-	if len(parts) > 0 {
-		accIdx = append(accIdx, parts[0].Indices...)
-		for _, v := range parts[0].Values {
-			accVal = append(accVal, float64(v))
-		}
+	c.merge(dst, parts, 1/float64(examples))
+	return nil
+}
+
+// mergeEnd is the sentinel index after the last pair of a padded part: above
+// every valid index (at most MaxInt32-1), so the minimum reaches it only when
+// every part is exhausted.
+const mergeEnd = math.MaxInt32
+
+// merge is MergeGradients without validation. Each part is copied into a
+// padded float64 run ending in a mergeEnd sentinel; runs are then merged
+// four at a time by merge4, the first input of every later round being the
+// previous round's output, so each index is still summed in rank order:
+// ((p0 + p1 + p2 + p3) + p4 + p5 + p6) + ...
+func (c *Coalescer) merge(dst *Vector, parts []Vector, scale float64) {
+	total := 0
+	for _, p := range parts {
+		total += len(p.Indices)
 	}
-	for _, p := range parts[min(1, len(parts)):] {
-		outIdx, outVal = outIdx[:0], outVal[:0]
-		pv := p.Values[:len(p.Indices)]
-		a, b := 0, 0
-		for a < len(accIdx) && b < len(p.Indices) {
-			switch ia, ib := accIdx[a], p.Indices[b]; {
-			case ia < ib:
-				outIdx, outVal = append(outIdx, ia), append(outVal, accVal[a])
-				a++
-			case ia > ib:
-				outIdx, outVal = append(outIdx, ib), append(outVal, float64(pv[b]))
-				b++
-			default:
-				outIdx, outVal = append(outIdx, ia), append(outVal, accVal[a]+float64(pv[b]))
-				a++
-				b++
+	// Every part padded, one empty run, two outputs of total+1 each.
+	need := total + len(parts) + 1 + 2*(total+1)
+	if cap(c.mergeIdx) < need {
+		c.mergeIdx = make([]int32, 0, need+need/4)
+		c.mergeVal = make([]float64, 0, need+need/4)
+	}
+	idx, val := c.mergeIdx[:0], c.mergeVal[:0]
+	run := func(p Vector) ([]int32, []float64) {
+		start := len(idx)
+		idx = append(idx, p.Indices...)
+		idx = append(idx, mergeEnd)
+		for _, v := range p.Values[:len(p.Indices)] {
+			val = append(val, float64(v))
+		}
+		val = append(val, 0)
+		return idx[start:len(idx):len(idx)], val[start:len(val):len(val)]
+	}
+	empty := func() ([]int32, []float64) { return run(Vector{}) }
+	// Two output runs of total+1, used alternately.
+	outStart := len(idx)
+	idx, val = idx[:outStart+2*(total+1)], val[:outStart+2*(total+1)]
+	outs := [2]struct {
+		idx []int32
+		val []float64
+	}{
+		{idx[outStart : outStart+total+1], val[outStart : outStart+total+1]},
+		{idx[outStart+total+1 : outStart+2*(total+1)], val[outStart+total+1 : outStart+2*(total+1)]},
+	}
+	ei, ev := empty()
+	var ins [4]struct {
+		idx []int32
+		val []float64
+	}
+	rest := parts
+	first := true
+	o := 0
+	var accIdx []int32
+	var accVal []float64
+	for first || len(rest) > 0 {
+		k := 0
+		if !first {
+			ins[0].idx, ins[0].val = accIdx, accVal
+			k = 1
+		}
+		for ; k < 4; k++ {
+			if len(rest) > 0 {
+				ins[k].idx, ins[k].val = run(rest[0])
+				rest = rest[1:]
+			} else {
+				ins[k].idx, ins[k].val = ei, ev
 			}
 		}
-		outIdx, outVal = append(outIdx, accIdx[a:]...), append(outVal, accVal[a:]...)
-		for ; b < len(p.Indices); b++ {
-			outIdx, outVal = append(outIdx, p.Indices[b]), append(outVal, float64(pv[b]))
-		}
-		accIdx, outIdx = outIdx, accIdx
-		accVal, outVal = outVal, accVal
+		n := merge4(outs[o].idx, outs[o].val, ins[0].idx, ins[0].val, ins[1].idx, ins[1].val, ins[2].idx, ins[2].val, ins[3].idx, ins[3].val)
+		accIdx, accVal = outs[o].idx[:n+1], outs[o].val[:n+1]
+		o ^= 1
+		first = false
 	}
-	c.mergeIdx[0], c.mergeVal[0] = accIdx, accVal
-	c.mergeIdx[1], c.mergeVal[1] = outIdx, outVal
-	scale := 1 / float64(examples)
-	dst.Indices = append(dst.Indices[:0], accIdx...)
+	c.mergeIdx, c.mergeVal = idx, val
+	n := len(accIdx) - 1
+	dst.Indices = append(dst.Indices[:0], accIdx[:n]...)
 	dst.Values = dst.Values[:0]
-	for _, v := range accVal {
+	for _, v := range accVal[:n] {
 		dst.Values = append(dst.Values, float32(v*scale))
 	}
-	return nil
+}
+
+// merge4 merges four sentinel-terminated sorted runs into out (which must
+// hold the union plus its sentinel), summing each index's values in the
+// order a, b, c, d, and returns the number of indices written (the sentinel
+// follows them). The loop is branch-free apart from its exit: which runs
+// hold an index is random, so a branch there would mispredict about once
+// per output. -0 is the identity of IEEE addition (-0 + x == x for every x,
+// signed zeros included), so starting each sum from it adds exactly as
+// starting from the first run holding the index.
+func merge4(outIdx []int32, outVal []float64, ai []int32, av []float64, bi []int32, bv []float64, ci []int32, cv []float64, di []int32, dv []float64) int {
+	var pa, pb, pc, pd int
+	ha, hb, hc, hd := ai[0], bi[0], ci[0], di[0]
+	negZero := math.Copysign(0, -1)
+	n := 0
+	for {
+		m := min(min(ha, hb), min(hc, hd))
+		if m == mergeEnd {
+			break
+		}
+		acc := negZero
+		acc += pick(ha == m, av[pa])
+		acc += pick(hb == m, bv[pb])
+		acc += pick(hc == m, cv[pc])
+		acc += pick(hd == m, dv[pd])
+		pa += b2i(ha == m)
+		pb += b2i(hb == m)
+		pc += b2i(hc == m)
+		pd += b2i(hd == m)
+		ha, hb, hc, hd = ai[pa], bi[pb], ci[pc], di[pd]
+		outIdx[n], outVal[n] = m, acc
+		n++
+	}
+	outIdx[n], outVal[n] = mergeEnd, 0
+	return n
+}
+
+// pick returns x if ok, else -0 (which adds as nothing), without a branch.
+func pick(ok bool, x float64) float64 {
+	bits := math.Float64bits(x)
+	mask := -uint64(b2i(ok))
+	return math.Float64frombits(bits&mask | (1<<63)&^mask)
+}
+
+func b2i(b bool) int {
+	var i int
+	if b {
+		i = 1
+	}
+	return i
 }

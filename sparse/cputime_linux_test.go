@@ -1,4 +1,4 @@
-package sparse_test
+package sparse
 
 import "syscall"
 

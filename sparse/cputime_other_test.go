@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sparse_test
+package sparse
 
 // threadCPUSeconds is unavailable here; benchmarks then report wall time only.
 func threadCPUSeconds() float64 { return 0 }

@@ -1,0 +1,4 @@
+package sparse
+
+// ThreadCPUSeconds is threadCPUSeconds for the external benchmarks.
+var ThreadCPUSeconds = threadCPUSeconds
