@@ -39,7 +39,12 @@
 // all-gather, 2(N-1)/N of the buffer sent per rank, chunks of
 // Options.ChunkBytes so sending one chunk overlaps receiving and reducing the
 // next) or, up to Options.SmallBytes, recursive doubling (log2 N rounds, any
-// N). Broadcast is a pipelined chain, Barrier a dissemination barrier,
+// N). For 3 to StarMaxRanks ranks and up to Options.StarBytes, auto picks
+// Star instead: every rank sends to one root, which folds the buffers in rank
+// order and sends the result back. Two message latencies beat log2 N rounds
+// on small buffers; the root rotates with the sequence number so no rank
+// carries every fold, and the fixed fold order keeps results bitwise equal
+// on every rank. Broadcast is a pipelined chain, Barrier a dissemination barrier,
 // AllGatherV a ring over per-rank blocks after a ring exchange of lengths.
 //
 // Gossip (gossip.go, gossip_avg.go) is the decentralised alternative to the

@@ -33,7 +33,7 @@ func init() {
 		Usage: "time float32 sum all-reduce among N local peers over libp2p (nccl-tests style)",
 		Flags: append(benchClusterFlags(2),
 			&cli.StringFlag{Name: "sizes", Value: "4K,64K,1M,16M,64M", Usage: "buffer sizes in bytes (K/M/G = KiB/MiB/GiB)"},
-			&cli.StringFlag{Name: "algo", Value: "auto", Usage: "all-reduce algorithm: ring, tree (recursive doubling) or auto"},
+			&cli.StringFlag{Name: "algo", Value: "auto", Usage: "all-reduce algorithm: ring, tree (recursive doubling), star (fold at a rotating root) or auto (by size and world size)"},
 			&cli.IntFlag{Name: "chunk-bytes", Usage: "ring pipelining chunk (0: default)"},
 			&cli.IntFlag{Name: "small-bytes", Usage: "auto threshold: sizes up to it use tree (0: default)"},
 			&cli.DurationFlag{Name: "min-time", Value: bench.DefaultMinTime, Usage: "time spent per size"},
