@@ -328,7 +328,6 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	epochWork := steps * world // local steps of one synchronous epoch
 	budget := uint64(cfg.Epochs * epochWork)
 	nextEval := 1
-	slow := gc.Faults.slowdown(rank)
 	var compute, comm, wait, trainTime, evalTime, lastStep time.Duration
 	skipped := 0 // rounds skipped in a row
 	var lossSum float64
@@ -337,12 +336,7 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	for {
 		total, stop := gos.Progress()
 		if stop || total >= budget {
-			if rep.StoppedBy == "" {
-				rep.StoppedBy = "budget"
-				if stop {
-					rep.StoppedBy = "peer"
-				}
-			}
+			rep.stopped(stop)
 			break
 		}
 		t0 := time.Now()
@@ -361,18 +355,8 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 			return nil, &NonFiniteError{Epoch: local/steps + 1, Step: local % steps, GlobalStep: local, Loss: loss}
 		}
 		t2 := time.Now()
-		if slow > 1 {
-			// The straggler: its steps take slow× as long as they would
-			// (input, computing and exchange; the last step's as the
-			// measure), the extra time spent inside the step, where real
-			// slowness would be.
-			base := lastStep
-			if base == 0 {
-				base = t2.Sub(t0)
-			}
-			if err := gc.Faults.delay(ctx, time.Duration(float64(base)*(slow-1))); err != nil {
-				return nil, err
-			}
+		if err := gc.Faults.straggle(ctx, rank, lastStep, t2.Sub(t0)); err != nil {
+			return nil, err
 		}
 		t3 := time.Now()
 		lr := lrs.At(int(total / uint64(world)))
@@ -386,12 +370,8 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 		examples += b.Size
 		gos.SetSteps(uint64(local))
 		t4 := time.Now()
-		if gc.Faults.kills(rank, local) {
-			log.Warn("injected fault: this rank dies now", zap.Int("step", local))
-			if gc.Faults.Kill != nil {
-				gc.Faults.Kill()
-			}
-			return nil, fmt.Errorf("rank %d after %d local steps: %w", rank, local, ErrInjectedKill)
+		if err := gc.Faults.crash(log, rank, local); err != nil {
+			return nil, err
 		}
 		if local%gc.Every == 0 {
 			round := uint64(local/gc.Every - 1)
@@ -521,15 +501,7 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	peer.Steps, peer.Examples = local, examples
 	peer.TestAccuracy, peer.ParamsSHA256 = res.FinalAccuracy, res.ParamsSHA256
-	if tr, ok := any(c.Transport()).(Traffic); ok {
-		peer.BytesSent, peer.BytesReceived = tr.Traffic()
-	}
-	peer.CPUSeconds, peer.PeakRSSBytes = processUsage()
-	peer.ComputeSeconds, peer.CommSeconds, peer.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
-	if t := (compute + comm + wait).Seconds(); t > 0 {
-		peer.ComputeShare, peer.CommShare, peer.WaitShare = compute.Seconds()/t, comm.Seconds()/t, wait.Seconds()/t
-		peer.ExamplesPerSec = float64(examples) / t
-	}
+	peer.finish(c.Transport(), compute, comm, wait)
 	peer.EvalSeconds = evalTime.Seconds()
 	if cfg.Progress != nil && rank == 0 {
 		fmt.Fprintf(cfg.Progress, "gossip done: %d local steps (%.1f steps/s), survivors %v, consensus distance %.3g (%.2g relative), average model test accuracy %.2f%%\n",
@@ -549,6 +521,18 @@ func (g *GossipConfig) settings() []Setting {
 		{Name: "gossip_max_skip", Value: strconv.Itoa(g.MaxSkip), Resume: true},
 		{Name: "slow_peer", Value: g.Faults.slowString()},
 		{Name: "kill", Value: g.Faults.killString()},
+	}
+}
+
+// stopped records why a gossip run's loop ends (the step budget, or a
+// peer's stop request), unless reaching the target already did.
+func (r *GossipReport) stopped(byPeer bool) {
+	switch {
+	case r.StoppedBy != "":
+	case byPeer:
+		r.StoppedBy = "peer"
+	default:
+		r.StoppedBy = "budget"
 	}
 }
 

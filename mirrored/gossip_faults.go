@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -80,6 +82,36 @@ func (f *Faults) slowdown(rank int) float64 {
 // kills says whether rank dies now, after done steps.
 func (f *Faults) kills(rank, done int) bool {
 	return f.KillAfter > 0 && rank == f.KillRank && done == f.KillAfter
+}
+
+// straggle makes the slow rank's local step take slow× as long as it
+// would (input, computing and exchange), the extra time spent inside the
+// step, where real slowness would be. lastStep is the previous step's
+// length without its injected delay; on the first step, sofar (this step
+// until now) stands in for it.
+func (f *Faults) straggle(ctx context.Context, rank int, lastStep, sofar time.Duration) error {
+	slow := f.slowdown(rank)
+	if slow <= 1 {
+		return nil
+	}
+	if lastStep == 0 {
+		lastStep = sofar
+	}
+	return f.delay(ctx, time.Duration(float64(lastStep)*(slow-1)))
+}
+
+// crash makes rank die after its local step done when the faults say so:
+// it runs Kill (which closes the host without a goodbye, as a crash does)
+// and returns ErrInjectedKill. Otherwise it returns nil.
+func (f *Faults) crash(log *zap.Logger, rank, done int) error {
+	if !f.kills(rank, done) {
+		return nil
+	}
+	log.Warn("injected fault: this rank dies now", zap.Int("step", done))
+	if f.Kill != nil {
+		f.Kill()
+	}
+	return fmt.Errorf("rank %d after %d local steps: %w", rank, done, ErrInjectedKill)
 }
 
 func (f *Faults) delay(ctx context.Context, d time.Duration) error {

@@ -144,7 +144,6 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 		budget = min(budget, uint64(sc.MaxSteps*world))
 	}
 	nextEval := 1
-	slow := gc.Faults.slowdown(rank)
 	var compute, comm, wait, trainTime, evalTime, lastStep time.Duration
 	var g sparse.Vector
 	var lossSum float64
@@ -152,12 +151,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 	for {
 		total, stop := gos.Progress()
 		if stop || total >= budget {
-			if rep.StoppedBy == "" {
-				rep.StoppedBy = "budget"
-				if stop {
-					rep.StoppedBy = "peer"
-				}
-			}
+			rep.stopped(stop)
 			break
 		}
 		t0 := time.Now()
@@ -186,14 +180,8 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 			}
 		}
 		t2 := time.Now()
-		if slow > 1 {
-			base := lastStep
-			if base == 0 {
-				base = t2.Sub(t0)
-			}
-			if err := gc.Faults.delay(ctx, time.Duration(float64(base)*(slow-1))); err != nil {
-				return nil, err
-			}
+		if err := gc.Faults.straggle(ctx, rank, lastStep, t2.Sub(t0)); err != nil {
+			return nil, err
 		}
 		t3 := time.Now()
 		local++
@@ -201,12 +189,8 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 		lossSum += loss
 		examples += b.Size
 		gos.SetSteps(uint64(local))
-		if gc.Faults.kills(rank, local) {
-			log.Warn("injected fault: this rank dies now", zap.Int("step", local))
-			if gc.Faults.Kill != nil {
-				gc.Faults.Kill()
-			}
-			return nil, fmt.Errorf("rank %d after %d local steps: %w", rank, local, ErrInjectedKill)
+		if err := gc.Faults.crash(log, rank, local); err != nil {
+			return nil, err
 		}
 		if local%gc.Every == 0 {
 			if _, err := gos.Exchange(ctx, uint64(local/gc.Every-1)); err != nil {
@@ -284,15 +268,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 	}
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	peer := PeerStats{Rank: rank, Steps: local, Examples: examples, TestAccuracy: res.FinalAccuracy, ParamsSHA256: res.ParamsSHA256}
-	if tr, ok := any(c.Transport()).(Traffic); ok {
-		peer.BytesSent, peer.BytesReceived = tr.Traffic()
-	}
-	peer.CPUSeconds, peer.PeakRSSBytes = processUsage()
-	peer.ComputeSeconds, peer.CommSeconds, peer.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
-	if t := (compute + comm + wait).Seconds(); t > 0 {
-		peer.ComputeShare, peer.CommShare, peer.WaitShare = compute.Seconds()/t, comm.Seconds()/t, wait.Seconds()/t
-		peer.ExamplesPerSec = float64(examples) / t
-	}
+	peer.finish(c.Transport(), compute, comm, wait)
 	peer.EvalSeconds = evalTime.Seconds()
 	return &GossipSummary{Summary: Summary{Run: res, Peer: peer}, Gossip: rep}, nil
 }

@@ -585,26 +585,39 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 
 	peer.TestAccuracy = res.FinalAccuracy
 	peer.ParamsSHA256 = res.ParamsSHA256
-	if tr, ok := g.(Traffic); ok {
-		peer.BytesSent, peer.BytesReceived = tr.Traffic()
-	}
-	peer.CPUSeconds, peer.PeakRSSBytes = processUsage()
-	if sampledPhase > 0 {
-		straggle := time.Duration(float64(reducePhase) * float64(sampledWait) / float64(sampledPhase))
-		wait += straggle
-		comm += reducePhase - straggle
-	} else {
-		comm += reducePhase
-	}
-	peer.ComputeSeconds, peer.CommSeconds, peer.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
-	if total := compute + comm + wait; total > 0 {
-		peer.ComputeShare, peer.CommShare, peer.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
-	}
-	if s := (compute + comm + wait).Seconds(); s > 0 {
-		peer.ExamplesPerSec = float64(peer.Examples) / s
-	}
+	reduceComm, reduceWait := splitExchange(reducePhase, sampledWait, sampledPhase)
+	peer.finish(g, compute, comm+reduceComm, wait+reduceWait)
 	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
 	return &Summary{Run: res, Peer: peer}, nil
+}
+
+// splitExchange divides the time a run spent in its gradient exchanges
+// (phase: from the end of each step's compute to the end of its exchange)
+// into communicating and waiting for slower peers, in the proportion a
+// barrier measured on the sampled steps (sampledWait of sampledPhase).
+// Without samples all of it counts as communication.
+func splitExchange(phase, sampledWait, sampledPhase time.Duration) (comm, wait time.Duration) {
+	if sampledPhase <= 0 {
+		return phase, 0
+	}
+	wait = time.Duration(float64(phase) * float64(sampledWait) / float64(sampledPhase))
+	return phase - wait, wait
+}
+
+// finish fills the end-of-run figures every strategy reports: the bytes
+// moved (when counted implements Traffic), the process's CPU time and peak
+// memory, the split of step time and the throughput over it (Examples
+// must be set).
+func (p *PeerStats) finish(counted any, compute, comm, wait time.Duration) {
+	if tr, ok := counted.(Traffic); ok {
+		p.BytesSent, p.BytesReceived = tr.Traffic()
+	}
+	p.CPUSeconds, p.PeakRSSBytes = processUsage()
+	p.ComputeSeconds, p.CommSeconds, p.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
+	if total := compute + comm + wait; total > 0 {
+		p.ComputeShare, p.CommShare, p.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
+		p.ExamplesPerSec = float64(p.Examples) / total.Seconds()
+	}
 }
 
 // targetMet says whether the last epoch reached a target of cfg.
