@@ -344,8 +344,8 @@ func (j *SparseJob) trainPipeline(ctx context.Context, rank, world int, open dat
 
 // RunSparseJob runs job as replica g.Rank() of g.Size() (see SparseJob).
 // Every replica must call it with the same settings (checked at start-up).
-// The Summary's Run.Params is D; its epochs carry the test accuracy and
-// log-loss (the AUC is logged and printed to Progress).
+// The Summary's Run.Params is D; its epochs carry the test accuracy,
+// log-loss and AUC.
 func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error) {
 	wallStart := time.Now()
 	if err := job.validate(); err != nil {
@@ -629,7 +629,7 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 			if err != nil {
 				return nil, fmt.Errorf("epoch %d: evaluating: %w", epoch, err)
 			}
-			ep.TestLoss, ep.TestAccuracy = m.LogLoss, m.Accuracy
+			ep.TestLoss, ep.TestAccuracy, ep.TestAUC = m.LogLoss, m.Accuracy, m.AUC
 			res.TestExamples = m.Examples
 		}
 		res.EpochResults = append(res.EpochResults, ep)

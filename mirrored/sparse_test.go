@@ -174,7 +174,7 @@ func TestSparseReplicasLearn(t *testing.T) {
 	train, test := sparseSet(t, 1, 4000, dim, 5), sparseSet(t, 2, 1000, dim, 5)
 	job := sparseTestJob(train, test, dim, 20, 3, "adagrad", sparse.ExchangeAuto)
 	job.NoShuffle = false
-	sums, _, errs := runSparse(t, sameSparse(2, job))
+	sums, weights, errs := runSparse(t, sameSparse(2, job))
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
@@ -199,6 +199,20 @@ func TestSparseReplicasLearn(t *testing.T) {
 	ep := sums[0].Run.EpochResults
 	if len(ep) != 3 || !(ep[2].TestLoss < ep[0].TestLoss+0.01) || ep[2].TestLoss > 0.69 {
 		t.Fatalf("epochs %+v: want 3 with a falling test log-loss below ln 2", ep)
+	}
+	// The per-epoch AUC is the exact AUC of the final model's margins.
+	var ev sparse.Evaluator
+	w := weights[0]
+	for i := range test.Len() {
+		var b data.Batch
+		test.Append(&b, i)
+		row := sparse.Vector{Indices: b.Indices, Values: b.Values}
+		if err := ev.Add(row.Dot(w), b.Labels[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := ev.Metrics().AUC; ep[2].TestAUC != want || !(want > 0.5) || sums[1].Run.EpochResults[2].TestAUC != want {
+		t.Fatalf("epoch 3 test AUC %v on rank 0, %v on rank 1; want %v (> 0.5) on both", ep[2].TestAUC, sums[1].Run.EpochResults[2].TestAUC, want)
 	}
 }
 

@@ -120,10 +120,11 @@ type Epoch struct {
 	Epoch          int     `json:"epoch"` // 1-based
 	Loss           float64 `json:"loss"`  // mean training loss over the epoch's steps (all replicas)
 	TestLoss       float64 `json:"test_loss"`
-	TestAccuracy   float64 `json:"test_accuracy"`    // fraction
-	ExamplesPerSec float64 `json:"examples_per_sec"` // all replicas, training time only
-	LR             float64 `json:"lr"`               // rate of the epoch's last step
-	TrainSeconds   float64 `json:"train_seconds"`    // cumulative training time at the end of the epoch
+	TestAccuracy   float64 `json:"test_accuracy"`      // fraction
+	TestAUC        float64 `json:"test_auc,omitempty"` // area under the ROC curve (sparse-lr; binary labels only)
+	ExamplesPerSec float64 `json:"examples_per_sec"`   // all replicas, training time only
+	LR             float64 `json:"lr"`                 // rate of the epoch's last step
+	TrainSeconds   float64 `json:"train_seconds"`      // cumulative training time at the end of the epoch
 }
 
 // Result is what a run produced; it is also the --summary JSON.
@@ -170,6 +171,13 @@ var accuracyMarks = []float64{0.975, 0.985, 0.99}
 
 // ParamsHash is the SHA-256 of params as little-endian float32 bytes, hex.
 func ParamsHash(params []float32) string {
+	sum := paramsSum(params)
+	return hex.EncodeToString(sum[:])
+}
+
+// paramsSum is the SHA-256 of params as little-endian float32 bytes, hashed
+// through a small buffer rather than one copy of the whole vector.
+func paramsSum(params []float32) [32]byte {
 	h := sha256.New()
 	var b [4096]byte
 	for len(params) > 0 {
@@ -180,7 +188,9 @@ func ParamsHash(params []float32) string {
 		h.Write(b[:4*n])
 		params = params[n:]
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // NonFiniteError reports a NaN or Inf training loss.

@@ -267,8 +267,11 @@ func TestLaunchSparseLR(t *testing.T) {
 			t.Errorf("rank %d: params %.12s… (run %.12s…), sent %d bytes in %d steps", p.Rank, p.ParamsSHA256, s.Run.ParamsSHA256, p.BytesSent, p.Steps)
 		}
 	}
-	if ep := s.Run.EpochResults; len(ep) != 2 || !(ep[1].TestLoss > 0 && ep[1].TestLoss < math.Ln2) {
-		t.Errorf("per-epoch results %+v: want 2 epochs ending with a test log-loss below ln 2", ep)
+	if ep := s.Run.EpochResults; len(ep) != 2 || !(ep[1].TestLoss > 0 && ep[1].TestLoss < math.Ln2) || !(ep[1].TestAUC > 0.5 && ep[1].TestAUC <= 1) {
+		t.Errorf("per-epoch results %+v: want 2 epochs ending with a test log-loss below ln 2 and an AUC above 0.5", ep)
+	}
+	if out := r.String(); !strings.Contains(out, "test accuracy") || !strings.Contains(out, "AUC 0.") || !strings.Contains(out, "final test AUC") {
+		t.Errorf("launch output lacks the per-epoch and final test AUC:\n%s", out)
 	}
 }
 

@@ -494,8 +494,12 @@ func (s *status) update(m Message) string {
 		s.epochs[m.Epoch.Epoch]++
 		if s.epochs[m.Epoch.Epoch] == s.n {
 			e := m.Epoch
-			return fmt.Sprintf("[launch] epoch %d  step %d/%d  loss %.4f  test accuracy %6.2f%%  %8.0f examples/s  train %.1fs  elapsed %.1fs",
-				e.Epoch, m.Step, m.Steps, e.Loss, 100*e.TestAccuracy, e.ExamplesPerSec, e.TrainSeconds, time.Since(s.start).Seconds())
+			auc := ""
+			if e.TestAUC > 0 { // sparse-lr
+				auc = fmt.Sprintf("  AUC %.4f", e.TestAUC)
+			}
+			return fmt.Sprintf("[launch] epoch %d  step %d/%d  loss %.4f  test accuracy %6.2f%%%s  %8.0f examples/s  train %.1fs  elapsed %.1fs",
+				e.Epoch, m.Step, m.Steps, e.Loss, 100*e.TestAccuracy, auc, e.ExamplesPerSec, e.TrainSeconds, time.Since(s.start).Seconds())
 		}
 	}
 	return ""

@@ -50,6 +50,9 @@ func WriteTable(w io.Writer, rep *Report) {
 		case !rep.Identical:
 			verdict = "NOT identical across peers"
 		}
+		if n := len(run.EpochResults); n > 0 && run.EpochResults[n-1].TestAUC > 0 { // sparse-lr
+			fmt.Fprintf(w, "final test AUC %.4f, log-loss %.4f\n", run.EpochResults[n-1].TestAUC, run.EpochResults[n-1].TestLoss)
+		}
 		fmt.Fprintf(w, "final test accuracy %.2f%% after %d steps (global batch %d), %.1fs training, %.1fs wall; parameters %s (sha256 %.16s…)\n",
 			100*run.FinalAccuracy, run.Steps, run.BatchSize*run.Replicas, run.TrainSeconds, rep.WallSeconds, verdict, run.ParamsSHA256)
 	}
