@@ -2,8 +2,6 @@ package mirrored
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -713,24 +711,6 @@ func haveHas(n int) string {
 		return "has"
 	}
 	return "have"
-}
-
-// paramsSum is the SHA-256 of params as little-endian float32 bytes (the
-// bytes of ParamsHash).
-func paramsSum(params []float32) [32]byte {
-	h := sha256.New()
-	var b [4096]byte
-	for len(params) > 0 {
-		n := min(len(params), len(b)/4)
-		for i, v := range params[:n] {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		h.Write(b[:4*n])
-		params = params[n:]
-	}
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
 }
 
 // firstN returns the first n images of im (all if n is 0 or too large).
