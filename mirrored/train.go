@@ -171,6 +171,13 @@ var accuracyMarks = []float64{0.975, 0.985, 0.99}
 
 // ParamsHash is the SHA-256 of params as little-endian float32 bytes, hex.
 func ParamsHash(params []float32) string {
+	sum := paramsSum(params)
+	return hex.EncodeToString(sum[:])
+}
+
+// paramsSum is the SHA-256 of params as little-endian float32 bytes, hashed
+// through a small buffer rather than one copy of the whole vector.
+func paramsSum(params []float32) [32]byte {
 	h := sha256.New()
 	var b [4096]byte
 	for len(params) > 0 {
@@ -181,7 +188,9 @@ func ParamsHash(params []float32) string {
 		h.Write(b[:4*n])
 		params = params[n:]
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // NonFiniteError reports a NaN or Inf training loss.
