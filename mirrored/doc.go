@@ -24,7 +24,16 @@
 //     chief first.
 //   - Checkpoint (checkpoint.go, safetensors.go) is a training state in the
 //     safetensors format, written atomically by the chief.
-//   - RunGossip (gossip.go) is the asynchronous alternative to RunJob.
+//   - RunGossip (gossip.go) is the asynchronous alternative to RunJob: no
+//     barrier, each replica averages its parameters with one peer at a time
+//     (collective.Gossip), so a slow or dead peer does not stop the others.
+//   - RunSparseJob (sparse.go) and RunSparseGossip (gossip_sparse.go) are
+//     the same two strategies for sparse logistic regression (--model
+//     sparse-lr), whose exchanges carry the coordinates that changed
+//     rather than the dense vector when that is smaller.
+//   - RunStrategy and RunSparseStrategy (gossip_faults.go) pick the
+//     strategy and inject Faults (a slow peer, a killed peer) into either,
+//     for the ring through its Group (WithFaults).
 //
 // Invariants: with the same settings (seed included) and the same number of
 // replicas, a run performs the same arithmetic in the same order, so it is
