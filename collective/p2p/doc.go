@@ -22,4 +22,14 @@
 // can never inject a frame. Peer IDs come either from /p2p/ components in
 // the peer addresses or, for plain host:port entries (a TF_CONFIG), from the
 // cluster secret (see DeriveIdentity).
+//
+// Failure and shutdown: a link is either whole or down for good. An inbound
+// frame longer than Config.MaxFrame is refused from its header, before any
+// of it is buffered, and takes the link down; a write that fails or whose
+// ctx ends resets its stream, so a partial frame is never followed by
+// another. A link that ends without a goodbye aborts every collective (see
+// collective.Inbox). Close sends a goodbye on every outbound stream, then
+// waits up to 2 s for every peer's goodbye or link failure before closing
+// the host, so a rank that leaves right after its last message does not
+// reset a link a slower peer is still reading.
 package p2p

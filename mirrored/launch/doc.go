@@ -3,7 +3,8 @@
 // RunWorker is one peer (the "meshtrain worker" command): it joins the
 // cluster of a TF_CONFIG over the libp2p transport (collective/p2p), with
 // identities derived from the cluster secret in MESHTRAIN_CLUSTER_SECRET,
-// and runs a mirrored.Job as its replica.
+// and runs its replica of the job under the chosen strategy
+// (mirrored.RunStrategy, or mirrored.RunSparseStrategy for sparse-lr).
 //
 // Run is "meshtrain launch -n N": it picks N free ports on 127.0.0.1,
 // generates a random cluster secret (passed to the workers in their
@@ -15,8 +16,9 @@
 // epoch, and through a report file in the run directory holding their
 // mirrored.Summary, from which it prints the per-peer table.
 //
-// Failure: when a worker exits with an error the launcher sends SIGINT to
-// the others (SIGKILL after StopGrace) and returns a *FailedError naming
+// Failure: under gossip (Config.Gossip) a worker that fails is reported
+// and the others carry on without it. Otherwise, when a worker exits with
+// an error the launcher sends SIGINT to the others (SIGKILL after StopGrace) and returns a *FailedError naming
 // the worker that failed first; a worker killed by a signal nobody sent is
 // blamed over the workers that failed because they lost it. Ctrl-C is
 // forwarded the same way (the workers run in their own process group, and
