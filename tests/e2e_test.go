@@ -78,6 +78,42 @@ func meshtrain(ctx context.Context, env []string, args ...string) result {
 	return result{out.String(), errb.String(), err, time.Since(start)}
 }
 
+// launchPidRE matches launch's line announcing a worker's pid.
+var launchPidRE = regexp.MustCompile(`^\[launch\] rank (\d+): pid (\d+),`)
+
+// launchWatched runs the binary with args under ctx and hands react each
+// stdout line as it arrives, with the launcher's process and the worker
+// pids printed so far (by rank), so a test can act mid-run. It returns
+// once the process has exited, with the pids it saw.
+func launchWatched(t *testing.T, ctx context.Context, args []string, react func(line string, launcher *os.Process, pids map[int]int)) (result, map[int]int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pids := map[int]int{}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		out.WriteString(line + "\n")
+		if m := launchPidRE.FindStringSubmatch(line); m != nil {
+			rank, _ := strconv.Atoi(m[1])
+			pids[rank], _ = strconv.Atoi(m[2])
+		}
+		react(line, cmd.Process, pids)
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	return result{out.String(), stderr.String(), err, time.Since(start)}, pids
+}
+
 func readSummary(t *testing.T, path string) launch.SummaryJSON {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -183,52 +219,33 @@ func TestKillAndResume(t *testing.T) {
 		"--collective-timeout", timeout.String()}
 	ckdir := t.TempDir()
 
-	cmd := exec.CommandContext(ctx, binary, append(args, "--checkpoint-dir", ckdir)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pidRE := regexp.MustCompile(`^\[launch\] rank 1: pid (\d+),`)
-	var victim int
 	var killedAt time.Time
-	var out strings.Builder
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		out.WriteString(line + "\n")
-		if m := pidRE.FindStringSubmatch(line); m != nil {
-			victim, _ = strconv.Atoi(m[1])
+	run, _ := launchWatched(t, ctx, append(args, "--checkpoint-dir", ckdir), func(line string, _ *os.Process, pids map[int]int) {
+		if !strings.HasPrefix(line, "[launch] checkpoint at step") || !killedAt.IsZero() {
+			return
 		}
-		if strings.HasPrefix(line, "[launch] checkpoint at step") && killedAt.IsZero() {
-			if victim == 0 {
-				t.Fatalf("checkpoint before rank 1's pid was printed:\n%s", out.String())
-			}
-			if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			killedAt = time.Now()
+		victim, ok := pids[1]
+		if !ok {
+			t.Fatalf("%q before rank 1's pid was printed", line)
 		}
-	}
-	_, _ = io.Copy(io.Discard, stdout)
-	err = cmd.Wait()
+		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killedAt = time.Now()
+	})
 	took := time.Since(killedAt)
 	if killedAt.IsZero() {
-		t.Fatalf("no checkpoint line to kill after:\n%s\n%s", out.String(), stderr.String())
+		t.Fatalf("no checkpoint line to kill after:\n%s", run)
 	}
-	if err == nil {
-		t.Fatalf("launch succeeded although rank 1 was killed:\n%s", out.String())
+	if run.err == nil {
+		t.Fatalf("launch succeeded although rank 1 was killed:\n%s", run.stdout)
 	}
 	t.Logf("launch exited %v after rank 1 was killed", took.Round(time.Millisecond))
 	if took > timeout {
 		t.Errorf("launch took %v after the kill, more than the collective timeout %v", took, timeout)
 	}
-	if !strings.Contains(stderr.String(), "launch: rank 1 failed: ") || !strings.Contains(stderr.String(), "signal: killed") {
-		t.Errorf("launch's error does not name rank 1 as killed:\n%s", stderr.String())
+	if !strings.Contains(run.stderr, "launch: rank 1 failed: ") || !strings.Contains(run.stderr, "signal: killed") {
+		t.Errorf("launch's error does not name rank 1 as killed:\n%s", run.stderr)
 	}
 
 	sum := filepath.Join(t.TempDir(), "resumed.json")
@@ -382,46 +399,25 @@ func TestMalformedTFConfig(t *testing.T) {
 func TestLaunchInterrupt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "launch", "-n", "3", "--model", "lenet", "--epochs", "3", "--batch", "32",
-		"--train-examples", "12000", "--test-examples", "500", "--collective-timeout", "20s")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pidRE := regexp.MustCompile(`^\[launch\] rank \d: pid (\d+),`)
-	var pids []int
 	var interruptedAt time.Time
-	var out strings.Builder
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		out.WriteString(line + "\n")
-		if m := pidRE.FindStringSubmatch(line); m != nil {
-			pid, _ := strconv.Atoi(m[1])
-			pids = append(pids, pid)
-		}
+	args := []string{"launch", "-n", "3", "--model", "lenet", "--epochs", "3", "--batch", "32",
+		"--train-examples", "12000", "--test-examples", "500", "--collective-timeout", "20s"}
+	run, pids := launchWatched(t, ctx, args, func(line string, launcher *os.Process, _ map[int]int) {
 		// The run line is printed once every worker is connected and
 		// training.
 		if strings.HasPrefix(line, "[launch] lenet: ") && interruptedAt.IsZero() {
-			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			if err := launcher.Signal(os.Interrupt); err != nil {
 				t.Fatal(err)
 			}
 			interruptedAt = time.Now()
 		}
-	}
-	_, _ = io.Copy(io.Discard, stdout)
-	err = cmd.Wait()
+	})
 	if interruptedAt.IsZero() {
-		t.Fatalf("training never started:\n%s\n%s", out.String(), stderr.String())
+		t.Fatalf("training never started:\n%s", run)
 	}
 	t.Logf("launch exited %v after SIGINT", time.Since(interruptedAt).Round(time.Millisecond))
-	if err == nil || !strings.Contains(stderr.String(), "launch: interrupted") || !strings.Contains(out.String(), "[launch] interrupted: stopping the workers") {
-		t.Errorf("launch after Ctrl-C: %v\n%s\n%s", err, out.String(), stderr.String())
+	if run.err == nil || !strings.Contains(run.stderr, "launch: interrupted") || !strings.Contains(run.stdout, "[launch] interrupted: stopping the workers") {
+		t.Errorf("launch after Ctrl-C: %s", run)
 	}
 	if len(pids) != 3 {
 		t.Fatalf("saw %d worker pids", len(pids))
