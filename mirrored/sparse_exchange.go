@@ -54,8 +54,9 @@ type exchanger struct {
 	log          *zap.Logger
 	frame        []byte
 	gathered     [][]byte
-	parts        []sparse.Vector
-	dense        []float32 // dim + 2: the gradient sum, then examples and nnz
+	payloads     [][]byte      // the gathered frames after their example counts
+	part         sparse.Vector // a decoded part (steps without examples)
+	dense        []float32     // dim + 2: the gradient sum, then examples and nnz
 	coal         sparse.Coalescer
 	last         sparse.Exchange // mode of the previous step
 	nnzMean      float64         // mean gradient pairs per replica, previous step
@@ -77,7 +78,6 @@ func newExchanger(g Group, mode sparse.Exchange, gather string, dim int, log *za
 	default:
 		return nil, fmt.Errorf("sparse gather %q: want %s or %s", gather, GatherDirect, GatherRing)
 	}
-	x.parts = make([]sparse.Vector, x.world)
 	return x, nil
 }
 
@@ -118,7 +118,8 @@ func (x *exchanger) exchange(ctx context.Context, step int, local sparse.Vector,
 }
 
 // exchangeSparse all-gathers every replica's frame, [uvarint examples]
-// [wire vector], and merges the parts in rank order.
+// [wire vector], and merges the parts in rank order
+// (Coalescer.MergeEncoded).
 func (x *exchanger) exchangeSparse(ctx context.Context, local sparse.Vector, examples int, merged *sparse.Vector) (int, error) {
 	if x.world == 1 {
 		// Alone: no bytes to move; the mean is what MergeGradients of the
@@ -153,35 +154,45 @@ func (x *exchanger) exchangeSparse(ctx context.Context, local sparse.Vector, exa
 	if len(x.gathered) != x.world {
 		return 0, fmt.Errorf("sparse all-gather returned %d parts for %d replicas", len(x.gathered), x.world)
 	}
-	total, pairs, bytes := 0, 0, 0
+	total, bytes := 0, 0
+	x.payloads = x.payloads[:0]
 	for r, b := range x.gathered {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > math.MaxInt32 {
 			return 0, fmt.Errorf("gradient from rank %d: bad example count header", r)
 		}
-		if r == x.rank {
-			pairs += local.Len() // our own bytes decode to exactly local
-		} else {
-			if err := sparse.DecodeVector(&x.parts[r], b[k:], x.dim); err != nil {
-				return 0, fmt.Errorf("gradient from rank %d: %w", r, err)
-			}
-			pairs += x.parts[r].Len()
-		}
+		x.payloads = append(x.payloads, b[k:])
 		total += int(n)
 		bytes += len(b)
+	}
+	if total == 0 {
+		// Nobody had examples: nothing to merge, but every part must
+		// still be a valid (empty) vector.
+		pairs := 0
+		for r, p := range x.payloads {
+			if r == x.rank {
+				continue
+			}
+			if err := sparse.DecodeVector(&x.part, p, x.dim); err != nil {
+				return 0, fmt.Errorf("gradient from rank %d: %w", r, err)
+			}
+			pairs += x.part.Len()
+		}
+		x.nnzMean = float64(pairs+local.Len()) / float64(x.world)
+		merged.Indices, merged.Values = merged.Indices[:0], merged.Values[:0]
+		return 0, nil
+	}
+	// Each peer's bytes are decoded straight into the merge; our own part
+	// is local itself (our bytes decode to exactly it).
+	pairs, err := x.coal.MergeEncoded(merged, x.payloads, x.rank, local, x.dim, total)
+	if err != nil {
+		return 0, err
 	}
 	x.nnzMean = float64(pairs) / float64(x.world)
 	if pairs > 0 {
 		x.bytesPerPair = float64(bytes) / float64(pairs)
 	}
-	if total == 0 {
-		merged.Indices, merged.Values = merged.Indices[:0], merged.Values[:0]
-		return 0, nil
-	}
-	x.parts[x.rank] = local
-	err = x.coal.MergeGradients(merged, x.parts, x.dim, total)
-	x.parts[x.rank] = sparse.Vector{} // do not keep a view of the caller's buffer
-	return total, err
+	return total, nil
 }
 
 // exchangeDense all-reduces the full gradient sum (with the example and

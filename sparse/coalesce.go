@@ -26,11 +26,13 @@ type Coalescer struct {
 	tmp   []uint64              // radix sort scratch
 	count [3 << radixBits]int32 // one histogram per pass (at most 3 for 31-bit indices)
 
-	// MergeGradients' padded copies of the parts and per-part cursors.
-	mergeIdx  []int32
-	mergeVal  []float64
-	mergePos  []int
-	mergeHead []int32
+	// The merge's runs (every part in float64, each ending in a sentinel,
+	// runs[k] where run k starts) and two outputs used alternately.
+	runIdx []int32
+	runVal []float64
+	runs   []int
+	outIdx [2][]int32
+	outVal [2][]float64
 }
 
 // radixBits is the widest digit of the radix sort. 11 bits keeps a
@@ -212,78 +214,140 @@ func (c *Coalescer) MergeGradients(dst *Vector, parts []Vector, dim, examples in
 // every part is exhausted.
 const mergeEnd = math.MaxInt32
 
-// merge is MergeGradients without validation. Each part is copied into a
-// padded float64 run ending in a mergeEnd sentinel; runs are then merged
-// four at a time by merge4, the first input of every later round being the
-// previous round's output, so each index is still summed in rank order:
-// ((p0 + p1 + p2 + p3) + p4 + p5 + p6) + ...
+// MergeEncoded is MergeGradients over parts as they arrive from the wire:
+// encoded[r] is rank r's gradient sum in AppendVector's encoding, except
+// encoded[self], which is ignored in favour of local, this rank's own sum
+// (trusted: it must satisfy the Vector invariant, as LogReg.GradientSum's
+// output does). Every other part is decoded straight into the merge,
+// checked as DecodeVector checks it; a bad part is an error naming its rank.
+// It returns the number of pairs over all parts. The result is bitwise that
+// of DecodeVector on each part followed by MergeGradients.
+func (c *Coalescer) MergeEncoded(dst *Vector, encoded [][]byte, self int, local Vector, dim, examples int) (pairs int, err error) {
+	if examples <= 0 {
+		return 0, fmt.Errorf("sparse: merging gradients of %d examples: need at least one", examples)
+	}
+	if self < 0 || self >= len(encoded) {
+		return 0, fmt.Errorf("sparse: merging %d parts with own rank %d", len(encoded), self)
+	}
+	total := 0
+	for r, b := range encoded {
+		if r == self {
+			total += local.Len()
+			continue
+		}
+		n, _, err := wirePairs(b)
+		if err != nil {
+			return 0, fmt.Errorf("gradient from rank %d: %w", r, err)
+		}
+		total += int(n)
+	}
+	c.startRuns(total, len(encoded))
+	for r, b := range encoded {
+		if r == self {
+			c.addRun(local)
+			continue
+		}
+		start := len(c.runIdx)
+		c.runIdx, c.runVal, err = decodeWire(c.runIdx, c.runVal, b, dim)
+		if err != nil {
+			return 0, fmt.Errorf("gradient from rank %d: %w", r, err)
+		}
+		c.endRun(start)
+	}
+	c.mergeRuns(dst, 1/float64(examples))
+	return total, nil
+}
+
+// mergeRun is one sorted part of a merge, in float64, ending in a mergeEnd
+// sentinel index (with a 0 value).
+type mergeRun struct {
+	idx []int32
+	val []float64
+}
+
+// emptyRun pads a round with fewer than four parts (read only).
+var emptyRun = mergeRun{idx: []int32{mergeEnd}, val: []float64{0}}
+
+// startRuns empties the merge runs, with room for total pairs in parts
+// runs and the outputs.
+func (c *Coalescer) startRuns(total, parts int) {
+	if need := total + parts + 1; cap(c.runIdx) < need {
+		c.runIdx = make([]int32, 0, need+need/4)
+		c.runVal = make([]float64, 0, need+need/4)
+	}
+	for o := range c.outIdx {
+		if cap(c.outIdx[o]) < total+1 {
+			c.outIdx[o] = make([]int32, total+1+total/4)
+			c.outVal[o] = make([]float64, total+1+total/4)
+		}
+		c.outIdx[o], c.outVal[o] = c.outIdx[o][:cap(c.outIdx[o])], c.outVal[o][:cap(c.outVal[o])]
+	}
+	c.runIdx, c.runVal, c.runs = c.runIdx[:0], c.runVal[:0], c.runs[:0]
+}
+
+// addRun appends p as a run.
+func (c *Coalescer) addRun(p Vector) {
+	start := len(c.runIdx)
+	c.runIdx = append(c.runIdx, p.Indices...)
+	for _, v := range p.Values[:len(p.Indices)] {
+		c.runVal = append(c.runVal, float64(v))
+	}
+	c.endRun(start)
+}
+
+// endRun closes the run whose pairs were appended from start on.
+func (c *Coalescer) endRun(start int) {
+	c.runIdx, c.runVal = append(c.runIdx, mergeEnd), append(c.runVal, 0)
+	c.runs = append(c.runs, start)
+}
+
+// merge is MergeGradients without validation.
 func (c *Coalescer) merge(dst *Vector, parts []Vector, scale float64) {
 	total := 0
 	for _, p := range parts {
 		total += len(p.Indices)
 	}
-	// Every part padded, one empty run, two outputs of total+1 each.
-	need := total + len(parts) + 1 + 2*(total+1)
-	if cap(c.mergeIdx) < need {
-		c.mergeIdx = make([]int32, 0, need+need/4)
-		c.mergeVal = make([]float64, 0, need+need/4)
+	c.startRuns(total, len(parts))
+	for _, p := range parts {
+		c.addRun(p)
 	}
-	idx, val := c.mergeIdx[:0], c.mergeVal[:0]
-	run := func(p Vector) ([]int32, []float64) {
-		start := len(idx)
-		idx = append(idx, p.Indices...)
-		idx = append(idx, mergeEnd)
-		for _, v := range p.Values[:len(p.Indices)] {
-			val = append(val, float64(v))
+	c.mergeRuns(dst, scale)
+}
+
+// mergeRuns merges the runs four at a time with merge4, the first input of
+// every later round being the previous round's output, so each index is
+// still summed in rank order: ((p0 + p1 + p2 + p3) + p4 + p5 + p6) + ...;
+// then scales the sums into dst.
+func (c *Coalescer) mergeRuns(dst *Vector, scale float64) {
+	run := func(k int) mergeRun {
+		if k >= len(c.runs) {
+			return emptyRun
 		}
-		val = append(val, 0)
-		return idx[start:len(idx):len(idx)], val[start:len(val):len(val)]
+		end := len(c.runIdx)
+		if k+1 < len(c.runs) {
+			end = c.runs[k+1]
+		}
+		return mergeRun{idx: c.runIdx[c.runs[k]:end], val: c.runVal[c.runs[k]:end]}
 	}
-	empty := func() ([]int32, []float64) { return run(Vector{}) }
-	// Two output runs of total+1, used alternately.
-	outStart := len(idx)
-	idx, val = idx[:outStart+2*(total+1)], val[:outStart+2*(total+1)]
-	outs := [2]struct {
-		idx []int32
-		val []float64
-	}{
-		{idx[outStart : outStart+total+1], val[outStart : outStart+total+1]},
-		{idx[outStart+total+1 : outStart+2*(total+1)], val[outStart+total+1 : outStart+2*(total+1)]},
-	}
-	ei, ev := empty()
-	var ins [4]struct {
-		idx []int32
-		val []float64
-	}
-	rest := parts
-	first := true
+	var acc mergeRun
 	o := 0
-	var accIdx []int32
-	var accVal []float64
-	for first || len(rest) > 0 {
-		k := 0
-		if !first {
-			ins[0].idx, ins[0].val = accIdx, accVal
-			k = 1
+	for k := 0; k == 0 || k < len(c.runs); o ^= 1 {
+		in := [4]mergeRun{acc}
+		first := 1
+		if k == 0 {
+			first = 0
 		}
-		for ; k < 4; k++ {
-			if len(rest) > 0 {
-				ins[k].idx, ins[k].val = run(rest[0])
-				rest = rest[1:]
-			} else {
-				ins[k].idx, ins[k].val = ei, ev
-			}
+		for j := first; j < 4; j++ {
+			in[j] = run(k)
+			k++
 		}
-		n := merge4(outs[o].idx, outs[o].val, ins[0].idx, ins[0].val, ins[1].idx, ins[1].val, ins[2].idx, ins[2].val, ins[3].idx, ins[3].val)
-		accIdx, accVal = outs[o].idx[:n+1], outs[o].val[:n+1]
-		o ^= 1
-		first = false
+		n := merge4(c.outIdx[o], c.outVal[o], in[0].idx, in[0].val, in[1].idx, in[1].val, in[2].idx, in[2].val, in[3].idx, in[3].val)
+		acc = mergeRun{idx: c.outIdx[o][:n+1], val: c.outVal[o][:n+1]}
 	}
-	c.mergeIdx, c.mergeVal = idx, val
-	n := len(accIdx) - 1
-	dst.Indices = append(dst.Indices[:0], accIdx[:n]...)
+	n := len(acc.idx) - 1
+	dst.Indices = append(dst.Indices[:0], acc.idx[:n]...)
 	dst.Values = dst.Values[:0]
-	for _, v := range accVal[:n] {
+	for _, v := range acc.val[:n] {
 		dst.Values = append(dst.Values, float32(v*scale))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -146,5 +147,64 @@ func BenchmarkMerge(b *testing.B) {
 				mergePairwise(parts, 0.01)
 			}
 		})
+	}
+}
+
+func TestMergeEncodedMatchesDecodeAndMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const dim = 1 << 20
+	z := rand.NewZipf(rng, 1.1, 1, dim-1)
+	var c, ref Coalescer
+	for trial := range 100 {
+		n := 1 + trial%6
+		self := rng.IntN(n)
+		parts := make([]Vector, n)
+		encoded := make([][]byte, n)
+		for r := range parts {
+			if rng.IntN(5) > 0 {
+				parts[r] = zipfPart(rng, z, rng.IntN(300))
+			}
+			encoded[r] = AppendVector(nil, parts[r])
+		}
+		encoded[self] = []byte("ignored")
+		examples := 1 + rng.IntN(500)
+		var got, want Vector
+		pairs, err := c.MergeEncoded(&got, encoded, self, parts[self], dim, examples)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.MergeGradients(&want, parts, dim, examples); err != nil {
+			t.Fatal(err)
+		}
+		wantPairs := 0
+		for _, p := range parts {
+			wantPairs += p.Len()
+		}
+		if pairs != wantPairs || !slices.Equal(got.Indices, want.Indices) || len(got.Values) != len(want.Values) {
+			t.Fatalf("trial %d: %d pairs, %d indices; want %d pairs, %d indices", trial, pairs, got.Len(), wantPairs, want.Len())
+		}
+		for k := range want.Values {
+			if math.Float32bits(got.Values[k]) != math.Float32bits(want.Values[k]) {
+				t.Fatalf("trial %d: index %d: got %v, want %v", trial, want.Indices[k], got.Values[k], want.Values[k])
+			}
+		}
+	}
+	// A bad part is an error naming its rank, whatever the others hold.
+	good := AppendVector(nil, Vector{Indices: []int32{1, 5}, Values: []float32{1, 2}})
+	for _, tc := range []struct {
+		name string
+		bad  []byte
+		want string
+	}{
+		{"out of range", AppendVector(nil, Vector{Indices: []int32{3, dim}, Values: []float32{1, 2}}), "leaves [0, 1048576)"},
+		{"infinite", AppendVector(nil, Vector{Indices: []int32{3}, Values: []float32{float32(math.Inf(-1))}}), "not finite"},
+		{"truncated", good[:len(good)-1], "only"},
+		{"empty", nil, "truncated"},
+	} {
+		var dst Vector
+		_, err := c.MergeEncoded(&dst, [][]byte{good, nil, tc.bad}, 1, Vector{}, dim, 3)
+		if err == nil || !strings.Contains(err.Error(), "rank 2") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming rank 2 and %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -63,43 +63,65 @@ var ErrWireTruncated = errors.New("sparse: wire-encoded vector is truncated")
 // into dst (reusing its storage). It checks every index against dim and every
 // value for finiteness, so a decoded vector always satisfies the invariant.
 func DecodeVector(dst *Vector, src []byte, dim int) error {
-	n, off, err := readUvarint(src, 0)
+	var err error
+	dst.Indices, dst.Values, err = decodeWire(dst.Indices[:0], dst.Values[:0], src, dim)
+	return err
+}
+
+// wirePairs returns the pair count at the head of a wire-encoded vector,
+// checked against the bytes that follow it.
+func wirePairs(src []byte) (n uint64, off int, err error) {
+	n, off, err = readUvarint(src, 0)
 	if err != nil {
-		return fmt.Errorf("sparse: decoding pair count: %w", err)
+		return 0, 0, fmt.Errorf("sparse: decoding pair count: %w", err)
 	}
 	if n > uint64(len(src)-off)/wireMinBytesPerPair {
-		return fmt.Errorf("sparse: wire vector claims %d pairs but only %d bytes follow (each pair needs at least %d)", n, len(src)-off, wireMinBytesPerPair)
+		return 0, 0, fmt.Errorf("sparse: wire vector claims %d pairs but only %d bytes follow (each pair needs at least %d)", n, len(src)-off, wireMinBytesPerPair)
 	}
-	dst.Indices, dst.Values = dst.Indices[:0], dst.Values[:0]
+	return n, off, nil
+}
+
+// decodeWire appends the pairs of the wire-encoded vector src to idx and
+// val (float32 for a Vector, float64 for a merge run), checking every index
+// against dim and every value for finiteness.
+func decodeWire[F float32 | float64](idx []int32, val []F, src []byte, dim int) ([]int32, []F, error) {
+	n, off, err := wirePairs(src)
+	if err != nil {
+		return idx, val, err
+	}
 	prev := int64(-1)
 	for k := uint64(0); k < n; k++ {
 		var gap uint64
-		gap, off, err = readUvarint(src, off)
-		if err != nil {
-			return fmt.Errorf("sparse: decoding index %d of %d: %w", k, n, err)
+		if off < len(src) && src[off] < 0x80 { // most gaps of a Zipf gradient fit one byte
+			gap = uint64(src[off])
+			off++
+		} else if gap, off, err = readUvarint(src, off); err != nil {
+			return idx, val, fmt.Errorf("sparse: decoding index %d of %d: %w", k, n, err)
 		}
 		i := prev + 1 + int64(gap)
 		if gap >= uint64(dim) || i >= int64(dim) {
-			return fmt.Errorf("sparse: decoded pair %d: gap %d after index %d leaves [0, %d)", k, gap, prev, dim)
+			return idx, val, fmt.Errorf("sparse: decoded pair %d: gap %d after index %d leaves [0, %d)", k, gap, prev, dim)
 		}
-		dst.Indices = append(dst.Indices, int32(i))
+		idx = append(idx, int32(i))
 		prev = i
 	}
 	if uint64(len(src)-off) != 4*n {
 		if uint64(len(src)-off) < 4*n {
-			return fmt.Errorf("sparse: %d values need %d bytes, %d remain: %w", n, 4*n, len(src)-off, ErrWireTruncated)
+			return idx, val, fmt.Errorf("sparse: %d values need %d bytes, %d remain: %w", n, 4*n, len(src)-off, ErrWireTruncated)
 		}
-		return fmt.Errorf("sparse: %d trailing bytes after a wire vector of %d pairs", uint64(len(src)-off)-4*n, n)
+		return idx, val, fmt.Errorf("sparse: %d trailing bytes after a wire vector of %d pairs", uint64(len(src)-off)-4*n, n)
 	}
-	for k := uint64(0); k < n; k++ {
-		x := math.Float32frombits(binary.LittleEndian.Uint32(src[off:]))
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Errorf("sparse: decoded value %v at index %d is not finite", x, dst.Indices[k])
+	first := len(idx) - int(n)
+	for k := range int(n) {
+		bits := binary.LittleEndian.Uint32(src[off:])
+		if bits&0x7f800000 == 0x7f800000 { // exponent all ones: Inf or NaN
+			x := math.Float32frombits(bits)
+			return idx, val, fmt.Errorf("sparse: decoded value %v at index %d is not finite", x, idx[first+k])
 		}
-		dst.Values = append(dst.Values, x)
+		val = append(val, F(math.Float32frombits(bits)))
 		off += 4
 	}
-	return nil
+	return idx, val, nil
 }
 
 // readUvarint reads a minimal uvarint of at most 64 bits at src[off:].
