@@ -78,7 +78,7 @@ func jobFlags() []cli.Flag {
 		&cli.IntFlag{Name: "hash-every", Value: 500, Usage: "steps between comparisons of the replicas' parameter hashes (0: only at the end)"},
 		&cli.BoolFlag{Name: "measure-wait", Value: true, Usage: "barrier before each gradient all-reduce, to tell waiting for slower peers from communicating"},
 		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
-		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size) | ring | tree (recursive doubling)"},
+		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size) | ring | tree (recursive doubling) | star (rank 0 reduces; small buffers at 3-8 ranks)"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
 	)
 }
