@@ -474,3 +474,35 @@ func TestOversizeFrameDropsLink(t *testing.T) {
 		t.Fatalf("rank 0 receiving an oversize frame from rank 1: %v, want rank 1's link down for a 4096-byte frame over the 1024-byte limit", err)
 	}
 }
+
+// TestSecondStreamRefused: a cluster peer that opens another collective
+// stream while its first is up (a bug, or a replayed connection) has the
+// new one reset, and the link it already has keeps working.
+func TestSecondStreamRefused(t *testing.T) {
+	comms, ts := startCluster(t, 2, SecurityTLS, zap.NewNop(), collective.Options{Timeout: 10 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	exchange := func(what string) {
+		t.Helper()
+		if err := comms[1].Send(ctx, 0, 3, []byte(what)); err != nil {
+			t.Fatalf("%s: rank 1 sending: %v", what, err)
+		}
+		if got, err := comms[0].Recv(ctx, 1, 3); err != nil || string(got) != what {
+			t.Fatalf("%s: rank 0 got %q, %v", what, got, err)
+		}
+	}
+	exchange("first") // rank 0 has now seen rank 1's stream
+	s, err := ts[1].Host().NewStream(ctx, ts[0].Host().ID(), ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	_ = s.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := collective.WriteFrame(s, collective.Header{Kind: collective.KindP2P, DType: collective.Bytes, Tag: 3, Count: 5}, []byte("extra")); err != nil {
+		t.Fatalf("writing on the second stream: %v", err)
+	}
+	if n, err := s.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("second stream: read %d bytes, %v: want it reset by rank 0", n, err)
+	}
+	exchange("after")
+}
