@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -199,7 +198,7 @@ func Compare(ctx context.Context, cfg Config) (*Report, error) {
 func runCluster(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.GossipConfig) []PeerRun {
 	n := cfg.N
 	peers := make([]PeerRun, n)
-	addrs, err := freeAddrs(n)
+	addrs, err := p2p.LocalAddrs(n, cfg.Security == p2p.SecurityQUIC)
 	secret := make([]byte, 32)
 	if err == nil {
 		_, err = rand.Read(secret)
@@ -253,26 +252,6 @@ func runPeer(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.Goss
 		out.Err = err.Error()
 	}
 	return out
-}
-
-// freeAddrs reserves n TCP ports on 127.0.0.1 (released just before use).
-func freeAddrs(n int) ([]string, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	out := make([]string, n)
-	for i := range out {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("compare: reserving a port: %w", err)
-		}
-		ls = append(ls, l)
-		out[i] = l.Addr().String()
-	}
-	return out, nil
 }
 
 // Point is one evaluation of one replica.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
 
@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, fmt.Errorf("launch: run directory: %w", err)
 	}
-	addrs, err := freeAddrs(cfg.N, cfg.QUIC)
+	addrs, err := p2p.LocalAddrs(cfg.N, cfg.QUIC)
 	if err != nil {
 		return nil, fmt.Errorf("launch: picking free ports: %w", err)
 	}
@@ -418,40 +418,13 @@ func readReport(path string) (*mirrored.Summary, error) {
 		return nil, fmt.Errorf("no report from the worker: %w", err)
 	}
 	var s mirrored.Summary
-	if err := json.Unmarshal(b, &s); err != nil || s.Run == nil {
-		return nil, fmt.Errorf("unreadable report %s: %v", path, err)
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("unreadable report %s: %w", path, err)
+	}
+	if s.Run == nil {
+		return nil, fmt.Errorf("report %s has no run: the worker stopped before it finished", path)
 	}
 	return &s, nil
-}
-
-// freeAddrs picks n free ports on 127.0.0.1, holding them all open until
-// all are chosen so that no two are the same.
-func freeAddrs(n int, udp bool) ([]string, error) {
-	out := make([]string, n)
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
-	for i := range out {
-		if udp {
-			c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, c)
-			out[i] = c.LocalAddr().String()
-		} else {
-			l, err := net.Listen("tcp4", "127.0.0.1:0")
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, l)
-			out[i] = l.Addr().String()
-		}
-	}
-	return out, nil
 }
 
 type lockedWriter struct {
