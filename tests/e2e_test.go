@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 )
@@ -294,16 +295,11 @@ func TestKillAndResume(t *testing.T) {
 // freePorts returns n free 127.0.0.1 addresses.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		out = append(out, l.Addr().String())
+	addrs, err := p2p.LocalAddrs(n, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return addrs
 }
 
 func tfConfig(peers []string, rank int) string {

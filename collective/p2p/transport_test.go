@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -29,25 +28,11 @@ var testSecret = []byte("meshtrain test cluster secret 0123")
 // moment ago (UDP ports for QUIC).
 func freeAddrs(t *testing.T, n int, udp bool) []string {
 	t.Helper()
-	out := make([]string, n)
-	for i := range out {
-		if udp {
-			c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[i] = c.LocalAddr().String()
-			defer c.Close()
-		} else {
-			l, err := net.Listen("tcp4", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[i] = l.Addr().String()
-			defer l.Close()
-		}
+	addrs, err := LocalAddrs(n, udp)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return addrs
 }
 
 // startCluster starts n transports concurrently (each New waits for the
