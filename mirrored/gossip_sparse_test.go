@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,23 +14,9 @@ import (
 
 func runSparseGossip(t *testing.T, job SparseJob, n int) []*GossipSummary {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	net := collective.NewMemNetwork(n)
-	sums, errs := make([]*GossipSummary, n), make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		c, err := collective.New(CountTraffic(net.Transport(r)), collective.Options{Timeout: 20 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sums[r], errs[r] = RunSparseGossip(ctx, job, GossipConfig{Schedule: "random"}, c)
-		}()
-	}
-	wg.Wait()
+	sums, errs := onMemCluster(t, n, time.Minute, nil, func(ctx context.Context, _ int, c *collective.Comm) (*GossipSummary, error) {
+		return RunSparseGossip(ctx, job, GossipConfig{Schedule: "random"}, c)
+	})
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("gossip rank %d: %v", r, err)

@@ -13,19 +13,19 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// runGossipGroup runs gossip replica r with jobs[r] and gcs[r] on an
-// in-memory cluster; kill, if set, is called with the network before the
-// runs start (to wire fault hooks).
-func runGossipGroup(t *testing.T, jobs []Job, gcs []GossipConfig, wire func(net *collective.MemNetwork, gcs []GossipConfig)) ([]*GossipSummary, []error) {
+// onMemCluster runs run for every rank of an n-rank in-memory cluster at
+// once, each on its own Comm (traffic counted), and fails the test if they
+// are not all done within deadline. wire, if set, sees the network before
+// the runs start (to wire fault hooks).
+func onMemCluster[T any](t *testing.T, n int, deadline time.Duration, wire func(*collective.MemNetwork), run func(ctx context.Context, r int, c *collective.Comm) (T, error)) ([]T, []error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	n := len(jobs)
 	net := collective.NewMemNetwork(n)
 	if wire != nil {
-		wire(net, gcs)
+		wire(net)
 	}
-	sums, errs := make([]*GossipSummary, n), make([]error, n)
+	outs, errs := make([]T, n), make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
 		c, err := collective.New(CountTraffic(net.Transport(r)), collective.Options{Timeout: 20 * time.Second})
@@ -35,14 +35,28 @@ func runGossipGroup(t *testing.T, jobs []Job, gcs []GossipConfig, wire func(net 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[r], errs[r] = RunGossip(ctx, jobs[r], gcs[r], c)
+			outs[r], errs[r] = run(ctx, r, c)
 		}()
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		t.Fatal("gossip replicas hung")
+		t.Fatalf("%d replicas did not finish within %v", n, deadline)
 	}
-	return sums, errs
+	return outs, errs
+}
+
+// runGossipGroup runs gossip replica r with jobs[r] and gcs[r] on an
+// in-memory cluster; wire, if set, is called with the network before the
+// runs start (to wire fault hooks).
+func runGossipGroup(t *testing.T, jobs []Job, gcs []GossipConfig, wire func(net *collective.MemNetwork, gcs []GossipConfig)) ([]*GossipSummary, []error) {
+	t.Helper()
+	var w func(*collective.MemNetwork)
+	if wire != nil {
+		w = func(net *collective.MemNetwork) { wire(net, gcs) }
+	}
+	return onMemCluster(t, len(jobs), 2*time.Minute, w, func(ctx context.Context, r int, c *collective.Comm) (*GossipSummary, error) {
+		return RunGossip(ctx, jobs[r], gcs[r], c)
+	})
 }
 
 func sameGC(n int, gc GossipConfig) []GossipConfig {
