@@ -162,9 +162,15 @@ func (s *SparseSet) appendRows(b *Batch, rows []int32) {
 	}
 	for _, i := range rows {
 		lo, hi := s.rowPtr[i], s.rowPtr[i+1]
+		// One load per 64-byte line of the row (16 four-byte entries),
+		// and its last entry, which may start another line.
+		for k := lo; k < hi; k += 16 {
+			isum += int(s.indices[k])
+			fsum += s.values[k]
+		}
 		if lo < hi {
-			isum += int(s.indices[lo]) + int(s.indices[hi-1])
-			fsum += s.values[lo] + s.values[hi-1]
+			isum += int(s.indices[hi-1])
+			fsum += s.values[hi-1]
 		}
 	}
 	keepLoads(isum, fsum)
