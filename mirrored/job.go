@@ -237,7 +237,13 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 		})
 		return err
 	}
-	if err := errors.Join(job.validate(), setup()); err != nil {
+	// Settings first: a bad flag is reported before MNIST is loaded (or
+	// fetched) and the model built.
+	err := job.validate()
+	if err == nil {
+		err = setup()
+	}
+	if err != nil {
 		// Say why in the handshake the others are waiting in, so that they
 		// report this rank's problem instead of waiting for it.
 		b, _ := json.Marshal(hello{Error: err.Error()}) // a string: cannot fail
