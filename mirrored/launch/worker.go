@@ -136,8 +136,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	counted := mirrored.CountTraffic(t)
 	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, Logger: log.Named("collective")})
 	if err != nil {
-		_ = t.Close()
-		return nil, err
+		return nil, fmt.Errorf("rank %d: %w", rank, errors.Join(err, t.Close()))
 	}
 	gc := cfg.Strategy
 	if gc.Faults.KillAfter > 0 && gc.Faults.KillRank == rank {
@@ -173,7 +172,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		}
 		b, err := json.MarshalIndent(report, "", "  ")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("rank %d: encoding the report: %w", rank, err)
 		}
 		if err := os.WriteFile(cfg.Report, append(b, '\n'), 0o644); err != nil {
 			return nil, fmt.Errorf("rank %d: writing the report: %w", rank, err)
