@@ -95,6 +95,9 @@ func decodeWire[F float32 | float64](idx []int32, val []F, src []byte, dim int) 
 		if off < len(src) && src[off] < 0x80 { // most gaps of a Zipf gradient fit one byte
 			gap = uint64(src[off])
 			off++
+		} else if off+1 < len(src) && src[off+1]-1 < 0x7f { // two bytes, minimal (second byte 1..127)
+			gap = uint64(src[off]&0x7f) | uint64(src[off+1])<<7
+			off += 2
 		} else if gap, off, err = readUvarint(src, off); err != nil {
 			return idx, val, fmt.Errorf("sparse: decoding index %d of %d: %w", k, n, err)
 		}
