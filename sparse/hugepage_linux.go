@@ -34,6 +34,11 @@ func makeFloats(n int) []float32 {
 		// Pages the allocator already zeroed (reused heap memory) are
 		// mapped small; collapse them now rather than wait for khugepaged.
 		_ = syscall.Madvise(b, madvCollapse)
+		// Fault the rest in now, at start-up, rather than 2 MB at a time
+		// in the first training steps (each first touch zeroes a page).
+		for i := 0; i < len(b); i += hugePage {
+			b[i] = 0
+		}
 	}
 	return s
 }
