@@ -688,22 +688,8 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 
 	peer.TestAccuracy = res.FinalAccuracy
 	peer.ParamsSHA256 = res.ParamsSHA256
-	if tr, ok := g.(Traffic); ok {
-		peer.BytesSent, peer.BytesReceived = tr.Traffic()
-	}
-	peer.CPUSeconds, peer.PeakRSSBytes = processUsage()
-	if sampledPhase > 0 {
-		straggle := time.Duration(float64(exchangePhase) * float64(sampledWait) / float64(sampledPhase))
-		wait += straggle
-		comm += exchangePhase - straggle
-	} else {
-		comm += exchangePhase
-	}
-	peer.ComputeSeconds, peer.CommSeconds, peer.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
-	if total := compute + comm + wait; total > 0 {
-		peer.ComputeShare, peer.CommShare, peer.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
-		peer.ExamplesPerSec = float64(peer.Examples) / total.Seconds()
-	}
+	exComm, exWait := splitExchange(exchangePhase, sampledWait, sampledPhase)
+	peer.finish(g, compute, comm+exComm, wait+exWait)
 	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
 	log.Info("done", zap.Int("steps", global), zap.Int("sparse_steps", xch.steps[sparse.ExchangeSparse]),
 		zap.Int("dense_steps", xch.steps[sparse.ExchangeDense]), zap.String("params_sha256", res.ParamsSHA256))
