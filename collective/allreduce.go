@@ -86,62 +86,82 @@ func allReduce[T number](ctx context.Context, c *Comm, buf []T, rop Op, dt DType
 // runRecDoubling executes a recursive-doubling plan over the whole buffer
 // (cut into frames of at most chunk elements).
 func (o *op) runRecDoubling(ctx context.Context, steps []rdStep, raw []byte, length, chunk, esize int, fn foldFunc) error {
-	cs := chunks(span{0, length}, chunk)
-	bytesOf := func(sp span) []byte { return raw[sp.off*esize : (sp.off+sp.n)*esize] }
-	sendAll := func(ctx context.Context, peer int, sent *progress) error {
-		for _, sp := range cs {
-			if err := o.send(ctx, peer, sp, bytesOf(sp)); err != nil {
-				return err
-			}
-			if sent != nil {
-				sent.advance()
-			}
-		}
-		return nil
-	}
-	recvAll := func(ctx context.Context, st rdStep, sent *progress) error {
-		for i, sp := range cs {
-			f, err := o.recv(ctx, st.peer, sp, esize)
-			if err != nil {
-				return err
-			}
-			if sent != nil {
-				// Fold chunk i only once it left: the send reads the old value.
-				if err := sent.waitFor(ctx, i); err != nil {
-					f.Release()
-					return o.wrapPeer(ctx, "finishing sending to", st.peer, err)
-				}
-			}
-			if st.move == rdRecvCopy {
-				copy(bytesOf(sp), f.Payload)
-			} else {
-				fn(bytesOf(sp), f.Payload, st.peerFirst)
-			}
-			f.Release()
-		}
-		return nil
-	}
+	fr := frames{o: o, cs: chunks(span{0, length}, chunk), raw: raw, esize: esize, fn: fn}
 	for _, st := range steps {
 		var err error
 		switch st.move {
 		case rdSend:
-			err = sendAll(ctx, st.peer, nil)
+			err = fr.sendAll(ctx, st.peer, nil)
 		case rdRecvFold, rdRecvCopy:
-			err = recvAll(ctx, st, nil)
+			err = fr.recvAll(ctx, st, nil)
 		case rdExchange:
-			if len(cs) == 1 {
+			if len(fr.cs) == 1 {
 				// One small frame: the peer's reader always drains it, so
 				// sending before receiving cannot deadlock.
-				if err = sendAll(ctx, st.peer, nil); err == nil {
-					err = recvAll(ctx, st, nil)
+				if err = fr.sendAll(ctx, st.peer, nil); err == nil {
+					err = fr.recvAll(ctx, st, nil)
 				}
 				break
 			}
-			err = o.exchange(ctx, st, sendAll, recvAll)
+			err = o.exchange(ctx, st, fr.sendAll, fr.recvAll)
 		}
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// frames is a buffer cut into frames (cs, in elements of esize bytes) for
+// the send-all / receive-all halves of a recursive-doubling step or of a
+// non-root star rank.
+type frames struct {
+	o     *op
+	cs    []span
+	raw   []byte
+	esize int
+	fn    foldFunc
+}
+
+func (fr frames) bytesOf(sp span) []byte {
+	return fr.raw[sp.off*fr.esize : (sp.off+sp.n)*fr.esize]
+}
+
+// sendAll sends every frame to peer, advancing sent (if any) after each.
+func (fr frames) sendAll(ctx context.Context, peer int, sent *progress) error {
+	for _, sp := range fr.cs {
+		if err := fr.o.send(ctx, peer, sp, fr.bytesOf(sp)); err != nil {
+			return err
+		}
+		if sent != nil {
+			sent.advance()
+		}
+	}
+	return nil
+}
+
+// recvAll receives every frame from st.peer and folds it in (or copies it
+// over, for rdRecvCopy).
+func (fr frames) recvAll(ctx context.Context, st rdStep, sent *progress) error {
+	for i, sp := range fr.cs {
+		f, err := fr.o.recv(ctx, st.peer, sp, fr.esize)
+		if err != nil {
+			return err
+		}
+		if sent != nil {
+			// Fold or overwrite chunk i only once it left: the send reads
+			// the old value.
+			if err := sent.waitFor(ctx, i); err != nil {
+				f.Release()
+				return fr.o.wrapPeer(ctx, "finishing sending to", st.peer, err)
+			}
+		}
+		if st.move == rdRecvCopy {
+			copy(fr.bytesOf(sp), f.Payload)
+		} else {
+			fr.fn(fr.bytesOf(sp), f.Payload, st.peerFirst)
+		}
+		f.Release()
 	}
 	return nil
 }
@@ -183,11 +203,10 @@ func (o *op) exchange(ctx context.Context, st rdStep,
 func (o *op) runStar(ctx context.Context, raw []byte, length, chunk, esize int, fn foldFunc) error {
 	n, rank := o.c.Size(), o.c.Rank()
 	root := int(o.hdr.Seq % uint64(n))
-	cs := chunks(span{0, length}, chunk)
-	bytesOf := func(sp span) []byte { return raw[sp.off*esize : (sp.off+sp.n)*esize] }
+	fr := frames{o: o, cs: chunks(span{0, length}, chunk), raw: raw, esize: esize, fn: fn}
 	if rank == root {
-		for _, sp := range cs {
-			if err := o.starFold(ctx, root, sp, bytesOf(sp), esize, fn); err != nil {
+		for _, sp := range fr.cs {
+			if err := o.starFold(ctx, root, sp, fr.bytesOf(sp), esize, fn); err != nil {
 				return err
 			}
 			// Every other rank receives while it sends (below), so these
@@ -196,52 +215,23 @@ func (o *op) runStar(ctx context.Context, raw []byte, length, chunk, esize int, 
 				if r == root {
 					continue
 				}
-				if err := o.send(ctx, r, sp, bytesOf(sp)); err != nil {
+				if err := o.send(ctx, r, sp, fr.bytesOf(sp)); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	sendAll := func(ctx context.Context, peer int, sent *progress) error {
-		for _, sp := range cs {
-			if err := o.send(ctx, peer, sp, bytesOf(sp)); err != nil {
-				return err
-			}
-			if sent != nil {
-				sent.advance()
-			}
-		}
-		return nil
-	}
-	recvAll := func(ctx context.Context, st rdStep, sent *progress) error {
-		for i, sp := range cs {
-			f, err := o.recv(ctx, st.peer, sp, esize)
-			if err != nil {
-				return err
-			}
-			if sent != nil {
-				// Overwrite chunk i only once it left.
-				if err := sent.waitFor(ctx, i); err != nil {
-					f.Release()
-					return o.wrapPeer(ctx, "finishing sending to", st.peer, err)
-				}
-			}
-			copy(bytesOf(sp), f.Payload)
-			f.Release()
-		}
-		return nil
-	}
 	st := rdStep{move: rdRecvCopy, peer: root}
-	if len(cs) == 1 {
+	if len(fr.cs) == 1 {
 		// One small frame: the root's reader always drains it, so sending
 		// before receiving cannot deadlock (and needs no goroutine).
-		if err := sendAll(ctx, root, nil); err != nil {
+		if err := fr.sendAll(ctx, root, nil); err != nil {
 			return err
 		}
-		return recvAll(ctx, st, nil)
+		return fr.recvAll(ctx, st, nil)
 	}
-	return o.exchange(ctx, st, sendAll, recvAll)
+	return o.exchange(ctx, st, fr.sendAll, fr.recvAll)
 }
 
 // starFold leaves in own (the root's chunk sp) the fold of every rank's
