@@ -7,15 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -97,7 +93,7 @@ func (cl Cluster) run(ctx context.Context, opts collective.Options, body func(ct
 	if cl.N < 1 {
 		return fmt.Errorf("bench: -n %d: want at least 1 peer", cl.N)
 	}
-	peers, err := freeAddrs(cl.N, cl.Security == p2p.SecurityQUIC)
+	peers, err := p2p.LocalAddrs(cl.N, cl.Security == p2p.SecurityQUIC)
 	if err != nil {
 		return err
 	}
@@ -116,32 +112,14 @@ func (cl Cluster) run(ctx context.Context, opts collective.Options, body func(ct
 			}()
 		}
 	} else {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench: finding this binary to start peers: %w", err)
-		}
 		procs := cl.GoMaxProcs
 		if procs <= 0 {
 			procs = max(1, runtime.NumCPU()/cl.N)
 		}
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		for r := 1; r < cl.N; r++ {
-			role, _ := json.Marshal(childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret)})
-			cmd := exec.CommandContext(ctx, exe, os.Args[1:]...)
-			cmd.Env = append(os.Environ(), ChildEnv+"="+string(role), "GOMAXPROCS="+strconv.Itoa(procs))
-			cmd.Stdout = io.Discard
-			cmd.Stderr = os.Stderr
-			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-			if err := cmd.Start(); err != nil {
-				return fmt.Errorf("bench: starting peer %d: %w", r, err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := cmd.Wait(); err != nil {
-					errs[r] = fmt.Errorf("peer process %d: %w", r, err)
-				}
-			}()
+		role := func(r int) any { return childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret)} }
+		if err := StartPeers(ctx, &wg, errs, cl.N, procs, ChildEnv, role, nil); err != nil {
+			return err
 		}
 	}
 	errs[0] = cl.runRank(ctx, 0, peers, secret, opts, body)
@@ -164,32 +142,4 @@ func (cl Cluster) runRank(ctx context.Context, rank int, peers []string, secret 
 	}
 	// Leave together, so nobody closes while a peer still reads.
 	return c.Barrier(ctx)
-}
-
-func freeAddrs(n int, udp bool) ([]string, error) {
-	out := make([]string, n)
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
-	for i := range out {
-		if udp {
-			c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, c)
-			out[i] = c.LocalAddr().String()
-		} else {
-			l, err := net.Listen("tcp4", "127.0.0.1:0")
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, l)
-			out[i] = l.Addr().String()
-		}
-	}
-	return out, nil
 }

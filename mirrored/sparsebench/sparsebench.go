@@ -26,14 +26,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -42,6 +39,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/bench"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -318,7 +316,7 @@ func (cfg *Config) procs(n int) int {
 
 // cluster runs one timed run of n peer processes and returns its row.
 func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps int) (Row, error) {
-	peers, err := freeAddrs(n)
+	peers, err := p2p.LocalAddrs(n, cfg.Security == p2p.SecurityQUIC)
 	if err != nil {
 		return Row{}, err
 	}
@@ -331,53 +329,41 @@ func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps in
 		return Row{}, err
 	}
 	defer os.RemoveAll(dir)
-	exe, err := os.Executable()
-	if err != nil {
-		return Row{}, fmt.Errorf("finding this binary to start peers: %w", err)
-	}
 	procs := cfg.procs(n)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	role := func(r int) childRole {
+		return childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps,
+			Report: filepath.Join(dir, fmt.Sprintf("rank%d.json", r))}
+	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for r := 1; r < n && cfg.InProcess; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			role := childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps,
-				Report: filepath.Join(dir, fmt.Sprintf("rank%d.json", r))}
-			if errs[r] = cfg.child(ctx, role); errs[r] != nil {
-				cancel()
-			}
-		}()
-	}
-	for r := 1; r < n && !cfg.InProcess; r++ {
-		role, _ := json.Marshal(childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange,
-			Steps: steps, Procs: procs, Report: filepath.Join(dir, fmt.Sprintf("rank%d.json", r))})
-		cmd := exec.CommandContext(ctx, exe, os.Args[1:]...)
-		cmd.Env = append(os.Environ(), ChildEnv+"="+string(role), "GOMAXPROCS="+strconv.Itoa(procs))
-		cmd.Stdout = io.Discard
-		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return Row{}, fmt.Errorf("starting peer %d: %w", r, err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := cmd.Wait(); err != nil {
-				errs[r] = fmt.Errorf("peer process %d: %w", r, err)
-				cancel() // rank 0 would otherwise wait out the timeout
-			}
-		}()
-	}
 	if cfg.InProcess {
+		for r := 1; r < n; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if errs[r] = cfg.child(ctx, role(r)); errs[r] != nil {
+					cancel()
+				}
+			}()
+		}
 		procs = runtime.GOMAXPROCS(0)
 	} else {
+		withProcs := func(r int) any {
+			ro := role(r)
+			ro.Procs = procs
+			return ro
+		}
+		// cancel on a child's failure: rank 0 would otherwise wait out the
+		// timeout.
+		if err := bench.StartPeers(ctx, &wg, errs, n, procs, ChildEnv, withProcs, cancel); err != nil {
+			return Row{}, err
+		}
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	}
 	var rep *report
-	rep, errs[0] = cfg.runRank(ctx, childRole{Rank: 0, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps})
+	rep, errs[0] = cfg.runRank(ctx, role(0))
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return Row{}, err
@@ -545,23 +531,4 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func freeAddrs(n int) ([]string, error) {
-	out := make([]string, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := range out {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out[i] = l.Addr().String()
-	}
-	return out, nil
 }
