@@ -382,11 +382,8 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 	}
 	emit(Event{Kind: "start", Step: global, Steps: cfg.Epochs * steps, Info: header})
 
-	var compute, comm, wait, evalTime, ckTime time.Duration
-	// reducePhase is the time from the end of a step's compute to the end
-	// of its all-reduce; sampledWait/sampledPhase the barrier's part of it
-	// in the sampled steps.
-	var reducePhase, sampledWait, sampledPhase time.Duration
+	var times syncTimes
+	var evalTime, ckTime time.Duration
 	saveCheckpoint := func(epoch, stepInEpoch int) error {
 		if rank != 0 || job.CheckpointDir == "" {
 			return nil
@@ -409,7 +406,7 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 	checkHashes := func(what string) error {
 		t := time.Now()
 		err := compareParamHashes(ctx, g, params, what)
-		comm += time.Since(t)
+		times.comm += time.Since(t)
 		return err
 	}
 
@@ -484,14 +481,7 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 				}
 				opt.Step(params, grads)
 				global++
-				t5 := time.Now()
-				wait += t1.Sub(t0)
-				compute += t2.Sub(t1) + t5.Sub(t4)
-				reducePhase += t4.Sub(t2)
-				if sample {
-					sampledWait += t3.Sub(t2)
-					sampledPhase += t4.Sub(t2)
-				}
+				times.step(t0, t1, t2, t3, t4, time.Now(), sample)
 
 				if job.HashEvery > 0 && global%job.HashEvery == 0 {
 					if err := checkHashes(fmt.Sprintf("step %d", global)); err != nil {
@@ -589,10 +579,38 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 
 	peer.TestAccuracy = res.FinalAccuracy
 	peer.ParamsSHA256 = res.ParamsSHA256
-	reduceComm, reduceWait := splitExchange(reducePhase, sampledWait, sampledPhase)
-	peer.finish(g, compute, comm+reduceComm, wait+reduceWait)
+	times.finish(&peer, g)
 	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
 	return &Summary{Run: res, Peer: peer}, nil
+}
+
+// syncTimes adds up where a synchronous run's time went.
+type syncTimes struct {
+	compute, comm, wait time.Duration
+	// phase is the time from the end of a step's gradient to the end of
+	// its exchange; sampledWait/sampledPhase the barrier's part of it in
+	// the steps sampled by MeasureWait.
+	phase, sampledWait, sampledPhase time.Duration
+}
+
+// step adds one step: t0 asking for the batch, t1 having it, t2 the
+// gradient computed, t3 past the sampled barrier (if sample), t4 the
+// exchange done, t5 the update done.
+func (s *syncTimes) step(t0, t1, t2, t3, t4, t5 time.Time, sample bool) {
+	s.wait += t1.Sub(t0)
+	s.compute += t2.Sub(t1) + t5.Sub(t4)
+	s.phase += t4.Sub(t2)
+	if sample {
+		s.sampledWait += t3.Sub(t2)
+		s.sampledPhase += t4.Sub(t2)
+	}
+}
+
+// finish fills p's end-of-run figures, splitting the exchanges' time into
+// communicating and waiting (splitExchange).
+func (s *syncTimes) finish(p *PeerStats, counted any) {
+	comm, wait := splitExchange(s.phase, s.sampledWait, s.sampledPhase)
+	p.finish(counted, s.compute, s.comm+comm, s.wait+wait)
 }
 
 // splitExchange divides the time a run spent in its gradient exchanges

@@ -494,7 +494,8 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 	log.Info("start", zap.String("run", header))
 	emit(Event{Kind: "start", Step: global, Steps: totalSteps, Info: header})
 
-	var compute, comm, wait, evalTime, ckTime time.Duration
+	var times syncTimes
+	var evalTime, ckTime time.Duration
 	saveCheckpoint := func(epoch, stepInEpoch int) error {
 		if rank != 0 || job.CheckpointDir == "" {
 			return nil
@@ -518,10 +519,6 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 		emit(Event{Kind: "checkpoint", Step: global, Steps: totalSteps, Path: path})
 		return nil
 	}
-	// exchangePhase is the time from the end of a step's gradient to the
-	// end of its exchange; sampledWait/sampledPhase the barrier's part of
-	// it in the steps sampled by MeasureWait (as in RunJob).
-	var exchangePhase, sampledWait, sampledPhase time.Duration
 	var local, merged sparse.Vector
 	var touched []float32
 	var epochSparse, epochDense int // steps per mode, for the epoch log
@@ -576,14 +573,7 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 			}
 			global++
 			ran++
-			t5 := time.Now()
-			wait += t1.Sub(t0)
-			compute += t2.Sub(t1) + t5.Sub(t4)
-			exchangePhase += t4.Sub(t2)
-			if sample {
-				sampledWait += t3.Sub(t2)
-				sampledPhase += t4.Sub(t2)
-			}
+			times.step(t0, t1, t2, t3, t4, time.Now(), sample)
 
 			if job.HashEvery > 0 && global%job.HashEvery == 0 {
 				t := time.Now()
@@ -592,7 +582,7 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 					touched = append(touched, model.W[i])
 				}
 				err := compareParamHashes(ctx, g, touched, fmt.Sprintf("step %d (the %d weights it touched)", global, len(touched)))
-				comm += time.Since(t)
+				times.comm += time.Since(t)
 				if err != nil {
 					return nil, err
 				}
@@ -670,7 +660,7 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 	if world > 1 { // alone there is nobody to compare with: no 135 MB hash in the timed part
 		t := time.Now()
 		err = compareParamHashes(ctx, g, model.W, "the end")
-		comm += time.Since(t)
+		times.comm += time.Since(t)
 		if err != nil {
 			return nil, err
 		}
@@ -688,8 +678,7 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 
 	peer.TestAccuracy = res.FinalAccuracy
 	peer.ParamsSHA256 = res.ParamsSHA256
-	exComm, exWait := splitExchange(exchangePhase, sampledWait, sampledPhase)
-	peer.finish(g, compute, comm+exComm, wait+exWait)
+	times.finish(&peer, g)
 	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
 	log.Info("done", zap.Int("steps", global), zap.Int("sparse_steps", xch.steps[sparse.ExchangeSparse]),
 		zap.Int("dense_steps", xch.steps[sparse.ExchangeDense]), zap.String("params_sha256", res.ParamsSHA256))
