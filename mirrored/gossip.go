@@ -127,6 +127,14 @@ type GossipEval struct {
 	Steps        int     `json:"steps"`         // local steps done
 }
 
+// gossipEval is the evaluation of a replica after its local steps (steps
+// of them a pass over its shard), when the cluster had done total local
+// steps (epochWork of them an epoch); the caller sets Loss.
+func gossipEval(total uint64, epochWork, local, steps int, trainTime time.Duration, testLoss, acc float64) GossipEval {
+	return GossipEval{Epoch: int(total / uint64(epochWork)), ClusterEpochs: float64(total) / float64(epochWork),
+		LocalPasses: float64(local) / float64(steps), TestLoss: testLoss, TestAccuracy: acc, TrainSeconds: trainTime.Seconds(), Steps: local}
+}
+
 // GossipReport are one replica's gossip figures.
 type GossipReport struct {
 	Schedule     string `json:"schedule"`
@@ -404,10 +412,8 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 			testLoss, acc := evaluate()
 			evalTime += time.Since(te)
 			nextEval = int(total/uint64(epochWork)) + 1
-			ev := GossipEval{Epoch: nextEval - 1, ClusterEpochs: float64(total) / float64(epochWork),
-				LocalPasses: float64(local) / float64(steps),
-				Loss:        lossSum / float64(epochSteps), TestLoss: testLoss, TestAccuracy: acc,
-				TrainSeconds: trainTime.Seconds(), Steps: local}
+			ev := gossipEval(total, epochWork, local, steps, trainTime, testLoss, acc)
+			ev.Loss = lossSum / float64(epochSteps)
 			rep.Evals = append(rep.Evals, ev)
 			ep := Epoch{Epoch: ev.Epoch, Loss: ev.Loss, TestLoss: testLoss, TestAccuracy: acc, LR: lr,
 				ExamplesPerSec: float64(examples) / trainTime.Seconds(), TrainSeconds: ev.TrainSeconds}
@@ -476,8 +482,7 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 		// Evaluate the final parameters if steps were taken since.
 		testLoss, acc := evaluate()
 		total, _ := gos.Progress()
-		rep.Evals = append(rep.Evals, GossipEval{Epoch: int(total / uint64(epochWork)), ClusterEpochs: float64(total) / float64(epochWork),
-			LocalPasses: float64(local) / float64(steps), TestLoss: testLoss, TestAccuracy: acc, TrainSeconds: trainTime.Seconds(), Steps: local})
+		rep.Evals = append(rep.Evals, gossipEval(total, epochWork, local, steps, trainTime, testLoss, acc))
 		if epochSteps > 0 {
 			rep.Evals[len(rep.Evals)-1].Loss = lossSum / float64(epochSteps)
 		}

@@ -82,12 +82,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 	}
 	pcfg.StepsPerEpoch = steps
 	pcfg.Epochs = data.Forever // faster replicas do more than their share
-	var pipe *data.Pipeline
-	if sc.Train != nil {
-		pipe, err = data.NewPipeline(ctx, sc.Train, pcfg)
-	} else {
-		pipe, err = data.NewFilePipeline(ctx, sc.TrainFiles, open, pcfg)
-	}
+	pipe, err := sparsePipeline(ctx, sc.Train, sc.TrainFiles, open, pcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -212,8 +207,8 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 				return nil, fmt.Errorf("evaluating at local step %d: %w", local, err)
 			}
 			nextEval = int(total/uint64(epochWork)) + 1
-			ev := GossipEval{Epoch: nextEval - 1, ClusterEpochs: float64(total) / float64(epochWork), LocalPasses: float64(local) / float64(steps),
-				Loss: lossSum / float64(sinceEval), TestLoss: m.LogLoss, TestAccuracy: m.Accuracy, TrainSeconds: trainTime.Seconds(), Steps: local}
+			ev := gossipEval(total, epochWork, local, steps, trainTime, m.LogLoss, m.Accuracy)
+			ev.Loss = lossSum / float64(sinceEval)
 			rep.Evals = append(rep.Evals, ev)
 			ep := Epoch{Epoch: ev.Epoch, Loss: ev.Loss, TestLoss: m.LogLoss, TestAccuracy: m.Accuracy, LR: cfg.LR,
 				ExamplesPerSec: float64(examples) / trainTime.Seconds(), TrainSeconds: ev.TrainSeconds}
@@ -251,8 +246,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 			return nil, fmt.Errorf("evaluating the final weights: %w", err)
 		}
 		total, _ := gos.Progress()
-		rep.Evals = append(rep.Evals, GossipEval{Epoch: int(total / uint64(epochWork)), ClusterEpochs: float64(total) / float64(epochWork),
-			LocalPasses: float64(local) / float64(steps), TestLoss: m.LogLoss, TestAccuracy: m.Accuracy, TrainSeconds: trainTime.Seconds(), Steps: local})
+		rep.Evals = append(rep.Evals, gossipEval(total, epochWork, local, steps, trainTime, m.LogLoss, m.Accuracy))
 	}
 	last := rep.Evals[len(rep.Evals)-1]
 	if trainTime > 0 {
@@ -277,13 +271,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 // replica alone (no collective: under gossip a peer may be gone).
 func scoreSparse(ctx context.Context, job *SparseJob, model *sparse.LogReg, open data.Opener) (sparse.Metrics, error) {
 	ecfg := data.Config{World: 1, Policy: data.ShardOff, BatchSize: sparseEvalBatch, Epochs: 1}
-	var pipe *data.Pipeline
-	var err error
-	if job.Sparse.Test != nil {
-		pipe, err = data.NewPipeline(ctx, job.Sparse.Test, ecfg)
-	} else {
-		pipe, err = data.NewFilePipeline(ctx, job.Sparse.TestFiles, open, ecfg)
-	}
+	pipe, err := sparsePipeline(ctx, job.Sparse.Test, job.Sparse.TestFiles, open, ecfg)
 	if err != nil {
 		return sparse.Metrics{}, err
 	}

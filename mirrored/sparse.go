@@ -342,6 +342,14 @@ func (j *SparseJob) trainPipeline(ctx context.Context, rank, world int, open dat
 	return pcfg, n, nil
 }
 
+// sparsePipeline reads ds when it is set (data held in memory), else files.
+func sparsePipeline(ctx context.Context, ds data.Dataset, files []string, open data.Opener, cfg data.Config) (*data.Pipeline, error) {
+	if ds != nil {
+		return data.NewPipeline(ctx, ds, cfg)
+	}
+	return data.NewFilePipeline(ctx, files, open, cfg)
+}
+
 // RunSparseJob runs job as replica g.Rank() of g.Size() (see SparseJob).
 // Every replica must call it with the same settings (checked at start-up).
 // The Summary's Run.Params is D; its epochs carry the test accuracy,
@@ -442,12 +450,7 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 	pcfg.StepsPerEpoch = steps
 	pcfg.Epochs = max(1, cfg.Epochs-startEpoch+1)
 	pcfg.StartEpoch = startEpoch - 1 // the pipeline counts epochs from 0
-	var pipe *data.Pipeline
-	if sc.Train != nil {
-		pipe, err = data.NewPipeline(ctx, sc.Train, pcfg)
-	} else {
-		pipe, err = data.NewFilePipeline(ctx, sc.TrainFiles, open, pcfg)
-	}
+	pipe, err := sparsePipeline(ctx, sc.Train, sc.TrainFiles, open, pcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -691,14 +694,10 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 func (j *SparseJob) evaluate(ctx context.Context, g Group, model *sparse.LogReg, open data.Opener) (sparse.Metrics, error) {
 	rank, world := g.Rank(), g.Size()
 	ecfg := data.Config{Rank: rank, World: world, Policy: data.ShardAuto, BatchSize: sparseEvalBatch, Epochs: 1}
-	var pipe *data.Pipeline
-	var err error
 	if j.Sparse.Test != nil {
 		ecfg.Policy = data.ShardData
-		pipe, err = data.NewPipeline(ctx, j.Sparse.Test, ecfg)
-	} else {
-		pipe, err = data.NewFilePipeline(ctx, j.Sparse.TestFiles, open, ecfg)
 	}
+	pipe, err := sparsePipeline(ctx, j.Sparse.Test, j.Sparse.TestFiles, open, ecfg)
 	if err != nil {
 		return sparse.Metrics{}, err
 	}
