@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
@@ -34,45 +33,23 @@ type peerOutcome struct {
 // runPeers runs job with strategy gc on n libp2p peers on 127.0.0.1.
 func runPeers(t *testing.T, ctx context.Context, n int, job mirrored.Job, gc mirrored.GossipConfig) []peerOutcome {
 	t.Helper()
-	addrs := freePorts(t, n)
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		t.Fatal(err)
-	}
 	out := make([]peerOutcome, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			log := zaptest.NewLogger(t).With()
-			tr, err := p2p.New(ctx, p2p.Config{Rank: r, Peers: addrs, ClusterSecret: secret, Timeout: 20 * time.Second, Logger: log.Named("p2p")})
-			if err != nil {
-				out[r].err = err
-				return
-			}
-			defer tr.Close()
-			counted := mirrored.CountTraffic(tr)
-			c, err := collective.New(counted, collective.Options{Timeout: 20 * time.Second, Logger: log.Named("collective")})
-			if err != nil {
-				out[r].err = err
-				return
-			}
-			g := gc
-			if g.Faults.KillAfter > 0 && r == g.Faults.KillRank {
-				g.Faults.Kill = func() { _ = tr.Host().Close() } // a crash: no goodbye
-			}
-			j := job
-			j.Logger = log
-			out[r].sum, out[r].gossip, out[r].err = mirrored.RunStrategy(ctx, j, g, c)
-			if out[r].err == nil && g.Strategy == mirrored.StrategyRing {
-				out[r].err = c.Barrier(ctx) // leave together, as the worker does
-			}
-		}()
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		t.Fatalf("%s run hung: %v", gc.Strategy, ctx.Err())
+	errs := onPeers(t, ctx, n, string(gc.Strategy), func(r int, log *zap.Logger, tr *p2p.Transport, _ *mirrored.CountingTransport, c *collective.Comm) error {
+		g := gc
+		if g.Faults.KillAfter > 0 && r == g.Faults.KillRank {
+			g.Faults.Kill = func() { _ = tr.Host().Close() } // a crash: no goodbye
+		}
+		j := job
+		j.Logger = log
+		var err error
+		out[r].sum, out[r].gossip, err = mirrored.RunStrategy(ctx, j, g, c)
+		if err == nil && g.Strategy == mirrored.StrategyRing {
+			err = c.Barrier(ctx) // leave together, as the worker does
+		}
+		return err
+	})
+	for r, err := range errs {
+		out[r].err = err
 	}
 	return out
 }

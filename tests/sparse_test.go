@@ -3,18 +3,16 @@ package tests
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
@@ -102,42 +100,21 @@ type sparseOutcome struct {
 // runSparsePeers runs job on n libp2p peers on 127.0.0.1.
 func runSparsePeers(t *testing.T, ctx context.Context, n int, job mirrored.SparseJob) []sparseOutcome {
 	t.Helper()
-	addrs := freePorts(t, n)
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		t.Fatal(err)
-	}
 	out := make([]sparseOutcome, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			log := zaptest.NewLogger(t)
-			tr, err := p2p.New(ctx, p2p.Config{Rank: r, Peers: addrs, ClusterSecret: secret, Timeout: 20 * time.Second, Logger: log.Named("p2p")})
-			if err != nil {
-				out[r].err = err
-				return
-			}
-			defer tr.Close()
-			counted := mirrored.CountTraffic(tr)
-			c, err := collective.New(counted, collective.Options{Timeout: 20 * time.Second, Logger: log.Named("collective")})
-			if err != nil {
-				out[r].err = err
-				return
-			}
-			j := job
-			j.Logger = log
-			out[r].sum, out[r].err = mirrored.RunSparseJob(ctx, j, mirrored.NewGroup(c))
-			if out[r].err == nil {
-				out[r].err = c.Barrier(ctx) // leave together, as the worker does
-				out[r].sum.Peer.BytesSent, out[r].sum.Peer.BytesReceived = counted.Traffic()
-			}
-		}()
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		t.Fatalf("sparse run hung: %v", ctx.Err())
+	errs := onPeers(t, ctx, n, "sparse", func(r int, log *zap.Logger, _ *p2p.Transport, counted *mirrored.CountingTransport, c *collective.Comm) error {
+		j := job
+		j.Logger = log
+		sum, err := mirrored.RunSparseJob(ctx, j, mirrored.NewGroup(c))
+		out[r].sum = sum
+		if err != nil {
+			return err
+		}
+		err = c.Barrier(ctx) // leave together, as the worker does
+		sum.Peer.BytesSent, sum.Peer.BytesReceived = counted.Traffic()
+		return err
+	})
+	for r, err := range errs {
+		out[r].err = err
 	}
 	return out
 }
