@@ -17,29 +17,14 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
 // synthMNIST is a learnable stand-in for MNIST: class c lights up a
 // class-specific band of pixels, plus noise.
 func synthMNIST(ntrain, ntest int, seed uint64) *data.MNIST {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	gen := func(n int) *data.Images {
-		im := &data.Images{N: n, Rows: 28, Cols: 28, Pixels: make([]uint8, n*784), Labels: make([]uint8, n)}
-		for i := range n {
-			c := rng.IntN(10)
-			im.Labels[i] = uint8(c)
-			px := im.Pixels[i*784 : (i+1)*784]
-			for j := range px {
-				px[j] = uint8(rng.IntN(60))
-			}
-			for j := c * 70; j < c*70+70; j++ {
-				px[j] = uint8(150 + rng.IntN(100))
-			}
-		}
-		return im
-	}
-	return &data.MNIST{Train: gen(ntrain), Test: gen(ntest)}
+	return synth.MNIST(ntrain, ntest, rand.New(rand.NewPCG(seed, 7)))
 }
 
 func testJob(t *testing.T, model string, mn *data.MNIST, batch, epochs int) Job {

@@ -14,35 +14,14 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/meshtrain/meshtrain/collective/p2p"
-	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// synth is a learnable stand-in for MNIST: class c lights a band of pixels.
-func synth(ntrain, ntest int) *data.MNIST {
-	rng := rand.New(rand.NewPCG(1, 2))
-	gen := func(n int) *data.Images {
-		im := &data.Images{N: n, Rows: 28, Cols: 28, Pixels: make([]uint8, n*784), Labels: make([]uint8, n)}
-		for i := range n {
-			c := rng.IntN(10)
-			im.Labels[i] = uint8(c)
-			px := im.Pixels[i*784 : (i+1)*784]
-			for j := range px {
-				px[j] = uint8(rng.IntN(60))
-			}
-			for j := c * 70; j < c*70+70; j++ {
-				px[j] = uint8(150 + rng.IntN(100))
-			}
-		}
-		return im
-	}
-	return &data.MNIST{Train: gen(ntrain), Test: gen(ntest)}
-}
-
 func TestCompareWritesReport(t *testing.T) {
 	cfg := mirrored.DefaultConfig()
-	cfg.Model, cfg.Epochs, cfg.BatchSize, cfg.LR, cfg.MNIST, cfg.Shards = nn.Softmax, 2, 16, 0.02, synth(960, 200), 1
+	cfg.Model, cfg.Epochs, cfg.BatchSize, cfg.LR, cfg.MNIST, cfg.Shards = nn.Softmax, 2, 16, 0.02, synth.MNIST(960, 200, rand.New(rand.NewPCG(1, 2))), 1
 	out := t.TempDir()
 	if dir := os.Getenv("MESHTRAIN_COMPARE_OUT"); dir != "" {
 		out = dir // keep the report to look at
