@@ -214,10 +214,7 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	}
 	sched, _ := collective.ParsePeerSchedule(gc.Schedule) // validated
 	cfg := &job.Config
-	base := cfg.Logger
-	if base == nil {
-		base = zap.NewNop()
-	}
+	base := cfg.logger()
 	log := base.With(zap.Int("rank", rank))
 
 	mn := cfg.MNIST

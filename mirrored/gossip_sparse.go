@@ -54,10 +54,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 		return nil, fmt.Errorf("gossip with sgd and --l2 %v: the lazy weight decay does not mix with averaging: use --l2 0 or adagrad", sc.L2)
 	}
 	sched, _ := collective.ParsePeerSchedule(gc.Schedule) // validated
-	base := cfg.Logger
-	if base == nil {
-		base = zap.NewNop()
-	}
+	base := cfg.logger()
 	log := base.With(zap.Int("rank", rank))
 	dim := sc.Features
 	open := job.opener(log.Named("data"))
@@ -75,10 +72,9 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 	if err != nil {
 		return nil, err
 	}
-	steps := data.AgreedSteps(minShard, maxShard, cfg.BatchSize, true)
-	if steps == 0 {
-		return nil, fmt.Errorf("the smallest replica's shard holds %d training examples, less than one batch of %d: use a smaller --batch, more data or fewer replicas",
-			minShard, cfg.BatchSize)
+	steps, err := sparseSteps(minShard, maxShard, cfg.BatchSize)
+	if err != nil {
+		return nil, err
 	}
 	pcfg.StepsPerEpoch = steps
 	pcfg.Epochs = data.Forever // faster replicas do more than their share

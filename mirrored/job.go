@@ -178,18 +178,9 @@ func (j *Job) validate() error {
 func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 	wallStart := time.Now()
 	cfg := &job.Config
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
 	rank, world := g.Rank(), g.Size()
-	log = log.With(zap.Int("rank", rank))
-	emit := func(e Event) {
-		if job.OnEvent != nil {
-			e.Rank = rank
-			job.OnEvent(e)
-		}
-	}
+	log := cfg.logger().With(zap.Int("rank", rank))
+	emit := rankEvents(job.OnEvent, rank)
 
 	var (
 		trainSet, testSet *data.Images
@@ -582,6 +573,25 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 	times.finish(&peer, g)
 	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
 	return &Summary{Run: res, Peer: peer}, nil
+}
+
+// logger is the run's logger: Logger, or a no-op one when unset.
+func (c *Config) logger() *zap.Logger {
+	if c.Logger == nil {
+		return zap.NewNop()
+	}
+	return c.Logger
+}
+
+// rankEvents returns a hook that stamps each event with rank and hands it
+// to on (when set).
+func rankEvents(on func(Event), rank int) func(Event) {
+	return func(e Event) {
+		if on != nil {
+			e.Rank = rank
+			on(e)
+		}
+	}
 }
 
 // syncTimes adds up where a synchronous run's time went.

@@ -342,6 +342,18 @@ func (j *SparseJob) trainPipeline(ctx context.Context, rank, world int, open dat
 	return pcfg, n, nil
 }
 
+// sparseSteps is the number of steps per epoch every replica takes (see
+// data.AgreedSteps), or an error when the smallest shard holds less than
+// one batch.
+func sparseSteps(minShard, maxShard, batch int) (int, error) {
+	steps := data.AgreedSteps(minShard, maxShard, batch, true)
+	if steps == 0 {
+		return 0, fmt.Errorf("the smallest replica's shard holds %d training examples, less than one batch of %d: use a smaller --batch, more data or fewer replicas",
+			minShard, batch)
+	}
+	return steps, nil
+}
+
 // sparsePipeline reads ds when it is set (data held in memory), else files.
 func sparsePipeline(ctx context.Context, ds data.Dataset, files []string, open data.Opener, cfg data.Config) (*data.Pipeline, error) {
 	if ds != nil {
@@ -360,18 +372,9 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 		return nil, err
 	}
 	cfg, sc := &job.Config, &job.Sparse
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
 	rank, world := g.Rank(), g.Size()
-	log = log.With(zap.Int("rank", rank))
-	emit := func(e Event) {
-		if job.OnEvent != nil {
-			e.Rank = rank
-			job.OnEvent(e)
-		}
-	}
+	log := cfg.logger().With(zap.Int("rank", rank))
+	emit := rankEvents(job.OnEvent, rank)
 	dim := sc.Features
 	open := job.opener(log.Named("data"))
 
@@ -415,10 +418,9 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 	if err != nil {
 		return nil, err
 	}
-	steps := data.AgreedSteps(minShard, maxShard, cfg.BatchSize, true)
-	if steps == 0 {
-		return nil, fmt.Errorf("the smallest replica's shard holds %d training examples, less than one batch of %d: use a smaller --batch, more data or fewer replicas",
-			minShard, cfg.BatchSize)
+	steps, err := sparseSteps(minShard, maxShard, cfg.BatchSize)
+	if err != nil {
+		return nil, err
 	}
 	startEpoch, skip, global := 1, 0, 0
 	if resume != nil {
