@@ -253,20 +253,7 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 	me := hello{Settings: settings}
 	var ck *Checkpoint
 	if rank == 0 {
-		var path string
-		var err error
-		ck, path, err = job.findCheckpoint(settings, fp, len(params), len(opt.State()))
-		if err != nil {
-			me.Error = err.Error()
-		} else if ck != nil {
-			var hist []Epoch
-			if ck.History != "" {
-				if err := json.Unmarshal([]byte(ck.History), &hist); err != nil {
-					me.Error = fmt.Sprintf("checkpoint %s: metadata history: %v", path, err)
-				}
-			}
-			me.Resume = &resumeInfo{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist}
-		}
+		ck, me.Resume, me.Error = job.resumePoint(settings, fp, len(params), len(opt.State()))
 	}
 	hb, err := json.Marshal(me)
 	if err != nil {
@@ -668,6 +655,27 @@ func markAccuracy(res *Result, ep Epoch) {
 			res.TimeToAccuracy[key] = ep.TrainSeconds
 		}
 	}
+}
+
+// resumePoint (chief only) is its part of the start-up handshake: the
+// checkpoint to resume from (findCheckpoint; nil if none), where it
+// resumes, and any problem as text for every replica to report.
+func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*Checkpoint, *resumeInfo, string) {
+	ck, path, err := j.findCheckpoint(settings, fp, nparams, nstate)
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	if ck == nil {
+		return nil, nil, ""
+	}
+	var hist []Epoch
+	problem := ""
+	if ck.History != "" {
+		if err := json.Unmarshal([]byte(ck.History), &hist); err != nil {
+			problem = fmt.Sprintf("checkpoint %s: metadata history: %v", path, err)
+		}
+	}
+	return ck, &resumeInfo{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist}, problem
 }
 
 // findCheckpoint (chief only) loads the checkpoint to resume from: Restore

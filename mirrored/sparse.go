@@ -400,19 +400,7 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 	me := sparseHello{Settings: settings, Shard: shard}
 	var ck *Checkpoint
 	if rank == 0 {
-		var path string
-		ck, path, err = job.Job.findCheckpoint(settings, fp, dim, stateLen)
-		if err != nil {
-			me.Error = err.Error()
-		} else if ck != nil {
-			var hist []Epoch
-			if ck.History != "" {
-				if err := json.Unmarshal([]byte(ck.History), &hist); err != nil {
-					me.Error = fmt.Sprintf("checkpoint %s: metadata history: %v", path, err)
-				}
-			}
-			me.Resume = &resumeInfo{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist}
-		}
+		ck, me.Resume, me.Error = job.Job.resumePoint(settings, fp, dim, stateLen)
 	}
 	minShard, maxShard, trainExamples, resume, err := job.handshakeResume(ctx, g, me)
 	if err != nil {
