@@ -403,10 +403,8 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 		if pipe.StepsPerEpoch() != steps {
 			return nil, fmt.Errorf("input pipeline yields %d steps per epoch, expected %d", pipe.StepsPerEpoch(), steps)
 		}
-		for range skip {
-			if _, err := pipe.Next(ctx); err != nil {
-				return nil, fmt.Errorf("skipping to the checkpoint's position in epoch %d: %w", startEpoch, err)
-			}
+		if err := skipTo(ctx, pipe, skip, startEpoch); err != nil {
+			return nil, err
 		}
 
 		var labels []int32
@@ -579,6 +577,17 @@ func rankEvents(on func(Event), rank int) func(Event) {
 			on(e)
 		}
 	}
+}
+
+// skipTo reads the first skip batches of a resumed epoch: the checkpoint
+// was taken after them.
+func skipTo(ctx context.Context, pipe *data.Pipeline, skip, epoch int) error {
+	for range skip {
+		if _, err := pipe.Next(ctx); err != nil {
+			return fmt.Errorf("skipping to the checkpoint's position in epoch %d: %w", epoch, err)
+		}
+	}
+	return nil
 }
 
 // syncTimes adds up where a synchronous run's time went.

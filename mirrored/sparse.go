@@ -445,10 +445,8 @@ func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error)
 		return nil, err
 	}
 	defer pipe.Close()
-	for range skip {
-		if _, err := pipe.Next(ctx); err != nil {
-			return nil, fmt.Errorf("skipping to the checkpoint's position in epoch %d: %w", startEpoch, err)
-		}
+	if err := skipTo(ctx, pipe, skip, startEpoch); err != nil {
+		return nil, err
 	}
 
 	xch, err := newExchanger(g, sc.Exchange, sc.Gather, dim, log)
