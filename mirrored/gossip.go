@@ -2,7 +2,6 @@ package mirrored
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -261,24 +260,8 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	// Start-up: the same settings everywhere, then rank 0's parameters.
 	g := NewGroup(c)
 	settings := append(job.settings(len(params), world, dataDigest(trainSet, testSet)), gc.settings()...)
-	hb, err := json.Marshal(hello{Settings: settings})
-	if err != nil {
+	if _, err := handshake(ctx, g, hello{Settings: settings, Shard: data.ShardSize(trainSet.N, world, rank)}); err != nil {
 		return nil, err
-	}
-	all, err := g.AllGather(ctx, hb)
-	if err != nil {
-		return nil, fmt.Errorf("start-up handshake (comparing the peers' settings): %w", err)
-	}
-	who, sets := make([]string, world), make([][]Setting, world)
-	for r, b := range all {
-		var h hello
-		if err := json.Unmarshal(b, &h); err != nil {
-			return nil, fmt.Errorf("start-up handshake: rank %d sent an unreadable hello (a different meshtrain version?): %w", r, err)
-		}
-		who[r], sets[r] = fmt.Sprintf("rank %d", r), h.Settings
-	}
-	if err := compareSettings(who, sets); err != nil {
-		return nil, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
 	}
 	if err := g.Broadcast(ctx, params, 0); err != nil {
 		return nil, fmt.Errorf("broadcasting the initial parameters from rank 0: %w", err)

@@ -68,11 +68,12 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 	if err != nil {
 		return nil, err
 	}
-	minShard, maxShard, trainExamples, err := job.handshake(ctx, NewGroup(c), settings, shard)
+	cl, err := handshake(ctx, NewGroup(c), hello{Settings: settings, Shard: shard})
 	if err != nil {
 		return nil, err
 	}
-	steps, err := sparseSteps(minShard, maxShard, cfg.BatchSize)
+	trainExamples := cl.total
+	steps, err := sparseSteps(cl.minShard, cl.maxShard, cfg.BatchSize)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/nn"
-	"github.com/meshtrain/meshtrain/nn/tensorboard"
 )
 
 // Job is one replica's part of a multi-replica run: the training Config
@@ -82,17 +80,6 @@ type Job struct {
 // spent waiting for the slowest replica.
 const WaitSampleEvery = 16
 
-// Event reports progress to whoever runs the job (the launcher).
-type Event struct {
-	Kind  string `json:"kind"` // "start", "resumed", "epoch", "checkpoint"
-	Rank  int    `json:"rank"`
-	Step  int    `json:"step"`  // global steps done
-	Steps int    `json:"steps"` // global steps the run will take at most
-	Epoch *Epoch `json:"epoch,omitempty"`
-	Path  string `json:"path,omitempty"` // checkpoint file
-	Info  string `json:"info,omitempty"` // "start": the run in one line
-}
-
 // Summary is one replica's view of a finished run: the run's figures
 // (identical on every replica) and this peer's own.
 type Summary struct {
@@ -138,22 +125,6 @@ type PeerStats struct {
 	ResumedStep int    `json:"resumed_step,omitempty"`
 }
 
-// hello is what each replica sends in the start-up all-gather.
-type hello struct {
-	Settings []Setting `json:"settings"`
-	// Chief only: where to resume, or why it could not.
-	Resume *resumeInfo `json:"resume,omitempty"`
-	Error  string      `json:"error,omitempty"`
-}
-
-type resumeInfo struct {
-	Path        string  `json:"path"`
-	Step        int     `json:"step"`
-	Epoch       int     `json:"epoch"`
-	StepInEpoch int     `json:"step_in_epoch"`
-	History     []Epoch `json:"history"`
-}
-
 // Validate reports the first problem with the job's settings (the Config's
 // and the Job's own), naming the setting and what would be accepted.
 func (j *Job) Validate() error { return j.validate() }
@@ -176,388 +147,88 @@ func (j *Job) validate() error {
 // RunJob runs job as replica g.Rank() of g.Size(). Every replica must call
 // it with the same settings (checked at start-up).
 func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
-	wallStart := time.Now()
-	cfg := &job.Config
-	rank, world := g.Rank(), g.Size()
-	log := cfg.logger().With(zap.Int("rank", rank))
-	emit := rankEvents(job.OnEvent, rank)
-
-	var (
-		trainSet, testSet *data.Images
-		model             nn.Model
-		params, grads     []float32
-		opt               nn.Optimizer
-		steps             int
-		sched             nn.Schedule
-	)
-	setup := func() error {
-		mn := cfg.MNIST
-		if mn == nil {
-			var err error
-			if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
-				return err
-			}
-		}
-		trainSet, testSet = firstN(mn.Train, cfg.TrainExamples), firstN(mn.Test, cfg.TestExamples)
-		shards := cfg.Shards
-		if shards == 0 {
-			shards = nn.DefaultShards
-		}
-		var err error
-		if model, err = nn.NewModelShards(cfg.Model, cfg.Seed, shards); err != nil {
-			return err
-		}
-		if d := trainSet.Rows * trainSet.Cols; d != model.InputDim() {
-			return fmt.Errorf("model %s takes %d inputs, the images have %d pixels", cfg.Model, model.InputDim(), d)
-		}
-		params, grads = model.Params(), model.Grads()
-		if opt, err = nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
-			Params: len(params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay}); err != nil {
-			return err
-		}
-		if steps = data.Steps(trainSet.N, world, cfg.BatchSize, true); steps == 0 {
-			return fmt.Errorf("%d training examples over %d replicas give no full batch of %d: use a smaller batch or more examples",
-				trainSet.N, world, cfg.BatchSize)
-		}
-		sched, err = nn.NewSchedule(nn.ScheduleConfig{
-			Kind: cfg.Schedule, Base: cfg.LR, Gamma: cfg.LRGamma,
-			DecayEvery:  max(1, int(math.Round(cfg.LRDecayEpochs*float64(steps)))),
-			TotalSteps:  cfg.Epochs * steps,
-			MinLR:       cfg.MinLR,
-			WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(steps))),
-		})
-		return err
-	}
-	// Settings first: a bad flag is reported before MNIST is loaded (or
-	// fetched) and the model built.
-	err := job.validate()
-	if err == nil {
-		err = setup()
-	}
+	run, err := job.denseRun(ctx, g.Rank(), g.Size())
 	if err != nil {
 		// Say why in the handshake the others are waiting in, so that they
 		// report this rank's problem instead of waiting for it.
-		b, _ := json.Marshal(hello{Error: err.Error()}) // a string: cannot fail
-		_, _ = g.AllGather(ctx, b)
+		return nil, failStartup(ctx, g, err)
+	}
+	return runSync(ctx, &job, g, run)
+}
+
+// denseRun checks the settings, loads the data set (fetching MNIST if
+// need be) and builds the replica: everything the synchronous loop needs.
+// A bad flag is reported before anything is loaded.
+func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
+	if err := j.validate(); err != nil {
 		return nil, err
 	}
-
-	// Start-up handshake: settings from everyone, the resume point from the
-	// chief, in one all-gather.
+	cfg := &j.Config
+	train, test, err := cfg.images(ctx, rank)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := newDenseReplica(cfg, test, rank, world)
+	if err != nil {
+		return nil, err
+	}
 	digest := "unchecked" // one replica with no checkpoint: nothing to compare with
-	if world > 1 || job.CheckpointDir != "" || job.Restore != "" {
-		digest = dataDigest(trainSet, testSet)
+	if world > 1 || j.CheckpointDir != "" || j.Restore != "" {
+		digest = dataDigest(train, test)
 	}
-	settings := job.settings(len(params), world, digest)
-	fp := Fingerprint(settings)
-	me := hello{Settings: settings}
-	var ck *Checkpoint
-	if rank == 0 {
-		ck, me.Resume, me.Error = job.resumePoint(settings, fp, len(params), len(opt.State()))
-	}
-	hb, err := json.Marshal(me)
-	if err != nil {
-		return nil, err
-	}
-	all, err := g.AllGather(ctx, hb)
-	if err != nil {
-		return nil, fmt.Errorf("start-up handshake (comparing the peers' settings): %w", err)
-	}
-	hellos := make([]hello, world)
-	who := make([]string, world)
-	sets := make([][]Setting, world)
-	var failed []error
-	for r, b := range all {
-		if err := json.Unmarshal(b, &hellos[r]); err != nil {
-			return nil, fmt.Errorf("start-up handshake: rank %d sent an unreadable hello (a different meshtrain version?): %w", r, err)
-		}
-		who[r], sets[r] = fmt.Sprintf("rank %d", r), hellos[r].Settings
-		switch e := hellos[r].Error; {
-		case e == "":
-		case r == rank:
-			failed = append(failed, errors.New(e))
-		case r == 0:
-			failed = append(failed, fmt.Errorf("rank 0 (the chief) could not start: %s", e))
-		default:
-			failed = append(failed, fmt.Errorf("rank %d could not start: %s", r, e))
-		}
-	}
-	if len(failed) > 0 {
-		return nil, errors.Join(failed...)
-	}
-	if err := compareSettings(who, sets); err != nil {
-		return nil, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
-	}
-	resume := hellos[0].Resume
-
-	if ck != nil {
-		copy(params, ck.Params)
-		copy(opt.State(), ck.OptState)
-	}
-	// Start equal: the chief's parameters and optimizer state everywhere.
-	if err := g.Broadcast(ctx, params, 0); err != nil {
-		return nil, fmt.Errorf("broadcasting the initial parameters from rank 0: %w", err)
-	}
-	if st := opt.State(); len(st) > 0 {
-		if err := g.Broadcast(ctx, st, 0); err != nil {
-			return nil, fmt.Errorf("broadcasting the optimizer state from rank 0: %w", err)
-		}
-	}
-
-	res := &Result{
-		Model: cfg.Model, Params: len(params), Replicas: world, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+	res := Result{
+		Model: cfg.Model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
-		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed,
-		TrainExamples: trainSet.N, TestExamples: testSet.N, StepsPerEpoch: steps,
+		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
 		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
-		TimeToAccuracy: map[string]float64{},
 	}
 	if cfg.Schedule == nn.ScheduleStep {
 		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
 	}
-	peer := PeerStats{Rank: rank}
-	startEpoch, skip, global := 1, 0, 0
-	var trainTime time.Duration
-	if resume != nil {
-		startEpoch, skip, global = resume.Epoch, resume.StepInEpoch, resume.Step
-		res.EpochResults = resume.History
-		if n := len(resume.History); n > 0 {
-			trainTime = time.Duration(resume.History[n-1].TrainSeconds * float64(time.Second))
-			for _, ep := range resume.History {
-				markAccuracy(res, ep)
+	return &syncRun{
+		rep: rep, settings: j.settings(len(rep.params), world, digest), shard: data.ShardSize(train.N, world, rank),
+		pipeline: func(ctx context.Context, startEpoch, epochs, _ int) (*data.Pipeline, error) {
+			pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), epochs)
+			pcfg.Policy = data.ShardAuto
+			pcfg.StartEpoch = startEpoch - 1 // the pipeline counts epochs from 0
+			if j.NoShuffle {
+				pcfg.ShuffleBuffer = 0
 			}
-		}
-		peer.ResumedFrom, peer.ResumedStep = resume.Path, resume.Step
-		if rank != 0 {
-			peer.ResumedFrom = "rank 0's " + resume.Path
-		}
-		if startEpoch < 1 || global != (startEpoch-1)*steps+skip {
-			return nil, fmt.Errorf("checkpoint %s: step %d is not epoch %d step %d at %d steps per epoch: it belongs to another configuration", resume.Path, global, startEpoch, skip, steps)
-		}
-		log.Info("resumed", zap.String("checkpoint", resume.Path), zap.Int("step", global), zap.Int("epoch", startEpoch))
-		if cfg.Progress != nil && rank == 0 {
-			fmt.Fprintf(cfg.Progress, "resumed from %s: step %d, epoch %d step %d\n", resume.Path, global, startEpoch, skip)
-		}
-		emit(Event{Kind: "resumed", Step: global, Steps: cfg.Epochs * steps, Path: resume.Path})
-	}
-	done := startEpoch > cfg.Epochs || targetMet(cfg, res.EpochResults)
+			return data.NewPipeline(ctx, train.Dataset(), pcfg)
+		},
+		schedule: cfg.schedule,
+		result:   res,
+		header: func(steps, examples int) string {
+			return fmt.Sprintf("%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples",
+				cfg.Model, len(rep.params), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
+		},
+		broadcastStart: true,
+		perStepLoss:    true,
+	}, nil
+}
 
-	// Evaluation shard: a contiguous part of the test set.
-	lo, hi := rank*testSet.N/world, (rank+1)*testSet.N/world
-	testX, testY := denseRange(testSet, lo, hi)
-
-	var tb *tensorboard.Writer
-	if cfg.LogDir != "" {
-		if tb, err = tensorboard.Create(tensorboard.WorkerDir(cfg.LogDir, rank), time.Now()); err != nil {
-			return nil, err
-		}
-		defer tb.Close()
-	}
-	header := fmt.Sprintf("%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples",
-		cfg.Model, len(params), world, cfg.BatchSize, world*cfg.BatchSize, steps, trainSet.N, testSet.N)
-	if cfg.Progress != nil && rank == 0 {
-		fmt.Fprintln(cfg.Progress, header)
-	}
-	emit(Event{Kind: "start", Step: global, Steps: cfg.Epochs * steps, Info: header})
-
-	var times syncTimes
-	var evalTime, ckTime time.Duration
-	saveCheckpoint := func(epoch, stepInEpoch int) error {
-		if rank != 0 || job.CheckpointDir == "" {
-			return nil
-		}
-		t := time.Now()
-		hist, _ := json.Marshal(res.EpochResults) // plain numbers: cannot fail
-		path, err := WriteCheckpoint(job.CheckpointDir, &Checkpoint{
-			Model: cfg.Model, Params: params, OptState: opt.State(),
-			Step: global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: steps, Seed: cfg.Seed,
-			Fingerprint: fp, Config: settingsJSON(settings), History: string(hist), SavedAt: time.Now(),
-		}, job.KeepCheckpoints)
-		ckTime += time.Since(t)
-		if err != nil {
-			return fmt.Errorf("writing the checkpoint at step %d: %w", global, err)
-		}
-		log.Debug("checkpoint", zap.String("path", path), zap.Int("step", global))
-		emit(Event{Kind: "checkpoint", Step: global, Steps: cfg.Epochs * steps, Path: path})
-		return nil
-	}
-	checkHashes := func(what string) error {
-		t := time.Now()
-		err := compareParamHashes(ctx, g, params, what)
-		times.comm += time.Since(t)
-		return err
-	}
-
-	if !done {
-		pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), cfg.Epochs-startEpoch+1)
-		pcfg.Policy = data.ShardAuto
-		pcfg.StartEpoch = startEpoch - 1 // the pipeline counts epochs from 0
-		if job.NoShuffle {
-			pcfg.ShuffleBuffer = 0
-		}
-		pipe, err := data.NewPipeline(ctx, trainSet.Dataset(), pcfg)
-		if err != nil {
-			return nil, err
-		}
-		defer pipe.Close()
-		if pipe.StepsPerEpoch() != steps {
-			return nil, fmt.Errorf("input pipeline yields %d steps per epoch, expected %d", pipe.StepsPerEpoch(), steps)
-		}
-		if err := skipTo(ctx, pipe, skip, startEpoch); err != nil {
-			return nil, err
-		}
-
-		var labels []int32
-		scale := 1 / float32(world)
-		for epoch := startEpoch; epoch <= cfg.Epochs; epoch++ {
-			epochStart := time.Now()
-			var lossSum float64
-			examples, first := 0, 0
-			if epoch == startEpoch {
-				first = skip
-			}
-			for step := first; step < steps; step++ {
-				t0 := time.Now()
-				b, err := pipe.Next(ctx)
-				if err != nil {
-					return nil, fmt.Errorf("epoch %d step %d: reading the next batch: %w", epoch, step, err)
-				}
-				t1 := time.Now()
-				opt.SetLR(sched.At(global))
-				if b.Size > 0 {
-					labels = b.IntLabels(labels)
-					loss, err := model.ForwardBackward(b.X, labels, b.Size)
-					if err != nil {
-						return nil, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-					}
-					if math.IsNaN(loss) || math.IsInf(loss, 0) {
-						return nil, &NonFiniteError{Epoch: epoch, Step: step, GlobalStep: global, Loss: loss}
-					}
-					lossSum += loss
-					examples += b.Size
-				} else {
-					clear(grads) // an empty batch still takes part in the all-reduce
-				}
-				t2 := time.Now()
-				sample := job.MeasureWait && global%WaitSampleEvery == 0
-				if sample {
-					if err := g.Barrier(ctx); err != nil {
-						return nil, fmt.Errorf("epoch %d step %d: waiting for the other replicas: %w", epoch, step, err)
-					}
-				}
-				t3 := time.Now()
-				if err := g.AllReduceSum(ctx, grads); err != nil {
-					return nil, fmt.Errorf("epoch %d step %d: all-reducing the gradients: %w", epoch, step, err)
-				}
-				t4 := time.Now()
-				if world > 1 {
-					for i := range grads {
-						grads[i] *= scale
-					}
-				}
-				opt.Step(params, grads)
-				global++
-				times.step(t0, t1, t2, t3, t4, time.Now(), sample)
-
-				if job.HashEvery > 0 && global%job.HashEvery == 0 {
-					if err := checkHashes(fmt.Sprintf("step %d", global)); err != nil {
-						return nil, err
-					}
-				}
-				if job.CheckpointEvery > 0 && global%job.CheckpointEvery == 0 && step+1 < steps {
-					if err := saveCheckpoint(epoch, step+1); err != nil {
-						return nil, err
-					}
-				}
-			}
-			elapsed := time.Since(epochStart)
-			trainTime += elapsed
-			peer.Steps += steps - first
-			peer.Examples += examples
-
-			agg := []float32{float32(lossSum), float32(steps - first), float32(examples)}
-			if err := g.AllReduceSum(ctx, agg); err != nil {
-				return nil, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
-			}
-			ep := Epoch{Epoch: epoch, Loss: float64(agg[0]) / float64(agg[1]), LR: opt.LR(),
-				ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(), TrainSeconds: trainTime.Seconds()}
-
-			te := time.Now()
-			testLoss, correct := 0.0, 0
-			if hi > lo {
-				testLoss, correct = model.Evaluate(testX, testY, hi-lo)
-			}
-			ev := []float32{float32(testLoss), float32(correct)}
-			if err := g.AllReduceSum(ctx, ev); err != nil {
-				return nil, fmt.Errorf("epoch %d: all-reducing the test counts: %w", epoch, err)
-			}
-			evalTime += time.Since(te)
-			ep.TestLoss, ep.TestAccuracy = float64(ev[0])/float64(testSet.N), float64(ev[1])/float64(testSet.N)
-			if world == 1 { // exact, not rounded through float32
-				ep.Loss = lossSum / float64(steps-first)
-				ep.TestLoss = testLoss / float64(testSet.N)
-			}
-			res.EpochResults = append(res.EpochResults, ep)
-			markAccuracy(res, ep)
-
-			log.Info("epoch", zap.Int("epoch", epoch), zap.Float64("loss", ep.Loss), zap.Float64("test_accuracy", ep.TestAccuracy),
-				zap.Float64("test_loss", ep.TestLoss), zap.Float64("examples_per_sec", ep.ExamplesPerSec), zap.Float64("lr", ep.LR))
-			if cfg.Progress != nil && rank == 0 {
-				fmt.Fprintf(cfg.Progress, "epoch %2d  loss %.4f  test loss %.4f  test accuracy %6.2f%%  %8.0f examples/s  lr %.4g  train %.1fs\n",
-					epoch, ep.Loss, ep.TestLoss, 100*ep.TestAccuracy, ep.ExamplesPerSec, ep.LR, ep.TrainSeconds)
-			}
-			if tb != nil {
-				now := time.Now()
-				err := errors.Join(
-					tb.Scalar("loss", int64(global), float32(ep.Loss), now),
-					tb.Scalar("test_loss", int64(global), float32(ep.TestLoss), now),
-					tb.Scalar("test_accuracy", int64(global), float32(ep.TestAccuracy), now),
-					tb.Scalar("examples_per_sec", int64(global), float32(ep.ExamplesPerSec), now),
-					tb.Scalar("lr", int64(global), float32(ep.LR), now),
-					tb.Flush())
-				if err != nil {
-					return nil, err
-				}
-			}
-			epCopy := ep
-			emit(Event{Kind: "epoch", Step: global, Steps: cfg.Epochs * steps, Epoch: &epCopy})
-			if job.CheckpointEvery == 0 || global%job.CheckpointEvery == 0 || epoch == cfg.Epochs || targetMet(cfg, res.EpochResults) {
-				if err := saveCheckpoint(epoch+1, 0); err != nil {
-					return nil, err
-				}
-			}
-			if targetMet(cfg, res.EpochResults) {
-				if cfg.Progress != nil && rank == 0 {
-					fmt.Fprintf(cfg.Progress, "target reached after %d epochs, %.1fs of training\n", epoch, ep.TrainSeconds)
-				}
-				break
-			}
+// images returns the training and test images the run uses: Config.MNIST,
+// or MNIST loaded (or fetched) from DataDir, cut to the example limits.
+func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, err error) {
+	mn := c.MNIST
+	if mn == nil {
+		log := c.logger().With(zap.Int("rank", rank)).Named("data")
+		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: c.DataDir, Logger: log}); err != nil {
+			return nil, nil, err
 		}
 	}
-	if err := checkHashes("the end"); err != nil {
-		return nil, err
-	}
-	if targetMet(cfg, res.EpochResults) {
-		res.TargetReached, res.TimeToTarget = true, res.EpochResults[len(res.EpochResults)-1].TrainSeconds
-	}
-	res.Steps = global
-	res.TrainSeconds = trainTime.Seconds()
-	if n := len(res.EpochResults); n > 0 {
-		res.FinalAccuracy = res.EpochResults[n-1].TestAccuracy
-	}
-	res.ParamsSHA256 = ParamsHash(params)
-	res.WallSeconds = time.Since(wallStart).Seconds()
-	if tb != nil {
-		if err := tb.Close(); err != nil {
-			return nil, err
-		}
-	}
+	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), nil
+}
 
-	peer.TestAccuracy = res.FinalAccuracy
-	peer.ParamsSHA256 = res.ParamsSHA256
-	times.finish(&peer, g)
-	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
-	return &Summary{Run: res, Peer: peer}, nil
+// schedule is the learning rate per global step at steps per epoch.
+func (c *Config) schedule(steps int) (nn.Schedule, error) {
+	return nn.NewSchedule(nn.ScheduleConfig{
+		Kind: c.Schedule, Base: c.LR, Gamma: c.LRGamma,
+		DecayEvery:  max(1, int(math.Round(c.LRDecayEpochs*float64(steps)))),
+		TotalSteps:  c.Epochs * steps,
+		MinLR:       c.MinLR,
+		WarmupSteps: int(math.Round(c.WarmupEpochs * float64(steps))),
+	})
 }
 
 // logger is the run's logger: Logger, or a no-op one when unset.
@@ -566,17 +237,6 @@ func (c *Config) logger() *zap.Logger {
 		return zap.NewNop()
 	}
 	return c.Logger
-}
-
-// rankEvents returns a hook that stamps each event with rank and hands it
-// to on (when set).
-func rankEvents(on func(Event), rank int) func(Event) {
-	return func(e Event) {
-		if on != nil {
-			e.Rank = rank
-			on(e)
-		}
-	}
 }
 
 // skipTo reads the first skip batches of a resumed epoch: the checkpoint
@@ -669,7 +329,7 @@ func markAccuracy(res *Result, ep Epoch) {
 // resumePoint (chief only) is its part of the start-up handshake: the
 // checkpoint to resume from (findCheckpoint; nil if none), where it
 // resumes, and any problem as text for every replica to report.
-func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*Checkpoint, *resumeInfo, string) {
+func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*Checkpoint, *resumePos, string) {
 	ck, path, err := j.findCheckpoint(settings, fp, nparams, nstate)
 	if err != nil {
 		return nil, nil, err.Error()
@@ -684,7 +344,7 @@ func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*
 			problem = fmt.Sprintf("checkpoint %s: metadata history: %v", path, err)
 		}
 	}
-	return ck, &resumeInfo{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist}, problem
+	return ck, &resumePos{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist}, problem
 }
 
 // findCheckpoint (chief only) loads the checkpoint to resume from: Restore

@@ -2,21 +2,18 @@ package mirrored
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
@@ -250,61 +247,6 @@ func (j *SparseJob) settings(replicas int) ([]Setting, error) {
 	}, nil
 }
 
-// handshake all-gathers the settings (and each replica's training shard
-// size, for the steps per epoch) and fails naming every difference.
-// sparseHello is what each replica sends in the start-up all-gather: its
-// settings and training shard size, and (chief only) where to resume or
-// why it cannot.
-type sparseHello struct {
-	Settings []Setting   `json:"settings"`
-	Shard    int         `json:"shard"`
-	Resume   *resumeInfo `json:"resume,omitempty"`
-	Error    string      `json:"error,omitempty"`
-}
-
-// handshake all-gathers the settings and shard sizes (no checkpoint) and
-// fails naming every setting that differs; it returns the smallest,
-// largest and total shard size.
-func (j *SparseJob) handshake(ctx context.Context, g Group, settings []Setting, shard int) (minShard, maxShard, total int, err error) {
-	minShard, maxShard, total, _, err = j.handshakeResume(ctx, g, sparseHello{Settings: settings, Shard: shard})
-	return minShard, maxShard, total, err
-}
-
-// handshakeResume is handshake with the chief's resume point: the hellos
-// are all-gathered, and the chief's Resume (or Error) is returned to all.
-func (j *SparseJob) handshakeResume(ctx context.Context, g Group, me sparseHello) (minShard, maxShard, total int, resume *resumeInfo, err error) {
-	hb, err := json.Marshal(me)
-	if err != nil {
-		return 0, 0, 0, nil, err
-	}
-	all, err := g.AllGather(ctx, hb)
-	if err != nil {
-		return 0, 0, 0, nil, fmt.Errorf("start-up handshake (comparing the peers' settings): %w", err)
-	}
-	who := make([]string, len(all))
-	sets := make([][]Setting, len(all))
-	hellos := make([]sparseHello, len(all))
-	minShard = math.MaxInt
-	for r, b := range all {
-		h := &hellos[r]
-		if err := json.Unmarshal(b, h); err != nil {
-			return 0, 0, 0, nil, fmt.Errorf("start-up handshake: rank %d sent an unreadable hello (a different meshtrain version?): %w", r, err)
-		}
-		who[r], sets[r] = fmt.Sprintf("rank %d", r), h.Settings
-		minShard, maxShard, total = min(minShard, h.Shard), max(maxShard, h.Shard), total+h.Shard
-	}
-	if err := compareSettings(who, sets); err != nil {
-		return 0, 0, 0, nil, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
-	}
-	if e := hellos[0].Error; e != "" {
-		if g.Rank() == 0 {
-			return 0, 0, 0, nil, errors.New(e)
-		}
-		return 0, 0, 0, nil, fmt.Errorf("rank 0 (the chief) could not resume: %s", e)
-	}
-	return minShard, maxShard, total, hellos[0].Resume, nil
-}
-
 // optState returns the optimizer's state arrays and their total length.
 func optState(opt sparse.Optimizer) ([][]float32, int) {
 	st := opt.State()
@@ -367,368 +309,96 @@ func sparsePipeline(ctx context.Context, ds data.Dataset, files []string, open d
 // The Summary's Run.Params is D; its epochs carry the test accuracy,
 // log-loss and AUC.
 func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error) {
-	wallStart := time.Now()
-	if err := job.validate(); err != nil {
-		return nil, err
-	}
-	cfg, sc := &job.Config, &job.Sparse
-	rank, world := g.Rank(), g.Size()
-	log := cfg.logger().With(zap.Int("rank", rank))
-	emit := rankEvents(job.OnEvent, rank)
-	dim := sc.Features
-	open := job.opener(log.Named("data"))
-
-	settings, err := job.settings(world)
+	run, err := job.syncRun(ctx, g)
 	if err != nil {
-		return nil, err
+		return nil, failStartup(ctx, g, err)
 	}
-	pcfg, shard, err := job.trainPipeline(ctx, rank, world, open)
-	if err != nil {
-		return nil, err
-	}
-	model, err := sparse.NewLogReg(dim)
-	if err != nil {
-		return nil, err
-	}
-	opt, err := sparse.NewOptimizer(sc.Optimizer, dim, job.optimizerConfig())
-	if err != nil {
-		return nil, err
-	}
-	state, stateLen := optState(opt)
-
-	fp := Fingerprint(settings)
-	me := sparseHello{Settings: settings, Shard: shard}
-	var ck *Checkpoint
-	if rank == 0 {
-		ck, me.Resume, me.Error = job.Job.resumePoint(settings, fp, dim, stateLen)
-	}
-	minShard, maxShard, trainExamples, resume, err := job.handshakeResume(ctx, g, me)
-	if err != nil {
-		return nil, err
-	}
-	steps, err := sparseSteps(minShard, maxShard, cfg.BatchSize)
-	if err != nil {
-		return nil, err
-	}
-	startEpoch, skip, global := 1, 0, 0
-	if resume != nil {
-		startEpoch, skip, global = resume.Epoch, resume.StepInEpoch, resume.Step
-		if startEpoch < 1 || global != (startEpoch-1)*steps+skip {
-			return nil, fmt.Errorf("checkpoint %s: step %d is not epoch %d step %d at %d steps per epoch: it belongs to another configuration", resume.Path, global, startEpoch, skip, steps)
-		}
-		if ck != nil { // the chief
-			copy(model.W, ck.Params)
-			rest := ck.OptState
-			for _, a := range state {
-				rest = rest[copy(a, rest):]
-			}
-		}
-		// The chief's weights and state everywhere (nothing to send on a
-		// fresh start: every replica starts from zero).
-		for _, a := range append([][]float32{model.W}, state...) {
-			if err := g.Broadcast(ctx, a, 0); err != nil {
-				return nil, fmt.Errorf("broadcasting the checkpoint's weights and optimizer state from rank 0: %w", err)
-			}
-		}
-		log.Info("resumed", zap.String("checkpoint", resume.Path), zap.Int("step", global), zap.Int("epoch", startEpoch))
-		if cfg.Progress != nil && rank == 0 {
-			fmt.Fprintf(cfg.Progress, "resumed from %s: step %d, epoch %d step %d\n", resume.Path, global, startEpoch, skip)
-		}
-	}
-	ck = nil // the chief's copy of the checkpoint is no longer needed
-
-	pcfg.StepsPerEpoch = steps
-	pcfg.Epochs = max(1, cfg.Epochs-startEpoch+1)
-	pcfg.StartEpoch = startEpoch - 1 // the pipeline counts epochs from 0
-	pipe, err := sparsePipeline(ctx, sc.Train, sc.TrainFiles, open, pcfg)
-	if err != nil {
-		return nil, err
-	}
-	defer pipe.Close()
-	if err := skipTo(ctx, pipe, skip, startEpoch); err != nil {
-		return nil, err
-	}
-
-	xch, err := newExchanger(g, sc.Exchange, sc.Gather, dim, log)
-	if err != nil {
-		return nil, err
-	}
-
-	totalSteps := cfg.Epochs * steps
-	if sc.MaxSteps > 0 {
-		totalSteps = min(totalSteps, sc.MaxSteps)
-	}
-	res := &Result{
-		Model: SparseModel, Params: dim, Replicas: world, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
-		Optimizer: sc.Optimizer, LR: cfg.LR, WeightDecay: sc.L2, Schedule: "constant", Seed: cfg.Seed,
-		TrainExamples: trainExamples, StepsPerEpoch: steps, TargetAccuracy: cfg.TargetAccuracy,
-		TimeToAccuracy: map[string]float64{},
-	}
-	header := fmt.Sprintf("%s: %d features, %s, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training examples, exchange %s",
-		SparseModel, dim, sc.Optimizer, world, cfg.BatchSize, world*cfg.BatchSize, steps, trainExamples, sc.Exchange)
-	if cfg.Progress != nil && rank == 0 {
-		fmt.Fprintln(cfg.Progress, header)
-	}
-	peer := PeerStats{Rank: rank}
-	var trainTime time.Duration
-	if resume != nil {
-		res.EpochResults = resume.History
-		if n := len(resume.History); n > 0 {
-			trainTime = time.Duration(resume.History[n-1].TrainSeconds * float64(time.Second))
-		}
-		peer.ResumedFrom, peer.ResumedStep = resume.Path, resume.Step
-		if rank != 0 {
-			peer.ResumedFrom = "rank 0's " + resume.Path
-		}
-		emit(Event{Kind: "resumed", Step: global, Steps: totalSteps, Path: resume.Path})
-	}
-	log.Info("start", zap.String("run", header))
-	emit(Event{Kind: "start", Step: global, Steps: totalSteps, Info: header})
-
-	var times syncTimes
-	var evalTime, ckTime time.Duration
-	saveCheckpoint := func(epoch, stepInEpoch int) error {
-		if rank != 0 || job.CheckpointDir == "" {
-			return nil
-		}
-		t := time.Now()
-		hist, _ := json.Marshal(res.EpochResults) // plain numbers: cannot fail
-		flat := make([]float32, 0, stateLen)
-		for _, a := range state {
-			flat = append(flat, a...)
-		}
-		path, err := WriteCheckpoint(job.CheckpointDir, &Checkpoint{
-			Model: SparseModel, Params: model.W, OptState: flat,
-			Step: global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: steps, Seed: cfg.Seed,
-			Fingerprint: fp, Config: settingsJSON(settings), History: string(hist), SavedAt: time.Now(),
-		}, job.KeepCheckpoints)
-		ckTime += time.Since(t)
-		if err != nil {
-			return fmt.Errorf("writing the checkpoint at step %d: %w", global, err)
-		}
-		log.Debug("checkpoint", zap.String("path", path), zap.Int("step", global))
-		emit(Event{Kind: "checkpoint", Step: global, Steps: totalSteps, Path: path})
-		return nil
-	}
-	var local, merged sparse.Vector
-	var touched []float32
-	var epochSparse, epochDense int // steps per mode, for the epoch log
-	for epoch := startEpoch; epoch <= cfg.Epochs && global < totalSteps; epoch++ {
-		epochStart := time.Now()
-		var lossSum float64
-		examples, ran, first := 0, 0, 0
-		if epoch == startEpoch {
-			first = skip
-		}
-		for step := first; step < steps && global < totalSteps; step++ {
-			t0 := time.Now()
-			b, err := pipe.Next(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("epoch %d step %d: reading the next batch: %w", epoch, step, err)
-			}
-			t1 := time.Now()
-			if b.Size > 0 {
-				x := sparse.CSR{RowPtr: b.RowPtr, Indices: b.Indices, Values: b.Values}
-				loss, err := model.GradientSum(x, b.Labels, &local)
-				if err != nil {
-					return nil, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-				}
-				if math.IsNaN(loss) || math.IsInf(loss, 0) {
-					return nil, &NonFiniteError{Epoch: epoch, Step: step, GlobalStep: global, Loss: loss}
-				}
-				lossSum += loss
-				examples += b.Size
-			} else {
-				local.Indices, local.Values = local.Indices[:0], local.Values[:0]
-			}
-			t2 := time.Now()
-			sample := job.MeasureWait && global%WaitSampleEvery == 0
-			if sample {
-				if err := g.Barrier(ctx); err != nil {
-					return nil, fmt.Errorf("epoch %d step %d: waiting for the other replicas: %w", epoch, step, err)
-				}
-			}
-			t3 := time.Now()
-			n, mode, err := xch.exchange(ctx, global+1, local, b.Size, &merged)
-			if err != nil {
-				return nil, fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-			}
-			t4 := time.Now()
-			if mode == sparse.ExchangeDense {
-				epochDense++
-			} else {
-				epochSparse++
-			}
-			if n > 0 {
-				opt.Step(model.W, merged)
-			}
-			global++
-			ran++
-			times.step(t0, t1, t2, t3, t4, time.Now(), sample)
-
-			if job.HashEvery > 0 && global%job.HashEvery == 0 {
-				t := time.Now()
-				touched = touched[:0]
-				for _, i := range merged.Indices {
-					touched = append(touched, model.W[i])
-				}
-				err := compareParamHashes(ctx, g, touched, fmt.Sprintf("step %d (the %d weights it touched)", global, len(touched)))
-				times.comm += time.Since(t)
-				if err != nil {
-					return nil, err
-				}
-			}
-			if job.CheckpointEvery > 0 && global%job.CheckpointEvery == 0 && step+1 < steps {
-				// Every replica settles lazy regularisation here, so the
-				// arithmetic after a resume is the uninterrupted run's.
-				t := time.Now()
-				opt.Flush(model.W)
-				ckTime += time.Since(t)
-				if err := saveCheckpoint(epoch, step+1); err != nil {
-					return nil, err
-				}
-			}
-		}
-		elapsed := time.Since(epochStart)
-		trainTime += elapsed
-		peer.Steps += ran
-		peer.Examples += examples
-
-		agg := []float32{float32(lossSum), float32(examples)}
-		if err := g.AllReduceSum(ctx, agg); err != nil {
-			return nil, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
-		}
-		ep := Epoch{Epoch: epoch, Loss: float64(agg[0]) / math.Max(float64(agg[1]), 1), LR: cfg.LR,
-			ExamplesPerSec: float64(agg[1]) / elapsed.Seconds(), TrainSeconds: trainTime.Seconds()}
-
-		opt.Flush(model.W) // lazy regularisation, before anything reads the weights
-		var m sparse.Metrics
-		if sc.Test != nil || len(sc.TestFiles) > 0 {
-			te := time.Now()
-			m, err = job.evaluate(ctx, g, model, open)
-			evalTime += time.Since(te)
-			if err != nil {
-				return nil, fmt.Errorf("epoch %d: evaluating: %w", epoch, err)
-			}
-			ep.TestLoss, ep.TestAccuracy, ep.TestAUC = m.LogLoss, m.Accuracy, m.AUC
-			res.TestExamples = m.Examples
-		}
-		res.EpochResults = append(res.EpochResults, ep)
-		fields := []zap.Field{zap.Int("epoch", epoch), zap.Int("steps", global), zap.Float64("loss", ep.Loss),
-			zap.Float64("examples_per_sec", ep.ExamplesPerSec), zap.Int("sparse_steps", epochSparse), zap.Int("dense_steps", epochDense)}
-		test := "no test set"
-		if m.Examples > 0 {
-			fields = append(fields, zap.Float64("test_accuracy", m.Accuracy), zap.Float64("test_log_loss", m.LogLoss), zap.Float64("test_auc", m.AUC))
-			test = "test " + m.String()
-		}
-		log.Info("epoch", fields...)
-		if cfg.Progress != nil && rank == 0 {
-			fmt.Fprintf(cfg.Progress, "epoch %2d  steps %d  loss %.4f  %s  %8.0f examples/s  train %.1fs  exchange sparse %d dense %d\n",
-				epoch, global, ep.Loss, test, ep.ExamplesPerSec, ep.TrainSeconds, epochSparse, epochDense)
-		}
-		epochSparse, epochDense = 0, 0
-		epCopy := ep
-		emit(Event{Kind: "epoch", Step: global, Steps: totalSteps, Epoch: &epCopy})
-		reached := cfg.TargetAccuracy > 0 && ep.TestAccuracy >= cfg.TargetAccuracy
-		// An epoch cut short by MaxSteps ends the run without a checkpoint
-		// of its own: its evaluation already settled lazy regularisation
-		// at a step where an uninterrupted run does not.
-		complete := first+ran == steps
-		if complete && (job.CheckpointEvery == 0 || global%job.CheckpointEvery == 0 || epoch == cfg.Epochs || reached) {
-			if err := saveCheckpoint(epoch+1, 0); err != nil {
-				return nil, err
-			}
-		}
-		if reached {
-			res.TargetReached, res.TimeToTarget = true, ep.TrainSeconds
-			if cfg.Progress != nil && rank == 0 {
-				fmt.Fprintf(cfg.Progress, "target reached after %d epochs, %.1fs of training\n", epoch, ep.TrainSeconds)
-			}
-			break
-		}
-	}
-
-	if world > 1 { // alone there is nobody to compare with: no 135 MB hash in the timed part
-		t := time.Now()
-		err = compareParamHashes(ctx, g, model.W, "the end")
-		times.comm += time.Since(t)
-		if err != nil {
-			return nil, err
-		}
-	}
-	res.Steps = global
-	res.TrainSeconds = trainTime.Seconds()
-	if n := len(res.EpochResults); n > 0 {
-		res.FinalAccuracy = res.EpochResults[n-1].TestAccuracy
-	}
-	res.ParamsSHA256 = ParamsHash(model.W)
-	if sc.OnWeights != nil {
-		sc.OnWeights(model.W)
-	}
-	res.WallSeconds = time.Since(wallStart).Seconds()
-
-	peer.TestAccuracy = res.FinalAccuracy
-	peer.ParamsSHA256 = res.ParamsSHA256
-	times.finish(&peer, g)
-	peer.EvalSeconds, peer.CheckpointSeconds = evalTime.Seconds(), ckTime.Seconds()
-	log.Info("done", zap.Int("steps", global), zap.Int("sparse_steps", xch.steps[sparse.ExchangeSparse]),
-		zap.Int("dense_steps", xch.steps[sparse.ExchangeDense]), zap.String("params_sha256", res.ParamsSHA256))
-	return &Summary{Run: res, Peer: peer}, nil
+	return runSync(ctx, &job.Job, g, run)
 }
 
-// evaluate scores this replica's share of the test set, all-gathers the
-// (margin, label) pairs and computes the metrics over all of them in rank
-// order, so every replica reports the same figures.
-func (j *SparseJob) evaluate(ctx context.Context, g Group, model *sparse.LogReg, open data.Opener) (sparse.Metrics, error) {
+// syncRun checks the settings, counts this replica's shard and builds the
+// replica and its exchanger: everything the synchronous loop needs.
+func (j *SparseJob) syncRun(ctx context.Context, g Group) (*syncRun, error) {
+	if err := j.validate(); err != nil {
+		return nil, err
+	}
+	cfg, sc := &j.Config, &j.Sparse
 	rank, world := g.Rank(), g.Size()
-	ecfg := data.Config{Rank: rank, World: world, Policy: data.ShardAuto, BatchSize: sparseEvalBatch, Epochs: 1}
-	if j.Sparse.Test != nil {
-		ecfg.Policy = data.ShardData
-	}
-	pipe, err := sparsePipeline(ctx, j.Sparse.Test, j.Sparse.TestFiles, open, ecfg)
+	log := cfg.logger().With(zap.Int("rank", rank))
+	open := j.opener(log.Named("data"))
+	settings, err := j.settings(world)
 	if err != nil {
-		return sparse.Metrics{}, err
+		return nil, err
 	}
-	defer pipe.Close()
-	// Each scored example is 8 bytes: float32 margin, float32 label.
-	var scored []byte
-	dim := uint32(model.Dim())
-	for {
-		b, err := pipe.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return sparse.Metrics{}, err
-		}
-		x := sparse.CSR{RowPtr: b.RowPtr, Indices: b.Indices, Values: b.Values}
-		for r := 0; r < b.Size; r++ {
-			row := x.Row(r)
-			for _, i := range row.Indices {
-				if uint32(i) >= dim {
-					return sparse.Metrics{}, fmt.Errorf("test example: feature index %d is outside [0, %d)", i, dim)
-				}
-			}
-			scored = binary.LittleEndian.AppendUint32(scored, math.Float32bits(row.Dot(model.W)))
-			scored = binary.LittleEndian.AppendUint32(scored, math.Float32bits(b.Labels[r]))
-		}
-	}
-	all, err := g.AllGather(ctx, scored)
+	pcfg, shard, err := j.trainPipeline(ctx, rank, world, open)
 	if err != nil {
-		return sparse.Metrics{}, fmt.Errorf("gathering the test predictions: %w", err)
+		return nil, err
 	}
-	var ev sparse.Evaluator
-	for r, part := range all {
-		if len(part)%8 != 0 {
-			return sparse.Metrics{}, fmt.Errorf("rank %d sent %d bytes of test predictions, not whole (margin, label) pairs", r, len(part))
-		}
-		for k := 0; k+8 <= len(part); k += 8 {
-			margin := math.Float32frombits(binary.LittleEndian.Uint32(part[k:]))
-			label := math.Float32frombits(binary.LittleEndian.Uint32(part[k+4:]))
-			if err := ev.Add(margin, label); err != nil {
-				return sparse.Metrics{}, fmt.Errorf("test example %d of rank %d: %w", k/8, r, err)
+	rep, err := j.newReplica(open)
+	if err != nil {
+		return nil, err
+	}
+	if rep.xch, err = newExchanger(g, sc.Exchange, sc.Gather, sc.Features, log); err != nil {
+		return nil, err
+	}
+	return &syncRun{
+		rep: rep, settings: settings, shard: shard,
+		pipeline: func(ctx context.Context, startEpoch, epochs, steps int) (*data.Pipeline, error) {
+			p := pcfg
+			p.StepsPerEpoch, p.Epochs, p.StartEpoch = steps, epochs, startEpoch-1 // the pipeline counts epochs from 0
+			return sparsePipeline(ctx, sc.Train, sc.TrainFiles, open, p)
+		},
+		schedule: j.schedule,
+		result:   j.result(),
+		header: func(steps, examples int) string {
+			return fmt.Sprintf("%s: %d features, %s, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training examples, exchange %s",
+				SparseModel, sc.Features, sc.Optimizer, world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, sc.Exchange)
+		},
+		maxSteps: sc.MaxSteps,
+		done: func(Replica) {
+			if sc.OnWeights != nil {
+				sc.OnWeights(rep.model.W)
 			}
+		},
+	}, nil
+}
+
+// newReplica builds the model (zero weights), its optimizer and the test
+// set's reader.
+func (j *SparseJob) newReplica(open data.Opener) (*sparseReplica, error) {
+	sc := &j.Sparse
+	model, err := sparse.NewLogReg(sc.Features)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := sparse.NewOptimizer(sc.Optimizer, sc.Features, j.optimizerConfig())
+	if err != nil {
+		return nil, err
+	}
+	rep := &sparseReplica{model: model, opt: opt, state: opt.State()}
+	if sc.Test != nil || len(sc.TestFiles) > 0 {
+		rep.test = func(ctx context.Context, cfg data.Config) (*data.Pipeline, error) {
+			if sc.Test != nil {
+				cfg.Policy = data.ShardData
+			}
+			return sparsePipeline(ctx, sc.Test, sc.TestFiles, open, cfg)
 		}
 	}
-	return ev.Metrics(), nil
+	return rep, nil
+}
+
+// schedule is the (constant) learning rate: the sparse optimizers adapt
+// their own step sizes.
+func (j *SparseJob) schedule(int) (nn.Schedule, error) {
+	return nn.NewSchedule(nn.ScheduleConfig{Kind: nn.ScheduleConstant, Base: j.Config.LR})
+}
+
+// result describes the run for its Result.
+func (j *SparseJob) result() Result {
+	cfg, sc := &j.Config, &j.Sparse
+	return Result{
+		Model: SparseModel, Params: sc.Features, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Optimizer: sc.Optimizer, LR: cfg.LR, WeightDecay: sc.L2, Schedule: nn.ScheduleConstant, Seed: cfg.Seed,
+		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
+	}
 }

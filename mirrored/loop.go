@@ -1,0 +1,401 @@
+package mirrored
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// syncRun is what the synchronous loop needs from a driver (RunJob,
+// RunSparseJob): a built replica, its settings and input, and the
+// description of the run for the Result.
+type syncRun struct {
+	rep      Replica
+	settings []Setting
+	shard    int // this replica's training examples
+	// pipeline opens this replica's training input from epoch startEpoch
+	// (1-based) for epochs epochs of steps steps.
+	pipeline func(ctx context.Context, startEpoch, epochs, steps int) (*data.Pipeline, error)
+	// schedule is the learning rate per global step, given the steps per
+	// epoch.
+	schedule func(steps int) (nn.Schedule, error)
+	result   Result // the run's description; the loop fills the figures
+	// header describes the run in one line, given the steps per epoch and
+	// the training examples of all replicas.
+	header func(steps, examples int) string
+	// broadcastStart sends the chief's initial state to all on a fresh
+	// start (dense models, initialised from the seed); without it every
+	// replica starts from the same zeros and only a resume is broadcast.
+	broadcastStart bool
+	// perStepLoss: the epoch's loss is the mean of the steps' losses
+	// (each a batch mean), else the mean over examples of loss sums.
+	perStepLoss bool
+	maxSteps    int // > 0: stop after that many global steps
+	done        func(r Replica)
+}
+
+// syncLoop is one replica's synchronous run in progress.
+type syncLoop struct {
+	job        *Job
+	run        *syncRun
+	g          Group
+	rank       int
+	world      int
+	obs        *observers
+	fp         string
+	steps      int // per epoch
+	total      int // global steps the run takes at most
+	global     int // global steps done
+	startEpoch int
+	skip       int // steps of startEpoch already done before a resume
+	sched      nn.Schedule
+	res        *Result
+	peer       PeerStats
+	times      syncTimes
+	trainTime  time.Duration
+	evalTime   time.Duration
+	ckTime     time.Duration
+	stats      StepStats // the last step's, for its event (no allocation per step)
+}
+
+// runSync is the synchronous strategy, for any Replica (see Job): the
+// start-up handshake, resume or broadcast, the steps (gradient → combine
+// → update), the epoch ends (loss, evaluation, checkpoints, target), the
+// final hash comparison and figures.
+func runSync(ctx context.Context, job *Job, g Group, run *syncRun) (*Summary, error) {
+	wallStart := time.Now()
+	l := &syncLoop{job: job, run: run, g: g, rank: g.Rank(), world: g.Size(), peer: PeerStats{Rank: g.Rank()}}
+	if err := l.start(ctx); err != nil {
+		return nil, err
+	}
+	defer l.obs.close()
+	if err := l.train(ctx); err != nil {
+		return nil, err
+	}
+	return l.finish(ctx, wallStart)
+}
+
+// start runs the handshake, agrees on the steps per epoch, resumes or
+// broadcasts the chief's state, and announces the run.
+func (l *syncLoop) start(ctx context.Context) error {
+	cfg, run := &l.job.Config, l.run
+	l.fp = Fingerprint(run.settings)
+	me := hello{Settings: run.settings, Shard: run.shard}
+	var ck *Checkpoint
+	if l.rank == 0 {
+		var nstate int
+		for _, a := range run.rep.OptState() {
+			nstate += len(a)
+		}
+		ck, me.Resume, me.Error = l.job.resumePoint(run.settings, l.fp, len(run.rep.Params()), nstate)
+	}
+	cl, err := handshake(ctx, l.g, me)
+	if err != nil {
+		return err
+	}
+	if l.steps = data.AgreedSteps(cl.minShard, cl.maxShard, cfg.BatchSize, true); l.steps == 0 {
+		return fmt.Errorf("the smallest replica's shard holds %d training examples, less than one batch of %d: use a smaller --batch, more data or fewer replicas",
+			cl.minShard, cfg.BatchSize)
+	}
+	if l.sched, err = run.schedule(l.steps); err != nil {
+		return err
+	}
+	l.total = cfg.Epochs * l.steps
+	if run.maxSteps > 0 {
+		l.total = min(l.total, run.maxSteps)
+	}
+	res := run.result
+	l.res = &res
+	l.res.Replicas, l.res.StepsPerEpoch, l.res.TrainExamples = l.world, l.steps, cl.total
+	l.res.TimeToAccuracy = map[string]float64{}
+	if l.obs, err = newObservers(cfg, l.job.OnEvent, l.rank, false); err != nil {
+		return err
+	}
+	if err := l.resume(ctx, cl.resume, ck); err != nil {
+		l.obs.close()
+		return err
+	}
+	header := run.header(l.steps, cl.total)
+	if err := l.obs.emit(Event{Kind: EventStart, Step: l.global, Steps: l.total, Info: header}); err != nil {
+		l.obs.close()
+		return err
+	}
+	return nil
+}
+
+// resume takes the run to the chief's checkpoint, if any, and gives every
+// replica the chief's state.
+func (l *syncLoop) resume(ctx context.Context, pos *resumePos, ck *Checkpoint) error {
+	l.startEpoch = 1
+	rep := l.run.rep
+	if ck != nil { // the chief
+		copy(rep.Params(), ck.Params)
+		rest := ck.OptState
+		for _, a := range rep.OptState() {
+			rest = rest[copy(a, rest):]
+		}
+	}
+	if pos != nil || l.run.broadcastStart {
+		for i, a := range append([][]float32{rep.Params()}, rep.OptState()...) {
+			if len(a) == 0 {
+				continue
+			}
+			if err := l.g.Broadcast(ctx, a, 0); err != nil {
+				what := "parameters"
+				if i > 0 {
+					what = "optimizer state"
+				}
+				return fmt.Errorf("broadcasting the %s from rank 0: %w", what, err)
+			}
+		}
+	}
+	if pos == nil {
+		return nil
+	}
+	l.startEpoch, l.skip, l.global = pos.Epoch, pos.StepInEpoch, pos.Step
+	if l.startEpoch < 1 || l.global != (l.startEpoch-1)*l.steps+l.skip {
+		return fmt.Errorf("checkpoint %s: step %d is not epoch %d step %d at %d steps per epoch: it belongs to another configuration",
+			pos.Path, l.global, l.startEpoch, l.skip, l.steps)
+	}
+	l.res.EpochResults = pos.History
+	if n := len(pos.History); n > 0 {
+		l.trainTime = time.Duration(pos.History[n-1].TrainSeconds * float64(time.Second))
+		for _, ep := range pos.History {
+			markAccuracy(l.res, ep)
+		}
+	}
+	l.peer.ResumedFrom, l.peer.ResumedStep = pos.Path, pos.Step
+	if l.rank != 0 {
+		l.peer.ResumedFrom = "rank 0's " + pos.Path
+	}
+	return l.obs.emit(Event{Kind: EventResumed, Step: l.global, Steps: l.total, Path: pos.Path})
+}
+
+// train runs the epochs left.
+func (l *syncLoop) train(ctx context.Context) error {
+	cfg := &l.job.Config
+	if l.startEpoch > cfg.Epochs || l.global >= l.total || targetMet(cfg, l.res.EpochResults) {
+		return nil
+	}
+	pipe, err := l.run.pipeline(ctx, l.startEpoch, max(1, cfg.Epochs-l.startEpoch+1), l.steps)
+	if err != nil {
+		return err
+	}
+	defer pipe.Close()
+	if pipe.StepsPerEpoch() != l.steps {
+		return fmt.Errorf("input pipeline yields %d steps per epoch, expected %d", pipe.StepsPerEpoch(), l.steps)
+	}
+	if err := skipTo(ctx, pipe, l.skip, l.startEpoch); err != nil {
+		return err
+	}
+	for epoch := l.startEpoch; epoch <= cfg.Epochs && l.global < l.total; epoch++ {
+		first := 0
+		if epoch == l.startEpoch {
+			first = l.skip
+		}
+		stop, err := l.epoch(ctx, pipe, epoch, first)
+		if err != nil || stop {
+			return err
+		}
+	}
+	return nil
+}
+
+// epochSums are one epoch's running figures on this replica.
+type epochSums struct {
+	loss          float64
+	ran, examples int
+}
+
+// epoch runs the steps of one epoch from step first, then its end; stop
+// says a target was reached.
+func (l *syncLoop) epoch(ctx context.Context, pipe *data.Pipeline, epoch, first int) (stop bool, err error) {
+	start := time.Now()
+	var sums epochSums
+	for step := first; step < l.steps && l.global < l.total; step++ {
+		if err := l.step(ctx, pipe, epoch, step, &sums); err != nil {
+			return false, err
+		}
+	}
+	elapsed := time.Since(start)
+	l.trainTime += elapsed
+	l.peer.Steps += sums.ran
+	l.peer.Examples += sums.examples
+	return l.endEpoch(ctx, epoch, first+sums.ran == l.steps, elapsed, sums)
+}
+
+// step is one training step: the batch, the gradient, [a barrier on the
+// sampled steps], the combination across the group, the update; then the
+// hash comparison and checkpoint that fall due.
+func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step int, sums *epochSums) error {
+	rep, job := l.run.rep, l.job
+	t0 := time.Now()
+	b, err := pipe.Next(ctx)
+	if err != nil {
+		return fmt.Errorf("epoch %d step %d: reading the next batch: %w", epoch, step, err)
+	}
+	t1 := time.Now()
+	lr := l.sched.At(l.global)
+	loss, err := rep.Gradient(b)
+	if err != nil {
+		return fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return &NonFiniteError{Epoch: epoch, Step: step, GlobalStep: l.global, Loss: loss}
+	}
+	sums.loss += loss
+	sums.examples += b.Size
+	t2 := time.Now()
+	sample := job.MeasureWait && l.global%WaitSampleEvery == 0
+	if sample {
+		if err := l.g.Barrier(ctx); err != nil {
+			return fmt.Errorf("epoch %d step %d: waiting for the other replicas: %w", epoch, step, err)
+		}
+	}
+	t3 := time.Now()
+	if err := rep.Combine(ctx, l.g, l.global+1); err != nil {
+		return fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
+	}
+	t4 := time.Now()
+	rep.Update(rep.Params(), lr)
+	l.global++
+	sums.ran++
+	l.times.step(t0, t1, t2, t3, t4, time.Now(), sample)
+	l.stats = StepStats{Loss: loss, LR: lr, Compute: t2.Sub(t1) + time.Since(t4), Comm: t4.Sub(t3), Wait: t1.Sub(t0) + t3.Sub(t2)}
+	if err := l.obs.emit(Event{Kind: EventStep, Step: l.global, Steps: l.total, Train: &l.stats}); err != nil {
+		return err
+	}
+	if job.HashEvery > 0 && l.global%job.HashEvery == 0 {
+		vals, what := rep.Checked()
+		if err := l.checkHashes(ctx, vals, fmt.Sprintf("step %d%s", l.global, what)); err != nil {
+			return err
+		}
+	}
+	if job.CheckpointEvery > 0 && l.global%job.CheckpointEvery == 0 && step+1 < l.steps {
+		// Every replica settles deferred work here, so the arithmetic
+		// after a resume is the uninterrupted run's.
+		t := time.Now()
+		rep.Settle()
+		l.ckTime += time.Since(t)
+		return l.checkpoint(epoch, step+1)
+	}
+	return nil
+}
+
+// endEpoch combines the epoch's loss, evaluates, reports, checkpoints and
+// says whether a target stops the run. An epoch cut short by a step limit
+// ends the run without a checkpoint of its own.
+func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elapsed time.Duration, sums epochSums) (bool, error) {
+	cfg, rep := &l.job.Config, l.run.rep
+	agg := []float32{float32(sums.loss), float32(sums.ran), float32(sums.examples)}
+	if err := l.g.AllReduceSum(ctx, agg); err != nil {
+		return false, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
+	}
+	ep := Epoch{Epoch: epoch, LR: l.sched.At(l.global - 1), ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(), TrainSeconds: l.trainTime.Seconds()}
+	switch {
+	case !l.run.perStepLoss:
+		ep.Loss = float64(agg[0]) / math.Max(float64(agg[2]), 1)
+	case l.world == 1: // exact, not rounded through float32
+		ep.Loss = sums.loss / float64(sums.ran)
+	default:
+		ep.Loss = float64(agg[0]) / float64(agg[1])
+	}
+	rep.Settle() // before anything reads the parameters
+	te := time.Now()
+	m, err := rep.Evaluate(ctx, l.g)
+	l.evalTime += time.Since(te)
+	if err != nil {
+		return false, fmt.Errorf("epoch %d: evaluating: %w", epoch, err)
+	}
+	if m.Examples > 0 {
+		ep.TestLoss, ep.TestAccuracy, ep.TestAUC = m.Loss, m.Accuracy, m.AUC
+		l.res.TestExamples = m.Examples
+	}
+	l.res.EpochResults = append(l.res.EpochResults, ep)
+	markAccuracy(l.res, ep)
+	info := ""
+	if in, ok := rep.(interface{ epochInfo() string }); ok {
+		info = in.epochInfo()
+	}
+	if err := l.obs.emit(Event{Kind: EventEpoch, Step: l.global, Steps: l.total, Epoch: &ep, Info: info}); err != nil {
+		return false, err
+	}
+	reached := targetMet(cfg, l.res.EpochResults)
+	if complete && (l.job.CheckpointEvery == 0 || l.global%l.job.CheckpointEvery == 0 || epoch == cfg.Epochs || reached) {
+		if err := l.checkpoint(epoch+1, 0); err != nil {
+			return false, err
+		}
+	}
+	return reached, nil
+}
+
+// checkpoint (chief only, with a directory) saves the state at the
+// current step: the pipeline's position is (epoch, stepInEpoch).
+func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
+	if l.rank != 0 || l.job.CheckpointDir == "" {
+		return nil
+	}
+	t := time.Now()
+	rep := l.run.rep
+	hist, _ := json.Marshal(l.res.EpochResults) // plain numbers: cannot fail
+	var state []float32
+	for _, a := range rep.OptState() {
+		state = append(state, a...)
+	}
+	path, err := WriteCheckpoint(l.job.CheckpointDir, &Checkpoint{
+		Model: l.res.Model, Params: rep.Params(), OptState: state,
+		Step: l.global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: l.steps, Seed: l.job.Seed,
+		Fingerprint: l.fp, Config: settingsJSON(l.run.settings), History: string(hist), SavedAt: time.Now(),
+	}, l.job.KeepCheckpoints)
+	l.ckTime += time.Since(t)
+	if err != nil {
+		return fmt.Errorf("writing the checkpoint at step %d: %w", l.global, err)
+	}
+	return l.obs.emit(Event{Kind: EventCheckpoint, Step: l.global, Steps: l.total, Path: path})
+}
+
+func (l *syncLoop) checkHashes(ctx context.Context, vals []float32, what string) error {
+	t := time.Now()
+	err := compareParamHashes(ctx, l.g, vals, what)
+	l.times.comm += time.Since(t)
+	return err
+}
+
+// finish compares the final parameters and fills in the figures.
+func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, error) {
+	rep, res := l.run.rep, l.res
+	if l.world > 1 { // alone there is nobody to compare with
+		if err := l.checkHashes(ctx, rep.Params(), "the end"); err != nil {
+			return nil, err
+		}
+	}
+	info := ""
+	if targetMet(&l.job.Config, res.EpochResults) {
+		last := res.EpochResults[len(res.EpochResults)-1]
+		res.TargetReached, res.TimeToTarget = true, last.TrainSeconds
+		info = fmt.Sprintf("target reached after %d epochs, %.1fs of training", last.Epoch, last.TrainSeconds)
+	}
+	res.Steps = l.global
+	res.TrainSeconds = l.trainTime.Seconds()
+	if n := len(res.EpochResults); n > 0 {
+		res.FinalAccuracy = res.EpochResults[n-1].TestAccuracy
+	}
+	res.ParamsSHA256 = ParamsHash(rep.Params())
+	if l.run.done != nil {
+		l.run.done(rep)
+	}
+	res.WallSeconds = time.Since(wallStart).Seconds()
+	peer := &l.peer
+	peer.TestAccuracy, peer.ParamsSHA256 = res.FinalAccuracy, res.ParamsSHA256
+	l.times.finish(peer, l.g)
+	peer.EvalSeconds, peer.CheckpointSeconds = l.evalTime.Seconds(), l.ckTime.Seconds()
+	if err := l.obs.emit(Event{Kind: EventDone, Step: l.global, Steps: l.total, Info: info}); err != nil {
+		return nil, err
+	}
+	return &Summary{Run: res, Peer: *peer}, nil
+}

@@ -1,0 +1,143 @@
+package mirrored
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// Replica is one replica's model and optimizer: the arithmetic of a step,
+// with no data loading, disk or printing. The loops (runSync, runGossip)
+// drive it; denseReplica (the nn models) and sparseReplica (sparse
+// logistic regression) implement it. Methods are called from one
+// goroutine.
+type Replica interface {
+	// Params is the flat parameter vector and OptState the optimizer's
+	// state vectors: views, compared by hash, broadcast and checkpointed.
+	Params() []float32
+	OptState() [][]float32
+	// Gradient computes the gradient of batch b (possibly empty: a zero
+	// gradient) into the replica's own buffer and returns the loss to add
+	// to the epoch's sum.
+	Gradient(b *data.Batch) (float64, error)
+	// Combine replaces the gradient by the group's mean gradient.
+	Combine(ctx context.Context, g Group, step int) error
+	// Update applies the optimizer to params at learning rate lr (params
+	// is Params() except under gossip, where it is the shared vector).
+	Update(params []float32, lr float64)
+	// Settle applies deferred work (lazy regularisation) so that Params
+	// holds the exact parameters; every replica calls it at the same
+	// steps, since it changes the arithmetic that follows.
+	Settle()
+	// Evaluate scores Params on the test set: this replica's share, the
+	// figures combined over g so that every replica reports the same;
+	// Examples is 0 when there is no test set.
+	Evaluate(ctx context.Context, g Group) (Metrics, error)
+	// Checked returns the values whose hashes the replicas compare every
+	// Job.HashEvery steps, and what they are.
+	Checked() ([]float32, string)
+}
+
+// Metrics are a model's figures on the test set.
+type Metrics struct {
+	Examples       int
+	Loss, Accuracy float64
+	AUC            float64 // binary models only
+}
+
+// denseReplica is an nn model (LeNet-5, softmax regression) with its
+// optimizer and its share of the test set.
+type denseReplica struct {
+	model         nn.Model
+	params, grads []float32
+	opt           nn.Optimizer
+	world         int
+	labels        []int32
+	// testX, testY are this replica's contiguous share of the testN test
+	// examples.
+	testX []float32
+	testY []int32
+	testN int
+}
+
+func newDenseReplica(cfg *Config, test *data.Images, rank, world int) (*denseReplica, error) {
+	shards := cfg.Shards
+	if shards == 0 {
+		shards = nn.DefaultShards
+	}
+	model, err := nn.NewModelShards(cfg.Model, cfg.Seed, shards)
+	if err != nil {
+		return nil, err
+	}
+	if d := test.Rows * test.Cols; d != model.InputDim() {
+		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", cfg.Model, model.InputDim(), d)
+	}
+	r := &denseReplica{model: model, params: model.Params(), grads: model.Grads(), world: world, testN: test.N}
+	if r.opt, err = nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
+		Params: len(r.params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay}); err != nil {
+		return nil, err
+	}
+	lo, hi := rank*test.N/world, (rank+1)*test.N/world
+	r.testX, r.testY = denseRange(test, lo, hi)
+	return r, nil
+}
+
+func (r *denseReplica) Params() []float32 { return r.params }
+
+func (r *denseReplica) OptState() [][]float32 {
+	if st := r.opt.State(); len(st) > 0 {
+		return [][]float32{st}
+	}
+	return nil
+}
+
+func (r *denseReplica) Gradient(b *data.Batch) (float64, error) {
+	if b.Size == 0 {
+		clear(r.grads) // an empty batch still takes part in the all-reduce
+		return 0, nil
+	}
+	r.labels = b.IntLabels(r.labels)
+	return r.model.ForwardBackward(b.X, r.labels, b.Size)
+}
+
+func (r *denseReplica) Combine(ctx context.Context, g Group, _ int) error {
+	if err := g.AllReduceSum(ctx, r.grads); err != nil {
+		return fmt.Errorf("all-reducing the gradients: %w", err)
+	}
+	if r.world > 1 {
+		scale := 1 / float32(r.world)
+		for i := range r.grads {
+			r.grads[i] *= scale
+		}
+	}
+	return nil
+}
+
+func (r *denseReplica) Update(params []float32, lr float64) {
+	r.opt.SetLR(lr)
+	r.opt.Step(params, r.grads)
+}
+
+func (r *denseReplica) Settle() {}
+
+func (r *denseReplica) Checked() ([]float32, string) { return r.params, "" }
+
+// Evaluate all-reduces the loss sum and correct count of each replica's
+// share; alone, the loss is exact (not rounded through float32).
+func (r *denseReplica) Evaluate(ctx context.Context, g Group) (Metrics, error) {
+	testLoss, correct := 0.0, 0
+	if n := len(r.testY); n > 0 {
+		testLoss, correct = r.model.Evaluate(r.testX, r.testY, n)
+	}
+	ev := []float32{float32(testLoss), float32(correct)}
+	if err := g.AllReduceSum(ctx, ev); err != nil {
+		return Metrics{}, fmt.Errorf("all-reducing the test counts: %w", err)
+	}
+	m := Metrics{Examples: r.testN, Loss: float64(ev[0]) / float64(r.testN), Accuracy: float64(ev[1]) / float64(r.testN)}
+	if r.world == 1 {
+		m.Loss = testLoss / float64(r.testN)
+	}
+	return m, nil
+}

@@ -1,0 +1,157 @@
+package mirrored
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/sparse"
+)
+
+// sparseReplica is sparse logistic regression (sparse.LogReg) with its
+// optimizer: each step touches only the features of its batch, and the
+// replicas exchange those (see SparseJob) rather than D floats.
+type sparseReplica struct {
+	model *sparse.LogReg
+	opt   sparse.Optimizer
+	state [][]float32
+	xch   *exchanger // nil under gossip: no Combine
+	// test opens a pipeline over the test set with the given shard config
+	// (nil: no test set).
+	test        func(ctx context.Context, cfg data.Config) (*data.Pipeline, error)
+	rank, world int
+
+	local, merged sparse.Vector // this replica's gradient sum; the group's mean
+	examples      int           // examples behind local
+	combined      int           // examples behind merged (0: no update)
+	touched       []float32
+	// Steps per exchange mode since the last epoch line.
+	epochSparse, epochDense int
+}
+
+func (r *sparseReplica) Params() []float32     { return r.model.W }
+func (r *sparseReplica) OptState() [][]float32 { return r.state }
+
+// Gradient computes the gradient sum over the batch's examples (the
+// exchange turns the sums into the mean of the union batch) and returns
+// the loss sum.
+func (r *sparseReplica) Gradient(b *data.Batch) (float64, error) {
+	r.examples = b.Size
+	if b.Size == 0 {
+		r.local.Indices, r.local.Values = r.local.Indices[:0], r.local.Values[:0]
+		return 0, nil
+	}
+	x := sparse.CSR{RowPtr: b.RowPtr, Indices: b.Indices, Values: b.Values}
+	return r.model.GradientSum(x, b.Labels, &r.local)
+}
+
+func (r *sparseReplica) Combine(ctx context.Context, _ Group, step int) error {
+	n, mode, err := r.xch.exchange(ctx, step, r.local, r.examples, &r.merged)
+	if err != nil {
+		return err
+	}
+	r.combined = n
+	if mode == sparse.ExchangeDense {
+		r.epochDense++
+	} else {
+		r.epochSparse++
+	}
+	return nil
+}
+
+// Update applies the optimizer at its configured (constant) rate; a step
+// in which no replica had an example changes nothing.
+func (r *sparseReplica) Update(w []float32, _ float64) {
+	if r.combined > 0 {
+		r.opt.Step(w, r.merged)
+	}
+}
+
+func (r *sparseReplica) Settle() { r.opt.Flush(r.model.W) }
+
+// Checked is the weights the last step touched: cheap to hash every few
+// steps, and where a divergence shows first.
+func (r *sparseReplica) Checked() ([]float32, string) {
+	r.touched = r.touched[:0]
+	for _, i := range r.merged.Indices {
+		r.touched = append(r.touched, r.model.W[i])
+	}
+	return r.touched, fmt.Sprintf(" (the %d weights it touched)", len(r.touched))
+}
+
+// epochInfo says how the epoch's steps exchanged, and starts counting
+// afresh.
+func (r *sparseReplica) epochInfo() string {
+	s := fmt.Sprintf("exchange sparse %d dense %d", r.epochSparse, r.epochDense)
+	r.epochSparse, r.epochDense = 0, 0
+	return s
+}
+
+// Evaluate scores this replica's share of the test set, all-gathers the
+// (margin, label) pairs and computes the metrics over all of them in rank
+// order, so every replica reports the same figures.
+func (r *sparseReplica) Evaluate(ctx context.Context, g Group) (Metrics, error) {
+	if r.test == nil {
+		return Metrics{}, nil
+	}
+	rank, world := g.Rank(), g.Size()
+	pipe, err := r.test(ctx, data.Config{Rank: rank, World: world, Policy: data.ShardAuto, BatchSize: sparseEvalBatch, Epochs: 1})
+	if err != nil {
+		return Metrics{}, err
+	}
+	defer pipe.Close()
+	scored, err := r.score(ctx, pipe)
+	if err != nil {
+		return Metrics{}, err
+	}
+	all, err := g.AllGather(ctx, scored)
+	if err != nil {
+		return Metrics{}, fmt.Errorf("gathering the test predictions: %w", err)
+	}
+	var ev sparse.Evaluator
+	for r, part := range all {
+		if len(part)%8 != 0 {
+			return Metrics{}, fmt.Errorf("rank %d sent %d bytes of test predictions, not whole (margin, label) pairs", r, len(part))
+		}
+		for k := 0; k+8 <= len(part); k += 8 {
+			margin := math.Float32frombits(binary.LittleEndian.Uint32(part[k:]))
+			label := math.Float32frombits(binary.LittleEndian.Uint32(part[k+4:]))
+			if err := ev.Add(margin, label); err != nil {
+				return Metrics{}, fmt.Errorf("test example %d of rank %d: %w", k/8, r, err)
+			}
+		}
+	}
+	m := ev.Metrics()
+	return Metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, nil
+}
+
+// score returns each example of pipe as 8 bytes: float32 margin, float32
+// label.
+func (r *sparseReplica) score(ctx context.Context, pipe *data.Pipeline) ([]byte, error) {
+	var scored []byte
+	dim := uint32(r.model.Dim())
+	for {
+		b, err := pipe.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return scored, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		x := sparse.CSR{RowPtr: b.RowPtr, Indices: b.Indices, Values: b.Values}
+		for k := 0; k < b.Size; k++ {
+			row := x.Row(k)
+			for _, i := range row.Indices {
+				if uint32(i) >= dim {
+					return nil, fmt.Errorf("test example: feature index %d is outside [0, %d)", i, dim)
+				}
+			}
+			scored = binary.LittleEndian.AppendUint32(scored, math.Float32bits(row.Dot(r.model.W)))
+			scored = binary.LittleEndian.AppendUint32(scored, math.Float32bits(b.Labels[k]))
+		}
+	}
+}
