@@ -259,16 +259,14 @@ type syncTimes struct {
 	phase, sampledWait, sampledPhase time.Duration
 }
 
-// step adds one step: t0 asking for the batch, t1 having it, t2 the
-// gradient computed, t3 past the sampled barrier (if sample), t4 the
-// exchange done, t5 the update done.
-func (s *syncTimes) step(t0, t1, t2, t3, t4, t5 time.Time, sample bool) {
-	s.wait += t1.Sub(t0)
-	s.compute += t2.Sub(t1) + t5.Sub(t4)
-	s.phase += t4.Sub(t2)
+// step adds one step's times (see stepClock).
+func (s *syncTimes) step(c stepClock, sample bool) {
+	s.wait += c[1].Sub(c[0])
+	s.compute += c[2].Sub(c[1]) + c[5].Sub(c[4])
+	s.phase += c[4].Sub(c[2])
 	if sample {
-		s.sampledWait += t3.Sub(t2)
-		s.sampledPhase += t4.Sub(t2)
+		s.sampledWait += c[3].Sub(c[2])
+		s.sampledPhase += c[4].Sub(c[2])
 	}
 }
 

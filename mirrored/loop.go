@@ -3,6 +3,7 @@ package mirrored
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -206,6 +207,44 @@ func (l *syncLoop) train(ctx context.Context) error {
 	return nil
 }
 
+// stepClock holds the times of a step: asking for the batch, having it,
+// the gradient computed, past the sampled barrier, the exchange done, the
+// update done.
+type stepClock [6]time.Time
+
+// syncStep is the synchronous step of rep on its batch b: the gradient,
+// [a barrier first when barrier is set, to measure waiting], the group's
+// mean gradient, the update at learning rate lr. It records the times
+// from clk[2] on (clk may be nil). A non-finite loss stops it before the
+// exchange with a *NonFiniteError (Epoch and Step for the caller to fill).
+func syncStep(ctx context.Context, rep Replica, g Group, b *data.Batch, global int, lr float64, barrier bool, clk *stepClock) (float64, error) {
+	if clk == nil {
+		clk = new(stepClock)
+	}
+	clk[1] = time.Now()
+	loss, err := rep.Gradient(b)
+	if err != nil {
+		return 0, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return 0, &NonFiniteError{GlobalStep: global, Loss: loss}
+	}
+	clk[2] = time.Now()
+	if barrier {
+		if err := g.Barrier(ctx); err != nil {
+			return 0, fmt.Errorf("waiting for the other replicas: %w", err)
+		}
+	}
+	clk[3] = time.Now()
+	if err := rep.Combine(ctx, g, global+1); err != nil {
+		return 0, err
+	}
+	clk[4] = time.Now()
+	rep.Update(rep.Params(), lr)
+	clk[5] = time.Now()
+	return loss, nil
+}
+
 // epochSums are one epoch's running figures on this replica.
 type epochSums struct {
 	loss          float64
@@ -239,34 +278,25 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	if err != nil {
 		return fmt.Errorf("epoch %d step %d: reading the next batch: %w", epoch, step, err)
 	}
-	t1 := time.Now()
 	lr := l.sched.At(l.global)
-	loss, err := rep.Gradient(b)
+	sample := job.MeasureWait && l.global%WaitSampleEvery == 0
+	var clk stepClock
+	clk[0] = t0
+	loss, err := syncStep(ctx, rep, l.g, b, l.global, lr, sample, &clk)
 	if err != nil {
+		var nf *NonFiniteError
+		if errors.As(err, &nf) {
+			nf.Epoch, nf.Step = epoch, step
+			return nf
+		}
 		return fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-	}
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return &NonFiniteError{Epoch: epoch, Step: step, GlobalStep: l.global, Loss: loss}
 	}
 	sums.loss += loss
 	sums.examples += b.Size
-	t2 := time.Now()
-	sample := job.MeasureWait && l.global%WaitSampleEvery == 0
-	if sample {
-		if err := l.g.Barrier(ctx); err != nil {
-			return fmt.Errorf("epoch %d step %d: waiting for the other replicas: %w", epoch, step, err)
-		}
-	}
-	t3 := time.Now()
-	if err := rep.Combine(ctx, l.g, l.global+1); err != nil {
-		return fmt.Errorf("epoch %d step %d: %w", epoch, step, err)
-	}
-	t4 := time.Now()
-	rep.Update(rep.Params(), lr)
 	l.global++
 	sums.ran++
-	l.times.step(t0, t1, t2, t3, t4, time.Now(), sample)
-	l.stats = StepStats{Loss: loss, LR: lr, Compute: t2.Sub(t1) + time.Since(t4), Comm: t4.Sub(t3), Wait: t1.Sub(t0) + t3.Sub(t2)}
+	l.times.step(clk, sample)
+	l.stats = StepStats{Loss: loss, LR: lr, Compute: clk[2].Sub(clk[1]) + clk[5].Sub(clk[4]), Comm: clk[4].Sub(clk[3]), Wait: clk[1].Sub(clk[0]) + clk[3].Sub(clk[2])}
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.global, Steps: l.total, Train: &l.stats}); err != nil {
 		return err
 	}
