@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
-	"github.com/meshtrain/meshtrain/nn"
 )
 
 // Strategies a run may use.
@@ -198,301 +194,66 @@ var ErrGossipCheckpoint = errors.New("checkpoints and --restore work with the ri
 //   - a peer that dies is detected (its link fails, or it does not answer
 //     within the collective timeout), logged and dropped; the rest finish.
 func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm) (*GossipSummary, error) {
-	wallStart := time.Now()
 	gc.Strategy = StrategyGossip
 	gc.Fill()
-	if err := job.validate(); err != nil {
+	run, err := job.gossipRun(ctx, &gc, c.Rank(), c.Size())
+	if err != nil {
+		return nil, failStartup(ctx, NewGroup(c), err)
+	}
+	return runGossip(ctx, &job, &gc, c, run)
+}
+
+// gossipRun checks the settings, loads the data and builds the replica
+// for a gossip run of an nn model.
+func (j *Job) gossipRun(ctx context.Context, gc *GossipConfig, rank, world int) (*gossipRun, error) {
+	if err := j.validate(); err != nil {
 		return nil, err
 	}
-	rank, world := c.Rank(), c.Size()
 	if err := gc.Validate(world); err != nil {
 		return nil, err
 	}
-	if job.CheckpointDir != "" || job.Restore != "" {
+	if j.CheckpointDir != "" || j.Restore != "" {
 		return nil, ErrGossipCheckpoint
 	}
-	sched, _ := collective.ParsePeerSchedule(gc.Schedule) // validated
-	cfg := &job.Config
-	base := cfg.logger()
-	log := base.With(zap.Int("rank", rank))
-
-	mn := cfg.MNIST
-	if mn == nil {
-		var err error
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
-			return nil, err
-		}
-	}
-	trainSet, testSet := firstN(mn.Train, cfg.TrainExamples), firstN(mn.Test, cfg.TestExamples)
-	shards := cfg.Shards
-	if shards == 0 {
-		shards = nn.DefaultShards
-	}
-	model, err := nn.NewModelShards(cfg.Model, cfg.Seed, shards)
+	cfg := &j.Config
+	train, test, err := cfg.images(ctx, rank)
 	if err != nil {
 		return nil, err
 	}
-	if d := trainSet.Rows * trainSet.Cols; d != model.InputDim() {
-		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", cfg.Model, model.InputDim(), d)
-	}
-	params, grads := model.Params(), model.Grads()
-	opt, err := nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
-		Params: len(params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay})
+	// Each replica evaluates its own parameters on the whole test set.
+	rep, err := newDenseReplica(cfg, test, 0, 1)
 	if err != nil {
 		return nil, err
 	}
-	steps := data.Steps(trainSet.N, world, cfg.BatchSize, true)
-	if steps == 0 {
-		return nil, fmt.Errorf("%d training examples over %d replicas give no full batch of %d: use a smaller batch or more examples",
-			trainSet.N, world, cfg.BatchSize)
-	}
-	lrs, err := nn.NewSchedule(nn.ScheduleConfig{
-		Kind: cfg.Schedule, Base: cfg.LR, Gamma: cfg.LRGamma,
-		DecayEvery:  max(1, int(math.Round(cfg.LRDecayEpochs*float64(steps)))),
-		TotalSteps:  cfg.Epochs * steps,
-		MinLR:       cfg.MinLR,
-		WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(steps))),
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	// Start-up: the same settings everywhere, then rank 0's parameters.
-	g := NewGroup(c)
-	settings := append(job.settings(len(params), world, dataDigest(trainSet, testSet)), gc.settings()...)
-	if _, err := handshake(ctx, g, hello{Settings: settings, Shard: data.ShardSize(trainSet.N, world, rank)}); err != nil {
-		return nil, err
-	}
-	if err := g.Broadcast(ctx, params, 0); err != nil {
-		return nil, fmt.Errorf("broadcasting the initial parameters from rank 0: %w", err)
-	}
-
-	shared := append([]float32(nil), params...)
-	gos, err := collective.NewGossip(c, shared, collective.GossipOptions{
-		Schedule: sched, Seed: uint64(cfg.Seed), MaxStaleness: gc.MaxStaleness,
-		Timeout: c.Options().Timeout, Logger: base.Named("gossip"), // it adds the rank
-	})
-	if err != nil {
-		return nil, err
-	}
-	gos.Start(ctx)
-	defer gos.Close()
-
-	pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), data.Forever)
-	pcfg.Policy = data.ShardAuto
-	if job.NoShuffle {
-		pcfg.ShuffleBuffer = 0
-	}
-	pipe, err := data.NewPipeline(ctx, trainSet.Dataset(), pcfg)
-	if err != nil {
-		return nil, err
-	}
-	defer pipe.Close()
-	testX, testY := denseRange(testSet, 0, testSet.N)
-
-	res := &Result{
-		Model: cfg.Model, Params: len(params), Replicas: world, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+	res := Result{
+		Model: cfg.Model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
-		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed,
-		TrainExamples: trainSet.N, TestExamples: testSet.N, StepsPerEpoch: steps,
+		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
 		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
-		TimeToAccuracy: map[string]float64{},
 	}
-	rep := GossipReport{Schedule: gc.Schedule, Every: gc.Every, MaxStaleness: gc.MaxStaleness}
-	peer := PeerStats{Rank: rank}
-	evaluate := func() (float64, float64) {
-		if testSet.N == 0 {
-			return 0, 0
-		}
-		loss, correct := model.Evaluate(testX, testY, testSet.N)
-		return loss / float64(testSet.N), float64(correct) / float64(testSet.N)
-	}
-	if cfg.Progress != nil && rank == 0 {
-		fmt.Fprintf(cfg.Progress, "%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples\n",
-			cfg.Model, len(params), world, cfg.BatchSize, gc.Schedule, gc.Every, steps, trainSet.N, testSet.N)
-	}
-	gossipEmit(&job, Event{Kind: "start", Rank: rank, Steps: cfg.Epochs * steps})
-
-	epochWork := steps * world // local steps of one synchronous epoch
-	budget := uint64(cfg.Epochs * epochWork)
-	nextEval := 1
-	var compute, comm, wait, trainTime, evalTime, lastStep time.Duration
-	skipped := 0 // rounds skipped in a row
-	var lossSum float64
-	local, examples, epochSteps := 0, 0, 0
-	var labels []int32
-	for {
-		total, stop := gos.Progress()
-		if stop || total >= budget {
-			rep.stopped(stop)
-			break
-		}
-		t0 := time.Now()
-		b, err := pipe.Next(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("local step %d: reading the next batch: %w", local+1, err)
-		}
-		t1 := time.Now()
-		gos.Read(params)
-		labels = b.IntLabels(labels)
-		loss, err := model.ForwardBackward(b.X, labels, b.Size)
-		if err != nil {
-			return nil, fmt.Errorf("local step %d: %w", local+1, err)
-		}
-		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			return nil, &NonFiniteError{Epoch: local/steps + 1, Step: local % steps, GlobalStep: local, Loss: loss}
-		}
-		t2 := time.Now()
-		if err := gc.Faults.straggle(ctx, rank, lastStep, t2.Sub(t0)); err != nil {
-			return nil, err
-		}
-		t3 := time.Now()
-		lr := lrs.At(int(total / uint64(world)))
-		gos.Apply(func(p []float32) {
-			opt.SetLR(lr)
-			opt.Step(p, grads)
-		})
-		local++
-		epochSteps++
-		lossSum += loss
-		examples += b.Size
-		gos.SetSteps(uint64(local))
-		t4 := time.Now()
-		if err := gc.Faults.crash(log, rank, local); err != nil {
-			return nil, err
-		}
-		if local%gc.Every == 0 {
-			round := uint64(local/gc.Every - 1)
-			switch {
-			case gc.WaitForAverage:
-				_, err = gos.Exchange(ctx, round)
-			case skipped < gc.MaxSkip && gos.InFlight():
-				// The previous average has not landed yet: keep computing
-				// rather than wait for the network (MaxSkip times in a row).
-				rep.Skipped++
-				skipped++
-			default:
-				_, err = gos.Begin(ctx, round)
-				skipped = 0
+	return &gossipRun{
+		rep:      rep,
+		settings: append(j.settings(len(rep.params), world, dataDigest(train, test)), gc.settings()...),
+		shard:    data.ShardSize(train.N, world, rank),
+		pipeline: func(ctx context.Context, _ int) (*data.Pipeline, error) {
+			pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), data.Forever)
+			pcfg.Policy = data.ShardAuto
+			if j.NoShuffle {
+				pcfg.ShuffleBuffer = 0
 			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		t5 := time.Now()
-		wait += t1.Sub(t0)
-		compute += t2.Sub(t1) + t3.Sub(t2) + t4.Sub(t3) // the injected slowness emulates slower computing
-		comm += t5.Sub(t4)
-		trainTime += t5.Sub(t0)
-		lastStep = t5.Sub(t0) - t3.Sub(t2)
-
-		if total, _ := gos.Progress(); total >= uint64(nextEval*epochWork) {
-			te := time.Now()
-			gos.Snapshot(params)
-			testLoss, acc := evaluate()
-			evalTime += time.Since(te)
-			nextEval = int(total/uint64(epochWork)) + 1
-			ev := gossipEval(total, epochWork, local, steps, trainTime, testLoss, acc)
-			ev.Loss = lossSum / float64(epochSteps)
-			rep.Evals = append(rep.Evals, ev)
-			ep := Epoch{Epoch: ev.Epoch, Loss: ev.Loss, TestLoss: testLoss, TestAccuracy: acc, LR: lr,
-				ExamplesPerSec: float64(examples) / trainTime.Seconds(), TrainSeconds: ev.TrainSeconds}
-			res.EpochResults = append(res.EpochResults, ep)
-			markAccuracy(res, ep)
-			lossSum, epochSteps = 0, 0
-			log.Info("epoch", zap.Int("epoch", ev.Epoch), zap.Float64("cluster_epochs", ev.ClusterEpochs), zap.Float64("local_passes", ev.LocalPasses),
-				zap.Float64("loss", ev.Loss), zap.Float64("test_accuracy", acc), zap.Float64("train_seconds", ev.TrainSeconds))
-			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "rank %d epoch %2d (cluster work %.2f epochs, own %.2f passes)  loss %.4f  test accuracy %6.2f%%  train %.1fs\n",
-					rank, ev.Epoch, ev.ClusterEpochs, ev.LocalPasses, ev.Loss, 100*acc, ev.TrainSeconds)
-			}
-			epCopy := ep
-			gossipEmit(&job, Event{Kind: "epoch", Rank: rank, Step: local, Steps: cfg.Epochs * steps, Epoch: &epCopy})
-			if targetMet(cfg, res.EpochResults) {
-				if cfg.TargetAccuracy > 0 && acc >= cfg.TargetAccuracy {
-					rep.TimeToTarget = ev.TrainSeconds
-				}
-				rep.StoppedBy = "target"
-				gos.RequestStop()
-			}
-		}
-	}
-
-	// The survivors swap final parameters: consensus and the average model.
-	tf := time.Now()
-	if _, err := gos.Wait(ctx); err != nil {
-		return nil, err
-	}
-	finals := gos.Finish(ctx)
-	comm += time.Since(tf)
-	gs := gos.Stats()
-	rep.GossipStats = gs
-	avg := make([]float64, len(params))
-	for r, f := range finals {
-		if f == nil {
-			continue
-		}
-		rep.Survivors = append(rep.Survivors, r)
-		for i, v := range f {
-			avg[i] += float64(v)
-		}
-	}
-	var dist2, norm2 float64
-	for i := range avg {
-		avg[i] /= float64(len(rep.Survivors))
-		norm2 += avg[i] * avg[i]
-	}
-	for _, f := range finals {
-		for i, v := range f {
-			d := float64(v) - avg[i]
-			dist2 += d * d
-		}
-	}
-	rep.FinalConsensus = math.Sqrt(dist2 / float64(len(rep.Survivors)))
-	if norm2 > 0 {
-		rep.RelConsensus = rep.FinalConsensus / math.Sqrt(norm2)
-	}
-	own := finals[rank]
-	for i := range params {
-		params[i] = float32(avg[i])
-	}
-	rep.AverageLoss, rep.AverageAccuracy = evaluate()
-	copy(params, own)
-	if len(rep.Evals) == 0 || rep.Evals[len(rep.Evals)-1].Steps != local {
-		// Evaluate the final parameters if steps were taken since.
-		testLoss, acc := evaluate()
-		total, _ := gos.Progress()
-		rep.Evals = append(rep.Evals, gossipEval(total, epochWork, local, steps, trainTime, testLoss, acc))
-		if epochSteps > 0 {
-			rep.Evals[len(rep.Evals)-1].Loss = lossSum / float64(epochSteps)
-		}
-	}
-	if trainTime > 0 {
-		rep.StepsPerSec = float64(local) / trainTime.Seconds()
-	}
-	if len(gs.Dead) > 0 {
-		log.Warn("gossip run finished without peers that died", zap.Ints("dead", gs.Dead), zap.Ints("survivors", rep.Survivors))
-	}
-
-	last := rep.Evals[len(rep.Evals)-1]
-	res.Steps = local
-	res.TrainSeconds = trainTime.Seconds()
-	res.FinalAccuracy = last.TestAccuracy
-	res.TargetReached = targetMet(cfg, res.EpochResults)
-	if res.TargetReached {
-		res.TimeToTarget = res.EpochResults[len(res.EpochResults)-1].TrainSeconds
-	}
-	res.ParamsSHA256 = ParamsHash(params)
-	res.WallSeconds = time.Since(wallStart).Seconds()
-	peer.Steps, peer.Examples = local, examples
-	peer.TestAccuracy, peer.ParamsSHA256 = res.FinalAccuracy, res.ParamsSHA256
-	peer.finish(c.Transport(), compute, comm, wait)
-	peer.EvalSeconds = evalTime.Seconds()
-	if cfg.Progress != nil && rank == 0 {
-		fmt.Fprintf(cfg.Progress, "gossip done: %d local steps (%.1f steps/s), survivors %v, consensus distance %.3g (%.2g relative), average model test accuracy %.2f%%\n",
-			local, rep.StepsPerSec, rep.Survivors, rep.FinalConsensus, rep.RelConsensus, 100*rep.AverageAccuracy)
-	}
-	return &GossipSummary{Summary: Summary{Run: res, Peer: peer}, Gossip: rep}, nil
+			return data.NewPipeline(ctx, train.Dataset(), pcfg)
+		},
+		schedule: cfg.schedule,
+		result:   res,
+		header: func(steps int) string {
+			return fmt.Sprintf("%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples",
+				cfg.Model, len(rep.params), world, cfg.BatchSize, gc.Schedule, gc.Every, steps, train.N, test.N)
+		},
+		broadcastStart: true,
+		evalView:       rep.params,
+		evaluate:       func(ctx context.Context) (Metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) },
+		averageModel:   true,
+	}, nil
 }
 
 // settings are the gossip settings every replica must share.
@@ -518,11 +279,5 @@ func (r *GossipReport) stopped(byPeer bool) {
 		r.StoppedBy = "peer"
 	default:
 		r.StoppedBy = "budget"
-	}
-}
-
-func gossipEmit(j *Job, e Event) {
-	if j.OnEvent != nil {
-		j.OnEvent(e)
 	}
 }

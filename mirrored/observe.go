@@ -104,7 +104,7 @@ func (o *observers) close() error {
 func newObservers(cfg *Config, onEvent func(Event), rank int, everyRank bool) (*observers, error) {
 	o := &observers{rank: rank, obs: []Observer{logObserver{cfg.logger().With(zap.Int("rank", rank))}}}
 	if cfg.Progress != nil && (rank == 0 || everyRank) {
-		o.obs = append(o.obs, &progressObserver{w: cfg.Progress, prefix: everyRank})
+		o.obs = append(o.obs, &progressObserver{w: cfg.Progress, prefix: everyRank, chief: rank == 0})
 	}
 	if cfg.LogDir != "" {
 		tb, err := tensorboard.Create(tensorboard.WorkerDir(cfg.LogDir, rank), time.Now())
@@ -161,9 +161,13 @@ func (l logObserver) Observe(e Event) error {
 type progressObserver struct {
 	w      io.Writer
 	prefix bool // "rank N " before each epoch line
+	chief  bool // rank 0 also writes the run's header, resume and end
 }
 
 func (p *progressObserver) Observe(e Event) error {
+	if e.Kind != EventEpoch && !p.chief {
+		return nil
+	}
 	switch e.Kind {
 	case EventStart:
 		fmt.Fprintln(p.w, e.Info)

@@ -20,6 +20,9 @@ type sparseReplica struct {
 	opt   sparse.Optimizer
 	state [][]float32
 	xch   *exchanger // nil under gossip: no Combine
+	// mean (gossip): Gradient computes the batch's mean gradient, which
+	// Update applies as it is, with no exchange.
+	mean bool
 	// test opens a pipeline over the test set with the given shard config
 	// (nil: no test set).
 	test        func(ctx context.Context, cfg data.Config) (*data.Pipeline, error)
@@ -42,10 +45,15 @@ func (r *sparseReplica) OptState() [][]float32 { return r.state }
 func (r *sparseReplica) Gradient(b *data.Batch) (float64, error) {
 	r.examples = b.Size
 	if b.Size == 0 {
+		r.combined = 0
 		r.local.Indices, r.local.Values = r.local.Indices[:0], r.local.Values[:0]
 		return 0, nil
 	}
 	x := sparse.CSR{RowPtr: b.RowPtr, Indices: b.Indices, Values: b.Values}
+	if r.mean {
+		r.combined = b.Size
+		return r.model.Gradient(x, b.Labels, &r.merged)
+	}
 	return r.model.GradientSum(x, b.Labels, &r.local)
 }
 

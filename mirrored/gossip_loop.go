@@ -1,0 +1,431 @@
+package mirrored
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// gossipRun is what the gossip loop needs from a driver (RunGossip,
+// RunSparseGossip).
+type gossipRun struct {
+	rep      Replica
+	settings []Setting
+	shard    int
+	// pipeline opens this replica's training input, endless (faster
+	// replicas do more than their share), at steps per pass.
+	pipeline func(ctx context.Context, steps int) (*data.Pipeline, error)
+	schedule func(steps int) (nn.Schedule, error)
+	result   Result
+	header   func(steps int) string
+	// broadcastStart sends the chief's initial parameters to all (dense:
+	// initialised from the seed; sparse replicas all start at zero).
+	broadcastStart bool
+	// sparse runs the engine in sparse mode: each step runs under the
+	// engine's lock (its gradient is never stale) and exchanges carry the
+	// changed coordinates only; they are always waited for.
+	sparse bool
+	opts   collective.GossipOptions // Schedule, Seed, Timeout, Logger set by the loop
+	// evalView receives a snapshot of the shared parameters and evaluate
+	// scores it on the whole test set, on this replica alone (a peer may
+	// be gone).
+	evalView []float32
+	evaluate func(ctx context.Context) (Metrics, error)
+	// averageModel: at the end the survivors swap their parameters and
+	// score their average (dense models; sparse replicas never swap D
+	// floats).
+	averageModel bool
+	maxSteps     int
+	done         func(Replica)
+}
+
+// gossipLoop is one gossip replica's run in progress.
+type gossipLoop struct {
+	job   *Job
+	gc    *GossipConfig
+	run   *gossipRun
+	c     *collective.Comm
+	log   *zap.Logger
+	rank  int
+	world int
+	obs   *observers
+	gos   *collective.Gossip
+	steps int // per pass over a shard
+	// epochWork is the local steps of one synchronous epoch (steps × N);
+	// budget the cluster's local steps in all.
+	epochWork int
+	budget    uint64
+	sched     nn.Schedule
+	res       *Result
+	rep       GossipReport
+	nextEval  int
+	local     int // local steps done
+	examples  int
+	skipped   int // rounds skipped in a row
+	lastStep  time.Duration
+	lr        float64 // the last step's
+	// Since the last evaluation:
+	lossSum                                  float64
+	sinceEval                                int
+	compute, comm, wait, trainTime, evalTime time.Duration
+}
+
+// runGossip is the gossip strategy, for any Replica (see RunGossip).
+func runGossip(ctx context.Context, job *Job, gc *GossipConfig, c *collective.Comm, run *gossipRun) (*GossipSummary, error) {
+	wallStart := time.Now()
+	l := &gossipLoop{job: job, gc: gc, run: run, c: c, rank: c.Rank(), world: c.Size(), nextEval: 1,
+		log: job.logger().With(zap.Int("rank", c.Rank()))}
+	if err := l.start(ctx); err != nil {
+		return nil, err
+	}
+	defer l.obs.close()
+	defer l.gos.Close()
+	pipe, err := run.pipeline(ctx, l.steps)
+	if err != nil {
+		return nil, err
+	}
+	defer pipe.Close()
+	for {
+		total, stop := l.gos.Progress()
+		if stop || total >= l.budget {
+			l.rep.stopped(stop)
+			break
+		}
+		if err := l.step(ctx, pipe, total); err != nil {
+			return nil, err
+		}
+		if err := l.maybeEvaluate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return l.finish(ctx, wallStart)
+}
+
+// start runs the handshake, agrees on the steps per pass, gives everyone
+// the chief's parameters if need be and starts the engine.
+func (l *gossipLoop) start(ctx context.Context) error {
+	cfg, run, g := &l.job.Config, l.run, NewGroup(l.c)
+	cl, err := handshake(ctx, g, hello{Settings: run.settings, Shard: run.shard})
+	if err != nil {
+		return err
+	}
+	if l.steps, err = sparseSteps(cl.minShard, cl.maxShard, cfg.BatchSize); err != nil {
+		return err
+	}
+	if run.broadcastStart {
+		if err := g.Broadcast(ctx, run.rep.Params(), 0); err != nil {
+			return fmt.Errorf("broadcasting the initial parameters from rank 0: %w", err)
+		}
+	}
+	if l.sched, err = run.schedule(l.steps); err != nil {
+		return err
+	}
+	l.epochWork = l.steps * l.world
+	l.budget = uint64(cfg.Epochs * l.epochWork)
+	if run.maxSteps > 0 {
+		l.budget = min(l.budget, uint64(run.maxSteps*l.world))
+	}
+	res := run.result
+	l.res = &res
+	l.res.Replicas, l.res.StepsPerEpoch, l.res.TrainExamples = l.world, l.steps, cl.total
+	l.res.TimeToAccuracy = map[string]float64{}
+	l.rep = GossipReport{Schedule: l.gc.Schedule, Every: l.gc.Every, MaxStaleness: l.gc.MaxStaleness}
+
+	sched, _ := collective.ParsePeerSchedule(l.gc.Schedule) // validated
+	opts := run.opts
+	opts.Schedule, opts.Seed, opts.MaxStaleness = sched, uint64(cfg.Seed), l.gc.MaxStaleness
+	opts.Timeout, opts.Logger = l.c.Options().Timeout, cfg.logger().Named("gossip") // it adds the rank
+	shared := run.rep.Params()
+	if !run.sparse { // local steps compute on a copy; the engine owns the shared vector
+		shared = append([]float32(nil), shared...)
+	}
+	if l.gos, err = collective.NewGossip(l.c, shared, opts); err != nil {
+		return err
+	}
+	if l.obs, err = newObservers(cfg, l.job.OnEvent, l.rank, true); err != nil {
+		return err
+	}
+	l.gos.Start(ctx)
+	return l.obs.emit(Event{Kind: EventStart, Steps: cfg.Epochs * l.steps, Info: run.header(l.steps)})
+}
+
+// step is one local step: the batch, the gradient and update on the
+// shared parameters, the injected faults, and (every Every steps) an
+// average with one peer. total is the cluster's work as last heard.
+func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64) error {
+	rep, gos, gc := l.run.rep, l.gos, l.gc
+	t0 := time.Now()
+	b, err := pipe.Next(ctx)
+	if err != nil {
+		return fmt.Errorf("local step %d: reading the next batch: %w", l.local+1, err)
+	}
+	t1 := time.Now()
+	l.lr = l.sched.At(int(total / uint64(l.world))) // the cluster's progress, as the ring's schedule
+	var loss float64
+	if l.run.sparse {
+		loss, err = l.sparseStep(b)
+	} else {
+		gos.Read(rep.Params())
+		loss, err = rep.Gradient(b)
+	}
+	if err != nil {
+		return fmt.Errorf("local step %d: %w", l.local+1, err)
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return &NonFiniteError{Epoch: l.local/l.steps + 1, Step: l.local % l.steps, GlobalStep: l.local, Loss: loss}
+	}
+	t2 := time.Now()
+	if err := gc.Faults.straggle(ctx, l.rank, l.lastStep, t2.Sub(t0)); err != nil {
+		return err
+	}
+	t3 := time.Now()
+	if !l.run.sparse {
+		gos.Apply(func(p []float32) { rep.Update(p, l.lr) })
+	}
+	l.local++
+	l.sinceEval++
+	l.lossSum += loss
+	l.examples += b.Size
+	gos.SetSteps(uint64(l.local))
+	t4 := time.Now()
+	if err := gc.Faults.crash(l.log, l.rank, l.local); err != nil {
+		return err
+	}
+	if err := l.average(ctx); err != nil {
+		return err
+	}
+	t5 := time.Now()
+	l.wait += t1.Sub(t0)
+	l.compute += t4.Sub(t1) // the injected slowness emulates slower computing
+	l.comm += t5.Sub(t4)
+	l.trainTime += t5.Sub(t0)
+	l.lastStep = t5.Sub(t0) - t3.Sub(t2)
+	return nil
+}
+
+// sparseStep computes and applies the step under the engine's lock, on
+// the coordinates the batch touches.
+func (l *gossipLoop) sparseStep(b *data.Batch) (float64, error) {
+	if b.Size == 0 {
+		return 0, nil
+	}
+	var loss float64
+	var stepErr error
+	err := l.gos.ApplySparse(b.Indices, func(w []float32) {
+		if loss, stepErr = l.run.rep.Gradient(b); stepErr == nil {
+			l.run.rep.Update(w, l.lr)
+		}
+	})
+	if err == nil {
+		err = stepErr
+	}
+	return loss, err
+}
+
+// average starts (or, waiting for averages, runs) this round's exchange
+// when one is due. A round whose predecessor is still in flight is
+// skipped, up to MaxSkip in a row, so computing rarely waits for the
+// network.
+func (l *gossipLoop) average(ctx context.Context) error {
+	gc := l.gc
+	if l.local%gc.Every != 0 {
+		return nil
+	}
+	round := uint64(l.local/gc.Every - 1)
+	var err error
+	switch {
+	case gc.WaitForAverage || l.run.sparse:
+		_, err = l.gos.Exchange(ctx, round)
+	case l.skipped < gc.MaxSkip && l.gos.InFlight():
+		l.rep.Skipped++
+		l.skipped++
+	default:
+		_, err = l.gos.Begin(ctx, round)
+		l.skipped = 0
+	}
+	return err
+}
+
+// maybeEvaluate evaluates this replica's parameters each time the
+// cluster's work crosses an epoch, and stops the cluster at the target.
+func (l *gossipLoop) maybeEvaluate(ctx context.Context) error {
+	total, _ := l.gos.Progress()
+	if total < uint64(l.nextEval*l.epochWork) {
+		return nil
+	}
+	ev, err := l.evaluate(ctx, total)
+	if err != nil {
+		return fmt.Errorf("evaluating at local step %d: %w", l.local, err)
+	}
+	l.nextEval = int(total/uint64(l.epochWork)) + 1
+	cfg := &l.job.Config
+	ep := Epoch{Epoch: ev.Epoch, Loss: ev.Loss, TestLoss: ev.TestLoss, TestAccuracy: ev.TestAccuracy, LR: l.lr,
+		ExamplesPerSec: float64(l.examples) / l.trainTime.Seconds(), TrainSeconds: ev.TrainSeconds}
+	l.res.EpochResults = append(l.res.EpochResults, ep)
+	markAccuracy(l.res, ep)
+	if err := l.obs.emit(Event{Kind: EventEpoch, Step: l.local, Steps: cfg.Epochs * l.steps, Epoch: &ep, Gossip: &ev}); err != nil {
+		return err
+	}
+	if targetMet(cfg, l.res.EpochResults) {
+		if cfg.TargetAccuracy > 0 && ev.TestAccuracy >= cfg.TargetAccuracy {
+			l.rep.TimeToTarget = ev.TrainSeconds
+		}
+		l.rep.StoppedBy = "target"
+		l.gos.RequestStop()
+	}
+	return nil
+}
+
+// evaluate scores a snapshot of the shared parameters and records it,
+// with the mean training loss since the previous evaluation.
+func (l *gossipLoop) evaluate(ctx context.Context, total uint64) (GossipEval, error) {
+	te := time.Now()
+	l.gos.Snapshot(l.run.evalView)
+	m, err := l.run.evaluate(ctx)
+	l.evalTime += time.Since(te)
+	if err != nil {
+		return GossipEval{}, err
+	}
+	ev := gossipEval(total, l.epochWork, l.local, l.steps, l.trainTime, m.Loss, m.Accuracy)
+	if l.sinceEval > 0 {
+		ev.Loss = l.lossSum / float64(l.sinceEval)
+	}
+	if m.Examples > 0 {
+		l.res.TestExamples = m.Examples
+	}
+	l.lossSum, l.sinceEval = 0, 0
+	l.rep.Evals = append(l.rep.Evals, ev)
+	return ev, nil
+}
+
+// finish waits for the exchange in flight, swaps the final parameters
+// with the survivors and fills in the figures.
+func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*GossipSummary, error) {
+	tf := time.Now()
+	if _, err := l.gos.Wait(ctx); err != nil {
+		return nil, err
+	}
+	finals := l.gos.Finish(ctx)
+	l.comm += time.Since(tf)
+	l.rep.GossipStats = l.gos.Stats()
+	if err := l.consensus(ctx, finals); err != nil {
+		return nil, err
+	}
+	if len(l.rep.Evals) == 0 || l.rep.Evals[len(l.rep.Evals)-1].Steps != l.local {
+		// Evaluate the final parameters if steps were taken since.
+		total, _ := l.gos.Progress()
+		if _, err := l.evaluate(ctx, total); err != nil {
+			return nil, fmt.Errorf("evaluating the final parameters: %w", err)
+		}
+	}
+	if l.trainTime > 0 {
+		l.rep.StepsPerSec = float64(l.local) / l.trainTime.Seconds()
+	}
+	if len(l.rep.Dead) > 0 {
+		l.log.Warn("gossip run finished without peers that died", zap.Ints("dead", l.rep.Dead), zap.Ints("survivors", l.rep.Survivors))
+	}
+	cfg, res, rep := &l.job.Config, l.res, l.run.rep
+	res.Steps, res.TrainSeconds = l.local, l.trainTime.Seconds()
+	res.FinalAccuracy = l.rep.Evals[len(l.rep.Evals)-1].TestAccuracy
+	if res.TargetReached = targetMet(cfg, res.EpochResults); res.TargetReached {
+		res.TimeToTarget = res.EpochResults[len(res.EpochResults)-1].TrainSeconds
+	}
+	l.gos.Snapshot(rep.Params()) // quiescent now
+	res.ParamsSHA256 = ParamsHash(rep.Params())
+	if l.run.done != nil {
+		l.run.done(rep)
+	}
+	res.WallSeconds = time.Since(wallStart).Seconds()
+	peer := PeerStats{Rank: l.rank, Steps: l.local, Examples: l.examples, TestAccuracy: res.FinalAccuracy, ParamsSHA256: res.ParamsSHA256}
+	peer.finish(l.c.Transport(), l.compute, l.comm, l.wait)
+	peer.EvalSeconds = l.evalTime.Seconds()
+	info := ""
+	if l.rank == 0 {
+		info = fmt.Sprintf("gossip done: %d local steps (%.1f steps/s), survivors %v, consensus distance %.3g (%.2g relative)",
+			l.local, l.rep.StepsPerSec, l.rep.Survivors, l.rep.FinalConsensus, l.rep.RelConsensus)
+		if l.run.averageModel {
+			info += fmt.Sprintf(", average model test accuracy %.2f%%", 100*l.rep.AverageAccuracy)
+		}
+	}
+	if err := l.obs.emit(Event{Kind: EventDone, Step: l.local, Steps: cfg.Epochs * l.steps, Info: info}); err != nil {
+		return nil, err
+	}
+	return &GossipSummary{Summary: Summary{Run: res, Peer: peer}, Gossip: l.rep}, nil
+}
+
+// consensus fills the survivors and the consensus figures. With
+// averageModel, finals holds the survivors' final parameters: the exact
+// consensus distance sqrt(mean ‖x_i − x̄‖²) and the average model's test
+// figures. Otherwise the latest exchange's distance stands for the end
+// state.
+func (l *gossipLoop) consensus(ctx context.Context, finals [][]float32) error {
+	if !l.run.averageModel {
+		l.rep.Survivors = []int{l.rank}
+		if n := len(l.rep.Distances); n > 0 {
+			d := l.rep.Distances[n-1]
+			l.rep.FinalConsensus = d.Distance
+			if d.Norm > 0 {
+				l.rep.RelConsensus = d.Distance / d.Norm
+			}
+		}
+		return nil
+	}
+	avg, dist, norm := consensusOf(finals)
+	for r, f := range finals {
+		if f != nil {
+			l.rep.Survivors = append(l.rep.Survivors, r)
+		}
+	}
+	l.rep.FinalConsensus = dist
+	if norm > 0 {
+		l.rep.RelConsensus = dist / norm
+	}
+	params := l.run.rep.Params()
+	for i := range params {
+		params[i] = float32(avg[i])
+	}
+	m, err := l.run.evaluate(ctx)
+	if err != nil {
+		return fmt.Errorf("evaluating the survivors' average model: %w", err)
+	}
+	l.rep.AverageLoss, l.rep.AverageAccuracy = m.Loss, m.Accuracy
+	copy(params, finals[l.rank])
+	return nil
+}
+
+// consensusOf is the average x̄ of the non-nil vectors, the consensus
+// distance sqrt(mean ‖x_i − x̄‖²) and ‖x̄‖.
+func consensusOf(finals [][]float32) (avg []float64, dist, norm float64) {
+	n := 0
+	for _, f := range finals {
+		if f == nil {
+			continue
+		}
+		if avg == nil {
+			avg = make([]float64, len(f))
+		}
+		n++
+		for i, v := range f {
+			avg[i] += float64(v)
+		}
+	}
+	var dist2, norm2 float64
+	for i := range avg {
+		avg[i] /= float64(n)
+		norm2 += avg[i] * avg[i]
+	}
+	for _, f := range finals {
+		for i, v := range f {
+			d := float64(v) - avg[i]
+			dist2 += d * d
+		}
+	}
+	return avg, math.Sqrt(dist2 / float64(n)), math.Sqrt(norm2)
+}

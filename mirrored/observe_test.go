@@ -1,0 +1,132 @@
+package mirrored
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/nn"
+	"github.com/meshtrain/meshtrain/nn/tensorboard"
+	"github.com/meshtrain/meshtrain/sparse"
+)
+
+// TestLogDirEveryMode: every strategy, dense and sparse, writes one
+// TensorBoard event file per replica under --logdir, with the epoch
+// figures at increasing steps, and the progress lines through the same
+// observer.
+func TestLogDirEveryMode(t *testing.T) {
+	const n, dim = 2, 300
+	mn := synthMNIST(192, 48, 3)
+	train, test := sparseSet(t, 5, 400, dim, 5), sparseSet(t, 6, 100, dim, 5)
+	for _, mode := range []struct {
+		name string
+		run  func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error
+	}{
+		{"dense-ring", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
+			job := testJob(t, nn.Softmax, mn, 16, 2)
+			job.LogDir, job.Progress = logdir, progress
+			_, err := RunJob(ctx, job, NewGroup(c))
+			return err
+		}},
+		{"sparse-ring", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
+			job := sparseTestJob(train, test, dim, 20, 2, "adagrad", sparse.ExchangeAuto)
+			job.LogDir, job.Progress = logdir, progress
+			_, err := RunSparseJob(ctx, job, NewGroup(c))
+			return err
+		}},
+		{"dense-gossip", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
+			job := testJob(t, nn.Softmax, mn, 16, 2)
+			job.LogDir, job.Progress, job.HashEvery = logdir, progress, 0
+			_, err := RunGossip(ctx, job, GossipConfig{}, c)
+			return err
+		}},
+		{"sparse-gossip", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
+			job := sparseTestJob(train, test, dim, 20, 2, "adagrad", sparse.ExchangeSparse)
+			job.LogDir, job.Progress, job.HashEvery = logdir, progress, 0
+			_, err := RunSparseGossip(ctx, job, GossipConfig{}, c)
+			return err
+		}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			logdir := t.TempDir()
+			progress := make([]*bytes.Buffer, n)
+			_, errs := onMemCluster(t, n, time.Minute, nil, func(ctx context.Context, r int, c *collective.Comm) (struct{}, error) {
+				progress[r] = new(bytes.Buffer)
+				return struct{}{}, mode.run(ctx, c, logdir, progress[r])
+			})
+			for r := range n {
+				if errs[r] != nil {
+					t.Fatalf("rank %d: %v", r, errs[r])
+				}
+				checkEventFile(t, tensorboard.WorkerDir(logdir, r))
+			}
+			if out := progress[0].String(); !strings.Contains(out, "epoch  1") || !strings.Contains(out, "test accuracy") {
+				t.Errorf("rank 0's progress lines:\n%s", out)
+			}
+		})
+	}
+}
+
+// checkEventFile reads the one event file in dir and checks that it holds
+// the epoch scalars at increasing steps.
+func checkEventFile(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if len(files) != 1 {
+		t.Fatalf("%s: event files %v, want one", dir, files)
+	}
+	events, err := tensorboard.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	last := map[string]int64{}
+	for _, ev := range events[1:] {
+		for _, v := range ev.Values {
+			if k, ok := last[v.Tag]; ok && ev.Step <= k {
+				t.Errorf("%s: %s at step %d after step %d", files[0], v.Tag, ev.Step, k)
+			}
+			seen[v.Tag]++
+			last[v.Tag] = ev.Step
+		}
+	}
+	for _, tag := range []string{"loss", "test_loss", "test_accuracy", "examples_per_sec", "lr"} {
+		if seen[tag] == 0 {
+			t.Errorf("%s: no %s scalar (tags %v)", files[0], tag, seen)
+		}
+	}
+}
+
+// closeCounter is an observer that counts its closes.
+type closeCounter struct{ closes int }
+
+func (c *closeCounter) Observe(Event) error { return nil }
+func (c *closeCounter) Close() error        { c.closes++; return nil }
+
+// TestObserversCloseOnce: the done event closes the observers (the
+// TensorBoard file), and the close deferred for failures does not close
+// them a second time; an observer's error reaches the run.
+func TestObserversCloseOnce(t *testing.T) {
+	cc := &closeCounter{}
+	boom := errors.New("disk full")
+	o := &observers{obs: []Observer{cc, ObserverFunc(func(e Event) error {
+		if e.Kind == EventEpoch {
+			return boom
+		}
+		return nil
+	})}}
+	if err := o.emit(Event{Kind: EventEpoch}); !errors.Is(err, boom) {
+		t.Fatalf("epoch: %v, want the observer's error", err)
+	}
+	if err := o.emit(Event{Kind: EventDone}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.close(); err != nil || cc.closes != 1 {
+		t.Fatalf("closed %d times (%v), want once", cc.closes, err)
+	}
+}
