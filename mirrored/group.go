@@ -67,17 +67,6 @@ func (g *commGroup) Traffic() (int64, int64) {
 	return 0, 0
 }
 
-// LocalGroup is the Group of a single replica.
-type LocalGroup struct{ Local }
-
-var _ Group = LocalGroup{}
-
-func (LocalGroup) AllGather(ctx context.Context, local []byte) ([][]byte, error) {
-	return [][]byte{local}, ctx.Err()
-}
-
-func (LocalGroup) Barrier(ctx context.Context) error { return ctx.Err() }
-
 // CountingTransport counts the bytes a Transport moves: frame headers plus
 // payloads, as the collective layer sees them (the security and
 // multiplexing layers below add their own framing, not counted).

@@ -133,6 +133,11 @@ func (j *Job) validate() error {
 	if err := j.Config.Validate(); err != nil {
 		return err
 	}
+	return j.validateJob()
+}
+
+// validateJob checks the Job's own settings, which every model shares.
+func (j *Job) validateJob() error {
 	switch {
 	case j.CheckpointEvery < 0:
 		return fmt.Errorf("checkpoint every %d steps: want ≥ 0 (0: every epoch)", j.CheckpointEvery)

@@ -182,58 +182,6 @@ func TestReplicasLearn(t *testing.T) {
 	}
 }
 
-// commOnly hides everything but the Comm methods of a Group, as a Comm
-// from outside the package would.
-type commOnly struct{ g Group }
-
-func (c commOnly) Rank() int { return c.g.Rank() }
-func (c commOnly) Size() int { return c.g.Size() }
-func (c commOnly) AllReduceSum(ctx context.Context, buf []float32) error {
-	return c.g.AllReduceSum(ctx, buf)
-}
-func (c commOnly) Broadcast(ctx context.Context, buf []float32, root int) error {
-	return c.g.Broadcast(ctx, buf, root)
-}
-
-// TestTrainOverPlainComm runs Train on two replicas through a plain Comm
-// (AllGather and Barrier emulated by AsGroup) and checks it matches RunJob
-// over the collective Group.
-func TestTrainOverPlainComm(t *testing.T) {
-	job := testJob(t, nn.Softmax, synthMNIST(500, 100, 3), 16, 2)
-	job.HashEvery, job.MeasureWait = 0, false
-	sums, errs := runGroup(t, same(2, job))
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	net := collective.NewMemNetwork(2)
-	res := make([]*Result, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		c, err := collective.New(net.Transport(r), collective.Options{Timeout: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[r], errs[r] = Train(context.Background(), job.Config, commOnly{NewGroup(c)})
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	for r := range 2 {
-		if res[r].ParamsSHA256 != sums[0].Run.ParamsSHA256 || res[r].FinalAccuracy != sums[0].Run.FinalAccuracy {
-			t.Errorf("rank %d: Train over a plain Comm %s (accuracy %v), RunJob %s (%v)", r,
-				res[r].ParamsSHA256, res[r].FinalAccuracy, sums[0].Run.ParamsSHA256, sums[0].Run.FinalAccuracy)
-		}
-	}
-	if _, ok := AsGroup(Local{}).(LocalGroup); !ok {
-		t.Errorf("AsGroup(Local{}) is not a LocalGroup")
-	}
-}
-
 func TestSettingsMismatch(t *testing.T) {
 	mn := synthMNIST(300, 50, 4)
 	job := testJob(t, nn.Softmax, mn, 16, 1)

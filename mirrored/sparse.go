@@ -121,23 +121,17 @@ func (j *SparseJob) validate() error {
 	if c.Model != "" && c.Model != SparseModel {
 		return fmt.Errorf("sparse job with model %q: want %s", c.Model, SparseModel)
 	}
+	if err := c.validateCommon(); err != nil {
+		return err
+	}
+	if err := j.validateJob(); err != nil {
+		return err
+	}
 	switch {
-	case j.CheckpointEvery < 0:
-		return fmt.Errorf("checkpoint every %d steps: want ≥ 0 (0: every epoch)", j.CheckpointEvery)
-	case j.KeepCheckpoints < 0:
-		return fmt.Errorf("keep %d checkpoints: want ≥ 0 (0: all)", j.KeepCheckpoints)
 	case s.Features <= 0 || s.Features > math.MaxInt32:
 		return fmt.Errorf("--features %d: want the number of features, 1..%d (33762578 for Criteo)", s.Features, math.MaxInt32)
 	case s.Train == nil && len(s.TrainFiles) == 0:
 		return errors.New("no training data: give --train-files")
-	case c.Epochs <= 0:
-		return fmt.Errorf("epochs %d: want at least 1", c.Epochs)
-	case c.BatchSize <= 0:
-		return fmt.Errorf("batch size %d: want at least 1", c.BatchSize)
-	case !(c.TargetAccuracy >= 0 && c.TargetAccuracy <= 1):
-		return fmt.Errorf("target accuracy %v: want a fraction in (0, 1], or 0 for none", c.TargetAccuracy)
-	case j.HashEvery < 0:
-		return fmt.Errorf("hash comparison every %d steps: want ≥ 0 (0: only at the end)", j.HashEvery)
 	case s.MaxSteps < 0:
 		return fmt.Errorf("max steps %d: want ≥ 0 (0: no limit)", s.MaxSteps)
 	case s.ShuffleBuffer < 0:

@@ -18,28 +18,37 @@ const (
 	// one-way latency per step whatever the number of replicas, the same
 	// bytes per replica as a ring ((N-1) × own gradient).
 	GatherDirect = "direct"
-	// GatherRing is Group.AllGather (collective.AllGatherV): a ring pass of
+	// GatherRing is collective.Comm.AllGatherV: a ring pass of
 	// the lengths, then a ring pass of the data, 2(N-1) latencies per step.
 	GatherRing = "ring"
 )
 
-// directGatherer is implemented by Groups that can all-gather small byte
-// strings in one round (collective.Comm.AllGatherDirect): each replica
-// sends its message straight to every other.
-type directGatherer interface {
+// gatherers are implemented by Groups that can all-gather byte strings
+// both ways (collective.Comm.AllGatherDirect and AllGatherV); the Group's
+// own AllGather is one of them, chosen for the handshake.
+type gatherers interface {
 	gatherDirect(ctx context.Context, local []byte) ([][]byte, error)
+	gatherRing(ctx context.Context, local []byte) ([][]byte, error)
 }
 
 var (
-	_ directGatherer = (*commGroup)(nil)
-	_ directGatherer = LocalGroup{}
+	_ gatherers = (*commGroup)(nil)
+	_ gatherers = LocalGroup{}
 )
 
 func (g *commGroup) gatherDirect(ctx context.Context, local []byte) ([][]byte, error) {
 	return g.c.AllGatherDirect(ctx, local)
 }
 
+func (g *commGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error) {
+	return g.c.AllGatherV(ctx, local)
+}
+
 func (LocalGroup) gatherDirect(ctx context.Context, local []byte) ([][]byte, error) {
+	return [][]byte{local}, ctx.Err()
+}
+
+func (LocalGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error) {
 	return [][]byte{local}, ctx.Err()
 }
 
@@ -47,7 +56,7 @@ func (LocalGroup) gatherDirect(ctx context.Context, local []byte) ([][]byte, err
 // (see SparseJob), and keeps the figures that decide the next step's mode.
 type exchanger struct {
 	g            Group
-	direct       directGatherer // nil: use g.AllGather
+	gather       func(ctx context.Context, local []byte) ([][]byte, error) // the sparse all-gather
 	mode         sparse.Exchange
 	dim, world   int
 	rank         int
@@ -67,14 +76,15 @@ type exchanger struct {
 func newExchanger(g Group, mode sparse.Exchange, gather string, dim int, log *zap.Logger) (*exchanger, error) {
 	x := &exchanger{g: g, mode: mode, dim: dim, world: g.Size(), rank: g.Rank(), log: log,
 		bytesPerPair: sparse.RawPairBytes, last: -1}
+	gs, ok := g.(gatherers)
+	if !ok {
+		return nil, fmt.Errorf("sparse gather %q: this group cannot choose its all-gather", gather)
+	}
 	switch gather {
 	case GatherDirect, "":
-		d, ok := g.(directGatherer)
-		if !ok {
-			return nil, fmt.Errorf("sparse gather %q: this group has no one-round all-gather; use %q", GatherDirect, GatherRing)
-		}
-		x.direct = d
+		x.gather = gs.gatherDirect
 	case GatherRing:
+		x.gather = gs.gatherRing
 	default:
 		return nil, fmt.Errorf("sparse gather %q: want %s or %s", gather, GatherDirect, GatherRing)
 	}
@@ -143,12 +153,7 @@ func (x *exchanger) exchangeSparse(ctx context.Context, local sparse.Vector, exa
 	x.frame = binary.AppendUvarint(x.frame[:0], uint64(examples))
 	x.frame = sparse.AppendVector(x.frame, local)
 	var err error
-	if x.direct != nil {
-		x.gathered, err = x.direct.gatherDirect(ctx, x.frame)
-	} else {
-		x.gathered, err = x.g.AllGather(ctx, x.frame)
-	}
-	if err != nil {
+	if x.gathered, err = x.gather(ctx, x.frame); err != nil {
 		return 0, fmt.Errorf("sparse all-gather of the gradients: %w", err)
 	}
 	if len(x.gathered) != x.world {

@@ -346,6 +346,14 @@ func (g gatherStub) AllGather(_ context.Context, local []byte) ([][]byte, error)
 	return [][]byte{local, g.other}, nil
 }
 
+func (g gatherStub) gatherRing(ctx context.Context, local []byte) ([][]byte, error) {
+	return g.AllGather(ctx, local)
+}
+
+func (g gatherStub) gatherDirect(ctx context.Context, local []byte) ([][]byte, error) {
+	return g.AllGather(ctx, local)
+}
+
 // TestSparseExchangeRejectsBadParts: a malformed gradient from a peer is
 // an error naming that peer, never a silent merge.
 func TestSparseExchangeRejectsBadParts(t *testing.T) {

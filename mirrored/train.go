@@ -93,16 +93,23 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("learning-rate schedule %q: want one of %v", c.Schedule, nn.ScheduleNames)
 	}
 	switch {
-	case c.Epochs <= 0:
-		return fmt.Errorf("epochs %d: want at least 1", c.Epochs)
-	case c.BatchSize <= 0:
-		return fmt.Errorf("batch size %d: want at least 1", c.BatchSize)
 	case !(c.LR > 0) || math.IsInf(c.LR, 0):
 		return fmt.Errorf("learning rate %v: want a finite value > 0", c.LR)
 	case c.Schedule == nn.ScheduleStep && !(c.LRDecayEpochs > 0):
 		return fmt.Errorf("learning-rate decay every %v epochs: want > 0", c.LRDecayEpochs)
 	case !(c.WarmupEpochs >= 0):
 		return fmt.Errorf("warm-up of %v epochs: want ≥ 0", c.WarmupEpochs)
+	}
+	return c.validateCommon()
+}
+
+// validateCommon checks the settings every model shares.
+func (c *Config) validateCommon() error {
+	switch {
+	case c.Epochs <= 0:
+		return fmt.Errorf("epochs %d: want at least 1", c.Epochs)
+	case c.BatchSize <= 0:
+		return fmt.Errorf("batch size %d: want at least 1", c.BatchSize)
 	case !(c.TargetAccuracy >= 0 && c.TargetAccuracy <= 1):
 		return fmt.Errorf("target accuracy %v: want a fraction in (0, 1], or 0 for none", c.TargetAccuracy)
 	case !(c.TargetLoss >= 0) || math.IsInf(c.TargetLoss, 0):
@@ -203,14 +210,10 @@ func (e *NonFiniteError) Error() string {
 	return fmt.Sprintf("training loss is %v at epoch %d step %d (global step %d): the run diverged; lower the learning rate (--lr) or add warm-up", e.Loss, e.Epoch, e.Step, e.GlobalStep)
 }
 
-// Train runs cfg on this replica of comm and returns the run's figures.
-// Every replica must call it with the same cfg (the data are sharded by
-// comm.Rank()); with Local it is single-worker training. It is RunJob
-// without checkpoints, with the parameter hashes compared only at the end;
-// a Comm that is not a Group gets AllGather and Barrier built from its
-// all-reduce (see AsGroup).
-func Train(ctx context.Context, cfg Config, comm Comm) (*Result, error) {
-	sum, err := RunJob(ctx, Job{Config: cfg}, AsGroup(comm))
+// Train runs cfg as single-worker training: RunJob on a LocalGroup,
+// without checkpoints.
+func Train(ctx context.Context, cfg Config) (*Result, error) {
+	sum, err := RunJob(ctx, Job{Config: cfg}, LocalGroup{})
 	if err != nil {
 		return nil, err
 	}

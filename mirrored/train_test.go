@@ -67,7 +67,7 @@ func TestTrainSlice(t *testing.T) {
 			defer cancel()
 			cfg := quick(t, tc.model)
 			cfg.LogDir = t.TempDir()
-			res, err := Train(ctx, cfg, Local{})
+			res, err := Train(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestTrainDeterministic(t *testing.T) {
 		cfg.TrainExamples = 1280
 		cfg.TestExamples = 100
 		cfg.Seed = seed
-		res, err := Train(ctx, cfg, Local{})
+		res, err := Train(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestTargetStopsEarly(t *testing.T) {
 	cfg.Epochs = 5
 	cfg.TrainExamples = 3200
 	cfg.TargetAccuracy = 0.5
-	res, err := Train(ctx, cfg, Local{})
+	res, err := Train(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestTargetStopsEarly(t *testing.T) {
 	}
 	cfg.TargetAccuracy = 0
 	cfg.TargetLoss = 10 // any first epoch is below this
-	if res, err = Train(ctx, cfg, Local{}); err != nil || !res.TargetReached || len(res.EpochResults) != 1 {
+	if res, err = Train(ctx, cfg); err != nil || !res.TargetReached || len(res.EpochResults) != 1 {
 		t.Fatalf("target loss 10: %+v, %v", res, err)
 	}
 }
@@ -158,7 +158,7 @@ func TestDivergenceNamesStep(t *testing.T) {
 	cfg := quick(t, nn.LeNet5)
 	cfg.LR = 1e9
 	cfg.WarmupEpochs = 0
-	_, err := Train(ctx, cfg, Local{})
+	_, err := Train(ctx, cfg)
 	var nf *NonFiniteError
 	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "epoch 1 step") || nf.Step < 1 {
 		t.Fatalf("lr 1e9: err = %v, want a NonFiniteError naming the step", err)
@@ -189,11 +189,11 @@ func TestConfigErrors(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err = %v, want it to mention %q", err, tc.want)
 		}
-		if _, err := Train(context.Background(), c, Local{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Train(context.Background(), c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Train: err = %v, want it to mention %q", err, tc.want)
 		}
 	}
-	if err := (Local{}).Broadcast(context.Background(), nil, 1); err == nil {
+	if err := (LocalGroup{}).Broadcast(context.Background(), nil, 1); err == nil {
 		t.Error("Local broadcast from root 1: no error")
 	}
 }
@@ -228,7 +228,7 @@ func TestLongAccuracy(t *testing.T) {
 			cfg.MNIST = loadMNIST(t)
 			cfg.TargetAccuracy = tc.target
 			cfg.Progress = testWriter{t}
-			res, err := Train(context.Background(), cfg, Local{})
+			res, err := Train(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -57,7 +57,7 @@ func init() {
 				if err := cfg.Validate(); err != nil {
 					return fmt.Errorf("train: %w", err)
 				}
-				res, err = mirrored.Train(c.Context, cfg, mirrored.Local{})
+				res, err = mirrored.Train(c.Context, cfg)
 			}
 			if err != nil {
 				return fmt.Errorf("train: %w", err)
