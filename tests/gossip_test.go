@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
-	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
 
@@ -54,20 +52,10 @@ func runPeers(t *testing.T, ctx context.Context, n int, job mirrored.Job, gc mir
 	return out
 }
 
-var (
-	mnistOnce sync.Once
-	mnist     *data.MNIST
-	mnistErr  error
-)
-
 func gossipJob(t *testing.T, model string, train, test, epochs int) mirrored.Job {
 	t.Helper()
-	mnistOnce.Do(func() { mnist, mnistErr = data.LoadMNIST(context.Background(), data.MNISTOptions{}) })
-	if mnistErr != nil {
-		t.Fatal(mnistErr)
-	}
 	cfg := mirrored.DefaultConfig()
-	cfg.Model, cfg.Epochs, cfg.BatchSize, cfg.MNIST = model, epochs, 32, mnist
+	cfg.Model, cfg.Epochs, cfg.BatchSize, cfg.MNIST = model, epochs, 32, loadMNIST(t)
 	cfg.TrainExamples, cfg.TestExamples, cfg.Shards = train, test, 1
 	return mirrored.Job{Config: cfg, HashEvery: 50, MeasureWait: true}
 }
