@@ -38,9 +38,8 @@ func (c *Comm) AlgoFor(nbytes int) Algo {
 }
 
 // StarMaxRanks is the largest world size Auto uses Star for. Rank 0 handles
-// 2(N-1) frames in turn, so its share grows linearly; measured on 2 cores
-// (see DefaultStarBytes) Star still used 25-45% less CPU than recursive
-// doubling at N=8, but nothing larger was measured.
+// 2(N-1) frames in turn, so its share grows linearly; N=8 is the largest
+// size measured (BENCHMARKS.md, "Where the collective defaults come from").
 const StarMaxRanks = 8
 
 // treeChunkBytes caps recursive doubling's frames.

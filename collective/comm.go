@@ -45,25 +45,13 @@ func ParseAlgo(s string) (Algo, error) {
 
 func (a Algo) String() string { return [...]string{"auto", "ring", "tree", "star"}[a] }
 
-// Defaults. DefaultSmallBytes is Auto's threshold, measured with `meshtrain
-// bench allreduce -n 4 --algo tree|ring --sizes 4K,64K,128K,256K,1M
-// --security tls` on a 2-core machine (time and CPU per all-reduce, two runs
-// each): recursive doubling takes a third of the ring's time at 4 KiB, the
-// two are even at 64-128 KiB, and the ring wins from 256 KiB on (at 1 MiB by
-// 2x). With N=2 both send the same bytes and measured the same up to 1 MiB.
-// DefaultChunkBytes (1 MiB) had the lowest CPU per 64 MiB all-reduce among
-// 256 KiB, 1 MiB and 4 MiB over plaintext (BenchmarkAllReduce64MiB in
-// collective/p2p). DefaultStarBytes: `meshtrain bench allreduce -n N
-// --algo tree|star --sizes 4K,16K,64K --security plaintext`, alternated 2-3
-// times at load 8-9: at N=4 Star took 25% less CPU per op than recursive
-// doubling at 4 KiB and 16 KiB (and 10-25% less time), at N=8 35-45% less.
-// With the root rotating, N=4 at 64 KiB took 330-650 us against 440-500
-// for recursive doubling and 710-900 for the ring (CPU 350-480 vs 460-700
-// vs 870-1200 us), and tied the ring at 241 KiB: on loopback total bytes
-// moved (Star 2(N-1)M, recursive doubling N log2(N) M) and wake-ups decide.
-// On a real network the root's link carries 2(N-1)M per op (at 1.8 Gbit/s
-// and N=5, 64 KiB costs it about 2 ms against recursive doubling's 1 ms),
-// so Auto keeps Star to buffers where latency rules.
+// Defaults. DefaultSmallBytes is Auto's threshold between recursive
+// doubling (latency-bound sizes) and the ring (bandwidth-bound ones);
+// DefaultStarBytes the size up to which Star's one round beats both on
+// loopback while keeping the root's link from carrying 2(N-1)M on a real
+// network; DefaultChunkBytes the ring's chunk with the least CPU per large
+// all-reduce. The measurements behind each are in BENCHMARKS.md ("Where
+// the collective defaults come from").
 const (
 	DefaultTimeout        = 60 * time.Second
 	DefaultChunkBytes     = 1 << 20

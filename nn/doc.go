@@ -27,9 +27,8 @@
 // products for A·Bᵀ), with portable Go loops on other CPUs (build tag
 // purego forces them). gonum's blas32 was the first candidate; its
 // float32 kernels are 4-wide SSE axpy and dot loops without FMA or
-// register tiling, and on LeNet's shapes BenchmarkGemm measured it 4-9×
-// slower than these kernels (one loaded core: conv2 forward 16×100×150
-// 7.7 against 49 GFLOP/s; fc1 weight gradient 120×400×32 11 against 98).
+// register tiling, and on LeNet's shapes BenchmarkGemm measured it several
+// times slower than these kernels (figures in BENCHMARKS.md).
 // Convolutions need no im2col matrix: each example's input is laid out on
 // a padded grid and the kernels read its shifted windows through a table
 // of offsets (see Conv2D), for the output, the weight gradient and the
@@ -44,15 +43,9 @@
 // instead of branches, because a random sign or argmax mispredicts half
 // the time.
 //
-// Speed (BenchmarkLeNetTrainStep, batch 64, SGD momentum, on a shared
-// 2-core AVX-512 EPYC under load 3-6): about 28k examples per CPU-second
-// at GOMAXPROCS 1 and 43k/s wall at 2, against 9-11k and 17k for this
-// package before the grid convolutions and fused layers; PyTorch 1.13
-// measured one after the other trained at 10.5k/s (1 thread) and 17.5k/s
-// (2). The GEMM kernels run near the core's FMA peak and take about 80%
-// of the time: the convolutions' forward passes, conv2's input gradient
-// and conv1's weight gradient (conv2's grid wastes 4 of every 14
-// columns), and the dense layers.
+// Speed: BenchmarkLeNetTrainStep and BenchmarkGemm; the figures, against
+// gonum and PyTorch on the same machine, are in BENCHMARKS.md ("Training on
+// one worker").
 //
 // Every layer's and both models' gradients are checked against finite
 // differences (layers_test.go, model_test.go); every optimizer against a
