@@ -22,8 +22,8 @@
 //     Local it is single-worker training.
 //   - Cluster (cluster.go) is a validated TF_CONFIG: ranks in order, the
 //     chief first.
-//   - Checkpoint (checkpoint.go, safetensors.go) is a training state in the
-//     safetensors format, written atomically by the chief.
+//   - Checkpoints, written atomically by the chief, are package
+//     mirrored/checkpoint: a training state in the safetensors format.
 //   - RunGossip (gossip.go) is the asynchronous alternative to RunJob: no
 //     barrier, each replica averages its parameters with one peer at a time
 //     (collective.Gossip), so a slow or dead peer does not stop the others.
