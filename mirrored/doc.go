@@ -20,8 +20,8 @@
 //     CPU, peak RSS).
 //   - Train (train.go) is RunJob without checkpoints, for any Comm; with
 //     Local it is single-worker training.
-//   - Cluster (cluster.go) is a validated TF_CONFIG: ranks in order, the
-//     chief first.
+//   - The cluster spec (TF_CONFIG: ranks in order, the chief first) is
+//     package mirrored/tfconfig.
 //   - Checkpoints, written atomically by the chief, are package
 //     mirrored/checkpoint: a training state in the safetensors format.
 //   - RunGossip (gossip.go) is the asynchronous alternative to RunJob: no

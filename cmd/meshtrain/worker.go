@@ -14,6 +14,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -147,7 +148,7 @@ func init() {
 				fmt.Println(id)
 				return nil
 			}
-			cluster, err := mirrored.LoadTFConfig(c.String("tf-config"))
+			cluster, err := tfconfig.Load(c.String("tf-config"))
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
