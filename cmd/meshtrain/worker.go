@@ -141,9 +141,9 @@ func init() {
 				return fmt.Errorf("worker takes no arguments, got %q", c.Args().Slice())
 			}
 			if path := c.String("new-identity"); path != "" {
-				id, err := launch.NewIdentityFile(path)
+				id, err := p2p.WriteIdentity(path)
 				if err != nil {
-					return fmt.Errorf("worker: %w", err)
+					return fmt.Errorf("worker: --new-identity: %w", err)
 				}
 				fmt.Println(id)
 				return nil
@@ -170,8 +170,8 @@ func init() {
 			}
 			var identity crypto.PrivKey
 			if path := c.String("identity"); path != "" {
-				if identity, err = launch.ReadIdentityFile(path); err != nil {
-					return fmt.Errorf("worker: %w", err)
+				if identity, err = p2p.LoadIdentity(path); err != nil {
+					return fmt.Errorf("worker: --identity: %w (make a key with meshtrain worker --new-identity FILE)", err)
 				}
 			}
 			secret, psk, err := launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())
