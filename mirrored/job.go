@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -299,7 +300,7 @@ func (p *PeerStats) finish(counted any, compute, comm, wait time.Duration) {
 	if tr, ok := counted.(Traffic); ok {
 		p.BytesSent, p.BytesReceived = tr.Traffic()
 	}
-	p.CPUSeconds, p.PeakRSSBytes = processUsage()
+	p.CPUSeconds, p.PeakRSSBytes = rusage.CPUTime().Seconds(), rusage.PeakRSS()
 	p.ComputeSeconds, p.CommSeconds, p.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
 	if total := compute + comm + wait; total > 0 {
 		p.ComputeShare, p.CommShare, p.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
