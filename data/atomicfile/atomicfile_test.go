@@ -100,6 +100,15 @@ func TestCommit(t *testing.T) {
 	}
 }
 
+func mustCreate(t *testing.T, path string) *File {
+	t.Helper()
+	f, err := Create(path, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestFailures: every failure leaves the old file as it was and no
 // temporary file, and the error names the file.
 func TestFailures(t *testing.T) {
@@ -110,10 +119,7 @@ func TestFailures(t *testing.T) {
 		want string
 	}{
 		{"aborted", func(t *testing.T, path string) error {
-			f, err := Create(path, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := mustCreate(t, path)
 			if _, err := f.Write([]byte("partial")); err != nil {
 				t.Fatal(err)
 			}
@@ -125,10 +131,7 @@ func TestFailures(t *testing.T) {
 			return f.Commit()
 		}, "committing"},
 		{"write fails", func(t *testing.T, path string) error {
-			f, err := Create(path, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := mustCreate(t, path)
 			defer f.Abort()
 			_ = f.tmp.Close() // the disk goes away
 			if _, err := f.Write([]byte("partial")); err != nil {
@@ -137,10 +140,7 @@ func TestFailures(t *testing.T) {
 			return f.Commit()
 		}, "writing"},
 		{"sync fails", func(t *testing.T, path string) error {
-			f, err := Create(path, 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := mustCreate(t, path)
 			_ = f.tmp.Close()
 			return f.Commit()
 		}, "syncing"},
@@ -197,10 +197,7 @@ func TestDirectorySyncFails(t *testing.T) {
 
 func TestTempPrefix(t *testing.T) {
 	dir := t.TempDir()
-	f, err := Create(filepath.Join(dir, "data.idx"), 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := mustCreate(t, filepath.Join(dir, "data.idx"))
 	defer f.Abort()
 	stale, _ := filepath.Glob(filepath.Join(dir, TempPrefix("data.idx")+"*"))
 	if len(stale) != 1 || stale[0] != f.tmp.Name() {
