@@ -4,22 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
-	"time"
-)
 
-// cpuTime returns the CPU time this process has used. Benchmarks report
-// examples per CPU-second next to examples per second because the machines
-// they run on are shared: wall time then counts time other processes held
-// the core.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/meshtrain/meshtrain/internal/rusage"
+)
 
 // syntheticMNISTImages returns images of MNIST's training shape (60000 of
 // 28x28) with pixels and labels from a fixed seed, so the benchmark needs
@@ -53,7 +41,7 @@ func BenchmarkPipeline(b *testing.B) {
 			ctx := context.Background()
 			examples := 0
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := rusage.CPUTime()
 			for b.Loop() {
 				batch, err := p.Next(ctx)
 				if err != nil {
@@ -62,7 +50,7 @@ func BenchmarkPipeline(b *testing.B) {
 				examples += batch.Size
 			}
 			b.ReportMetric(float64(examples)/b.Elapsed().Seconds(), "examples/s")
-			b.ReportMetric(float64(examples)/(cpuTime()-cpu0).Seconds(), "examples/cpu-s")
+			b.ReportMetric(float64(examples)/(rusage.CPUTime()-cpu0).Seconds(), "examples/cpu-s")
 		})
 	}
 }

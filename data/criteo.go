@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/data/atomicfile"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
@@ -255,8 +256,8 @@ const CriteoInfoFile = "criteo.json"
 
 // GenerateCriteo writes cfg.Files files of Criteo-like examples into
 // cfg.Out and records a CriteoInfo in criteo.json. Each file is written
-// under a temporary name and renamed when complete, so an interrupted run
-// leaves no file that looks finished.
+// with package atomicfile (a temporary name, fsync, rename), so an
+// interrupted run leaves no file that looks finished.
 func GenerateCriteo(ctx context.Context, cfg CriteoConfig) (*CriteoInfo, error) {
 	if cfg.Files < 2 {
 		return nil, fmt.Errorf("gen-criteo: --files %d: want at least 2 (the last file is the held-out test set)", cfg.Files)
@@ -359,7 +360,7 @@ func GenerateCriteo(ctx context.Context, cfg CriteoConfig) (*CriteoInfo, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(cfg.Out, CriteoInfoFile), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(cfg.Out, CriteoInfoFile), append(js, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("gen-criteo: %w", err)
 	}
 	log.Info("generated", zap.Int("train_examples", info.TrainExamples), zap.Int("test_examples", info.TestExamples),
@@ -370,18 +371,12 @@ func GenerateCriteo(ctx context.Context, cfg CriteoConfig) (*CriteoInfo, error) 
 
 // writeCriteoFile writes n examples of stream id to path; for the test file
 // it also scores the true model into eval.
-func writeCriteoFile(ctx context.Context, g *CriteoGenerator, id uint64, path, format string, n int, test bool, positives *int, eval *sparse.Evaluator) (err error) {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+func writeCriteoFile(ctx context.Context, g *CriteoGenerator, id uint64, path, format string, n int, test bool, positives *int, eval *sparse.Evaluator) error {
+	f, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
+	defer f.Abort()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	var write func(Example) error
 	if format == "libsvm" {
@@ -411,18 +406,7 @@ func writeCriteoFile(ctx context.Context, g *CriteoGenerator, id uint64, path, f
 		}
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return os.Rename(tmp, path)
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return f.Commit()
 }

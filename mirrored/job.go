@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/rusage"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -303,7 +305,7 @@ func (p *PeerStats) finish(counted any, compute, comm, wait time.Duration) {
 	if tr, ok := counted.(Traffic); ok {
 		p.BytesSent, p.BytesReceived = tr.Traffic()
 	}
-	p.CPUSeconds, p.PeakRSSBytes = processUsage()
+	p.CPUSeconds, p.PeakRSSBytes = rusage.CPUTime().Seconds(), rusage.PeakRSS()
 	p.ComputeSeconds, p.CommSeconds, p.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
 	if total := compute + comm + wait; total > 0 {
 		p.ComputeShare, p.CommShare, p.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
@@ -332,7 +334,7 @@ func markAccuracy(res *Result, ep Epoch) {
 // resumePoint (chief only) is its part of the start-up handshake: the
 // checkpoint to resume from (findCheckpoint; nil if none), where it
 // resumes, and any problem as text for every replica to report.
-func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*Checkpoint, *resumePos, string) {
+func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*checkpoint.Checkpoint, *resumePos, string) {
 	ck, path, err := j.findCheckpoint(settings, fp, nparams, nstate)
 	if err != nil {
 		return nil, nil, err.Error()
@@ -353,18 +355,18 @@ func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*
 // findCheckpoint (chief only) loads the checkpoint to resume from: Restore
 // if set, else the newest in CheckpointDir; nil if there is none. It checks
 // that the checkpoint belongs to this configuration.
-func (j *Job) findCheckpoint(settings []Setting, fp string, nparams, nstate int) (*Checkpoint, string, error) {
+func (j *Job) findCheckpoint(settings []Setting, fp string, nparams, nstate int) (*checkpoint.Checkpoint, string, error) {
 	path := j.Restore
 	if path == "" {
 		if j.CheckpointDir == "" {
 			return nil, "", nil
 		}
 		var err error
-		if path, err = LatestCheckpoint(j.CheckpointDir); err != nil || path == "" {
+		if path, err = checkpoint.Latest(j.CheckpointDir); err != nil || path == "" {
 			return nil, "", err
 		}
 	}
-	ck, err := ReadCheckpoint(path)
+	ck, err := checkpoint.Read(path)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w (delete it, or pass --restore with an older checkpoint)", err)
 	}

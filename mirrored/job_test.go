@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -147,11 +148,11 @@ func finalParams(t *testing.T, jobs []Job) []float32 {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	path, err := LatestCheckpoint(dir)
+	path, err := checkpoint.Latest(dir)
 	if err != nil || path == "" {
 		t.Fatalf("no final checkpoint: %v", err)
 	}
-	ck, err := ReadCheckpoint(path)
+	ck, err := checkpoint.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,12 +239,12 @@ func testResume(t *testing.T, job Job, optState int) {
 		t.Fatal(err)
 	}
 	want := sums[0].Run
-	all, _ := ListCheckpoints(full.CheckpointDir)
+	all, _ := checkpoint.List(full.CheckpointDir)
 	if len(all) != 8 { // every 5 steps (5, 10, ..., 35), and at the end (36)
 		t.Errorf("checkpoints: %q, want steps 5, 10, ..., 35 and 36", all)
 	}
-	mid := filepath.Join(full.CheckpointDir, checkpointName(15)) // epoch 2, step 3
-	ck, err := ReadCheckpoint(mid)
+	mid := filepath.Join(full.CheckpointDir, checkpoint.FileName(15)) // epoch 2, step 3
+	ck, err := checkpoint.Read(mid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +275,11 @@ func testResume(t *testing.T, job Job, optState int) {
 	auto := job
 	auto.CheckpointDir = t.TempDir()
 	for _, step := range []int{10, 25} {
-		b, err := os.ReadFile(filepath.Join(full.CheckpointDir, checkpointName(step)))
+		b, err := os.ReadFile(filepath.Join(full.CheckpointDir, checkpoint.FileName(step)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(auto.CheckpointDir, checkpointName(step)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(auto.CheckpointDir, checkpoint.FileName(step)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -319,7 +320,7 @@ func TestResumeRefusesOtherConfigs(t *testing.T) {
 		}
 	}
 	// A corrupt newest checkpoint is named.
-	bad := filepath.Join(job.CheckpointDir, checkpointName(999))
+	bad := filepath.Join(job.CheckpointDir, checkpoint.FileName(999))
 	if err := os.WriteFile(bad, []byte("\x10\x00\x00\x00\x00\x00\x00\x00{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}

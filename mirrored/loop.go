@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -87,7 +88,7 @@ func (l *syncLoop) start(ctx context.Context) error {
 	cfg, run := &l.job.Config, l.run
 	l.fp = Fingerprint(run.settings)
 	me := hello{Settings: run.settings, Shard: run.shard}
-	var ck *Checkpoint
+	var ck *checkpoint.Checkpoint
 	if l.rank == 0 {
 		var nstate int
 		for _, a := range run.rep.OptState() {
@@ -131,7 +132,7 @@ func (l *syncLoop) start(ctx context.Context) error {
 
 // resume takes the run to the chief's checkpoint, if any, and gives every
 // replica the chief's state.
-func (l *syncLoop) resume(ctx context.Context, pos *resumePos, ck *Checkpoint) error {
+func (l *syncLoop) resume(ctx context.Context, pos *resumePos, ck *checkpoint.Checkpoint) error {
 	l.startEpoch = 1
 	rep := l.run.rep
 	if ck != nil { // the chief
@@ -377,7 +378,7 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 	for _, a := range rep.OptState() {
 		state = append(state, a...)
 	}
-	path, err := WriteCheckpoint(l.job.CheckpointDir, &Checkpoint{
+	path, err := checkpoint.Write(l.job.CheckpointDir, &checkpoint.Checkpoint{
 		Model: l.res.Model, Params: rep.Params(), OptState: state,
 		Step: l.global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: l.steps, Seed: l.job.Seed,
 		Fingerprint: l.fp, Config: settingsJSON(l.run.settings), History: string(hist), SavedAt: time.Now(),

@@ -2,9 +2,9 @@ package nn
 
 import (
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/meshtrain/meshtrain/internal/rusage"
 )
 
 // newStepper returns a model, an SGD-momentum optimizer and a fixed batch:
@@ -69,26 +69,17 @@ func benchTrainStep(b *testing.B, name string, batch int) {
 	step := newStepper(b, name, batch)
 	step()
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := rusage.CPUTime()
 	for b.Loop() {
 		step()
 	}
-	cpu := cpuTime() - cpu0
+	cpu := rusage.CPUTime() - cpu0
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "examples/s")
 	// On a shared machine wall time counts other processes' turns;
 	// process CPU time does not (at GOMAXPROCS 2 it is the sum over cores).
 	if cpu > 0 {
 		b.ReportMetric(float64(b.N*batch)/cpu.Seconds(), "examples/cpu-s")
 	}
-}
-
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLeNetTrainStep: batch 64, as the PyTorch anchor.

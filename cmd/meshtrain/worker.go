@@ -14,6 +14,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -140,14 +141,14 @@ func init() {
 				return fmt.Errorf("worker takes no arguments, got %q", c.Args().Slice())
 			}
 			if path := c.String("new-identity"); path != "" {
-				id, err := launch.NewIdentityFile(path)
+				id, err := p2p.WriteIdentity(path)
 				if err != nil {
-					return fmt.Errorf("worker: %w", err)
+					return fmt.Errorf("worker: --new-identity: %w", err)
 				}
 				fmt.Println(id)
 				return nil
 			}
-			cluster, err := mirrored.LoadTFConfig(c.String("tf-config"))
+			cluster, err := tfconfig.Load(c.String("tf-config"))
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
@@ -169,8 +170,8 @@ func init() {
 			}
 			var identity crypto.PrivKey
 			if path := c.String("identity"); path != "" {
-				if identity, err = launch.ReadIdentityFile(path); err != nil {
-					return fmt.Errorf("worker: %w", err)
+				if identity, err = p2p.LoadIdentity(path); err != nil {
+					return fmt.Errorf("worker: --identity: %w (make a key with meshtrain worker --new-identity FILE)", err)
 				}
 			}
 			secret, psk, err := launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())

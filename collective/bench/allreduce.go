@@ -7,11 +7,11 @@ import (
 	"io"
 	"runtime"
 	"slices"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/internal/rusage"
 )
 
 // AllReduceConfig configures `meshtrain bench allreduce`.
@@ -168,7 +168,7 @@ func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.D
 		if err := c.Barrier(ctx); err != nil {
 			return Row{}, err
 		}
-		cpu0 := cpuTime()
+		cpu0 := rusage.CPUTime()
 		start = time.Now()
 		for range k {
 			if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
@@ -176,7 +176,7 @@ func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.D
 			}
 		}
 		reps[i] = time.Since(start).Seconds() / float64(k)
-		cpuUsed += cpuTime() - cpu0
+		cpuUsed += rusage.CPUTime() - cpu0
 	}
 	// A rep lasts as long as its slowest rank.
 	if err := c.AllReduceFloat64(ctx, reps, collective.Max); err != nil {
@@ -201,13 +201,4 @@ func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.D
 		busbw = algbw * 2 * float64(n-1) / float64(n)
 	}
 	return Row{N: n, Bytes: size, Count: count, Algo: c.AlgoFor(int(size)).String(), Iters: iters, TimeUS: t * 1e6, CPUUS: cpu[0] * 1e6, AlgBW: algbw, BusBW: busbw, Correct: ok[0] == 1}, nil
-}
-
-// cpuTime is this process's user + system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

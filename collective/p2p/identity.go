@@ -5,7 +5,9 @@ import (
 	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 
@@ -56,32 +58,37 @@ func LoadIdentity(path string) (crypto.PrivKey, error) {
 	}
 	k, err := crypto.UnmarshalPrivateKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: identity file %s is not a libp2p private key: %w", path, err)
+		return nil, fmt.Errorf("p2p: identity file %s is not a libp2p private key (WriteIdentity writes one): %w", path, err)
 	}
 	return k, nil
 }
 
 // WriteIdentity writes a fresh Ed25519 key to path (mode 0600, refusing to
-// overwrite) and returns its peer ID.
+// overwrite: a key is an identity that peers may already list) and returns
+// its peer ID. A write that fails part-way removes the file.
 func WriteIdentity(path string) (peer.ID, error) {
 	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("p2p: generating an identity: %w", err)
 	}
 	b, err := crypto.MarshalPrivateKey(k)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("p2p: encoding an identity: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("p2p: identity file %s exists: not overwriting a key (delete it first)", path)
+	}
 	if err != nil {
 		return "", fmt.Errorf("p2p: writing identity: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return "", fmt.Errorf("p2p: writing identity %s: %w", path, err)
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return "", err
+	if err != nil {
+		_ = os.Remove(path) // created above (O_EXCL): a torn key of ours
+		return "", fmt.Errorf("p2p: writing identity %s: %w", path, err)
 	}
 	return peer.IDFromPrivateKey(k)
 }

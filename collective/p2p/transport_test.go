@@ -356,8 +356,8 @@ func TestIdentityAndPSKFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WriteIdentity(path); err == nil {
-		t.Fatal("WriteIdentity overwrote an existing key")
+	if _, err := WriteIdentity(path); err == nil || !strings.Contains(err.Error(), path+" exists: not overwriting") {
+		t.Fatalf("WriteIdentity over an existing key: %v", err)
 	}
 	k, err := LoadIdentity(path)
 	if err != nil {

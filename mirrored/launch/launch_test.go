@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
 )
 
 // roleEnv makes the test binary act as a fake worker (see fakeWorker).
@@ -44,7 +45,7 @@ func fakeWorker(role string, args []string) int {
 		fmt.Fprintln(os.Stderr, "meshtrain:", err)
 		return 1
 	}
-	cluster, err := mirrored.ParseTFConfig(b, tfFile)
+	cluster, err := tfconfig.Parse(b, tfFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "meshtrain:", err)
 		return 1

@@ -18,6 +18,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
 )
 
 // Environment variables shared by the launcher and its workers.
@@ -49,7 +50,7 @@ type WorkerConfig struct {
 	// (see mirrored.RunStrategy). A rank killed by --kill-after closes its
 	// libp2p host without a goodbye, as a crash would, and fails.
 	Strategy mirrored.GossipConfig
-	Cluster  *mirrored.Cluster
+	Cluster  *tfconfig.Cluster
 	// Security of the links: tls (default), noise, quic or plaintext.
 	Security p2p.Security
 	// Secret derives the peers' identities; PSK (optional) is a libp2p

@@ -32,7 +32,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -42,6 +41,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/bench"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/sparse"
 )
@@ -517,18 +517,9 @@ func cpuSpan(start, end *time.Duration) func(mirrored.Event) {
 	return func(e mirrored.Event) {
 		switch {
 		case e.Kind == "start":
-			*start = cpuTime()
+			*start = rusage.CPUTime()
 		case e.Kind == "epoch" && e.Step == e.Steps:
-			*end = cpuTime()
+			*end = rusage.CPUTime()
 		}
 	}
-}
-
-// cpuTime is this process's user + system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,4 +1,4 @@
-package mirrored
+package checkpoint
 
 import (
 	"errors"
@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/meshtrain/meshtrain/data/atomicfile"
 )
 
-// CheckpointFormat is the __metadata__ "format" of meshtrain checkpoints.
-const CheckpointFormat = "meshtrain-checkpoint/1"
+// Format is the __metadata__ "format" of meshtrain checkpoints.
+const Format = "meshtrain-checkpoint/1"
 
 // Tensor names in a checkpoint file.
 const (
@@ -57,7 +59,7 @@ type Checkpoint struct {
 
 func (c *Checkpoint) metadata() map[string]string {
 	return map[string]string{
-		"format":          CheckpointFormat,
+		"format":          Format,
 		"model":           c.Model,
 		"step":            strconv.Itoa(c.Step),
 		"epoch":           strconv.Itoa(c.Epoch),
@@ -80,14 +82,14 @@ func (c *Checkpoint) Encode() ([]byte, error) {
 	return EncodeSafetensors(tensors, c.metadata())
 }
 
-// DecodeCheckpoint parses checkpoint file bytes.
-func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
+// Decode parses checkpoint file bytes.
+func Decode(b []byte) (*Checkpoint, error) {
 	tensors, meta, err := DecodeSafetensors(b)
 	if err != nil {
 		return nil, err
 	}
-	if meta["format"] != CheckpointFormat {
-		return nil, fmt.Errorf("metadata format %q: want %q (a safetensors file written by meshtrain)", meta["format"], CheckpointFormat)
+	if meta["format"] != Format {
+		return nil, fmt.Errorf("metadata format %q: want %q (a safetensors file written by meshtrain)", meta["format"], Format)
 	}
 	c := &Checkpoint{Model: meta["model"], Fingerprint: meta["fingerprint"], Config: meta["config"], History: meta["history"]}
 	for _, name := range []string{paramsTensor, optimizerTensor} {
@@ -141,30 +143,31 @@ func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
 	return c, nil
 }
 
-// ReadCheckpoint reads and validates a checkpoint file; errors name it.
-func ReadCheckpoint(path string) (*Checkpoint, error) {
+// Read reads and validates a checkpoint file; errors name it.
+func Read(path string) (*Checkpoint, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint: %w", err)
 	}
-	c, err := DecodeCheckpoint(b)
+	c, err := Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	return c, nil
 }
 
-// checkpointName is the file name of the checkpoint after step steps; the
-// zero padding makes lexical order step order.
-func checkpointName(step int) string { return fmt.Sprintf("ckpt-%09d.safetensors", step) }
+// FileName is the file name (in the directory given to Write) of the
+// checkpoint after step steps; the zero padding makes lexical order step
+// order.
+func FileName(step int) string { return fmt.Sprintf("ckpt-%09d.safetensors", step) }
 
-var checkpointRE = regexp.MustCompile(`^ckpt-(\d{9,})\.safetensors$`)
+var fileNameRE = regexp.MustCompile(`^ckpt-(\d{9,})\.safetensors$`)
 
-// WriteCheckpoint writes c into dir atomically (a temporary file in dir,
-// fsync, rename, fsync of dir: a crash leaves either the old set of files
-// or the new one, never a torn file), then deletes all but the newest keep
-// checkpoints (keep ≤ 0 keeps all). It returns the file's path.
-func WriteCheckpoint(dir string, c *Checkpoint, keep int) (string, error) {
+// Write writes c into dir as FileName(c.Step), atomically (package
+// atomicfile: a crash leaves either the old set of files or the new one,
+// never a torn file), then deletes all but the newest keep checkpoints
+// (keep ≤ 0 keeps all). It returns the file's path.
+func Write(dir string, c *Checkpoint, keep int) (string, error) {
 	b, err := c.Encode()
 	if err != nil {
 		return "", err
@@ -172,12 +175,12 @@ func WriteCheckpoint(dir string, c *Checkpoint, keep int) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint directory: %w", err)
 	}
-	path := filepath.Join(dir, checkpointName(c.Step))
-	if err := writeFileAtomic(path, b); err != nil {
+	path := filepath.Join(dir, FileName(c.Step))
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return "", err
 	}
 	if keep > 0 {
-		all, err := ListCheckpoints(dir)
+		all, err := List(dir)
 		if err != nil {
 			return path, err
 		}
@@ -190,44 +193,9 @@ func WriteCheckpoint(dir string, c *Checkpoint, keep int) (string, error) {
 	return path, nil
 }
 
-func writeFileAtomic(path string, b []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return fmt.Errorf("writing %s: %w", f.Name(), err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", f.Name(), err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", f.Name(), err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("renaming %s to %s: %w", f.Name(), path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// ListCheckpoints returns the checkpoint files in dir, oldest (fewest
-// steps) first; a missing dir has none.
-func ListCheckpoints(dir string) ([]string, error) {
+// List returns the checkpoint files in dir, oldest (fewest steps) first; a
+// missing dir has none.
+func List(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -241,7 +209,7 @@ func ListCheckpoints(dir string) ([]string, error) {
 	}
 	var cks []ck
 	for _, e := range entries {
-		m := checkpointRE.FindStringSubmatch(e.Name())
+		m := fileNameRE.FindStringSubmatch(e.Name())
 		if m == nil || !e.Type().IsRegular() {
 			continue
 		}
@@ -259,10 +227,10 @@ func ListCheckpoints(dir string) ([]string, error) {
 	return out, nil
 }
 
-// LatestCheckpoint returns the newest checkpoint file in dir, or "" if
-// there is none.
-func LatestCheckpoint(dir string) (string, error) {
-	all, err := ListCheckpoints(dir)
+// Latest returns the newest checkpoint file in dir, or "" if there is
+// none.
+func Latest(dir string) (string, error) {
+	all, err := List(dir)
 	if err != nil || len(all) == 0 {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package mirrored
+package checkpoint
 
 import (
 	"bytes"

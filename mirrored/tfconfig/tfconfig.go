@@ -1,4 +1,4 @@
-package mirrored
+package tfconfig
 
 import (
 	"bytes"
@@ -14,9 +14,9 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// TFConfigEnv is the environment variable holding the cluster spec when no
-// file is given, as in TensorFlow.
-const TFConfigEnv = "TF_CONFIG"
+// Env is the environment variable holding the cluster spec when no file
+// is given, as in TensorFlow.
+const Env = "TF_CONFIG"
 
 // Task types a TF_CONFIG task may have.
 const (
@@ -68,34 +68,34 @@ type tfConfig struct {
 	RPCLayer    string `json:"rpc_layer"`
 }
 
-// LoadTFConfig reads the cluster spec from file, or from the TF_CONFIG
-// environment variable when file is "".
-func LoadTFConfig(file string) (*Cluster, error) {
+// Load reads the cluster spec from file, or from the TF_CONFIG environment
+// variable when file is "".
+func Load(file string) (*Cluster, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("reading the cluster spec: %w", err)
 		}
-		return ParseTFConfig(b, "TF_CONFIG file "+file)
+		return Parse(b, "TF_CONFIG file "+file)
 	}
-	s, ok := os.LookupEnv(TFConfigEnv)
+	s, ok := os.LookupEnv(Env)
 	if !ok || strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("no cluster spec: set %s to a JSON like {\"cluster\": {\"worker\": [\"host1:7000\", \"host2:7000\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}} or pass --tf-config FILE", TFConfigEnv)
+		return nil, fmt.Errorf("no cluster spec: set %s to a JSON like {\"cluster\": {\"worker\": [\"host1:7000\", \"host2:7000\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}} or pass --tf-config FILE", Env)
 	}
-	return ParseTFConfig([]byte(s), TFConfigEnv+" (environment)")
+	return Parse([]byte(s), Env+" (environment)")
 }
 
-// ParseTFConfig validates a TF_CONFIG JSON. source names where it came
-// from and starts every error.
-func ParseTFConfig(b []byte, source string) (*Cluster, error) {
-	c, err := parseTFConfig(b)
+// Parse validates a TF_CONFIG JSON. source names where it came from and
+// starts every error.
+func Parse(b []byte, source string) (*Cluster, error) {
+	c, err := parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	return c, nil
 }
 
-func parseTFConfig(b []byte) (*Cluster, error) {
+func parse(b []byte) (*Cluster, error) {
 	var tc tfConfig
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -1,4 +1,4 @@
-package mirrored
+package checkpoint
 
 import (
 	"encoding/binary"
@@ -19,7 +19,7 @@ func testCheckpoint() *Checkpoint {
 	}
 }
 
-func TestCheckpointRoundTrip(t *testing.T) {
+func TestRoundTrip(t *testing.T) {
 	for _, c := range []*Checkpoint{testCheckpoint(), {Model: "lenet", Params: []float32{1}, Seed: 1}} {
 		b, err := c.Encode()
 		if err != nil {
@@ -28,7 +28,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		if n := binary.LittleEndian.Uint64(b); (8+n)%8 != 0 {
 			t.Errorf("header of %d bytes: data section not 8-byte aligned", n)
 		}
-		got, err := DecodeCheckpoint(b)
+		got, err := Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestDecodeSafetensorsErrors(t *testing.T) {
 	}
 }
 
-func TestDecodeCheckpointErrors(t *testing.T) {
+func TestDecodeErrors(t *testing.T) {
 	good := testCheckpoint().metadata()
 	with := func(k, v string) map[string]string {
 		m := map[string]string{}
@@ -138,7 +138,7 @@ func TestDecodeCheckpointErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = DecodeCheckpoint(b)
+			_, err = Decode(b)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
@@ -146,19 +146,19 @@ func TestDecodeCheckpointErrors(t *testing.T) {
 	}
 }
 
-func TestWriteCheckpointKeepsLastK(t *testing.T) {
+func TestWriteKeepsLastK(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ck")
-	if latest, err := LatestCheckpoint(dir); err != nil || latest != "" {
+	if latest, err := Latest(dir); err != nil || latest != "" {
 		t.Fatalf("empty dir: %q, %v", latest, err)
 	}
 	c := testCheckpoint()
 	for _, step := range []int{5, 100, 20, 1000000000} {
 		c.Step = step
-		if _, err := WriteCheckpoint(dir, c, 2); err != nil {
+		if _, err := Write(dir, c, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	all, err := ListCheckpoints(dir)
+	all, err := List(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestWriteCheckpointKeepsLastK(t *testing.T) {
 	if len(entries) != 2 {
 		t.Errorf("directory holds %d entries (temporary files left behind?)", len(entries))
 	}
-	got, err := ReadCheckpoint(want[1])
+	got, err := Read(want[1])
 	if err != nil || got.Step != 1000000000 {
 		t.Fatalf("read back: %+v, %v", got, err)
 	}
@@ -179,7 +179,7 @@ func TestWriteCheckpointKeepsLastK(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("garbage!"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadCheckpoint(bad); err == nil || !strings.Contains(err.Error(), bad) {
+	if _, err := Read(bad); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("corrupt file: %v", err)
 	}
 }
@@ -211,6 +211,6 @@ func FuzzDecodeSafetensors(f *testing.F) {
 				t.Fatalf("tensor %q changed", name)
 			}
 		}
-		_, _ = DecodeCheckpoint(b)
+		_, _ = Decode(b)
 	})
 }

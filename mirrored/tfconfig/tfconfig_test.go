@@ -1,4 +1,4 @@
-package mirrored
+package tfconfig
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestParseTFConfig(t *testing.T) {
+func TestParse(t *testing.T) {
 	const id0 = "12D3KooWGC6TvWhfapngNqQcRswsEotfB4Bwv5pnFqXP9Y4ZbW1Z"
 	const id1 = "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo"
 	tests := []struct {
@@ -37,7 +37,7 @@ func TestParseTFConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := ParseTFConfig([]byte(tt.json), "test")
+			c, err := Parse([]byte(tt.json), "test")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,9 +48,9 @@ func TestParseTFConfig(t *testing.T) {
 	}
 }
 
-// TestParseTFConfigErrors is the table of every rejected variant with the
+// TestParseErrors is the table of every rejected variant with the
 // message a user sees.
-func TestParseTFConfigErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	const id0 = "12D3KooWGC6TvWhfapngNqQcRswsEotfB4Bwv5pnFqXP9Y4ZbW1Z"
 	tests := []struct{ name, json, want string }{
 		{"empty", ``, "src: empty: want a JSON object"},
@@ -115,7 +115,7 @@ func TestParseTFConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseTFConfig([]byte(tt.json), "src")
+			_, err := Parse([]byte(tt.json), "src")
 			if err == nil {
 				t.Fatalf("accepted %s", tt.json)
 			}
@@ -126,39 +126,39 @@ func TestParseTFConfigErrors(t *testing.T) {
 	}
 }
 
-func TestLoadTFConfig(t *testing.T) {
+func TestLoad(t *testing.T) {
 	const spec = `{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}`
-	t.Setenv(TFConfigEnv, spec)
-	c, err := LoadTFConfig("")
+	t.Setenv(Env, spec)
+	c, err := Load("")
 	if err != nil || c.Rank != 1 {
 		t.Fatalf("from the environment: %+v, %v", c, err)
 	}
-	t.Setenv(TFConfigEnv, `{"cluster": {}`)
-	if _, err := LoadTFConfig(""); err == nil || !strings.HasPrefix(err.Error(), "TF_CONFIG (environment): malformed JSON at line 1, column 15") {
+	t.Setenv(Env, `{"cluster": {}`)
+	if _, err := Load(""); err == nil || !strings.HasPrefix(err.Error(), "TF_CONFIG (environment): malformed JSON at line 1, column 15") {
 		t.Errorf("bad environment: %v", err)
 	}
 	file := filepath.Join(t.TempDir(), "tf.json")
 	if err := os.WriteFile(file, []byte(strings.Replace(spec, `"index": 1`, `"index": 0`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := LoadTFConfig(file); err != nil || c.Rank != 0 {
+	if c, err := Load(file); err != nil || c.Rank != 0 {
 		t.Fatalf("from a file (which wins over the environment): %+v, %v", c, err)
 	}
-	if _, err := LoadTFConfig(filepath.Join(t.TempDir(), "missing.json")); err == nil || !strings.Contains(err.Error(), "reading the cluster spec") {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil || !strings.Contains(err.Error(), "reading the cluster spec") {
 		t.Errorf("missing file: %v", err)
 	}
-	t.Setenv(TFConfigEnv, "")
-	if _, err := LoadTFConfig(""); err == nil || !strings.Contains(err.Error(), "no cluster spec: set TF_CONFIG") {
+	t.Setenv(Env, "")
+	if _, err := Load(""); err == nil || !strings.Contains(err.Error(), "no cluster spec: set TF_CONFIG") {
 		t.Errorf("unset: %v", err)
 	}
 }
 
-func FuzzParseTFConfig(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"cluster": {"worker": ["a:1", "b:2"], "chief": ["c:3"]}, "task": {"type": "worker", "index": 1}}`))
 	f.Add([]byte(`{"cluster": {"worker": ["/ip4/1.2.3.4/tcp/5"]}, "task": {"type": "worker", "index": 0}}`))
 	f.Add([]byte("{\n\"cluster\": [}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := ParseTFConfig(b, "fuzz")
+		c, err := Parse(b, "fuzz")
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz: ") {
 				t.Fatalf("error without its source: %v", err)

@@ -1,0 +1,37 @@
+package rusage
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestCPUTimeGrows: spinning for a while adds CPU time, and the figures
+// are plausible.
+func TestCPUTimeGrows(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("CPU time is not measured on", runtime.GOOS)
+	}
+	cpu0 := CPUTime()
+	x := 0
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+		x++
+	}
+	if cpu := CPUTime(); cpu <= cpu0 {
+		t.Errorf("CPU time went from %v to %v after 50ms of spinning (%d iterations)", cpu0, cpu, x)
+	}
+}
+
+func TestPeakRSS(t *testing.T) {
+	rss := PeakRSS()
+	if runtime.GOOS != "linux" {
+		if rss != 0 {
+			t.Errorf("PeakRSS %d outside Linux, want 0", rss)
+		}
+		return
+	}
+	// A running Go test binary holds more than 1 MiB and less than 1 TiB.
+	if rss < 1<<20 || rss > 1<<40 {
+		t.Errorf("PeakRSS %d bytes: implausible", rss)
+	}
+}
