@@ -300,11 +300,16 @@ func (t *Transport) hostOptions(key crypto.PrivKey, self ma.Multiaddr) ([]libp2p
 }
 
 // Yamux tuning, identical on every rank. A collective stream carries a
-// steady flow of chunks, so it starts with a large window instead of growing
-// one from 256 KiB, and sends larger yamux frames (fewer headers and
-// syscalls; the security layer still cuts TLS records at 16 KiB).
+// steady flow of chunks, so its window starts at the maximum: go-yamux
+// grows a window only when it is used up within 4× an RTT measured on the
+// idle link at connect (and every 30 s), which on real links it never is,
+// and then each window update waits behind up to a window of the other
+// direction's data, halving the link rate when traffic flows both ways.
+// Larger yamux frames mean fewer headers and syscalls (the security layer
+// still cuts TLS records at 16 KiB). A window is a bound, not an
+// allocation: memory is used only for data the reader has not taken yet.
 var (
-	YamuxInitialWindow uint32 = 1 << 20
+	YamuxInitialWindow uint32 = 16 << 20
 	YamuxMaxWindow     uint32 = 16 << 20
 	YamuxMaxMessage    uint32 = 1 << 20
 )
@@ -375,7 +380,16 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 		if err == nil {
 			s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], ProtocolID)
 			if err == nil {
-				return s, nil
+				// Negotiate the protocol now, not lazily on the first frame:
+				// the remote host gives an inbound stream 10 s to finish
+				// negotiating, and a peer slow to send its first frame (a
+				// large shard to count, a loaded host) would otherwise have
+				// its streams reset whatever the collective timeout says.
+				// An empty write sends the protocol header at once.
+				if _, err = s.Write(nil); err == nil {
+					return s, nil
+				}
+				_ = s.Reset()
 			}
 			last = err
 		} else {
