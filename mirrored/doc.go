@@ -26,7 +26,8 @@
 //     safetensors format, written atomically by the chief.
 //   - RunGossip (gossip.go) is the asynchronous alternative to RunJob: no
 //     barrier, each replica averages its parameters with one peer at a time
-//     (collective.Gossip), so a slow or dead peer does not stop the others.
+//     (package mirrored/gossip), so a slow or dead peer does not stop the
+//     others.
 //   - RunSparseJob (sparse.go) and RunSparseGossip (gossip_sparse.go) are
 //     the same two strategies for sparse logistic regression (--model
 //     sparse-lr), whose exchanges carry the coordinates that changed

@@ -12,18 +12,15 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/sparse"
 )
-
-// SparseGossipTolerance is the relative change below which an average is
-// not passed on to third peers (collective.GossipOptions.SparseTolerance).
-const SparseGossipTolerance = 1e-3
 
 // RunSparseGossip runs sparse logistic regression (a SparseJob) as gossip
 // replica c.Rank() of c.Size(), as RunGossip does for the dense models,
 // with one difference that matters at Criteo's D (135 MB of weights): each
 // pairwise exchange carries only the coordinates either side changed since
-// their last exchange (collective.GossipOptions.Sparse), never the dense
+// their last exchange (gossip.Options.Sparse), never the dense
 // vector. Each local step (gradient and update, a few thousand weights) runs
 // under the gossip lock, so its staleness is 0.
 //
@@ -53,7 +50,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 	case sc.Optimizer == "sgd" && sc.L2 > 0:
 		return nil, fmt.Errorf("gossip with sgd and --l2 %v: the lazy weight decay does not mix with averaging: use --l2 0 or adagrad", sc.L2)
 	}
-	sched, _ := collective.ParsePeerSchedule(gc.Schedule) // validated
+	sched, _ := gossip.ParseSchedule(gc.Schedule) // validated
 	base := cfg.logger()
 	log := base.With(zap.Int("rank", rank))
 	dim := sc.Features
@@ -93,8 +90,8 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 		return nil, err
 	}
 	// Every replica starts from zero weights, so nothing is broadcast.
-	gos, err := collective.NewGossip(c, model.W, collective.GossipOptions{
-		Schedule: sched, Seed: uint64(cfg.Seed), Sparse: true, SparseTolerance: SparseGossipTolerance, MaxStaleness: gc.MaxStaleness,
+	gos, err := gossip.New(c, model.W, gossip.Options{
+		Schedule: sched, Seed: uint64(cfg.Seed), Sparse: true, SparseTolerance: gossip.DefaultOptions().SparseTolerance, MaxStaleness: gc.MaxStaleness,
 		Timeout: c.Options().Timeout, Logger: base.Named("gossip"), // it adds the rank
 	})
 	if err != nil {
@@ -226,7 +223,7 @@ func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *col
 		}
 	}
 	gos.Finish(ctx) // tells the others this replica is done; weights stay local
-	rep.GossipStats = gos.Stats()
+	rep.Stats = gos.Stats()
 	rep.Survivors = []int{rank}
 	if n := len(rep.Distances); n > 0 {
 		// The latest exchange's distance stands for the end state.
