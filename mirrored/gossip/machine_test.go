@@ -154,8 +154,7 @@ func TestMachineMutualChoice(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := make([]float32, 4), make([]float32, 4)
-			o := DefaultOptions()
-			o.Schedule, o.Sparse, o.SparseTolerance = Rotate, c.sparse, 0
+			o := options(func(o *Options) { o.Schedule, o.Sparse, o.SparseTolerance = Rotate, c.sparse, 0 })
 			w := newWired(t, [][]float32{a, b}, o)
 			// Equal start, then each rank changes its own coordinates.
 			must(t, w.ms[0].applySparse([]int32{0, 1, 3}, func(p []float32) { p[0], p[1], p[3] = 1, 2, 7 }))
@@ -247,8 +246,7 @@ func TestMachineConservesSum(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			params := [][]float32{{1, 2, 3, 4}, {8, -8, 16, 0}, {-4, 4, 2, 32}}
-			o := DefaultOptions()
-			o.Schedule = Rotate
+			o := options(func(o *Options) { o.Schedule = Rotate })
 			w := newWired(t, params, o)
 			before := w.sum()
 			c.script(w)
@@ -285,8 +283,7 @@ func TestMachineStalenessBound(t *testing.T) {
 		{"bound 1, own exchange in flight", 1, true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			o := DefaultOptions()
-			o.Schedule, o.MaxStaleness = Rotate, c.maxStaleness
+			o := options(func(o *Options) { o.Schedule, o.MaxStaleness = Rotate, c.maxStaleness })
 			params := [][]float32{{0, 0}, {4, 8}, {2, 2}}
 			w := newWired(t, params, o)
 			w.ms[1].read(make([]float32, 2)) // rank 1 computes on a copy
@@ -330,23 +327,11 @@ func TestMachineSparseEqualsDense(t *testing.T) {
 		for r := range params {
 			params[r] = make([]float32, dim) // equal start, as after the broadcast
 		}
-		o := DefaultOptions()
-		o.Seed, o.Sparse, o.SparseTolerance = 4, sparse, 0
+		o := options(func(o *Options) { o.Seed, o.Sparse, o.SparseTolerance = 4, sparse, 0 })
 		w := newWired(t, params, o)
-		rng := rand.New(rand.NewPCG(5, 6))
-		var touched []int32
-		for step := range steps {
-			r := rng.IntN(n)
-			touched = touched[:0]
-			for range 1 + rng.IntN(6) {
-				touched = append(touched, int32(rng.IntN(dim)))
-			}
-			delta := float32(rng.NormFloat64())
-			must(t, w.ms[r].applySparse(touched, func(p []float32) {
-				for _, u := range touched {
-					p[u] += delta
-				}
-			}))
+		for step, st := range sparseScript(n, dim, steps) {
+			r := st.rank
+			must(t, w.ms[r].applySparse(st.touched, st.update))
 			if res := w.begin(r, uint64(step)); res.Outcome != InFlight {
 				t.Fatalf("step %d: %v", step, res.Outcome)
 			}
@@ -363,6 +348,42 @@ func TestMachineSparseEqualsDense(t *testing.T) {
 	}
 	dense, denseSent := run(false)
 	sparse, sparseSent := run(true)
+	sameBits(t, dense, denseSent, sparse, sparseSent)
+}
+
+// scriptStep is one local step of a sparse script: rank adds a delta to
+// the coordinates touched.
+type scriptStep struct {
+	rank    int
+	touched []int32
+	update  func(p []float32)
+}
+
+// sparseScript returns steps seeded local steps of n ranks, each touching
+// a few of dim coordinates.
+func sparseScript(n, dim, steps int) []scriptStep {
+	rng := rand.New(rand.NewPCG(5, 6))
+	out := make([]scriptStep, steps)
+	for i := range out {
+		st := scriptStep{rank: rng.IntN(n)}
+		for range 1 + rng.IntN(6) {
+			st.touched = append(st.touched, int32(rng.IntN(dim)))
+		}
+		delta := float32(rng.NormFloat64())
+		st.update = func(p []float32) {
+			for _, u := range st.touched {
+				p[u] += delta
+			}
+		}
+		out[i] = st
+	}
+	return out
+}
+
+// sameBits fails unless the dense and sparse runs' replicas are bitwise
+// equal and the sparse run sent at least 10× fewer values.
+func sameBits(t *testing.T, dense [][]float32, denseSent int64, sparse [][]float32, sparseSent int64) {
+	t.Helper()
 	for r := range dense {
 		for i := range dense[r] {
 			if dense[r][i] != sparse[r][i] {
@@ -373,14 +394,21 @@ func TestMachineSparseEqualsDense(t *testing.T) {
 	if sparseSent*10 > denseSent {
 		t.Errorf("sparse exchange sent %d values, dense %d: want at least 10× fewer", sparseSent, denseSent)
 	}
+	t.Logf("values sent: dense %d, sparse %d", denseSent, sparseSent)
+}
+
+// options returns DefaultOptions changed by f.
+func options(f func(o *Options)) Options {
+	o := DefaultOptions()
+	f(&o)
+	return o
 }
 
 // TestMachineDeadPeer: a peer that failed is dropped for good: never
 // picked, sent nothing, its late messages change no parameter, and an
 // exchange waiting for it ends Lost with its sent coordinates dirty again.
 func TestMachineDeadPeer(t *testing.T) {
-	o := DefaultOptions()
-	o.Schedule, o.Sparse, o.SparseTolerance = Rotate, true, 0
+	o := options(func(o *Options) { o.Schedule, o.Sparse, o.SparseTolerance = Rotate, true, 0 })
 	params := [][]float32{{0, 0, 0}, {0, 0, 0}, {0, 0, 0}}
 	w := newWired(t, params, o)
 	must(t, w.ms[0].applySparse([]int32{2}, func(p []float32) { p[2] = 5 }))
@@ -420,8 +448,7 @@ func TestMachineDeadPeer(t *testing.T) {
 // TestMachineAbandonedAnswerIgnored: a reply that arrives after its
 // exchange was given up (the caller's context ended) changes nothing.
 func TestMachineAbandonedAnswerIgnored(t *testing.T) {
-	o := DefaultOptions()
-	o.Schedule = Rotate
+	o := options(func(o *Options) { o.Schedule = Rotate })
 	a, b := []float32{0}, []float32{4}
 	w := newWired(t, [][]float32{a, b}, o)
 	w.begin(0, 0)
@@ -443,8 +470,7 @@ func TestMachineAbandonedAnswerIgnored(t *testing.T) {
 // TestMachineStopAndCountsTravel: the stop flag and step counts ride on
 // every message and each rank keeps the largest count it heard.
 func TestMachineStopAndCountsTravel(t *testing.T) {
-	o := DefaultOptions()
-	o.Schedule = Rotate
+	o := options(func(o *Options) { o.Schedule = Rotate })
 	w := newWired(t, [][]float32{{0}, {1}, {2}}, o)
 	w.ms[0].counts[0] = 5
 	w.ms[2].counts[2] = 7
@@ -468,8 +494,7 @@ func TestMachineStopAndCountsTravel(t *testing.T) {
 // TestMachineFinish: finished ranks swap final parameters, refuse
 // exchanges, and leave each other's peer sets.
 func TestMachineFinish(t *testing.T) {
-	o := DefaultOptions()
-	o.Schedule = Rotate
+	o := options(func(o *Options) { o.Schedule = Rotate })
 	params := [][]float32{{0, 1}, {2, 3}, {4, 5}}
 	w := newWired(t, params, o)
 	w.begin(2, 0) // rank 2 -> rank 0, arriving after rank 0 finished

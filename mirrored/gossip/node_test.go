@@ -15,13 +15,6 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 )
 
-// options returns DefaultOptions changed by f.
-func options(f func(o *Options)) Options {
-	o := DefaultOptions()
-	f(&o)
-	return o
-}
-
 // gossipNet starts n gossip ends over an in-memory network, rank r's
 // parameters being params[r].
 func gossipNet(t *testing.T, params [][]float32, opts Options) (*collective.MemNetwork, []*Node) {
@@ -167,7 +160,7 @@ func TestNodeConcurrentExchangesConserveAndConverge(t *testing.T) {
 	}
 }
 
-// TestGossipSparseEqualsDense runs one scripted sequence of local sparse
+// TestNodeSparseEqualsDense runs one scripted sequence of local sparse
 // updates and exchanges twice, exchanging whole vectors and only changed
 // coordinates: the replicas must end bitwise equal.
 func TestNodeSparseEqualsDense(t *testing.T) {
@@ -178,27 +171,15 @@ func TestNodeSparseEqualsDense(t *testing.T) {
 			params[r] = make([]float32, dim) // equal start, as after the broadcast
 		}
 		_, gs := gossipNet(t, params, options(func(o *Options) { o.Seed, o.Sparse, o.SparseTolerance = 4, sparse, 0 }))
-		rng := rand.New(rand.NewPCG(5, 6))
-		var touched []int32
-		for step := range steps {
-			r := rng.IntN(n)
-			touched = touched[:0]
-			for range 1 + rng.IntN(6) {
-				touched = append(touched, int32(rng.IntN(dim)))
-			}
-			delta := float32(rng.NormFloat64())
-			update := func(p []float32) {
-				for _, u := range touched {
-					p[u] += delta
-				}
-			}
+		for step, st := range sparseScript(n, dim, steps) {
+			r := st.rank
 			if sparse {
-				if err := gs[r].ApplySparse(touched, update); err != nil {
+				if err := gs[r].ApplySparse(st.touched, st.update); err != nil {
 					t.Fatal(err)
 				}
 			} else {
 				gs[r].Read(make([]float32, dim))
-				gs[r].Apply(update)
+				gs[r].Apply(st.update)
 			}
 			res, err := gs[r].Exchange(context.Background(), uint64(step))
 			if err != nil || res.Outcome != Averaged {
@@ -213,22 +194,10 @@ func TestNodeSparseEqualsDense(t *testing.T) {
 	}
 	dense, denseSent := run(false)
 	sparse, sparseSent := run(true)
-	for r := range dense {
-		if !slices.Equal(dense[r], sparse[r]) {
-			for i := range dense[r] {
-				if dense[r][i] != sparse[r][i] {
-					t.Fatalf("rank %d coordinate %d: dense exchange gives %v, sparse %v", r, i, dense[r][i], sparse[r][i])
-				}
-			}
-		}
-	}
-	if sparseSent*10 > denseSent {
-		t.Errorf("sparse exchange sent %d values, dense %d: want at least 10× fewer", sparseSent, denseSent)
-	}
-	t.Logf("values sent: dense %d, sparse %d", denseSent, sparseSent)
+	sameBits(t, dense, denseSent, sparse, sparseSent)
 }
 
-// TestGossipOverlappedExchanges: ranks keep stepping while their exchange
+// TestNodeOverlappedExchanges: ranks keep stepping while their exchange
 // is in flight (Begin, local step, Begin ...): the answers land as
 // changes, so the replicas' sum is exactly the local updates' sum.
 func TestNodeOverlappedExchanges(t *testing.T) {
