@@ -31,9 +31,12 @@
 //   - After any failed collective the Comm is broken: later collectives fail
 //     at once, since the ranks no longer agree on the frame sequence.
 //
-// Point-to-point messages (Send, Recv, Exchange; for gossip) share the links
-// but have their own inbound queue, so they can run beside collectives; they
-// match in order per pair of ranks and check the user tag.
+// Point-to-point messages (Send, Recv, Exchange) share the links but have
+// their own inbound queue, so they can run beside collectives; they match in
+// order per pair of ranks and check the user tag. Point-to-point receives
+// fail only when their own link does (an abort or a lost link elsewhere
+// cancels collectives only), so a protocol built on them, such as the gossip
+// averaging of package mirrored/gossip, can drop a dead peer and carry on.
 //
 // Algorithms: all-reduce is a pipelined ring (reduce-scatter then
 // all-gather, 2(N-1)/N of the buffer sent per rank, chunks of
@@ -46,16 +49,6 @@
 // carries every fold, and the fixed fold order keeps results bitwise equal
 // on every rank. Broadcast is a pipelined chain, Barrier a dissemination barrier,
 // AllGatherV a ring over per-rank blocks after a ring exchange of lengths.
-//
-// Gossip (gossip.go, gossip_avg.go) is the decentralised alternative to the
-// collectives: GossipPeer is a pure seeded peer schedule (random, rotating,
-// SGP's exponential graph) and Gossip averages one rank's parameters with
-// one peer at a time over point-to-point messages, atomically and without
-// deadlock when two ranks pick each other (see gossip_avg.go). It uses no
-// collective after start-up, and point-to-point receives fail only when
-// their own link does (an abort or a lost link elsewhere cancels
-// collectives only), so a dead peer is dropped from the peer set while the
-// others carry on.
 //
 // Payloads are the in-memory bytes of the slices (little-endian hosts only;
 // New refuses a big-endian host), so no element is encoded one by one.

@@ -9,7 +9,7 @@ import (
 
 // Point-to-point messages travel on the same links as collectives but in
 // their own inbound queue, so they may run concurrently with collectives
-// (for gossip). Messages between two ranks are matched in order: the next
+// (for protocols such as mirrored/gossip). Messages between two ranks are matched in order: the next
 // Recv from a rank gets the next message that rank Sent, and its tag must
 // be the one asked for. A p2p failure does not break the Comm.
 
@@ -103,7 +103,7 @@ func (c *Comm) Recv(ctx context.Context, from int, tag uint32) ([]byte, error) {
 }
 
 // Exchange sends payload to peer and receives peer's message with the same
-// tag, both at once (the pairwise step of gossip averaging).
+// tag, both at once (a pairwise swap).
 func (c *Comm) Exchange(ctx context.Context, peer int, tag uint32, payload []byte) ([]byte, error) {
 	var sendErr error
 	done := make(chan struct{})

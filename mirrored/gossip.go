@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/gossip"
 )
 
 // Strategies a run may use.
@@ -23,18 +24,14 @@ const (
 // Strategies lists the valid strategy names.
 var Strategies = []string{StrategyRing, StrategyGossip}
 
-// DefaultMaxSkip is GossipConfig.MaxSkip's default: at least one average
-// every 4 local steps.
-const DefaultMaxSkip = 3
-
 // GossipConfig is the gossip strategy's settings and the fault injection
-// both strategies accept. The zero value (after Fill) is gossip with a
-// random peer every step and staleness bound 1, no faults.
+// both strategies accept. The zero value (after Fill) is the ring with no
+// faults; under gossip, gossip.DefaultOptions' settings.
 type GossipConfig struct {
 	// Strategy is StrategyRing or StrategyGossip (RunStrategy's choice).
 	Strategy string
 	// Schedule picks the peer of each exchange: random, rotate or
-	// exponential (collective.ParsePeerSchedule).
+	// exponential (gossip.ParseSchedule).
 	Schedule string
 	// Every is the number of local steps between exchanges (≥ 1).
 	Every int
@@ -47,7 +44,8 @@ type GossipConfig struct {
 	// previous average is still in flight, before it waits for it: it
 	// bounds the local steps between two averages to MaxSkip+1, while
 	// steps shorter than an exchange's round trip still do not wait for
-	// every one. 0 means DefaultMaxSkip; negative, never skip.
+	// every one. 0 means gossip.DefaultOptions' MaxSkip; negative, never
+	// skip.
 	MaxSkip int
 	// MaxStaleness bounds the merges a local step may absorb while its
 	// gradient is being computed (≥ 1).
@@ -56,25 +54,25 @@ type GossipConfig struct {
 	Faults Faults
 }
 
-// Fill sets the defaults: strategy ring, schedule random, Every 1,
-// MaxSkip DefaultMaxSkip,
-// MaxStaleness 2 (the overlapped answer of the replica's own exchange, and
-// one peer's request).
+// Fill sets the zero settings to their defaults: strategy ring, and the
+// gossip knobs from gossip.DefaultOptions (schedule random, Every 1,
+// MaxSkip 3, MaxStaleness 2; it says why), so the two cannot disagree.
 func (g *GossipConfig) Fill() {
+	d := gossip.DefaultOptions()
 	if g.Strategy == "" {
 		g.Strategy = StrategyRing
 	}
 	if g.Schedule == "" {
-		g.Schedule = collective.GossipRandom.String()
+		g.Schedule = d.Schedule.String()
 	}
 	if g.Every == 0 {
-		g.Every = 1
+		g.Every = d.Every
 	}
 	if g.MaxStaleness == 0 {
-		g.MaxStaleness = 2
+		g.MaxStaleness = d.MaxStaleness
 	}
 	if g.MaxSkip == 0 {
-		g.MaxSkip = DefaultMaxSkip
+		g.MaxSkip = d.MaxSkip
 	}
 }
 
@@ -85,7 +83,7 @@ func (g *GossipConfig) Validate(world int) error {
 	default:
 		return fmt.Errorf("strategy %q: want ring or gossip", g.Strategy)
 	}
-	if _, err := collective.ParsePeerSchedule(g.Schedule); err != nil {
+	if _, err := gossip.ParseSchedule(g.Schedule); err != nil {
 		return err
 	}
 	if g.Every < 1 {
@@ -135,7 +133,7 @@ type GossipReport struct {
 	Schedule     string `json:"schedule"`
 	Every        int    `json:"every"`
 	MaxStaleness int    `json:"max_staleness"`
-	collective.GossipStats
+	gossip.Stats
 	Evals []GossipEval `json:"evals"`
 	// Skipped counts rounds without an exchange because the previous one
 	// was still in flight (overlapped mode never waits for the network).
@@ -177,7 +175,7 @@ var ErrGossipCheckpoint = errors.New("checkpoints and --restore work with the ri
 //     pass), optimizer step on the shared parameters (which peers may have
 //     averaged meanwhile: that is the step's staleness, bounded by
 //     MaxStaleness); every Every steps, average with one peer chosen by
-//     the schedule (collective.Gossip), overlapped with the next step
+//     the schedule (gossip.Node), overlapped with the next step
 //     unless WaitForAverage (a round whose predecessor is still in flight
 //     is skipped, up to MaxSkip in a row, so computing rarely waits for
 //     the network). No barrier: a slow replica only

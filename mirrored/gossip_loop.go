@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -32,7 +33,7 @@ type gossipRun struct {
 	// engine's lock (its gradient is never stale) and exchanges carry the
 	// changed coordinates only; they are always waited for.
 	sparse bool
-	opts   collective.GossipOptions // Schedule, Seed, Timeout, Logger set by the loop
+	opts   gossip.Options // Schedule, Seed, Timeout, Logger set by the loop
 	// evalView receives a snapshot of the shared parameters and evaluate
 	// scores it on the whole test set, on this replica alone (a peer may
 	// be gone).
@@ -56,7 +57,7 @@ type gossipLoop struct {
 	rank  int
 	world int
 	obs   *observers
-	gos   *collective.Gossip
+	gos   *gossip.Node
 	steps int // per pass over a shard
 	// epochWork is the local steps of one synchronous epoch (steps × N);
 	// budget the cluster's local steps in all.
@@ -138,7 +139,7 @@ func (l *gossipLoop) start(ctx context.Context) error {
 	l.res.TimeToAccuracy = map[string]float64{}
 	l.rep = GossipReport{Schedule: l.gc.Schedule, Every: l.gc.Every, MaxStaleness: l.gc.MaxStaleness}
 
-	sched, _ := collective.ParsePeerSchedule(l.gc.Schedule) // validated
+	sched, _ := gossip.ParseSchedule(l.gc.Schedule) // validated
 	opts := run.opts
 	opts.Schedule, opts.Seed, opts.MaxStaleness = sched, uint64(cfg.Seed), l.gc.MaxStaleness
 	opts.Timeout, opts.Logger = l.c.Options().Timeout, cfg.logger().Named("gossip") // it adds the rank
@@ -146,7 +147,7 @@ func (l *gossipLoop) start(ctx context.Context) error {
 	if !run.sparse { // local steps compute on a copy; the engine owns the shared vector
 		shared = append([]float32(nil), shared...)
 	}
-	if l.gos, err = collective.NewGossip(l.c, shared, opts); err != nil {
+	if l.gos, err = gossip.New(l.c, shared, opts); err != nil {
 		return err
 	}
 	if l.obs, err = newObservers(cfg, l.job.OnEvent, l.rank, true); err != nil {
@@ -314,7 +315,7 @@ func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*GossipSu
 	}
 	finals := l.gos.Finish(ctx)
 	l.comm += time.Since(tf)
-	l.rep.GossipStats = l.gos.Stats()
+	l.rep.Stats = l.gos.Stats()
 	if err := l.consensus(ctx, finals); err != nil {
 		return nil, err
 	}

@@ -10,12 +10,9 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/sparse"
 )
-
-// SparseGossipTolerance is the relative change below which an average is
-// not passed on to third peers (collective.GossipOptions.SparseTolerance).
-const SparseGossipTolerance = 1e-3
 
 // RunSparseGossip runs sparse logistic regression (a SparseJob) as gossip
 // replica c.Rank() of c.Size(), as RunGossip does for the dense models,
@@ -87,7 +84,7 @@ func (j *SparseJob) gossipRun(ctx context.Context, gc *GossipConfig, rank, world
 				SparseModel, sc.Features, sc.Optimizer, world, cfg.BatchSize, gc.Schedule, gc.Every, steps)
 		},
 		sparse:   true,
-		opts:     collective.GossipOptions{Sparse: true, SparseTolerance: SparseGossipTolerance},
+		opts:     gossip.Options{Sparse: true, SparseTolerance: gossip.DefaultOptions().SparseTolerance},
 		maxSteps: sc.MaxSteps,
 		done: func(Replica) {
 			if sc.OnWeights != nil {

@@ -90,7 +90,7 @@ func TestGossipLearnsAndAgrees(t *testing.T) {
 					t.Errorf("rank %d: relative consensus distance %.4f: want ≤ 0.05", r, g.RelConsensus)
 				}
 				if g.Averaged == 0 || len(g.Distances) != g.Averaged || g.StalenessMax > g.MaxStaleness {
-					t.Errorf("rank %d: gossip stats %+v", r, g.GossipStats)
+					t.Errorf("rank %d: gossip stats %+v", r, g.Stats)
 				}
 				if s.Peer.BytesSent == 0 {
 					t.Errorf("rank %d: no bytes counted", r)
@@ -140,7 +140,7 @@ func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
 			slow, sums[0].Peer.Steps, sums[2].Peer.Steps)
 	}
 	if sums[1].Gossip.RefusedStale == 0 && sums[1].Gossip.StalenessMax == 0 {
-		t.Logf("straggler stats %+v", sums[1].Gossip.GossipStats)
+		t.Logf("straggler stats %+v", sums[1].Gossip.Stats)
 	}
 }
 

@@ -9,16 +9,19 @@ import (
 
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/compare"
+	"github.com/meshtrain/meshtrain/mirrored/gossip"
 )
 
-// gossipFlags tune the gossip strategy.
+// gossipFlags tune the gossip strategy; their defaults are
+// gossip.DefaultOptions'.
 func gossipFlags() []cli.Flag {
+	d := gossip.DefaultOptions()
 	return []cli.Flag{
-		&cli.StringFlag{Name: "gossip-schedule", Value: "random", Usage: "gossip: how each replica picks its peer: random | rotate | exponential (all seeded by --seed)"},
-		&cli.IntFlag{Name: "gossip-every", Value: 1, Usage: "gossip: local steps between pairwise averages"},
-		&cli.IntFlag{Name: "gossip-max-staleness", Value: 2, Usage: "gossip: merges a local step may absorb while computing its gradient (a peer at the bound declines)"},
+		&cli.StringFlag{Name: "gossip-schedule", Value: d.Schedule.String(), Usage: "gossip: how each replica picks its peer: random | rotate | exponential (all seeded by --seed)"},
+		&cli.IntFlag{Name: "gossip-every", Value: d.Every, Usage: "gossip: local steps between pairwise averages"},
+		&cli.IntFlag{Name: "gossip-max-staleness", Value: d.MaxStaleness, Usage: "gossip: merges a local step may absorb while computing its gradient (a peer at the bound declines)"},
 		&cli.BoolFlag{Name: "gossip-wait", Usage: "gossip: finish each pairwise average before the next local step (default: overlap it with the next step)"},
-		&cli.IntFlag{Name: "gossip-max-skip", Value: mirrored.DefaultMaxSkip, Usage: "gossip: rounds in a row a replica may skip while its previous average is in flight, before waiting for it (-1: never skip)"},
+		&cli.IntFlag{Name: "gossip-max-skip", Value: d.MaxSkip, Usage: "gossip: rounds in a row a replica may skip while its previous average is in flight, before waiting for it (-1: never skip)"},
 	}
 }
 

@@ -1,64 +1,64 @@
-package collective
+package gossip
 
 import (
 	"fmt"
 	"math/bits"
 )
 
-// PeerSchedule says whom a rank averages with at each gossip round. Every
+// Schedule says whom a rank averages with at each gossip round. Every
 // schedule is a pure function of (seed, rank, size, round): two runs with
 // the same seed pick the same peers, and a test can list the pairs a run
 // will form without running it.
-type PeerSchedule int
+type Schedule int
 
 // Peer schedules.
 const (
-	// GossipRandom picks a uniformly random other rank each round, from a
-	// hash of (seed, rank, round): AD-PSGD's choice (Lian et al., 2018).
-	GossipRandom PeerSchedule = iota
-	// GossipRotate walks the other ranks in turn: round t pairs rank r with
+	// Random picks a uniformly random other rank each round, from a hash
+	// of (seed, rank, round): AD-PSGD's choice (Lian et al., 2018).
+	Random Schedule = iota
+	// Rotate walks the other ranks in turn: round t pairs rank r with
 	// r+1+(t mod (size-1)), so every pair meets once per size-1 rounds.
-	GossipRotate
-	// GossipExponential is Stochastic Gradient Push's time-varying
-	// exponential graph (Assran et al., 2019): round t pairs rank r with
+	Rotate
+	// Exponential is Stochastic Gradient Push's time-varying exponential
+	// graph (Assran et al., 2019): round t pairs rank r with
 	// r+2^(t mod ⌈log2 size⌉), so information reaches every rank in
 	// ⌈log2 size⌉ rounds.
-	GossipExponential
+	Exponential
 )
 
 var scheduleNames = [...]string{"random", "rotate", "exponential"}
 
-func (s PeerSchedule) String() string {
+func (s Schedule) String() string {
 	if s >= 0 && int(s) < len(scheduleNames) {
 		return scheduleNames[s]
 	}
 	return fmt.Sprintf("schedule(%d)", int(s))
 }
 
-// ParsePeerSchedule parses "random", "rotate" or "exponential".
-func ParsePeerSchedule(s string) (PeerSchedule, error) {
+// ParseSchedule parses "random", "rotate" or "exponential".
+func ParseSchedule(s string) (Schedule, error) {
 	for i, n := range scheduleNames {
 		if n == s {
-			return PeerSchedule(i), nil
+			return Schedule(i), nil
 		}
 	}
-	return 0, fmt.Errorf("collective: unknown gossip peer schedule %q: want random, rotate or exponential", s)
+	return 0, fmt.Errorf("gossip: unknown peer schedule %q: want random, rotate or exponential", s)
 }
 
-// GossipPeer returns the rank that rank averages with in round, or -1 when
-// no other rank is usable. usable (nil: every rank) tells which ranks are
+// Peer returns the rank that rank averages with in round, or -1 when no
+// other rank is usable. usable (nil: every rank) tells which ranks are
 // still in the peer set; when the scheduled peer is not, the next usable
 // rank after it (in rank order, wrapping) is taken, so the choice stays a
 // pure function of the arguments and of the peer set.
-func GossipPeer(s PeerSchedule, seed uint64, rank, size int, round uint64, usable func(int) bool) int {
+func (s Schedule) Peer(seed uint64, rank, size int, round uint64, usable func(int) bool) int {
 	if size < 2 || rank < 0 || rank >= size {
 		return -1
 	}
 	var off int // in [1, size-1]
 	switch s {
-	case GossipRotate:
+	case Rotate:
 		off = 1 + int(round%uint64(size-1))
-	case GossipExponential:
+	case Exponential:
 		k := uint64(bits.Len(uint(size - 1))) // ⌈log2 size⌉ for size ≥ 2
 		off = 1 << (round % k)
 		if off >= size {

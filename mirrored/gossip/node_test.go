@@ -1,4 +1,4 @@
-package collective
+package gossip
 
 import (
 	"context"
@@ -11,93 +11,26 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-)
 
-func TestGossipPeerSchedules(t *testing.T) {
-	for _, s := range []PeerSchedule{GossipRandom, GossipRotate, GossipExponential} {
-		for size := 1; size <= 9; size++ {
-			for rank := range size {
-				seen := map[int]bool{}
-				for round := range uint64(64) {
-					p := GossipPeer(s, 7, rank, size, round, nil)
-					if size == 1 {
-						if p != -1 {
-							t.Fatalf("%v size 1: got peer %d, want -1", s, p)
-						}
-						continue
-					}
-					if p < 0 || p >= size || p == rank {
-						t.Fatalf("%v size %d rank %d round %d: peer %d", s, size, rank, round, p)
-					}
-					if q := GossipPeer(s, 7, rank, size, round, nil); q != p {
-						t.Fatalf("%v not pure: %d then %d", s, p, q)
-					}
-					seen[p] = true
-				}
-				if s != GossipExponential && size > 1 && len(seen) != size-1 {
-					t.Errorf("%v size %d rank %d: met %d of %d peers in 64 rounds", s, size, rank, len(seen), size-1)
-				}
-			}
-		}
-	}
-	// Rotate meets every peer once per size-1 rounds.
-	for round := range uint64(4) {
-		if got, want := GossipPeer(GossipRotate, 0, 1, 5, round, nil), (1+1+int(round))%5; got != want {
-			t.Errorf("rotate round %d: peer %d, want %d", round, got, want)
-		}
-	}
-	// Exponential: offsets 1, 2, 4 for size 8.
-	for round, off := range []int{1, 2, 4, 1} {
-		if got := GossipPeer(GossipExponential, 0, 3, 8, uint64(round), nil); got != (3+off)%8 {
-			t.Errorf("exponential round %d: peer %d, want %d", round, got, (3+off)%8)
-		}
-	}
-	// Random depends on the seed.
-	same := 0
-	for round := range uint64(50) {
-		if GossipPeer(GossipRandom, 1, 0, 8, round, nil) == GossipPeer(GossipRandom, 2, 0, 8, round, nil) {
-			same++
-		}
-	}
-	if same > 25 {
-		t.Errorf("random schedules with seeds 1 and 2 agree in %d of 50 rounds", same)
-	}
-	// Dropped peers are skipped, deterministically; none left gives -1.
-	alive := func(p int) bool { return p == 0 || p == 3 }
-	for round := range uint64(20) {
-		if p := GossipPeer(GossipRandom, 3, 0, 5, round, alive); p != 3 {
-			t.Fatalf("round %d: picked %d, only 3 is usable", round, p)
-		}
-	}
-	if p := GossipPeer(GossipRotate, 3, 0, 5, 0, func(int) bool { return false }); p != -1 {
-		t.Errorf("no usable peer: got %d", p)
-	}
-	if _, err := ParsePeerSchedule("gossipy"); err == nil {
-		t.Error("ParsePeerSchedule accepted an unknown name")
-	}
-	for _, s := range []PeerSchedule{GossipRandom, GossipRotate, GossipExponential} {
-		if got, err := ParsePeerSchedule(s.String()); err != nil || got != s {
-			t.Errorf("ParsePeerSchedule(%q) = %v, %v", s, got, err)
-		}
-	}
-}
+	"github.com/meshtrain/meshtrain/collective"
+)
 
 // gossipNet starts n gossip ends over an in-memory network, rank r's
 // parameters being params[r].
-func gossipNet(t *testing.T, params [][]float32, opts GossipOptions) (*MemNetwork, []*Gossip) {
+func gossipNet(t *testing.T, params [][]float32, opts Options) (*collective.MemNetwork, []*Node) {
 	t.Helper()
 	n := len(params)
-	net := NewMemNetwork(n)
-	gs := make([]*Gossip, n)
+	net := collective.NewMemNetwork(n)
+	gs := make([]*Node, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	for r := range n {
-		c, err := New(net.Transport(r), Options{Timeout: 10 * time.Second})
+		c, err := collective.New(net.Transport(r), collective.Options{Timeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		o := opts
 		o.Logger = zaptest.NewLogger(t)
-		if gs[r], err = NewGossip(c, params[r], o); err != nil {
+		if gs[r], err = New(c, params[r], o); err != nil {
 			t.Fatal(err)
 		}
 		gs[r].Start(ctx)
@@ -111,16 +44,16 @@ func gossipNet(t *testing.T, params [][]float32, opts GossipOptions) (*MemNetwor
 	return net, gs
 }
 
-func TestGossipMutualChoiceAveragesOnce(t *testing.T) {
+func TestNodeMutualChoiceAveragesOnce(t *testing.T) {
 	// With two ranks and the rotating schedule both always pick each
 	// other: the lower rank's request wins, the other is declined, and
 	// both end with the same bits, the mean.
 	for trial := range 20 {
 		a := []float32{1, 2, 3, float32(trial)}
 		b := []float32{3, 6, -3, 0.5}
-		_, gs := gossipNet(t, [][]float32{a, b}, GossipOptions{Schedule: GossipRotate})
+		_, gs := gossipNet(t, [][]float32{a, b}, options(func(o *Options) { o.Schedule = Rotate }))
 		var wg sync.WaitGroup
-		res := make([]ExchangeResult, 2)
+		res := make([]Result, 2)
 		for r := range 2 {
 			wg.Add(1)
 			go func() {
@@ -172,8 +105,8 @@ func consensus(params [][]float32) (mean []float64, dist float64) {
 	return mean, math.Sqrt(dist / float64(len(params)))
 }
 
-func TestGossipConcurrentExchangesConserveAndConverge(t *testing.T) {
-	for _, s := range []PeerSchedule{GossipRandom, GossipRotate, GossipExponential} {
+func TestNodeConcurrentExchangesConserveAndConverge(t *testing.T) {
+	for _, s := range []Schedule{Random, Rotate, Exponential} {
 		t.Run(s.String(), func(t *testing.T) {
 			const n, dim, rounds = 5, 257, 100
 			rng := rand.New(rand.NewPCG(1, 2))
@@ -185,7 +118,7 @@ func TestGossipConcurrentExchangesConserveAndConverge(t *testing.T) {
 				}
 			}
 			mean0, dist0 := consensus(params)
-			_, gs := gossipNet(t, params, GossipOptions{Schedule: s, Seed: 9})
+			_, gs := gossipNet(t, params, options(func(o *Options) { o.Schedule, o.Seed = s, 9 }))
 			var wg sync.WaitGroup
 			for r := range n {
 				wg.Add(1)
@@ -227,38 +160,26 @@ func TestGossipConcurrentExchangesConserveAndConverge(t *testing.T) {
 	}
 }
 
-// TestGossipSparseEqualsDense runs one scripted sequence of local sparse
+// TestNodeSparseEqualsDense runs one scripted sequence of local sparse
 // updates and exchanges twice, exchanging whole vectors and only changed
 // coordinates: the replicas must end bitwise equal.
-func TestGossipSparseEqualsDense(t *testing.T) {
+func TestNodeSparseEqualsDense(t *testing.T) {
 	const n, dim, steps = 4, 5000, 200
 	run := func(sparse bool) ([][]float32, int64) {
 		params := make([][]float32, n)
 		for r := range params {
 			params[r] = make([]float32, dim) // equal start, as after the broadcast
 		}
-		_, gs := gossipNet(t, params, GossipOptions{Schedule: GossipRandom, Seed: 4, Sparse: sparse})
-		rng := rand.New(rand.NewPCG(5, 6))
-		var touched []int32
-		for step := range steps {
-			r := rng.IntN(n)
-			touched = touched[:0]
-			for range 1 + rng.IntN(6) {
-				touched = append(touched, int32(rng.IntN(dim)))
-			}
-			delta := float32(rng.NormFloat64())
-			update := func(p []float32) {
-				for _, u := range touched {
-					p[u] += delta
-				}
-			}
+		_, gs := gossipNet(t, params, options(func(o *Options) { o.Seed, o.Sparse, o.SparseTolerance = 4, sparse, 0 }))
+		for step, st := range sparseScript(n, dim, steps) {
+			r := st.rank
 			if sparse {
-				if err := gs[r].ApplySparse(touched, update); err != nil {
+				if err := gs[r].ApplySparse(st.touched, st.update); err != nil {
 					t.Fatal(err)
 				}
 			} else {
 				gs[r].Read(make([]float32, dim))
-				gs[r].Apply(update)
+				gs[r].Apply(st.update)
 			}
 			res, err := gs[r].Exchange(context.Background(), uint64(step))
 			if err != nil || res.Outcome != Averaged {
@@ -273,31 +194,19 @@ func TestGossipSparseEqualsDense(t *testing.T) {
 	}
 	dense, denseSent := run(false)
 	sparse, sparseSent := run(true)
-	for r := range dense {
-		if !slices.Equal(dense[r], sparse[r]) {
-			for i := range dense[r] {
-				if dense[r][i] != sparse[r][i] {
-					t.Fatalf("rank %d coordinate %d: dense exchange gives %v, sparse %v", r, i, dense[r][i], sparse[r][i])
-				}
-			}
-		}
-	}
-	if sparseSent*10 > denseSent {
-		t.Errorf("sparse exchange sent %d values, dense %d: want at least 10× fewer", sparseSent, denseSent)
-	}
-	t.Logf("values sent: dense %d, sparse %d", denseSent, sparseSent)
+	sameBits(t, dense, denseSent, sparse, sparseSent)
 }
 
-// TestGossipOverlappedExchanges: ranks keep stepping while their exchange
+// TestNodeOverlappedExchanges: ranks keep stepping while their exchange
 // is in flight (Begin, local step, Begin ...): the answers land as
 // changes, so the replicas' sum is exactly the local updates' sum.
-func TestGossipOverlappedExchanges(t *testing.T) {
+func TestNodeOverlappedExchanges(t *testing.T) {
 	const n, dim, steps = 4, 100, 150
 	params := make([][]float32, n)
 	for r := range params {
 		params[r] = make([]float32, dim)
 	}
-	_, gs := gossipNet(t, params, GossipOptions{Schedule: GossipRandom, Seed: 2, MaxStaleness: 3})
+	_, gs := gossipNet(t, params, options(func(o *Options) { o.Seed, o.MaxStaleness = 2, 3 }))
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for r := range n {
@@ -345,9 +254,9 @@ func TestGossipOverlappedExchanges(t *testing.T) {
 	t.Logf("averaged %d, max staleness %d, consensus distance %.3f", averaged, stale, dist)
 }
 
-func TestGossipStalenessBound(t *testing.T) {
+func TestNodeStalenessBound(t *testing.T) {
 	a, b := []float32{0, 0}, []float32{4, 8}
-	_, gs := gossipNet(t, [][]float32{a, b}, GossipOptions{Schedule: GossipRotate, MaxStaleness: 1})
+	_, gs := gossipNet(t, [][]float32{a, b}, options(func(o *Options) { o.Schedule, o.MaxStaleness = Rotate, 1 }))
 	work := make([]float32, 2)
 	gs[1].Read(work) // rank 1 is computing on a copy
 	ctx := context.Background()
@@ -377,9 +286,9 @@ func TestGossipStalenessBound(t *testing.T) {
 	}
 }
 
-func TestGossipDeadPeerDroppedAndFinish(t *testing.T) {
+func TestNodeDeadPeerDroppedAndFinish(t *testing.T) {
 	params := [][]float32{{0}, {2}, {100}}
-	net, gs := gossipNet(t, params, GossipOptions{Schedule: GossipRotate, Timeout: 5 * time.Second})
+	net, gs := gossipNet(t, params, options(func(o *Options) { o.Schedule, o.Timeout = Rotate, 5*time.Second }))
 	ctx := context.Background()
 	start := time.Now()
 	net.Kill(2)
@@ -426,8 +335,8 @@ func TestGossipDeadPeerDroppedAndFinish(t *testing.T) {
 	}
 }
 
-func TestGossipSilentPeerTimesOut(t *testing.T) {
-	net, gs := gossipNet(t, [][]float32{{0}, {2}}, GossipOptions{Schedule: GossipRotate, Timeout: 300 * time.Millisecond})
+func TestNodeSilentPeerTimesOut(t *testing.T) {
+	net, gs := gossipNet(t, [][]float32{{0}, {2}}, options(func(o *Options) { o.Schedule, o.Timeout = Rotate, 300*time.Millisecond }))
 	net.Drop(0, 1) // rank 1 never hears rank 0: a hung peer, not a closed link
 	res, err := gs[0].Exchange(context.Background(), 0)
 	if err != nil || res.Outcome != Lost || res.Err == nil {
@@ -441,13 +350,13 @@ func TestGossipSilentPeerTimesOut(t *testing.T) {
 	}
 }
 
-func TestGossipStopTravelsWithMessages(t *testing.T) {
-	_, gs := gossipNet(t, [][]float32{{0}, {1}, {2}}, GossipOptions{Schedule: GossipRotate})
+func TestNodeStopTravelsWithMessages(t *testing.T) {
+	_, gs := gossipNet(t, [][]float32{{0}, {1}, {2}}, options(func(o *Options) { o.Schedule = Rotate }))
 	gs[0].SetSteps(5)
 	gs[2].SetSteps(7)
 	// Stop without telling anyone directly: mark it, then let it travel.
 	gs[0].mu.Lock()
-	gs[0].stop = true
+	gs[0].m.stop = true
 	gs[0].mu.Unlock()
 	if _, err := gs[1].Exchange(context.Background(), 1); err != nil { // rank 1 round 1 -> rank 0
 		t.Fatal(err)
@@ -464,45 +373,17 @@ func TestGossipStopTravelsWithMessages(t *testing.T) {
 	}
 }
 
-func FuzzGossipDecode(f *testing.F) {
-	c, err := New(NewMemNetwork(3).Transport(0), Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	g, err := NewGossip(c, make([]float32, 8), GossipOptions{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(g.encode(msgRequest, 1, 0, 0, nil, make([]float32, 8), false))
-	f.Add(g.encode(msgReply, 2, 1, 1, []int32{1, 7}, []float32{1, 2}, true))
-	f.Add(g.encode(msgFinal, 0, 0, 0, nil, nil, false))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := g.decode(b)
-		if err != nil {
-			return
-		}
-		if len(m.vals) > 8 || len(m.idx) > len(m.vals) || len(m.counts) != 3 {
-			t.Fatalf("decoded %d values, %d indices, %d counts", len(m.vals), len(m.idx), len(m.counts))
-		}
-		// A decoded message re-encodes to the same bytes (modulo counts,
-		// which encode takes from the Gossip).
-		if m.kind < msgRequest || m.kind > msgFinal {
-			t.Fatalf("kind %d accepted", m.kind)
-		}
-	})
-}
-
-func BenchmarkGossipExchangeLeNet(b *testing.B) {
+func BenchmarkNodeExchangeLeNet(b *testing.B) {
 	const dim = 61706
 	params := [][]float32{make([]float32, dim), make([]float32, dim)}
-	net := NewMemNetwork(2)
-	gs := make([]*Gossip, 2)
+	net := collective.NewMemNetwork(2)
+	gs := make([]*Node, 2)
 	for r := range 2 {
-		c, err := New(net.Transport(r), Options{})
+		c, err := collective.New(net.Transport(r), collective.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if gs[r], err = NewGossip(c, params[r], GossipOptions{Schedule: GossipRotate}); err != nil {
+		if gs[r], err = New(c, params[r], options(func(o *Options) { o.Schedule = Rotate })); err != nil {
 			b.Fatal(err)
 		}
 		gs[r].Start(context.Background())

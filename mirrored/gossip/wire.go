@@ -1,0 +1,145 @@
+package gossip
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Tag is the point-to-point tag of every gossip message.
+const Tag uint32 = 0x60551900
+
+// kind is a gossip message's kind, its first byte on the wire.
+type kind byte
+
+const (
+	msgRequest kind = iota + 1 // initiator's parameters or changed coordinates
+	msgReply                   // the pairwise average
+	msgBusy                    // the responder declined this time
+	msgStop                    // a rank asks everyone to stop training
+	msgFinal                   // the sender finished; its final parameters
+)
+
+var kindNames = [...]string{"?", "request", "reply", "busy", "stop", "final"}
+
+func (k kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", byte(k))
+}
+
+const (
+	flagStop   = 1 << 0
+	flagSparse = 1 << 1
+)
+
+// headerSize is kind, flags, 2 reserved bytes, id, distance², norm²; then
+// come one uint64 step count per rank, a uint32 element count and the
+// elements: float32 values (dense), or int32 indices then float32 values
+// (sparse).
+const headerSize = 1 + 1 + 2 + 4 + 8 + 8
+
+// message is one gossip message. A dense message carries vals whole (a
+// parameter vector, or nothing); a sparse one carries (idx, vals) pairs.
+type message struct {
+	kind         kind
+	stop, sparse bool
+	id           uint32 // matches a reply or busy to its request
+	dist2, norm2 float64
+	counts       []uint64 // the sender's step count of every rank, as last heard
+	idx          []int32  // sparse only, len(idx) == len(vals)
+	vals         []float32
+}
+
+// encode returns m's bytes. A sparse message whose idx and vals differ in
+// length is a programmer error and panics.
+func (m *message) encode() []byte {
+	per := 4
+	if m.sparse {
+		if len(m.idx) != len(m.vals) {
+			panic(fmt.Sprintf("gossip: sparse %s message with %d indices and %d values", m.kind, len(m.idx), len(m.vals)))
+		}
+		per = 8
+	}
+	b := make([]byte, headerSize+8*len(m.counts)+4+per*len(m.vals))
+	b[0] = byte(m.kind)
+	if m.stop {
+		b[1] |= flagStop
+	}
+	if m.sparse {
+		b[1] |= flagSparse
+	}
+	binary.LittleEndian.PutUint32(b[4:], m.id)
+	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(m.dist2))
+	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(m.norm2))
+	o := headerSize
+	for _, c := range m.counts {
+		binary.LittleEndian.PutUint64(b[o:], c)
+		o += 8
+	}
+	binary.LittleEndian.PutUint32(b[o:], uint32(len(m.vals)))
+	o += 4
+	// Raw little-endian memory, as every collective payload (collective.New
+	// refuses big-endian hosts).
+	if m.sparse {
+		o += copy(b[o:], sliceBytes(m.idx))
+	}
+	copy(b[o:], sliceBytes(m.vals))
+	return b
+}
+
+// decode parses a message among ranks ranks over a model of maxElems
+// parameters. It checks every length against the bytes present, and the
+// element count against maxElems, before allocating, so a peer's bytes
+// cannot make it allocate more than they are long.
+func decode(b []byte, ranks, maxElems int) (message, error) {
+	var m message
+	if need := headerSize + 8*ranks + 4; len(b) < need {
+		return m, fmt.Errorf("%d-byte message is shorter than its %d-byte header", len(b), need)
+	}
+	m.kind = kind(b[0])
+	if m.kind < msgRequest || m.kind > msgFinal {
+		return m, fmt.Errorf("unknown message kind %d", b[0])
+	}
+	if b[1]&^(flagStop|flagSparse) != 0 || b[2]|b[3] != 0 {
+		return m, fmt.Errorf("%s message with unknown flags %#x", m.kind, b[1:4])
+	}
+	m.stop, m.sparse = b[1]&flagStop != 0, b[1]&flagSparse != 0
+	m.id = binary.LittleEndian.Uint32(b[4:])
+	m.dist2 = math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
+	m.norm2 = math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))
+	o := headerSize
+	m.counts = make([]uint64, ranks)
+	for r := range m.counts {
+		m.counts[r] = binary.LittleEndian.Uint64(b[o:])
+		o += 8
+	}
+	n := int(binary.LittleEndian.Uint32(b[o:]))
+	o += 4
+	per := 4
+	if m.sparse {
+		per = 8
+	}
+	if rest := len(b) - o; rest != n*per || n > maxElems {
+		return m, fmt.Errorf("%s message announces %d elements (%d bytes each) but carries %d bytes (model has %d parameters)", m.kind, n, per, rest, maxElems)
+	}
+	if m.sparse {
+		m.idx = make([]int32, n)
+		o += copy(sliceBytes(m.idx), b[o:])
+	}
+	if n > 0 {
+		m.vals = make([]float32, n)
+		copy(sliceBytes(m.vals), b[o:])
+	}
+	return m, nil
+}
+
+// sliceBytes views a slice of 4-byte elements as its bytes.
+func sliceBytes[T int32 | float32](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
