@@ -76,6 +76,7 @@ type gossipLoop struct {
 	lossSum                                  float64
 	sinceEval                                int
 	compute, comm, wait, trainTime, evalTime time.Duration
+	stats                                    StepStats // the last step's, for its event
 }
 
 // runGossip is the gossip strategy, for any Replica (see RunGossip).
@@ -208,7 +209,9 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 	l.comm += t5.Sub(t4)
 	l.trainTime += t5.Sub(t0)
 	l.lastStep = t5.Sub(t0) - t3.Sub(t2)
-	return nil
+	l.stats = StepStats{Loss: loss, LR: l.lr, Examples: b.Size, BytesSent: bytesSent(l.c.Transport()),
+		Compute: t4.Sub(t1), Comm: t5.Sub(t4), Wait: t1.Sub(t0)}
+	return l.obs.emit(Event{Kind: EventStep, Step: l.local, Steps: l.job.Epochs * l.steps, Train: &l.stats})
 }
 
 // sparseStep computes and applies the step under the engine's lock, on

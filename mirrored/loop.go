@@ -297,7 +297,8 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	l.global++
 	sums.ran++
 	l.times.step(clk, sample)
-	l.stats = StepStats{Loss: loss, LR: lr, Compute: clk[2].Sub(clk[1]) + clk[5].Sub(clk[4]), Comm: clk[4].Sub(clk[3]), Wait: clk[1].Sub(clk[0]) + clk[3].Sub(clk[2])}
+	l.stats = StepStats{Loss: loss, LR: lr, Examples: b.Size, BytesSent: bytesSent(l.g),
+		Compute: clk[2].Sub(clk[1]) + clk[5].Sub(clk[4]), Comm: clk[4].Sub(clk[3]), Wait: clk[1].Sub(clk[0]) + clk[3].Sub(clk[2])}
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.global, Steps: l.total, Train: &l.stats}); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -40,12 +41,25 @@ type Event struct {
 	Gossip *GossipEval `json:"-"`
 }
 
-// StepStats are one training step's figures.
+// StepStats are one training step's figures, on this replica.
 type StepStats struct {
-	Loss float64 // this replica's loss on its batch
-	LR   float64
+	Loss     float64 // on its batch
+	LR       float64
+	Examples int // in its batch
 	// Compute, Comm and Wait split the step's time as PeerStats does.
 	Compute, Comm, Wait time.Duration
+	// BytesSent is the bytes this replica has sent so far (-1: the
+	// transport does not count).
+	BytesSent int64
+}
+
+// bytesSent is what counted has sent so far, -1 if it does not count.
+func bytesSent(counted any) int64 {
+	if tr, ok := counted.(Traffic); ok {
+		sent, _ := tr.Traffic()
+		return sent
+	}
+	return -1
 }
 
 // Observer receives a run's events, on the replica's goroutine, in order.
@@ -107,11 +121,11 @@ func newObservers(cfg *Config, onEvent func(Event), rank int, everyRank bool) (*
 		o.obs = append(o.obs, &progressObserver{w: cfg.Progress, prefix: everyRank, chief: rank == 0})
 	}
 	if cfg.LogDir != "" {
-		tb, err := tensorboard.Create(tensorboard.WorkerDir(cfg.LogDir, rank), time.Now())
+		tb, err := newTensorboardObserver(tensorboard.WorkerDir(cfg.LogDir, rank), cfg.logEvery())
 		if err != nil {
 			return nil, err
 		}
-		o.obs = append(o.obs, &tensorboardObserver{w: tb})
+		o.obs = append(o.obs, tb)
 	}
 	if onEvent != nil {
 		o.obs = append(o.obs, ObserverFunc(func(e Event) error {
@@ -203,26 +217,98 @@ func (p *progressObserver) epoch(e Event) {
 	fmt.Fprintln(p.w)
 }
 
-// tensorboardObserver writes the epoch figures as scalars at the global
-// step, in every mode.
-type tensorboardObserver struct{ w *tensorboard.Writer }
-
-func (t *tensorboardObserver) Observe(e Event) error {
-	if e.Kind != EventEpoch {
-		return nil
-	}
-	ep, now, step := e.Epoch, time.Now(), int64(e.Step)
-	errs := []error{
-		t.w.Scalar("loss", step, float32(ep.Loss), now),
-		t.w.Scalar("test_loss", step, float32(ep.TestLoss), now),
-		t.w.Scalar("test_accuracy", step, float32(ep.TestAccuracy), now),
-		t.w.Scalar("examples_per_sec", step, float32(ep.ExamplesPerSec), now),
-		t.w.Scalar("lr", step, float32(ep.LR), now),
-	}
-	if ep.TestAUC > 0 {
-		errs = append(errs, t.w.Scalar("test_auc", step, float32(ep.TestAUC), now))
-	}
-	return errors.Join(append(errs, t.w.Flush())...)
+// tensorboardObserver writes event files laid out as Keras writes them, so
+// TensorBoard overlays the curves: a train run (per-step scalars every
+// `every` steps, averaged over those steps, and the epoch's loss, rate and
+// throughput) and a validation run (the epoch's test figures), with the
+// same epoch_* tags in both.
+type tensorboardObserver struct {
+	train, val *tensorboard.Writer
+	every      int
+	win        stepWindow
 }
 
-func (t *tensorboardObserver) Close() error { return t.w.Close() }
+// stepWindow adds up the steps since the last scalars were written.
+type stepWindow struct {
+	steps, examples     int
+	loss                float64
+	compute, comm, wait time.Duration
+	bytes0              int64 // bytes sent before the window (-1: not counted)
+}
+
+func newTensorboardObserver(dir string, every int) (*tensorboardObserver, error) {
+	now := time.Now()
+	train, err := tensorboard.Create(filepath.Join(dir, "train"), now)
+	if err != nil {
+		return nil, err
+	}
+	val, err := tensorboard.Create(filepath.Join(dir, "validation"), now)
+	if err != nil {
+		return nil, errors.Join(err, train.Close())
+	}
+	return &tensorboardObserver{train: train, val: val, every: every, win: stepWindow{bytes0: -2}}, nil
+}
+
+func (t *tensorboardObserver) Observe(e Event) error {
+	switch e.Kind {
+	case EventStep:
+		return t.step(e)
+	case EventEpoch:
+		return t.epoch(e)
+	}
+	return nil
+}
+
+// step adds a step to the window and writes its averages every t.every
+// steps.
+func (t *tensorboardObserver) step(e Event) error {
+	w, st := &t.win, e.Train
+	if w.bytes0 == -2 { // the first step: its bytes start the count
+		w.bytes0 = st.BytesSent
+	}
+	w.steps++
+	w.examples += st.Examples
+	w.loss += st.Loss
+	w.compute += st.Compute
+	w.comm += st.Comm
+	w.wait += st.Wait
+	if e.Step%t.every != 0 {
+		return nil
+	}
+	n, now, step := float64(w.steps), time.Now(), int64(e.Step)
+	total := w.compute + w.comm + w.wait
+	ms := func(d time.Duration) float32 { return float32(d.Seconds() * 1000 / n) }
+	errs := []error{
+		t.train.Scalar("batch_loss", step, float32(w.loss/n), now),
+		t.train.Scalar("learning_rate", step, float32(st.LR), now),
+		t.train.Scalar("examples_per_sec", step, float32(float64(w.examples)/total.Seconds()), now),
+		t.train.Scalar("step/time_ms", step, ms(total), now),
+		t.train.Scalar("step/compute_ms", step, ms(w.compute), now),
+		t.train.Scalar("step/comm_ms", step, ms(w.comm), now),
+		t.train.Scalar("step/wait_ms", step, ms(w.wait), now),
+	}
+	if w.bytes0 >= 0 && st.BytesSent >= 0 {
+		errs = append(errs, t.train.Scalar("step/bytes_sent", step, float32(float64(st.BytesSent-w.bytes0)/n), now))
+	}
+	t.win = stepWindow{bytes0: st.BytesSent}
+	return errors.Join(append(errs, t.train.Flush())...)
+}
+
+// epoch writes the epoch's training figures to the train run and its test
+// figures to the validation run, at the global step.
+func (t *tensorboardObserver) epoch(e Event) error {
+	ep, now, step := e.Epoch, time.Now(), int64(e.Step)
+	errs := []error{
+		t.train.Scalar("epoch_loss", step, float32(ep.Loss), now),
+		t.train.Scalar("epoch_learning_rate", step, float32(ep.LR), now),
+		t.train.Scalar("epoch_examples_per_sec", step, float32(ep.ExamplesPerSec), now),
+		t.val.Scalar("epoch_loss", step, float32(ep.TestLoss), now),
+		t.val.Scalar("epoch_accuracy", step, float32(ep.TestAccuracy), now),
+	}
+	if ep.TestAUC > 0 {
+		errs = append(errs, t.val.Scalar("epoch_auc", step, float32(ep.TestAUC), now))
+	}
+	return errors.Join(append(errs, t.train.Flush(), t.val.Flush())...)
+}
+
+func (t *tensorboardObserver) Close() error { return errors.Join(t.train.Close(), t.val.Close()) }

@@ -29,25 +29,25 @@ func TestLogDirEveryMode(t *testing.T) {
 	}{
 		{"dense-ring", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := testJob(t, nn.Softmax, mn, 16, 2)
-			job.LogDir, job.Progress = logdir, progress
+			job.LogDir, job.Progress, job.LogEvery = logdir, progress, 2
 			_, err := RunJob(ctx, job, NewGroup(c))
 			return err
 		}},
 		{"sparse-ring", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := sparseTestJob(train, test, dim, 20, 2, "adagrad", sparse.ExchangeAuto)
-			job.LogDir, job.Progress = logdir, progress
+			job.LogDir, job.Progress, job.LogEvery = logdir, progress, 2
 			_, err := RunSparseJob(ctx, job, NewGroup(c))
 			return err
 		}},
 		{"dense-gossip", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := testJob(t, nn.Softmax, mn, 16, 2)
-			job.LogDir, job.Progress, job.HashEvery = logdir, progress, 0
+			job.LogDir, job.Progress, job.HashEvery, job.LogEvery = logdir, progress, 0, 2
 			_, err := RunGossip(ctx, job, GossipConfig{}, c)
 			return err
 		}},
 		{"sparse-gossip", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := sparseTestJob(train, test, dim, 20, 2, "adagrad", sparse.ExchangeSparse)
-			job.LogDir, job.Progress, job.HashEvery = logdir, progress, 0
+			job.LogDir, job.Progress, job.HashEvery, job.LogEvery = logdir, progress, 0, 2
 			_, err := RunSparseGossip(ctx, job, GossipConfig{}, c)
 			return err
 		}},
@@ -72,32 +72,39 @@ func TestLogDirEveryMode(t *testing.T) {
 	}
 }
 
-// checkEventFile reads the one event file in dir and checks that it holds
-// the epoch scalars at increasing steps.
+// checkEventFile checks a worker's TensorBoard runs: one event file in
+// each of train/ and validation/, Keras's epoch tags in both, the
+// per-step scalars in train, every tag at increasing steps.
 func checkEventFile(t *testing.T, dir string) {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
-	if len(files) != 1 {
-		t.Fatalf("%s: event files %v, want one", dir, files)
-	}
-	events, err := tensorboard.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	last := map[string]int64{}
-	for _, ev := range events[1:] {
-		for _, v := range ev.Values {
-			if k, ok := last[v.Tag]; ok && ev.Step <= k {
-				t.Errorf("%s: %s at step %d after step %d", files[0], v.Tag, ev.Step, k)
-			}
-			seen[v.Tag]++
-			last[v.Tag] = ev.Step
+	for run, tags := range map[string][]string{
+		"train": {"epoch_loss", "epoch_learning_rate", "epoch_examples_per_sec", "batch_loss", "learning_rate",
+			"examples_per_sec", "step/time_ms", "step/compute_ms", "step/comm_ms", "step/wait_ms", "step/bytes_sent"},
+		"validation": {"epoch_loss", "epoch_accuracy"},
+	} {
+		files, _ := filepath.Glob(filepath.Join(dir, run, "events.out.tfevents.*"))
+		if len(files) != 1 {
+			t.Fatalf("%s/%s: event files %v, want one", dir, run, files)
 		}
-	}
-	for _, tag := range []string{"loss", "test_loss", "test_accuracy", "examples_per_sec", "lr"} {
-		if seen[tag] == 0 {
-			t.Errorf("%s: no %s scalar (tags %v)", files[0], tag, seen)
+		events, err := tensorboard.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		last := map[string]int64{}
+		for _, ev := range events[1:] {
+			for _, v := range ev.Values {
+				if k, ok := last[v.Tag]; ok && ev.Step <= k {
+					t.Errorf("%s: %s at step %d after step %d", files[0], v.Tag, ev.Step, k)
+				}
+				seen[v.Tag]++
+				last[v.Tag] = ev.Step
+			}
+		}
+		for _, tag := range tags {
+			if seen[tag] == 0 {
+				t.Errorf("%s: no %s scalar (tags %v)", files[0], tag, seen)
+			}
 		}
 	}
 }

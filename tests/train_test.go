@@ -80,25 +80,34 @@ func TestTrainSlice(t *testing.T) {
 				len(res.ParamsSHA256) != 64 || res.FinalAccuracy != ep.TestAccuracy {
 				t.Fatalf("result %+v", res)
 			}
-			files, _ := filepath.Glob(filepath.Join(tensorboard.WorkerDir(cfg.LogDir, 0), "events.out.tfevents.*"))
-			if len(files) != 1 {
-				t.Fatalf("event files %v", files)
-			}
-			events, err := tensorboard.ReadFile(files[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]float32{}
-			for _, ev := range events[1:] {
-				if ev.Step != 100 {
-					t.Errorf("event at step %d, want 100", ev.Step)
+			// The epoch's figures at step 100: training loss and
+			// throughput in the train run, test figures in validation.
+			epochTags := func(run string) map[string]float32 {
+				files, _ := filepath.Glob(filepath.Join(tensorboard.WorkerDir(cfg.LogDir, 0), run, "events.out.tfevents.*"))
+				if len(files) != 1 {
+					t.Fatalf("%s event files %v", run, files)
 				}
-				for _, v := range ev.Values {
-					got[v.Tag] = v.Value
+				events, err := tensorboard.ReadFile(files[0])
+				if err != nil {
+					t.Fatal(err)
 				}
+				got := map[string]float32{}
+				for _, ev := range events[1:] {
+					for _, v := range ev.Values {
+						if strings.HasPrefix(v.Tag, "epoch_") {
+							if ev.Step != 100 {
+								t.Errorf("%s %s at step %d, want 100", run, v.Tag, ev.Step)
+							}
+							got[v.Tag] = v.Value
+						}
+					}
+				}
+				return got
 			}
-			if got["test_accuracy"] != float32(ep.TestAccuracy) || got["loss"] != float32(ep.Loss) || got["examples_per_sec"] != float32(ep.ExamplesPerSec) {
-				t.Fatalf("event values %v, epoch %+v", got, ep)
+			train, val := epochTags("train"), epochTags("validation")
+			if train["epoch_loss"] != float32(ep.Loss) || train["epoch_examples_per_sec"] != float32(ep.ExamplesPerSec) ||
+				val["epoch_accuracy"] != float32(ep.TestAccuracy) || val["epoch_loss"] != float32(ep.TestLoss) {
+				t.Fatalf("event values train %v, validation %v, epoch %+v", train, val, ep)
 			}
 		})
 	}

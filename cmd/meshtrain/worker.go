@@ -37,7 +37,8 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "min-lr", Value: d.MinLR, Usage: "cosine schedule: final learning rate"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
-		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (one subdirectory per worker)"},
+		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (worker-N/train and worker-N/validation, as Keras lays them out)"},
+		&cli.IntFlag{Name: "log-every", Value: mirrored.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
 		&cli.Float64Flag{Name: "target-accuracy", Usage: "stop after the first epoch with at least this test accuracy (fraction, e.g. 0.99)"},
 		&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss (e.g. 0.35)"},
 		&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
@@ -59,7 +60,7 @@ func configFromFlags(c *cli.Context) (mirrored.Config, error) {
 		LRGamma: c.Float64("lr-gamma"), LRDecayEpochs: c.Float64("lr-decay-epochs"),
 		WarmupEpochs: c.Float64("warmup-epochs"), MinLR: c.Float64("min-lr"), Seed: c.Int64("seed"),
 		TargetAccuracy: acc, TargetLoss: c.Float64("target-loss"),
-		DataDir: c.String("data-dir"), LogDir: c.String("logdir"),
+		DataDir: c.String("data-dir"), LogDir: c.String("logdir"), LogEvery: c.Int("log-every"),
 		TrainExamples: c.Int("train-examples"), TestExamples: c.Int("test-examples"),
 	}, nil
 }

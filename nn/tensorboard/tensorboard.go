@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshtrain/meshtrain/data/tfrecord"
@@ -44,8 +45,14 @@ type Writer struct {
 	buf  []byte // the event being encoded, reused
 }
 
-// Create makes dir (and parents) and a new event file in it named for
-// now and the host, and writes the file_version event.
+// fileSeq numbers the event files this process creates, so that two
+// writers created in the same second (a restart, two runs of one
+// directory) get different names, as TensorFlow's do.
+var fileSeq atomic.Uint64
+
+// Create makes dir (and parents) and a new event file in it named as
+// TensorFlow names them: events.out.tfevents.<seconds>.<host>.<pid>.<seq>.v2,
+// unique per process and per writer; and writes the file_version event.
 func Create(dir string, now time.Time) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tensorboard: log directory: %w", err)
@@ -55,9 +62,8 @@ func Create(dir string, now time.Time) (*Writer, error) {
 		host = "localhost"
 	}
 	host = strings.ReplaceAll(host, string(filepath.Separator), "_")
-	path := filepath.Join(dir, fmt.Sprintf("events.out.tfevents.%d.%s", now.Unix(), host))
-	// O_EXCL: two writers in one directory in the same second would
-	// interleave records; refuse instead.
+	path := filepath.Join(dir, fmt.Sprintf("events.out.tfevents.%d.%s.%d.%d.v2", now.Unix(), host, os.Getpid(), fileSeq.Add(1)))
+	// O_EXCL: never append to another writer's file.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("tensorboard: event file: %w", err)

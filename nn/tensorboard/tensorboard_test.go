@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -105,8 +107,8 @@ func TestWriteReadBack(t *testing.T) {
 }
 
 // TestWorkersDoNotCollide: two workers of one run write separate files,
-// and a second writer in the same directory and second is refused rather
-// than interleaving records.
+// and a second writer in the same directory and second (a restart) gets a
+// file of its own, named as TensorFlow names them.
 func TestWorkersDoNotCollide(t *testing.T) {
 	logdir := t.TempDir()
 	now := time.Unix(1700000001, 0)
@@ -132,8 +134,22 @@ func TestWorkersDoNotCollide(t *testing.T) {
 			t.Fatalf("worker %d: %+v %v", rank, ev, err)
 		}
 	}
-	if _, err := Create(WorkerDir(logdir, 0), now); err == nil {
-		t.Fatal("second writer in the same directory and second: no error")
+	w, err := Create(WorkerDir(logdir, 0), now)
+	if err != nil {
+		t.Fatalf("second writer in the same directory and second: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(WorkerDir(logdir, 0), "events.out.tfevents.*"))
+	pattern := regexp.MustCompile(fmt.Sprintf(`^events\.out\.tfevents\.1700000001\.[^.]+\.%d\.\d+\.v2$`, os.Getpid()))
+	if len(files) != 2 || files[0] == files[1] {
+		t.Fatalf("worker 0 after a restart: files %v, want two", files)
+	}
+	for _, f := range files {
+		if !pattern.MatchString(filepath.Base(f)) {
+			t.Errorf("file name %s: want events.out.tfevents.<seconds>.<host>.<pid>.<seq>.v2", filepath.Base(f))
+		}
 	}
 }
 
