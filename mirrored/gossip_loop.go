@@ -151,7 +151,7 @@ func (l *gossipLoop) start(ctx context.Context) error {
 	if l.gos, err = gossip.New(l.c, shared, opts); err != nil {
 		return err
 	}
-	if l.obs, err = newObservers(cfg, l.job.OnEvent, l.rank, true); err != nil {
+	if l.obs, err = newObservers(cfg, l.job.OnEvent, l.rank, 1, true); err != nil {
 		return err
 	}
 	l.gos.Start(ctx)

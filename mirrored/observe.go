@@ -2,7 +2,6 @@ package mirrored
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"path/filepath"
 	"time"
@@ -112,13 +111,14 @@ func (o *observers) close() error {
 }
 
 // newObservers builds a run's observers from its Config and Job: the log,
-// the progress lines (rank 0 only unless everyRank, as under gossip where
-// every replica's curve is its own), TensorBoard event files under LogDir,
-// and the caller's OnEvent.
-func newObservers(cfg *Config, onEvent func(Event), rank int, everyRank bool) (*observers, error) {
+// the progress output (rank 0 only unless everyRank, as under gossip where
+// every replica's curve is its own; replicas is how many replicas' examples
+// its throughput counts), TensorBoard event files under LogDir, and the
+// caller's OnEvent.
+func newObservers(cfg *Config, onEvent func(Event), rank, replicas int, everyRank bool) (*observers, error) {
 	o := &observers{rank: rank, obs: []Observer{logObserver{cfg.logger().With(zap.Int("rank", rank))}}}
 	if cfg.Progress != nil && (rank == 0 || everyRank) {
-		o.obs = append(o.obs, &progressObserver{w: cfg.Progress, prefix: everyRank, chief: rank == 0})
+		o.obs = append(o.obs, newProgressObserver(cfg.Progress, cfg.logEvery(), replicas, everyRank, rank == 0))
 	}
 	if cfg.LogDir != "" {
 		tb, err := newTensorboardObserver(tensorboard.WorkerDir(cfg.LogDir, rank), cfg.logEvery())
@@ -168,53 +168,6 @@ func (l logObserver) Observe(e Event) error {
 		l.log.Info("done", zap.Int("steps", e.Step), zap.String("info", e.Info))
 	}
 	return nil
-}
-
-// progressObserver writes the human-readable lines: the run's header, a
-// line per epoch, the resume point and the end.
-type progressObserver struct {
-	w      io.Writer
-	prefix bool // "rank N " before each epoch line
-	chief  bool // rank 0 also writes the run's header, resume and end
-}
-
-func (p *progressObserver) Observe(e Event) error {
-	if e.Kind != EventEpoch && !p.chief {
-		return nil
-	}
-	switch e.Kind {
-	case EventStart:
-		fmt.Fprintln(p.w, e.Info)
-	case EventResumed:
-		fmt.Fprintf(p.w, "resumed from %s: step %d\n", e.Path, e.Step)
-	case EventEpoch:
-		p.epoch(e)
-	case EventDone:
-		if e.Info != "" {
-			fmt.Fprintln(p.w, e.Info)
-		}
-	}
-	return nil
-}
-
-func (p *progressObserver) epoch(e Event) {
-	ep := e.Epoch
-	if p.prefix {
-		fmt.Fprintf(p.w, "rank %d ", e.Rank)
-	}
-	fmt.Fprintf(p.w, "epoch %2d", ep.Epoch)
-	if g := e.Gossip; g != nil {
-		fmt.Fprintf(p.w, " (cluster work %.2f epochs, own %.2f passes)", g.ClusterEpochs, g.LocalPasses)
-	}
-	fmt.Fprintf(p.w, "  loss %.4f  test loss %.4f  test accuracy %6.2f%%", ep.Loss, ep.TestLoss, 100*ep.TestAccuracy)
-	if ep.TestAUC > 0 {
-		fmt.Fprintf(p.w, "  AUC %.4f", ep.TestAUC)
-	}
-	fmt.Fprintf(p.w, "  %8.0f examples/s  lr %.4g  train %.1fs", ep.ExamplesPerSec, ep.LR, ep.TrainSeconds)
-	if e.Info != "" {
-		fmt.Fprintf(p.w, "  %s", e.Info)
-	}
-	fmt.Fprintln(p.w)
 }
 
 // tensorboardObserver writes event files laid out as Keras writes them, so

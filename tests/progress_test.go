@@ -1,0 +1,69 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// trainArgs is a short single-worker run: 2 epochs of 40 steps.
+var trainArgs = []string{"train", "--model", "softmax", "--epochs", "2", "--batch", "64", "--train-examples", "2560", "--test-examples", "500", "--log-every", "10"}
+
+// TestProgressOnTerminal: on a terminal, train draws a Keras-style bar
+// redrawn in place (carriage returns, the bar, step/steps and times), and
+// still prints a line per epoch.
+func TestProgressOnTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, trainArgs...)
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer tty.Close()
+	var out bytes.Buffer
+	_, _ = io.Copy(&out, tty) // ends with an EIO once the child has exited
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("train on a terminal: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"\r", "[", "=", "/80", "examples/s", "epoch  1", "epoch  2"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, s)
+		}
+	}
+}
+
+// TestProgressNotOnTerminal: into a pipe, train writes one plain line
+// every --log-every steps, with no escape codes or carriage returns.
+func TestProgressNotOnTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := meshtrain(ctx, nil, trainArgs...)
+	if r.err != nil {
+		t.Fatal(r)
+	}
+	if strings.ContainsAny(r.stdout, "\r\x1b") {
+		t.Errorf("escape codes or carriage returns in piped output:\n%q", r.stdout)
+	}
+	for _, want := range []string{"step 10/80  loss ", "step 80/80  loss ", "examples/s  elapsed ", "ETA "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("piped output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	lines := 0
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(l, "step ") {
+			lines++
+		}
+	}
+	if lines != 8 {
+		t.Errorf("%d progress lines, want 8 (every 10 of 80 steps):\n%s", lines, r.stdout)
+	}
+}
