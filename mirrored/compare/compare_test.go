@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,10 +63,14 @@ func TestCompareWritesReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| ring, baseline |", "| gossip, straggler |", "Goals of issue 7", "accuracy_vs_time_straggler.png", "consensus_baseline.png"} {
+	for _, want := range []string{"| ring, baseline |", "| gossip, straggler |", "Against what gossip is for", "accuracy_vs_time_straggler.png", "consensus_baseline.png"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
+	}
+	// The report is for its readers: no issue-tracker words.
+	if m := regexp.MustCompile(`(?i)\b(issue|ticket|goal of)\b`).FindString(string(md)); m != "" {
+		t.Errorf("report.md says %q", m)
 	}
 	for _, png := range []string{"accuracy_vs_time_baseline.png", "accuracy_vs_epochs_straggler.png", "consensus_straggler.png", "steps_per_sec.png", "mb_sent.png"} {
 		b, err := os.ReadFile(filepath.Join(out, png))

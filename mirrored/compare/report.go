@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 func fmtSeconds(s float64) string {
@@ -143,7 +145,8 @@ func stragglerText(cfg Config) string {
 	return fmt.Sprintf("rank %d's steps take %g× as long (injected)", cfg.SlowRank, cfg.SlowFactor)
 }
 
-// goals states issue 7's two goals against what was measured.
+// goals states what the comparison is for (gossip ahead of the ring under
+// a straggler, no more epochs without one) against what was measured.
 func goals(rep *Report, ms []Measures) string {
 	find := func(strat, sc string) int {
 		for i, r := range rep.Runs {
@@ -164,7 +167,7 @@ func goals(rep *Report, ms []Measures) string {
 			if tg > 0.6*tr {
 				verdict = "not met"
 			}
-			fmt.Fprintf(&b, "- With the straggler, gossip reaches the target in %.2f× the ring's time (goal ≤ 0.6×: %s).\n", tg/tr, verdict)
+			fmt.Fprintf(&b, "- With the straggler, gossip reaches the target in %.2f× the ring's time (aim: at most 0.6×; %s).\n", tg/tr, verdict)
 		}
 		fs, rs := ms[g].StepsPerSec, ms[r].StepsPerSec
 		fmt.Fprintf(&b, "- With the straggler, steps/s per peer: gossip %s, ring %s.\n", fmtList(fs, "%.0f"), fmtList(rs, "%.0f"))
@@ -185,7 +188,7 @@ func goals(rep *Report, ms []Measures) string {
 		}
 	}
 	if b.Len() > 0 {
-		return "Goals of issue 7:\n\n" + b.String()
+		return "Against what gossip is for:\n\n" + b.String()
 	}
 	return ""
 }
@@ -203,9 +206,48 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = false
-	p.Legend.Left = false
 	return p
+}
+
+// plotWidth and plotHeight are every figure's size; legendWidth is the
+// column to the right of the axes where the legend goes, so that it never
+// covers the data.
+const (
+	plotWidth   = 8 * vg.Inch
+	plotHeight  = 4.5 * vg.Inch
+	legendWidth = 2.1 * vg.Inch
+)
+
+// save draws p with its legend in a column of its own to the right of the
+// axes, and writes the PNG.
+func save(p *plot.Plot, path string) error {
+	img := vgimg.New(plotWidth, plotHeight)
+	dc := draw.New(img)
+	leg := p.Legend
+	p.Legend = plot.NewLegend() // the plot itself draws none
+	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+	leg.Top, leg.Left = true, true
+	leg.YOffs = -p.Title.TextStyle.Height(p.Title.Text) - vg.Points(8)
+	leg.Draw(draw.Crop(dc, plotWidth-legendWidth+vg.Points(6), 0, 0, 0))
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("compare: plot: %w", err)
+	}
+	_, werr := vgimg.PngCanvas{Canvas: img}.WriteTo(f)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("compare: plot %s: %w", path, err)
+	}
+	return nil
+}
+
+// fitY sets p's y range to the data's [lo, hi] with a margin, so that
+// small differences between curves show.
+func fitY(p *plot.Plot, lo, hi, floor, ceil float64) {
+	if lo > hi {
+		return
+	}
+	pad := max((hi-lo)*0.08, 0.005)
+	p.Y.Min, p.Y.Max = max(floor, lo-pad), min(ceil, hi+pad)
 }
 
 func accuracyPlot(path string, rep *Report, ms []Measures, idx []int, axis, sc string) error {
@@ -215,7 +257,7 @@ func accuracyPlot(path string, rep *Report, ms []Measures, idx []int, axis, sc s
 	}
 	p := newPlot(fmt.Sprintf("%s, N=%d, %s: test accuracy", rep.Model, rep.N, sc), xl, "test accuracy")
 	color := 0
-	xmax := 0.0
+	xmax, ymin, ymax := 0.0, math.Inf(1), math.Inf(-1)
 	for _, i := range idx {
 		r := rep.Runs[i]
 		ranks := make([]int, 0, len(ms[i].Curves))
@@ -235,6 +277,7 @@ func accuracyPlot(path string, rep *Report, ms []Measures, idx []int, axis, sc s
 					xys[j].X = pt.Epochs
 				}
 				xmax = max(xmax, xys[j].X)
+				ymin, ymax = min(ymin, pt.Accuracy), max(ymax, pt.Accuracy)
 			}
 			l, s, err := plotter.NewLinePoints(xys)
 			if err != nil {
@@ -254,7 +297,10 @@ func accuracyPlot(path string, rep *Report, ms []Measures, idx []int, axis, sc s
 			p.Legend.Add(label, l, s)
 		}
 	}
-	if xmax > 0 {
+	// The target as a line only when some curve reaches it or comes near
+	// (within a quarter of the range shown): otherwise it would squash
+	// the curves into a strip.
+	if xmax > 0 && rep.Target <= ymax+0.25*max(ymax-ymin, 0.02) {
 		target := plotter.XYs{{X: 0, Y: rep.Target}, {X: xmax, Y: rep.Target}}
 		l, err := plotter.NewLine(target)
 		if err != nil {
@@ -264,14 +310,16 @@ func accuracyPlot(path string, rep *Report, ms []Measures, idx []int, axis, sc s
 		l.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("target %.1f%%", 100*rep.Target), l)
+		ymin, ymax = min(ymin, rep.Target), max(ymax, rep.Target)
 	}
-	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+	fitY(p, ymin, ymax, 0, 1.01) // a little above 1, so that curves at 100% are not drawn on the frame
+	return save(p, path)
 }
 
 var gray = color.Gray{Y: 110}
 
 func consensusPlot(path string, r *Run, sc string) error {
-	p := newPlot(fmt.Sprintf("gossip, %s: distance between the two replicas of each exchange, over the norm of their mean", sc), "time since the replicas started (s)", "relative pairwise distance")
+	p := newPlot(fmt.Sprintf("gossip, %s: pairwise distance at each exchange", sc), "time since the replicas started (s)", "distance / norm of the pair's mean")
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	any := false
@@ -300,15 +348,15 @@ func consensusPlot(path string, r *Run, sc string) error {
 		s.Shape = draw.CircleGlyph{}
 		s.Radius = vg.Points(1.5)
 		p.Add(s)
-		p.Legend.Add(fmt.Sprintf("rank %d (final consensus %.2g)", k, peer.Gossip.RelConsensus), s)
+		p.Legend.Add(fmt.Sprintf("rank %d (final %.2g)", k, peer.Gossip.RelConsensus), s)
 		any = true
 	}
 	if !any {
 		p.Y.Scale = plot.LinearScale{}
 		p.Y.Tick.Marker = plot.DefaultTicks{}
-		p.Title.Text += " (no averaged exchange)"
+		p.Title.Text += " (none averaged)"
 	}
-	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+	return save(p, path)
 }
 
 func barPlot(path string, rep *Report, ms []Measures, what string) error {
@@ -319,7 +367,7 @@ func barPlot(path string, rep *Report, ms []Measures, what string) error {
 	p := newPlot(fmt.Sprintf("%s, N=%d: %s", rep.Model, rep.N, title), "run", yl)
 	names := make([]string, len(rep.Runs))
 	for i, r := range rep.Runs {
-		names[i] = r.Strategy + "\n" + r.Scenario
+		names[i] = r.Strategy + ", " + r.Scenario
 	}
 	w := vg.Points(float64(40) / float64(rep.N))
 	for k := range rep.N {
@@ -342,6 +390,5 @@ func barPlot(path string, rep *Report, ms []Measures, what string) error {
 		p.Legend.Add(fmt.Sprintf("rank %d", k), bar)
 	}
 	p.NominalX(names...)
-	p.Legend.Top, p.Legend.Left = true, true
-	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+	return save(p, path)
 }
