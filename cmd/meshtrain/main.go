@@ -6,15 +6,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/meshtrain/meshtrain/mirrored"
 )
 
 // commands is filled by register from each command file's init;
@@ -53,13 +57,17 @@ func newApp() *cli.App {
 		all = append(all, &cli.Command{Name: name, Usage: usage, Subcommands: subs})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	forEachCommand(all, func(c *cli.Command) { c.OnUsageError = usageErr })
 	return &cli.App{
-		Name:  "meshtrain",
-		Usage: "peer-to-peer data-parallel training over libp2p",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "log-format", Value: "console", Usage: "log format: console or json", EnvVars: []string{"MESHTRAIN_LOG_FORMAT"}},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: []string{"MESHTRAIN_LOG_LEVEL"}},
-		},
+		Name:    "meshtrain",
+		Usage:   "peer-to-peer data-parallel training over libp2p",
+		Version: version(),
+		Flags:   globalFlags(),
+		// Typos get a suggestion (--epoch: did you mean --epochs?), and
+		// errors are turned into exit codes in main, not inside cli.
+		Suggest:        true,
+		OnUsageError:   usageErr,
+		ExitErrHandler: func(*cli.Context, error) {},
 		Before: func(c *cli.Context) error {
 			log, err := newLogger(c.String("log-format"), c.String("log-level"))
 			if err != nil {
@@ -76,6 +84,15 @@ func newApp() *cli.App {
 		},
 		Commands:             all,
 		EnableBashCompletion: true,
+	}
+}
+
+// globalFlags are the app's own flags; they are accepted after the
+// subcommand too (see hoistGlobalFlags).
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-format", Value: "console", Usage: "log format: console or json", EnvVars: []string{"MESHTRAIN_LOG_FORMAT"}},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log level: debug, info, warn, error", EnvVars: []string{"MESHTRAIN_LOG_LEVEL"}},
 	}
 }
 
@@ -110,11 +127,108 @@ func logger(c *cli.Context, name string) *zap.Logger {
 	return zap.NewNop()
 }
 
+// Exit codes besides 0 and 1, as shells and torchrun users expect.
+const (
+	exitUsage       = 2   // a bad command line: nothing was run
+	exitInterrupted = 130 // 128 + SIGINT
+)
+
+// usageError is a mistake in the command line.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usageErr turns cli's flag errors into usage errors, with a suggestion
+// for a misspelt flag.
+func usageErr(c *cli.Context, err error, _ bool) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		var flags []cli.Flag
+		if c.Command != nil && c.Command.Name != "" {
+			flags = c.Command.Flags
+		} else {
+			flags = c.App.Flags
+		}
+		if s := cli.SuggestFlag(flags, strings.TrimLeft(name, "-"), false); s != "" {
+			msg = fmt.Sprintf("unknown flag %s: did you mean %s?", name, s)
+		}
+	}
+	return usageError{errors.New(msg)}
+}
+
+// forEachCommand calls f on every command and subcommand.
+func forEachCommand(cmds []*cli.Command, f func(*cli.Command)) {
+	for _, c := range cmds {
+		f(c)
+		forEachCommand(c.Subcommands, f)
+	}
+}
+
+// hoistGlobalFlags moves the app's own flags found after the subcommand
+// (meshtrain train --log-format json) to before it, where cli parses
+// them. Arguments after "--" stay where they are.
+func hoistGlobalFlags(args []string) []string {
+	names := map[string]bool{}
+	for _, f := range globalFlags() {
+		for _, n := range f.Names() {
+			names[n] = true
+		}
+	}
+	var global, rest []string
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !names[name] || len(rest) == 0 {
+			rest = append(rest, a)
+			continue
+		}
+		global = append(global, a)
+		if !hasValue && i+1 < len(args) {
+			i++
+			global = append(global, args[i])
+		}
+	}
+	return append(append([]string{args[0]}, global...), rest...)
+}
+
+// version is the module version and VCS revision this binary was built
+// from (debug.ReadBuildInfo), as --version prints it and summaries and
+// checkpoints record it.
+func version() string {
+	return mirrored.Version()
+}
+
+// exitCode reports err on stderr in one line and returns the process's
+// exit code: 130 after Ctrl-C, 2 for a usage error, 1 otherwise.
+func exitCode(ctx context.Context, err error) int {
+	if err == nil {
+		return 0
+	}
+	var ue usageError
+	var ec cli.ExitCoder
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "meshtrain: interrupted")
+		return exitInterrupted
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "meshtrain: %v (see meshtrain --help)\n", err)
+		return exitUsage
+	case errors.As(err, &ec) && ec.ExitCode() == 3: // cli: no such command
+		fmt.Fprintf(os.Stderr, "meshtrain: %v\n", strings.Replace(err.Error(), "No help topic for", "unknown command", 1))
+		return exitUsage
+	}
+	fmt.Fprintln(os.Stderr, "meshtrain:", err)
+	return 1
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newApp().RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "meshtrain:", err)
-		os.Exit(1)
-	}
+	err := newApp().RunContext(ctx, hoistGlobalFlags(os.Args))
+	os.Exit(exitCode(ctx, err))
 }

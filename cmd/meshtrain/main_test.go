@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestNewLoggerRejectsBadInput(t *testing.T) {
 	cases := []struct{ format, level string }{{"xml", "info"}, {"console", "loud"}}
@@ -12,6 +15,20 @@ func TestNewLoggerRejectsBadInput(t *testing.T) {
 	for _, f := range []string{"console", "json"} {
 		if _, err := newLogger(f, "debug"); err != nil {
 			t.Errorf("newLogger(%q): %v", f, err)
+		}
+	}
+}
+
+func TestHoistGlobalFlags(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"m", "train", "--epochs", "2"}, []string{"m", "train", "--epochs", "2"}},
+		{[]string{"m", "train", "--log-format", "json", "--epochs", "2"}, []string{"m", "--log-format", "json", "train", "--epochs", "2"}},
+		{[]string{"m", "train", "--log-level=debug"}, []string{"m", "--log-level=debug", "train"}},
+		{[]string{"m", "--log-level", "warn", "bench", "link", "-log-format", "json"}, []string{"m", "-log-format", "json", "--log-level", "warn", "bench", "link"}},
+		{[]string{"m", "worker", "--", "--log-format", "json"}, []string{"m", "worker", "--", "--log-format", "json"}},
+	} {
+		if got := hoistGlobalFlags(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("hoistGlobalFlags(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
