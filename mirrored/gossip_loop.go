@@ -138,6 +138,7 @@ func (l *gossipLoop) start(ctx context.Context) error {
 	l.res = &res
 	l.res.Replicas, l.res.StepsPerEpoch, l.res.TrainExamples = l.world, l.steps, cl.total
 	l.res.TimeToAccuracy = map[string]float64{}
+	l.res.Version, l.res.Started = Version(), time.Now().Format(time.RFC3339)
 	l.rep = GossipReport{Schedule: l.gc.Schedule, Every: l.gc.Every, MaxStaleness: l.gc.MaxStaleness}
 
 	sched, _ := gossip.ParseSchedule(l.gc.Schedule) // validated

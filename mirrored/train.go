@@ -153,6 +153,10 @@ type Epoch struct {
 
 // Result is what a run produced; it is also the --summary JSON.
 type Result struct {
+	// Version is the meshtrain build that ran (see Version), Started when
+	// this replica started (RFC 3339).
+	Version        string  `json:"meshtrain_version"`
+	Started        string  `json:"started"`
 	Model          string  `json:"model"`
 	Params         int     `json:"params"`
 	Replicas       int     `json:"replicas"`
