@@ -319,16 +319,24 @@ func TestResumeRefusesOtherConfigs(t *testing.T) {
 			t.Errorf("rank %d does not say the chief failed: %v", r, err)
 		}
 	}
-	// A corrupt newest checkpoint is named.
+	// A corrupt newest checkpoint is passed over, and named
+	// (TestResumeFallsBackFromDamaged checks the fallback itself).
 	bad := filepath.Join(job.CheckpointDir, checkpoint.FileName(999))
 	if err := os.WriteFile(bad, []byte("\x10\x00\x00\x00\x00\x00\x00\x00{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, errs = runGroup(t, same(2, job))
-	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), bad) {
-			t.Errorf("rank %d: %v", r, err)
+	var info string
+	job.OnEvent = func(e Event) {
+		if e.Kind == EventResumed && e.Rank == 0 {
+			info = e.Info
 		}
+	}
+	sums, errs := runGroup(t, same(2, job))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if sums[0].Peer.ResumedFrom == bad || !strings.Contains(info, bad+": damaged") {
+		t.Errorf("resumed from %q (step %d), warning %q; want the intact checkpoint and a warning naming %s", sums[0].Peer.ResumedFrom, sums[0].Peer.ResumedStep, info, bad)
 	}
 }
 

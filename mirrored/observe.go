@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -33,7 +34,7 @@ type Event struct {
 	Steps int    `json:"steps"` // steps the run will take at most
 	Epoch *Epoch `json:"epoch,omitempty"`
 	Path  string `json:"path,omitempty"` // checkpoint file
-	Info  string `json:"info,omitempty"` // start: the run in one line; epoch: what is particular to the mode
+	Info  string `json:"info,omitempty"` // start: the run in one line; epoch: what is particular to the mode; resumed: warnings, one a line
 	// Train is a step's figures (kind step only; not sent to the launcher).
 	Train *StepStats `json:"-"`
 	// Gossip is a gossip replica's evaluation (kind epoch under gossip).
@@ -132,7 +133,11 @@ func (l logObserver) Observe(e Event) error {
 	case EventStart:
 		l.log.Info("start", zap.String("run", e.Info), zap.Int("steps", e.Steps))
 	case EventResumed:
-		l.log.Info("resumed", zap.String("checkpoint", e.Path), zap.Int("step", e.Step))
+		if e.Info != "" {
+			l.log.Warn("resumed", zap.String("checkpoint", e.Path), zap.Int("step", e.Step), zap.String("warning", e.Info))
+		} else {
+			l.log.Info("resumed", zap.String("checkpoint", e.Path), zap.Int("step", e.Step))
+		}
 	case EventCheckpoint:
 		l.log.Debug("checkpoint", zap.String("path", e.Path), zap.Int("step", e.Step))
 	case EventEpoch:
@@ -173,6 +178,11 @@ func (p *progressObserver) Observe(e Event) error {
 		fmt.Fprintln(p.w, e.Info)
 	case EventResumed:
 		fmt.Fprintf(p.w, "resumed from %s: step %d\n", e.Path, e.Step)
+		for _, w := range strings.Split(e.Info, "\n") {
+			if w != "" {
+				fmt.Fprintf(p.w, "warning: %s\n", w)
+			}
+		}
 	case EventEpoch:
 		p.epoch(e)
 	case EventDone:
