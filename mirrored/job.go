@@ -428,7 +428,7 @@ func unverified(ck *checkpoint.Checkpoint, path string) []string {
 	if !ck.Unverified {
 		return nil
 	}
-	return []string{fmt.Sprintf("checkpoint %s has no digest (format %s, from before meshtrain verified checkpoints): unverified", path, checkpoint.FormatV1)}
+	return []string{fmt.Sprintf("checkpoint %s: no digest: unverified (format %s, written before meshtrain verified checkpoints)", path, checkpoint.FormatV1)}
 }
 
 // otherConfig is the error for a checkpoint written under another
