@@ -162,6 +162,10 @@ func ensureMNIST(ctx context.Context, opts MNISTOptions) (dir string, fetched bo
 	}
 	for _, d := range dirs {
 		if len(missingMNIST(d)) == 0 {
+			if opts.Dir != "" && d != opts.Dir {
+				log.Warn("MNIST files missing from --data-dir: using another directory's",
+					zap.String("data_dir", opts.Dir), zap.Strings("missing", missingMNIST(opts.Dir)), zap.String("using", d))
+			}
 			log.Debug("found MNIST", zap.String("dir", d))
 			return d, false, nil
 		}

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/meshtrain/meshtrain/data/atomicfile"
 )
@@ -383,8 +386,14 @@ func TestSearchOrder(t *testing.T) {
 	noNPM := "/nonexistent/npm"
 	ctx := testCtx(t)
 	fill(cacheDir)
-	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, NPM: noNPM}); err != nil || d != cacheDir {
+	core, logs := observer.New(zapcore.WarnLevel)
+	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, NPM: noNPM, Logger: zap.New(core)}); err != nil || d != cacheDir {
 		t.Fatalf("only the cache has the files: got %q, %v", d, err)
+	}
+	// The user named --data-dir: using another is said, with what is missing.
+	if w := logs.FilterMessageSnippet("missing from --data-dir").All(); len(w) != 1 || w[0].ContextMap()["data_dir"] != flag ||
+		w[0].ContextMap()["using"] != cacheDir || len(w[0].ContextMap()["missing"].([]any)) != 4 {
+		t.Errorf("warnings %+v: want one naming %s, the 4 missing files and %s", logs.All(), flag, cacheDir)
 	}
 	fill(env)
 	os.Remove(filepath.Join(env, s.files[3].name)) // an incomplete directory is skipped
