@@ -37,26 +37,10 @@ var damage = []struct {
 func TestResumeFallsBackFromDamaged(t *testing.T) {
 	job := testJob(t, nn.Softmax, synthMNIST(400, 80, 6), 16, 3) // 12 steps per epoch on 2 replicas
 	job.CheckpointEvery = 5
-	full := job
-	full.CheckpointDir = t.TempDir()
-	sums, errs := runGroup(t, same(2, full))
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	want := sums[0].Run.ParamsSHA256
+	full, res := checkpointedRun(t, job)
+	want := res.ParamsSHA256
 	copyCk := func(dir string, step int, hurt func([]byte)) string {
-		b, err := os.ReadFile(filepath.Join(full.CheckpointDir, checkpoint.FileName(step)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hurt != nil {
-			hurt(b)
-		}
-		path := filepath.Join(dir, checkpoint.FileName(step))
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return copyCheckpoint(t, full.CheckpointDir, dir, step, hurt)
 	}
 	for _, d := range damage {
 		t.Run(d.name, func(t *testing.T) {

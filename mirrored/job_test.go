@@ -230,15 +230,41 @@ func TestResume(t *testing.T) {
 	})
 }
 
-func testResume(t *testing.T, job Job, optState int) {
+// checkpointedRun runs job on 2 replicas with a checkpoint every 5 steps
+// into a fresh directory, and returns the job that did it and its result.
+func checkpointedRun(t *testing.T, job Job) (Job, *Result) {
+	t.Helper()
 	job.CheckpointEvery = 5
-	full := job
-	full.CheckpointDir = t.TempDir()
-	sums, errs := runGroup(t, same(2, full))
+	job.CheckpointDir = t.TempDir()
+	sums, errs := runGroup(t, same(2, job))
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	want := sums[0].Run
+	return job, sums[0].Run
+}
+
+// copyCheckpoint copies the checkpoint of step from directory from into
+// directory to, through hurt if it is not nil, and returns the copy's
+// path.
+func copyCheckpoint(t *testing.T, from, to string, step int, hurt func([]byte)) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(from, checkpoint.FileName(step)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hurt != nil {
+		hurt(b)
+	}
+	path := filepath.Join(to, checkpoint.FileName(step))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func testResume(t *testing.T, job Job, optState int) {
+	job.CheckpointEvery = 5
+	full, want := checkpointedRun(t, job)
 	all, _ := checkpoint.List(full.CheckpointDir)
 	if len(all) != 8 { // every 5 steps (5, 10, ..., 35), and at the end (36)
 		t.Errorf("checkpoints: %q, want steps 5, 10, ..., 35 and 36", all)
@@ -255,7 +281,7 @@ func testResume(t *testing.T, job Job, optState int) {
 	resumed := job
 	resumed.Restore = mid
 	resumed.CheckpointDir = t.TempDir()
-	sums, errs = runGroup(t, same(2, resumed))
+	sums, errs := runGroup(t, same(2, resumed))
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
@@ -275,13 +301,7 @@ func testResume(t *testing.T, job Job, optState int) {
 	auto := job
 	auto.CheckpointDir = t.TempDir()
 	for _, step := range []int{10, 25} {
-		b, err := os.ReadFile(filepath.Join(full.CheckpointDir, checkpoint.FileName(step)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(auto.CheckpointDir, checkpoint.FileName(step)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyCheckpoint(t, full.CheckpointDir, auto.CheckpointDir, step, nil)
 	}
 	sums, errs = runGroup(t, same(2, auto))
 	if err := errors.Join(errs...); err != nil {

@@ -326,12 +326,9 @@ func Write(dir string, c *Checkpoint, keep int) (string, error) {
 // List returns the checkpoint files in dir, oldest (fewest steps) first; a
 // missing dir has none.
 func List(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := readDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("listing checkpoints: %w", err)
+		return nil, err
 	}
 	type ck struct {
 		step int
@@ -373,12 +370,9 @@ var tempNameRE = regexp.MustCompile(`^\.(ckpt-\d{9,}\.safetensors)\.tmp-`)
 // left in dir (see atomicfile.TempPrefix) and returns their paths. Call it
 // only when no Write into dir can be running: at a run's start.
 func RemoveTemps(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := readDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("listing checkpoints: %w", err)
+		return nil, err
 	}
 	var removed []string
 	for _, e := range entries {
@@ -393,4 +387,16 @@ func RemoveTemps(dir string) ([]string, error) {
 		removed = append(removed, path)
 	}
 	return removed, nil
+}
+
+// readDir lists a checkpoint directory; a missing one is empty.
+func readDir(dir string) ([]os.DirEntry, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing checkpoints: %w", err)
+	}
+	return entries, nil
 }
