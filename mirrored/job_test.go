@@ -230,15 +230,41 @@ func TestResume(t *testing.T) {
 	})
 }
 
-func testResume(t *testing.T, job Job, optState int) {
+// checkpointedRun runs job on 2 replicas with a checkpoint every 5 steps
+// into a fresh directory, and returns the job that did it and its result.
+func checkpointedRun(t *testing.T, job Job) (Job, *Result) {
+	t.Helper()
 	job.CheckpointEvery = 5
-	full := job
-	full.CheckpointDir = t.TempDir()
-	sums, errs := runGroup(t, same(2, full))
+	job.CheckpointDir = t.TempDir()
+	sums, errs := runGroup(t, same(2, job))
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	want := sums[0].Run
+	return job, sums[0].Run
+}
+
+// copyCheckpoint copies the checkpoint of step from directory from into
+// directory to, through hurt if it is not nil, and returns the copy's
+// path.
+func copyCheckpoint(t *testing.T, from, to string, step int, hurt func([]byte)) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(from, checkpoint.FileName(step)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hurt != nil {
+		hurt(b)
+	}
+	path := filepath.Join(to, checkpoint.FileName(step))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func testResume(t *testing.T, job Job, optState int) {
+	job.CheckpointEvery = 5
+	full, want := checkpointedRun(t, job)
 	all, _ := checkpoint.List(full.CheckpointDir)
 	if len(all) != 8 { // every 5 steps (5, 10, ..., 35), and at the end (36)
 		t.Errorf("checkpoints: %q, want steps 5, 10, ..., 35 and 36", all)
@@ -255,7 +281,7 @@ func testResume(t *testing.T, job Job, optState int) {
 	resumed := job
 	resumed.Restore = mid
 	resumed.CheckpointDir = t.TempDir()
-	sums, errs = runGroup(t, same(2, resumed))
+	sums, errs := runGroup(t, same(2, resumed))
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
@@ -275,13 +301,7 @@ func testResume(t *testing.T, job Job, optState int) {
 	auto := job
 	auto.CheckpointDir = t.TempDir()
 	for _, step := range []int{10, 25} {
-		b, err := os.ReadFile(filepath.Join(full.CheckpointDir, checkpoint.FileName(step)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(auto.CheckpointDir, checkpoint.FileName(step)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		copyCheckpoint(t, full.CheckpointDir, auto.CheckpointDir, step, nil)
 	}
 	sums, errs = runGroup(t, same(2, auto))
 	if err := errors.Join(errs...); err != nil {
@@ -319,16 +339,24 @@ func TestResumeRefusesOtherConfigs(t *testing.T) {
 			t.Errorf("rank %d does not say the chief failed: %v", r, err)
 		}
 	}
-	// A corrupt newest checkpoint is named.
+	// A corrupt newest checkpoint is passed over, and named
+	// (TestResumeFallsBackFromDamaged checks the fallback itself).
 	bad := filepath.Join(job.CheckpointDir, checkpoint.FileName(999))
 	if err := os.WriteFile(bad, []byte("\x10\x00\x00\x00\x00\x00\x00\x00{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, errs = runGroup(t, same(2, job))
-	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), bad) {
-			t.Errorf("rank %d: %v", r, err)
+	var info string
+	job.OnEvent = func(e Event) {
+		if e.Kind == EventResumed && e.Rank == 0 {
+			info = e.Info
 		}
+	}
+	sums, errs := runGroup(t, same(2, job))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if sums[0].Peer.ResumedFrom == bad || !strings.Contains(info, bad+": damaged") {
+		t.Errorf("resumed from %q (step %d), warning %q; want the intact checkpoint and a warning naming %s", sums[0].Peer.ResumedFrom, sums[0].Peer.ResumedStep, info, bad)
 	}
 }
 

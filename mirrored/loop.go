@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/meshtrain/meshtrain/data"
@@ -176,7 +177,7 @@ func (l *syncLoop) resume(ctx context.Context, pos *resumePos, ck *checkpoint.Ch
 	if l.rank != 0 {
 		l.peer.ResumedFrom = "rank 0's " + pos.Path
 	}
-	return l.obs.emit(Event{Kind: EventResumed, Step: l.global, Steps: l.total, Path: pos.Path})
+	return l.obs.emit(Event{Kind: EventResumed, Step: l.global, Steps: l.total, Path: pos.Path, Info: strings.Join(pos.Warnings, "\n")})
 }
 
 // train runs the epochs left.

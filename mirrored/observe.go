@@ -33,7 +33,7 @@ type Event struct {
 	Steps int    `json:"steps"` // steps the run will take at most
 	Epoch *Epoch `json:"epoch,omitempty"`
 	Path  string `json:"path,omitempty"` // checkpoint file
-	Info  string `json:"info,omitempty"` // start: the run in one line; epoch: what is particular to the mode
+	Info  string `json:"info,omitempty"` // start: the run in one line; epoch: what is particular to the mode; resumed: warnings, one a line
 	// Train is a step's figures (kind step only; not sent to the launcher).
 	Train *StepStats `json:"-"`
 	// Gossip is a gossip replica's evaluation (kind epoch under gossip).
@@ -146,7 +146,11 @@ func (l logObserver) Observe(e Event) error {
 	case EventStart:
 		l.log.Info("start", zap.String("run", e.Info), zap.Int("steps", e.Steps))
 	case EventResumed:
-		l.log.Info("resumed", zap.String("checkpoint", e.Path), zap.Int("step", e.Step))
+		if e.Info != "" {
+			l.log.Warn("resumed", zap.String("checkpoint", e.Path), zap.Int("step", e.Step), zap.String("warning", e.Info))
+		} else {
+			l.log.Info("resumed", zap.String("checkpoint", e.Path), zap.Int("step", e.Step))
+		}
 	case EventCheckpoint:
 		l.log.Debug("checkpoint", zap.String("path", e.Path), zap.Int("step", e.Step))
 	case EventEpoch:

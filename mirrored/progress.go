@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -57,6 +58,11 @@ func (p *progressObserver) Observe(e Event) error {
 		p.start, p.win.since = time.Now(), time.Now()
 	case EventResumed:
 		fmt.Fprintf(p.w, "resumed from %s: step %d\n", e.Path, e.Step)
+		for _, w := range strings.Split(e.Info, "\n") {
+			if w != "" {
+				fmt.Fprintf(p.w, "warning: %s\n", w)
+			}
+		}
 	case EventStep:
 		p.step(e)
 	case EventEpoch:

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
@@ -148,9 +149,62 @@ func (j *SparseJob) validate() error {
 		}
 	}
 	// The optimizer checks its own hyper-parameters.
-	_, err := sparse.NewOptimizer(s.Optimizer, 1, j.optimizerConfig())
-	return err
+	if _, err := sparse.NewOptimizer(s.Optimizer, 1, j.optimizerConfig()); err != nil {
+		return err
+	}
+	return j.checkMemory()
 }
+
+// checkMemory refuses a run whose model cannot fit in the memory this
+// process may use (rusage.MemoryLimit): the arrays of D values are
+// allocated at start-up, and past the limit the Go runtime dies with a
+// dump of every goroutine instead of an error.
+func (j *SparseJob) checkMemory() error {
+	limit, source := rusage.MemoryLimit()
+	need, parts := j.modelMemory()
+	if limit == 0 || need <= limit {
+		return nil
+	}
+	return fmt.Errorf("--features %d needs about %s for the model alone (%s), more than the %s this process may use (%s): lower --features (%d for Criteo), or run with more memory",
+		j.Sparse.Features, gib(need), strings.Join(parts, ", "), gib(limit), source, data.CriteoFeatures)
+}
+
+// modelMemory is what the run's arrays of D values take: the weights, the
+// optimizer state, the dense exchange buffer and, with checkpoints, their
+// encoding; and the parts as text.
+func (j *SparseJob) modelMemory() (int64, []string) {
+	s := &j.Sparse
+	d := int64(s.Features)
+	var opt int64 // bytes per feature
+	switch s.Optimizer {
+	case "adagrad":
+		opt = 4
+	case "ftrl":
+		opt = 8
+	case "sgd":
+		if s.L2 > 0 {
+			opt = 4
+		}
+	}
+	need := 4 * d
+	parts := []string{"weights " + gib(4*d)}
+	if opt > 0 {
+		need += opt * d
+		parts = append(parts, s.Optimizer+" state "+gib(opt*d))
+	}
+	if s.Exchange != sparse.ExchangeSparse {
+		need += 4 * d
+		parts = append(parts, "dense exchange buffer "+gib(4*d))
+	}
+	if j.CheckpointDir != "" || j.Restore != "" {
+		ck := (2*(4+opt) + opt) * d // the tensors' bytes, the file's, the state gathered
+		need += ck
+		parts = append(parts, "checkpoint encoding "+gib(ck))
+	}
+	return need, parts
+}
+
+func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
 func (j *SparseJob) optimizerConfig() sparse.OptimizerConfig {
 	return sparse.OptimizerConfig{LR: j.Config.LR, L1: j.Sparse.L1, L2: j.Sparse.L2, Beta: j.Sparse.Beta}
@@ -290,6 +344,12 @@ func sparseSteps(minShard, maxShard, batch int) (int, error) {
 	return steps, nil
 }
 
+// sparseTestConfig is the pipeline of rank's part of the test set: the
+// evaluation splits it among the replicas.
+func sparseTestConfig(rank, world int) data.Config {
+	return data.Config{Rank: rank, World: world, Policy: data.ShardAuto, BatchSize: sparseEvalBatch, Epochs: 1}
+}
+
 // sparsePipeline reads ds when it is set (data held in memory), else files.
 func sparsePipeline(ctx context.Context, ds data.Dataset, files []string, open data.Opener, cfg data.Config) (*data.Pipeline, error) {
 	if ds != nil {
@@ -327,6 +387,14 @@ func (j *SparseJob) syncRun(ctx context.Context, g Group) (*syncRun, error) {
 	pcfg, shard, err := j.trainPipeline(ctx, rank, world, open)
 	if err != nil {
 		return nil, err
+	}
+	if sc.Test == nil && len(sc.TestFiles) > 0 {
+		// Read this replica's part of the test set once now, as its shard
+		// of the training files was: a bad file stops the run before the
+		// first epoch, not after it.
+		if _, err := data.ShardCount(ctx, sc.TestFiles, open, sparseTestConfig(rank, world)); err != nil {
+			return nil, fmt.Errorf("checking this replica's test examples: %w", err)
+		}
 	}
 	rep, err := j.newReplica(open)
 	if err != nil {

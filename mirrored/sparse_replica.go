@@ -107,7 +107,7 @@ func (r *sparseReplica) Evaluate(ctx context.Context, g Group) (Metrics, error) 
 		return Metrics{}, nil
 	}
 	rank, world := g.Rank(), g.Size()
-	pipe, err := r.test(ctx, data.Config{Rank: rank, World: world, Policy: data.ShardAuto, BatchSize: sparseEvalBatch, Epochs: 1})
+	pipe, err := r.test(ctx, sparseTestConfig(rank, world))
 	if err != nil {
 		return Metrics{}, err
 	}

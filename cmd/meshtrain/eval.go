@@ -37,6 +37,9 @@ func init() {
 				enc.SetIndent("", "  ")
 				return enc.Encode(res)
 			}
+			if res.Warning != "" {
+				fmt.Printf("warning: %s\n", res.Warning)
+			}
 			fmt.Printf("%s: %s after %d steps (%d epochs): test accuracy %.2f%% (%d/%d), test loss %.4f\n",
 				res.Checkpoint, res.Model, res.Step, res.Epoch, 100*res.Accuracy, res.Correct, res.Examples, res.Loss)
 			return nil

@@ -2,7 +2,8 @@
 // RUSAGE_SELF): the CPU time that benchmarks and the training summary
 // report next to wall time, because the machines they run on are shared and
 // wall time then counts time other processes held the cores, and the peak
-// resident set size.
+// resident set size; and the memory it may use at most (MemoryLimit), for
+// checking a run's needs before it starts.
 //
 // It imports only the standard library, so every package of the module
 // (collective/bench, mirrored, mirrored/sparsebench, the benchmarks of nn

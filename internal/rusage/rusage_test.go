@@ -2,6 +2,8 @@ package rusage
 
 import (
 	"runtime"
+	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,5 +35,17 @@ func TestPeakRSS(t *testing.T) {
 	// A running Go test binary holds more than 1 MiB and less than 1 TiB.
 	if rss < 1<<20 || rss > 1<<40 {
 		t.Errorf("PeakRSS %d bytes: implausible", rss)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	machine, _ := MemoryLimit()
+	old := debug.SetMemoryLimit(1 << 20)
+	defer debug.SetMemoryLimit(old)
+	if n, src := MemoryLimit(); n != 1<<20 || !strings.Contains(src, "GOMEMLIMIT") {
+		t.Errorf("with a 1 MiB Go limit: %d from %q", n, src)
+	}
+	if runtime.GOOS == "linux" && machine <= 1<<20 {
+		t.Errorf("without a Go limit: %d bytes, want the machine's or the cgroup's", machine)
 	}
 }

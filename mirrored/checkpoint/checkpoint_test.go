@@ -2,12 +2,18 @@ package checkpoint
 
 import (
 	"encoding/binary"
+	"errors"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshtrain/meshtrain/data/atomicfile"
 )
 
 func testCheckpoint() *Checkpoint {
@@ -121,7 +127,7 @@ func TestDecodeErrors(t *testing.T) {
 		meta    map[string]string
 		want    string
 	}{
-		{"not meshtrain", map[string]Tensor{"params": p}, map[string]string{"k": "v"}, `metadata format "": want "meshtrain-checkpoint/1"`},
+		{"not meshtrain", map[string]Tensor{"params": p}, map[string]string{"k": "v"}, `metadata format "": want "meshtrain-checkpoint/2"`},
 		{"no params", map[string]Tensor{"w": p}, good, `no "params" tensor`},
 		{"params not f32", map[string]Tensor{"params": {DType: "F64", Shape: []int{1}, Data: make([]byte, 8)}}, good, `tensor "params": dtype F64: want F32`},
 		{"params matrix", map[string]Tensor{"params": {DType: "F32", Shape: []int{1, 2}, Data: p.Data}}, good, `tensor "params" has shape [1 2]: want a vector`},
@@ -134,15 +140,102 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := EncodeSafetensors(tt.tensors, tt.meta)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = Decode(b)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			_, err := Decode(sealed(t, tt.tensors, tt.meta))
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrDamaged) {
+				t.Errorf("got %v, want an ErrDamaged containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// sealed encodes tensors and meta with a valid digest, so that Decode's
+// later checks are reached.
+func sealed(t *testing.T, tensors map[string]Tensor, meta map[string]string) []byte {
+	t.Helper()
+	m := maps.Clone(meta)
+	m[digestKey] = Digest(tensors, m)
+	b, err := EncodeSafetensors(tensors, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEveryBitFlipIsDamage flips each bit of a checkpoint file in turn:
+// every one is reported as damage (ErrDamaged), none decodes.
+func TestEveryBitFlipIsDamage(t *testing.T) {
+	b, err := testCheckpoint().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 * len(b) {
+		b[i/8] ^= 1 << (i % 8)
+		c, err := Decode(b)
+		if !errors.Is(err, ErrDamaged) {
+			t.Fatalf("bit %d of byte %d (%q) flipped: got %+v, %v; want ErrDamaged", i%8, i/8, b[i/8], c, err)
+		}
+		b[i/8] ^= 1 << (i % 8)
+	}
+}
+
+// TestFormatVersions: a FormatV1 file (no digest) still loads, marked
+// Unverified; non-finite values are damage in either version and are
+// never written; a newer format that is intact is not damage.
+func TestFormatVersions(t *testing.T) {
+	v1 := testCheckpoint().metadata()
+	v1["format"] = FormatV1
+	p := F32Tensor([]float32{1, 2})
+	b, err := EncodeSafetensors(map[string]Tensor{paramsTensor: p}, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Decode(b); err != nil || !c.Unverified {
+		t.Errorf("a v1 file: %+v, %v; want it read, Unverified", c, err)
+	}
+	nan := F32Tensor([]float32{1, float32(math.NaN())})
+	b, _ = EncodeSafetensors(map[string]Tensor{paramsTensor: nan}, v1)
+	if _, err := Decode(b); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "params[1] is NaN") {
+		t.Errorf("a v1 file holding NaN: %v", err)
+	}
+	if _, err := Decode(sealed(t, map[string]Tensor{paramsTensor: p, optimizerTensor: F32Tensor([]float32{float32(math.Inf(-1))})}, testCheckpoint().metadata())); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "optimizer_state[0] is -Inf") {
+		t.Errorf("a sealed file holding -Inf: %v", err)
+	}
+	c := testCheckpoint()
+	c.Params[2] = float32(math.Inf(1))
+	if _, err := c.Encode(); err == nil || !strings.Contains(err.Error(), "params[2] is +Inf") {
+		t.Errorf("encoding +Inf: %v", err)
+	}
+	v3 := testCheckpoint().metadata()
+	v3["format"] = "meshtrain-checkpoint/3"
+	if _, err := Decode(sealed(t, map[string]Tensor{paramsTensor: p}, v3)); err == nil || errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "newer meshtrain") {
+		t.Errorf("an intact newer format: %v", err)
+	}
+}
+
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Write(dir, testCheckpoint(), 0); err != nil {
+		t.Fatal(err)
+	}
+	keep := []string{FileName(1875), ".other.tmp-1", "ckpt-000000001.safetensors.tmp-2"}
+	for _, name := range append(keep[1:], atomicfile.TempPrefix(FileName(2000))+"123") {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveTemps(dir)
+	if err != nil || len(removed) != 1 || !strings.Contains(removed[0], ".ckpt-000002000.safetensors.tmp-123") {
+		t.Fatalf("removed %q, %v", removed, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	slices.Sort(left)
+	slices.Sort(keep)
+	if !slices.Equal(left, keep) {
+		t.Errorf("left %q, want %q", left, keep)
 	}
 }
 

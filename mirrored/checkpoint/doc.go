@@ -11,8 +11,13 @@
 //
 // Invariants: a checkpoint directory holds files named FileName(step),
 // each written atomically (package atomicfile), so every file there is
-// complete, and List orders them by step; Decode accepts only what Encode
-// can write (format "meshtrain-checkpoint/1", a "params" vector, at most an
-// "optimizer_state" vector besides, a position inside its epoch), and
-// every error from Read names the file.
+// complete (RemoveTemps clears what a killed writer left), and List orders
+// them by step. Every file Encode writes carries a digest (Digest) over
+// its tensors and metadata, and its header is spelled exactly as Encode
+// spells it; Decode accepts only what Encode can write (format Format, a
+// "params" vector, at most an "optimizer_state" vector besides, finite
+// values, a position inside its epoch, the digest matching), or a FormatV1
+// file from before the digest, marked Unverified. Any other file is
+// ErrDamaged (or from a newer meshtrain), and every error from Read names
+// the file.
 package checkpoint

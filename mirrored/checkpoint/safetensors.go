@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -72,11 +72,24 @@ type tensorHeader struct {
 // EncodeSafetensors returns the file bytes for tensors (stored in name
 // order) and metadata.
 func EncodeSafetensors(tensors map[string]Tensor, meta map[string]string) ([]byte, error) {
-	names := make([]string, 0, len(tensors))
-	for name := range tensors {
-		names = append(names, name)
+	head, names, size, err := encodeHeader(tensors, meta)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
+	out := make([]byte, 0, len(head)+int(size))
+	out = append(out, head...)
+	for _, name := range names {
+		out = append(out, tensors[name].Data...)
+	}
+	return out, nil
+}
+
+// encodeHeader returns the file's bytes up to the data section (the length
+// and the padded JSON header), the tensor names in storage order and the
+// data section's size. It is the one encoding of a header, so a decoder
+// can check that a file's header is byte for byte what it would write.
+func encodeHeader(tensors map[string]Tensor, meta map[string]string) ([]byte, []string, int64, error) {
+	names := slices.Sorted(maps.Keys(tensors))
 	hdr := map[string]any{}
 	if len(meta) > 0 {
 		hdr["__metadata__"] = meta
@@ -85,28 +98,24 @@ func EncodeSafetensors(tensors map[string]Tensor, meta map[string]string) ([]byt
 	for _, name := range names {
 		t := tensors[name]
 		if name == "__metadata__" {
-			return nil, fmt.Errorf("safetensors: tensor name %q is reserved", name)
+			return nil, nil, 0, fmt.Errorf("safetensors: tensor name %q is reserved", name)
 		}
 		if err := checkShape(t.DType, t.Shape, int64(len(t.Data))); err != nil {
-			return nil, fmt.Errorf("safetensors: tensor %q: %w", name, err)
+			return nil, nil, 0, fmt.Errorf("safetensors: tensor %q: %w", name, err)
 		}
 		hdr[name] = tensorHeader{DType: t.DType, Shape: t.Shape, DataOffsets: []int64{off, off + int64(len(t.Data))}}
 		off += int64(len(t.Data))
 	}
 	js, err := json.Marshal(hdr)
 	if err != nil {
-		return nil, fmt.Errorf("safetensors: encoding the header: %w", err)
+		return nil, nil, 0, fmt.Errorf("safetensors: encoding the header: %w", err)
 	}
 	for len(js)%8 != 0 {
 		js = append(js, ' ')
 	}
-	out := make([]byte, 8, 8+len(js)+int(off))
+	out := make([]byte, 8, 8+len(js))
 	binary.LittleEndian.PutUint64(out, uint64(len(js)))
-	out = append(out, js...)
-	for _, name := range names {
-		out = append(out, tensors[name].Data...)
-	}
-	return out, nil
+	return append(out, js...), names, off, nil
 }
 
 // checkShape checks that dtype is known and shape describes exactly n bytes.
