@@ -34,7 +34,8 @@ type peerOutcome struct {
 func runPeers(t *testing.T, ctx context.Context, n int, job mirrored.Job, gc mirrored.GossipConfig) []peerOutcome {
 	t.Helper()
 	out := make([]peerOutcome, n)
-	errs := onPeers(t, ctx, n, string(gc.Strategy), func(r int, log *zap.Logger, tr *p2p.Transport, _ *mirrored.CountingTransport, c *collective.Comm) error {
+	// Ring replicas leave together, as the worker does.
+	errs := onPeers(t, ctx, n, string(gc.Strategy), gc.Strategy == mirrored.StrategyRing, func(r int, log *zap.Logger, m *collective.Member, tr *p2p.Transport) error {
 		g := gc
 		if g.Faults.KillAfter > 0 && r == g.Faults.KillRank {
 			g.Faults.Kill = func() { _ = tr.Host().Close() } // a crash: no goodbye
@@ -42,10 +43,7 @@ func runPeers(t *testing.T, ctx context.Context, n int, job mirrored.Job, gc mir
 		j := job
 		j.Logger = log
 		var err error
-		out[r].sum, out[r].gossip, err = mirrored.RunStrategy(ctx, j, g, c)
-		if err == nil && g.Strategy == mirrored.StrategyRing {
-			err = c.Barrier(ctx) // leave together, as the worker does
-		}
+		out[r].sum, out[r].gossip, err = mirrored.RunStrategy(ctx, j, g, m.Comm)
 		return err
 	})
 	for r, err := range errs {

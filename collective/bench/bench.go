@@ -128,18 +128,10 @@ func (cl Cluster) run(ctx context.Context, opts collective.Options, body func(ct
 }
 
 func (cl Cluster) runRank(ctx context.Context, rank int, peers []string, secret []byte, opts collective.Options, body func(context.Context, *collective.Comm) error) error {
-	t, err := p2p.New(ctx, p2p.Config{Rank: rank, Peers: peers, Security: cl.Security, ClusterSecret: secret, Timeout: cl.Timeout, Logger: cl.Logger})
+	m, _, err := p2p.Join(ctx, p2p.Config{Rank: rank, Peers: peers, Security: cl.Security, ClusterSecret: secret, Timeout: cl.Timeout, Logger: cl.Logger}, opts)
 	if err != nil {
-		return err
-	}
-	defer t.Close()
-	c, err := collective.New(t, opts)
-	if err != nil {
-		return err
-	}
-	if err := body(ctx, c); err != nil {
 		return err
 	}
 	// Leave together, so nobody closes while a peer still reads.
-	return c.Barrier(ctx)
+	return m.Leave(ctx, body(ctx, m.Comm), true)
 }

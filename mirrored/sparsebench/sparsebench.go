@@ -441,37 +441,30 @@ func (cfg *Config) runRank(ctx context.Context, role childRole) (*report, error)
 	if err != nil {
 		return nil, err
 	}
-	t, err := p2p.New(ctx, p2p.Config{Rank: role.Rank, Peers: role.Peers, Security: cfg.Security, ClusterSecret: secret, Timeout: cfg.Timeout, Logger: log.Named("p2p")})
+	m, _, err := p2p.Join(ctx, p2p.Config{Rank: role.Rank, Peers: role.Peers, Security: cfg.Security, ClusterSecret: secret, Timeout: cfg.Timeout, Logger: log.Named("p2p")},
+		collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
 	if err != nil {
 		return nil, err
-	}
-	counted := mirrored.CountTraffic(t)
-	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
-	if err != nil {
-		return nil, errors.Join(err, t.Close())
 	}
 	if cfg.CPUProfile != "" && role.Rank == 0 && role.Exchange == "sparse" {
 		f, err := os.Create(fmt.Sprintf("%s-n%d.pprof", cfg.CPUProfile, n))
 		if err != nil {
-			return nil, errors.Join(err, t.Close())
+			return nil, m.Leave(ctx, err, false)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, errors.Join(err, t.Close())
+			return nil, m.Leave(ctx, err, false)
 		}
 		defer pprof.StopCPUProfile()
 	}
 	var cpu0, cpu1 time.Duration
 	job.OnEvent = cpuSpan(&cpu0, &cpu1)
-	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.NewGroup(c))
-	if err == nil {
-		// Leave together, so nobody closes while a peer still reads.
-		err = c.Barrier(ctx)
-		sum.Peer.BytesSent, sum.Peer.BytesReceived = counted.Traffic()
-	}
-	if err = errors.Join(err, t.Close()); err != nil {
+	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.NewGroup(m.Comm))
+	// Leave together, so nobody closes while a peer still reads.
+	if err := m.Leave(ctx, err, true); err != nil {
 		return nil, err
 	}
+	sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 	return &report{Summary: sum, CPUSeconds: (cpu1 - cpu0).Seconds()}, nil
 }
 
