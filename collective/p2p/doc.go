@@ -3,7 +3,10 @@
 // Each rank runs one libp2p host. Between every pair of ranks there is one
 // connection and, on it, one long-lived stream per direction (protocol
 // ProtocolID), opened once by New and reused by every collective; a reader
-// goroutine per inbound stream feeds a collective.Inbox.
+// goroutine per inbound stream feeds a collective.Inbox. NewOnHost builds
+// the same transport on a host the caller already has (tests use
+// go-libp2p's in-process mocknet hosts); Join brings a rank up as a
+// collective.Member.
 //
 // Security: TCP + yamux with TLS 1.3 by default; Noise or QUIC on request;
 // plaintext only when asked for explicitly (SecurityPlaintext, for trusted
