@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +37,10 @@ const EventPrefix = "@meshtrain "
 type Message struct {
 	mirrored.Event
 	Error string `json:"error,omitempty"` // Kind "error": why the worker failed
+	// Injected (Kind "error") says the fault injection killed the worker
+	// (mirrored.ErrInjectedKill): the launcher then names it, not the
+	// peers that failed because they lost it.
+	Injected bool `json:"injected,omitempty"`
 }
 
 // WorkerConfig is one peer of a cluster.
@@ -111,7 +116,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	}
 	defer func() {
 		if err != nil {
-			emit(Message{Event: mirrored.Event{Kind: "error", Rank: rank}, Error: err.Error()})
+			emit(Message{Event: mirrored.Event{Kind: "error", Rank: rank}, Error: err.Error(), Injected: errors.Is(err, mirrored.ErrInjectedKill)})
 		}
 	}()
 	if cfg.Job.Config.Progress == nil {
