@@ -317,12 +317,12 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	}
 	rep := GossipReport{Schedule: gc.Schedule, Every: gc.Every, MaxStaleness: gc.MaxStaleness}
 	peer := PeerStats{Rank: rank}
-	evaluate := func() (float64, float64) {
+	evaluate := func() (float64, float64, error) {
 		if testSet.N == 0 {
-			return 0, 0
+			return 0, 0, nil
 		}
-		loss, correct := model.Evaluate(testX, testY, testSet.N)
-		return loss / float64(testSet.N), float64(correct) / float64(testSet.N)
+		loss, correct, err := model.Evaluate(testX, testY, testSet.N)
+		return loss / float64(testSet.N), float64(correct) / float64(testSet.N), err
 	}
 	if cfg.Progress != nil && rank == 0 {
 		fmt.Fprintf(cfg.Progress, "%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples\n",
@@ -406,7 +406,10 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 		if total, _ := gos.Progress(); total >= uint64(nextEval*epochWork) {
 			te := time.Now()
 			gos.Snapshot(params)
-			testLoss, acc := evaluate()
+			testLoss, acc, err := evaluate()
+			if err != nil {
+				return nil, fmt.Errorf("evaluating on the test set: %w", err)
+			}
 			evalTime += time.Since(te)
 			nextEval = int(total/uint64(epochWork)) + 1
 			ev := gossipEval(total, epochWork, local, steps, trainTime, testLoss, acc)
@@ -473,11 +476,16 @@ func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm
 	for i := range params {
 		params[i] = float32(avg[i])
 	}
-	rep.AverageLoss, rep.AverageAccuracy = evaluate()
+	if rep.AverageLoss, rep.AverageAccuracy, err = evaluate(); err != nil {
+		return nil, fmt.Errorf("evaluating the average model on the test set: %w", err)
+	}
 	copy(params, own)
 	if len(rep.Evals) == 0 || rep.Evals[len(rep.Evals)-1].Steps != local {
 		// Evaluate the final parameters if steps were taken since.
-		testLoss, acc := evaluate()
+		testLoss, acc, err := evaluate()
+		if err != nil {
+			return nil, fmt.Errorf("evaluating on the test set: %w", err)
+		}
 		total, _ := gos.Progress()
 		rep.Evals = append(rep.Evals, gossipEval(total, epochWork, local, steps, trainTime, testLoss, acc))
 		if epochSteps > 0 {

@@ -485,7 +485,9 @@ func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
 			te := time.Now()
 			testLoss, correct := 0.0, 0
 			if hi > lo {
-				testLoss, correct = model.Evaluate(testX, testY, hi-lo)
+				if testLoss, correct, err = model.Evaluate(testX, testY, hi-lo); err != nil {
+					return nil, fmt.Errorf("epoch %d: evaluating on the test set: %w", epoch, err)
+				}
 			}
 			ev := []float32{float32(testLoss), float32(correct)}
 			if err := g.AllReduceSum(ctx, ev); err != nil {
