@@ -1,5 +1,5 @@
 // Package collective runs collective operations (all-reduce, broadcast,
-// barrier, all-gather, sparse all-gather) and tagged point-to-point messages
+// barrier, all-gather) and tagged point-to-point messages
 // among the N ranks of a training cluster, with no parameter server.
 //
 // The package is split the way KungFu splits it:
@@ -31,7 +31,7 @@
 //   - After any failed collective the Comm is broken: later collectives fail
 //     at once, since the ranks no longer agree on the frame sequence.
 //
-// Point-to-point messages (Send, Recv, Exchange; for gossip) share the links
+// Point-to-point messages (Send, Recv; for gossip) share the links
 // but have their own inbound queue, so they can run beside collectives; they
 // match in order per pair of ranks and check the user tag.
 //

@@ -17,8 +17,9 @@
 // Resources: the resource manager keeps libp2p's default limits for everyone
 // but lifts them for cluster peers, cluster peers are protected in the
 // connection manager, and yamux starts each stream with a 1 MiB window
-// (growing to 16 MiB) and sends 1 MiB messages (YamuxInitialWindow,
-// YamuxMaxWindow, YamuxMaxMessage; identical on every rank).
+// (growing to 16 MiB) and sends 1 MiB messages (identical on every rank;
+// the YAMUX environment variable of the package's tests overrides them for
+// tuning experiments).
 //
 // Membership is cryptographic: a connection gater admits only the peer IDs
 // of the cluster, and a stranger's connection is refused and logged, so it

@@ -354,16 +354,16 @@ func (t *Transport) hostOptions(key crypto.PrivKey, self ma.Multiaddr) ([]libp2p
 // one from 256 KiB, and sends larger yamux frames (fewer headers and
 // syscalls; the security layer still cuts TLS records at 16 KiB).
 var (
-	YamuxInitialWindow uint32 = 1 << 20
-	YamuxMaxWindow     uint32 = 16 << 20
-	YamuxMaxMessage    uint32 = 1 << 20
+	yamuxInitialWindow uint32 = 1 << 20
+	yamuxMaxWindow     uint32 = 16 << 20
+	yamuxMaxMessage    uint32 = 1 << 20
 )
 
 func muxer() *yamux.Transport {
 	cfg := *(*goyamux.Config)(yamux.DefaultTransport)
-	cfg.InitialStreamWindowSize = YamuxInitialWindow
-	cfg.MaxStreamWindowSize = max(YamuxMaxWindow, YamuxInitialWindow)
-	cfg.MaxMessageSize = YamuxMaxMessage
+	cfg.InitialStreamWindowSize = yamuxInitialWindow
+	cfg.MaxStreamWindowSize = max(yamuxMaxWindow, yamuxInitialWindow)
+	cfg.MaxMessageSize = yamuxMaxMessage
 	return (*yamux.Transport)(&cfg)
 }
 
@@ -501,9 +501,6 @@ func (t *Transport) MaxFrame() int { return t.cfg.MaxFrame }
 
 // Host is the libp2p host (for tests and diagnostics).
 func (t *Transport) Host() host.Host { return t.host }
-
-// PeerIDs are the cluster's peer IDs by rank.
-func (t *Transport) PeerIDs() []peer.ID { return t.ids }
 
 // Send implements collective.Transport. A write that fails, or that ctx
 // ends, resets the stream, so the link is then down for good: a partly
