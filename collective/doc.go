@@ -11,6 +11,10 @@
 //     in-memory MemNetwork here (which can drop and cut links, for tests) and
 //     the libp2p one in collective/p2p.
 //   - Comm executes schedules over a Transport.
+//   - A Member (Join, Leave) is one rank's part in a cluster: a Comm over a
+//     CountingTransport (the bytes it moves), and on leaving a final barrier
+//     and the transport's Close, their errors joined and naming the rank.
+//     Every peer bring-up (worker, benchmarks, comparison, tests) uses it.
 //
 // Invariants:
 //
