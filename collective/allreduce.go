@@ -18,11 +18,6 @@ func (c *Comm) AllReduceFloat64(ctx context.Context, buf []float64, op Op) error
 	return allReduce(ctx, c, buf, op, Float64)
 }
 
-// AllReduceInt64 is AllReduceFloat32 for int64 (Avg truncates).
-func (c *Comm) AllReduceInt64(ctx context.Context, buf []int64, op Op) error {
-	return allReduce(ctx, c, buf, op, Int64)
-}
-
 // AlgoFor returns the algorithm an all-reduce of nbytes uses.
 func (c *Comm) AlgoFor(nbytes int) Algo {
 	if c.opts.Algo != Auto {

@@ -5,21 +5,11 @@ import (
 	"fmt"
 )
 
-// Broadcast copies root's buf into every other rank's buf (same length on
-// every rank) along a pipelined chain root → root+1 → …, each rank
-// forwarding a chunk as soon as it has it.
-func (c *Comm) Broadcast(ctx context.Context, buf []byte, root int) error {
-	return c.broadcast(ctx, buf, len(buf), Bytes, root)
-}
-
-// BroadcastFloat32 is Broadcast for a float32 buffer.
+// BroadcastFloat32 copies root's buf into every other rank's buf (same
+// length on every rank) along a pipelined chain root → root+1 → …, each
+// rank forwarding a chunk as soon as it has it.
 func (c *Comm) BroadcastFloat32(ctx context.Context, buf []float32, root int) error {
 	return c.broadcast(ctx, asBytes(buf), len(buf), Float32, root)
-}
-
-// BroadcastFloat64 is Broadcast for a float64 buffer.
-func (c *Comm) BroadcastFloat64(ctx context.Context, buf []float64, root int) error {
-	return c.broadcast(ctx, asBytes(buf), len(buf), Float64, root)
 }
 
 func (c *Comm) broadcast(ctx context.Context, raw []byte, count int, dt DType, root int) error {

@@ -1,5 +1,5 @@
 // Package collective runs collective operations (all-reduce, broadcast,
-// barrier, all-gather, sparse all-gather) and tagged point-to-point messages
+// barrier, all-gather) and tagged point-to-point messages
 // among the N ranks of a training cluster, with no parameter server.
 //
 // The package is split the way KungFu splits it:
@@ -11,6 +11,10 @@
 //     in-memory MemNetwork here (which can drop and cut links, for tests) and
 //     the libp2p one in collective/p2p.
 //   - Comm executes schedules over a Transport.
+//   - A Member (Join, Leave) is one rank's part in a cluster: a Comm over a
+//     CountingTransport (the bytes it moves), and on leaving a final barrier
+//     and the transport's Close, their errors joined and naming the rank.
+//     Every peer bring-up (worker, benchmarks, comparison, tests) uses it.
 //
 // Invariants:
 //
@@ -31,11 +35,11 @@
 //   - After any failed collective the Comm is broken: later collectives fail
 //     at once, since the ranks no longer agree on the frame sequence.
 //
-// Point-to-point messages (Send, Recv, Exchange) share the links but have
-// their own inbound queue, so they can run beside collectives; they match in
-// order per pair of ranks and check the user tag. Point-to-point receives
-// fail only when their own link does (an abort or a lost link elsewhere
-// cancels collectives only), so a protocol built on them, such as the gossip
+// Point-to-point messages (Send, Recv) share the links but have their own
+// inbound queue, so they can run beside collectives; they match in order
+// per pair of ranks and check the user tag. Point-to-point receives fail
+// only when their own link does (an abort or a lost link elsewhere cancels
+// collectives only), so a protocol built on them, such as the gossip
 // averaging of package mirrored/gossip, can drop a dead peer and carry on.
 //
 // Algorithms: all-reduce is a pipelined ring (reduce-scatter then

@@ -91,16 +91,6 @@ func (o Op) String() string {
 	return fmt.Sprintf("op(%d)", int(o))
 }
 
-// ParseOp parses "sum", "avg", "min" or "max".
-func ParseOp(s string) (Op, error) {
-	for i, n := range opNames {
-		if n == s {
-			return Op(i), nil
-		}
-	}
-	return 0, fmt.Errorf("collective: unknown reduction op %q: want sum, avg, min or max", s)
-}
-
 // HeaderSize is the size of an encoded Header.
 const HeaderSize = 40
 
@@ -142,10 +132,10 @@ func (h Header) Encode(b []byte) {
 	binary.LittleEndian.PutUint32(b[36:], h.Len)
 }
 
-// DecodeHeader parses a header and checks it before anything is allocated
+// decodeHeader parses a header and checks it before anything is allocated
 // for its payload: the magic and version, that kind, dtype and op are known,
 // and that Len is at most maxLen and a whole number of elements.
-func DecodeHeader(b []byte, maxLen uint32) (Header, error) {
+func decodeHeader(b []byte, maxLen uint32) (Header, error) {
 	if len(b) < HeaderSize {
 		return Header{}, fmt.Errorf("collective: short frame header: %d of %d bytes", len(b), HeaderSize)
 	}
@@ -202,7 +192,7 @@ func ReadFrame(r io.Reader, maxLen uint32) (Frame, error) {
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
 		return Frame{}, err
 	}
-	h, err := DecodeHeader(hb[:], maxLen)
+	h, err := decodeHeader(hb[:], maxLen)
 	if err != nil {
 		return Frame{}, err
 	}

@@ -43,11 +43,11 @@ func TestDecodeHeaderRejects(t *testing.T) {
 	} {
 		b := bytes.Clone(good)
 		mut(b)
-		if _, err := DecodeHeader(b, 1<<20); err == nil {
+		if _, err := decodeHeader(b, 1<<20); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := DecodeHeader(good, 1<<20); err != nil {
+	if _, err := decodeHeader(good, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer

@@ -3,7 +3,6 @@ package collective
 import (
 	"context"
 	"fmt"
-	"unsafe"
 )
 
 // AllGatherV returns every rank's local payload, indexed by rank; lengths
@@ -46,38 +45,4 @@ func (o *op) allGatherV(ctx context.Context, n, rank int, local []byte) ([][]byt
 		out[r] = buf[s.off : s.off+s.n : s.off+s.n]
 	}
 	return out, nil
-}
-
-// SparseAllGather gathers every rank's (index, value) pairs in one
-// all-gather (indices and values packed together, one round of latency).
-// idx and val must have the same length on each rank.
-func (c *Comm) SparseAllGather(ctx context.Context, idx []int32, val []float32) (idxs [][]int32, vals [][]float32, err error) {
-	if len(idx) != len(val) {
-		return nil, nil, fmt.Errorf("collective: sparse all-gather with %d indices but %d values", len(idx), len(val))
-	}
-	packed := make([]byte, 8*len(idx))
-	if len(idx) > 0 {
-		copy(packed, unsafe.Slice((*byte)(unsafe.Pointer(&idx[0])), 4*len(idx)))
-		copy(packed[4*len(idx):], asBytes(val))
-	}
-	blocks, err := c.AllGatherV(ctx, packed)
-	if err != nil {
-		return nil, nil, err
-	}
-	idxs, vals = make([][]int32, len(blocks)), make([][]float32, len(blocks))
-	for r, b := range blocks {
-		if len(b)%8 != 0 {
-			return nil, nil, fmt.Errorf("collective: sparse all-gather: rank %d sent %d bytes, not whole (int32, float32) pairs", r, len(b))
-		}
-		k := len(b) / 8
-		if k == 0 {
-			idxs[r], vals[r] = []int32{}, []float32{}
-			continue
-		}
-		// Blocks start at multiples of 8 in an 8-aligned buffer, so the
-		// views are aligned.
-		idxs[r] = unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), k)
-		vals[r] = viewAs[float32](b[4*k:])
-	}
-	return idxs, vals, nil
 }

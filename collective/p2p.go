@@ -101,17 +101,3 @@ func (c *Comm) Recv(ctx context.Context, from int, tag uint32) ([]byte, error) {
 		}
 	}
 }
-
-// Exchange sends payload to peer and receives peer's message with the same
-// tag, both at once (a pairwise swap).
-func (c *Comm) Exchange(ctx context.Context, peer int, tag uint32, payload []byte) ([]byte, error) {
-	var sendErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sendErr = c.Send(ctx, peer, tag, payload)
-	}()
-	got, recvErr := c.Recv(ctx, peer, tag)
-	<-done
-	return got, errors.Join(recvErr, sendErr)
-}

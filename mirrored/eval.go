@@ -75,7 +75,10 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", ck.Model, model.InputDim(), d)
 	}
 	x, y := denseRange(test, 0, test.N)
-	lossSum, correct := model.Evaluate(x, y, test.N)
+	lossSum, correct, err := model.Evaluate(x, y, test.N)
+	if err != nil {
+		return nil, fmt.Errorf("evaluating %s: %w", cfg.Checkpoint, err)
+	}
 	epoch := max(0, ck.Epoch-1) // the pipeline position's epoch is not complete yet
 	return &EvalResult{
 		Checkpoint: cfg.Checkpoint, Model: ck.Model, Step: ck.Step, Epoch: epoch,

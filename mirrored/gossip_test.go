@@ -28,7 +28,7 @@ func onMemCluster[T any](t *testing.T, n int, deadline time.Duration, wire func(
 	outs, errs := make([]T, n), make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		c, err := collective.New(CountTraffic(net.Transport(r)), collective.Options{Timeout: 20 * time.Second})
+		c, err := collective.New(collective.CountTraffic(net.Transport(r)), collective.Options{Timeout: 20 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

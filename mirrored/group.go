@@ -2,7 +2,6 @@ package mirrored
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/meshtrain/meshtrain/collective"
 )
@@ -27,7 +26,7 @@ type Traffic interface {
 }
 
 // NewGroup adapts a collective.Comm. If the Comm's transport counts its
-// bytes (CountTraffic), the Group reports them through Traffic.
+// bytes (collective.CountTraffic), the Group reports them through Traffic.
 func NewGroup(c *collective.Comm) Group { return &commGroup{c} }
 
 type commGroup struct{ c *collective.Comm }
@@ -67,36 +66,3 @@ func (g *commGroup) Traffic() (int64, int64) {
 	return 0, 0
 }
 
-// CountingTransport counts the bytes a Transport moves: frame headers plus
-// payloads, as the collective layer sees them (the security and
-// multiplexing layers below add their own framing, not counted).
-type CountingTransport struct {
-	collective.Transport
-	sent, received atomic.Int64
-}
-
-// CountTraffic wraps t.
-func CountTraffic(t collective.Transport) *CountingTransport {
-	return &CountingTransport{Transport: t}
-}
-
-var _ collective.Transport = (*CountingTransport)(nil)
-
-func (t *CountingTransport) Send(ctx context.Context, to int, h collective.Header, payload []byte) error {
-	err := t.Transport.Send(ctx, to, h, payload)
-	if err == nil {
-		t.sent.Add(int64(collective.HeaderSize + len(payload)))
-	}
-	return err
-}
-
-func (t *CountingTransport) Recv(ctx context.Context, from int, ch collective.Channel) (collective.Frame, error) {
-	f, err := t.Transport.Recv(ctx, from, ch)
-	if err == nil {
-		t.received.Add(int64(collective.HeaderSize + len(f.Payload)))
-	}
-	return f, err
-}
-
-// Traffic returns the bytes sent and received so far.
-func (t *CountingTransport) Traffic() (int64, int64) { return t.sent.Load(), t.received.Load() }

@@ -47,7 +47,7 @@ func runGroup(t *testing.T, jobs []Job) ([]*Summary, []error) {
 	sums, errs := make([]*Summary, n), make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		c, err := collective.New(CountTraffic(net.Transport(r)), collective.Options{Timeout: 30 * time.Second})
+		c, err := collective.New(collective.CountTraffic(net.Transport(r)), collective.Options{Timeout: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -129,7 +129,10 @@ func (r *denseReplica) Checked() ([]float32, string) { return r.params, "" }
 func (r *denseReplica) Evaluate(ctx context.Context, g Group) (Metrics, error) {
 	testLoss, correct := 0.0, 0
 	if n := len(r.testY); n > 0 {
-		testLoss, correct = r.model.Evaluate(r.testX, r.testY, n)
+		var err error
+		if testLoss, correct, err = r.model.Evaluate(r.testX, r.testY, n); err != nil {
+			return Metrics{}, err
+		}
 	}
 	ev := []float32{float32(testLoss), float32(correct)}
 	if err := g.AllReduceSum(ctx, ev); err != nil {

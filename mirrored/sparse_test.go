@@ -87,7 +87,7 @@ func runSparse(t *testing.T, jobs []SparseJob) ([]*Summary, [][]float32, []error
 	sums, weights, errs := make([]*Summary, n), make([][]float32, n), make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		c, err := collective.New(CountTraffic(net.Transport(r)), collective.Options{Timeout: 20 * time.Second})
+		c, err := collective.New(collective.CountTraffic(net.Transport(r)), collective.Options{Timeout: 20 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

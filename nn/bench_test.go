@@ -59,8 +59,10 @@ func TestTrainStepAllocs(t *testing.T) {
 	}
 	m, _ := NewModel(LeNet5, 1)
 	x, labels := testBatch(1, 1000, 784, 10)
-	m.Evaluate(x, labels, 1000)
-	if a := testing.AllocsPerRun(3, func() { m.Evaluate(x, labels, 1000) }); a != 0 {
+	if _, _, err := m.Evaluate(x, labels, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if a := testing.AllocsPerRun(3, func() { _, _, _ = m.Evaluate(x, labels, 1000) }); a != 0 {
 		t.Errorf("Evaluate: %v allocations per call", a)
 	}
 }

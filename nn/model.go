@@ -23,9 +23,9 @@ type Model interface {
 	// class ids in [0, Classes()).
 	ForwardBackward(x []float32, labels []int32, n int) (loss float64, err error)
 	// Evaluate returns the summed loss and the number correct over n
-	// examples, without touching Grads(). It panics on a label outside
-	// [0, Classes()): data are validated before they reach a model.
-	Evaluate(x []float32, labels []int32, n int) (lossSum float64, correct int)
+	// examples, without touching Grads(). Like ForwardBackward, it fails on
+	// a short batch or a label outside [0, Classes()).
+	Evaluate(x []float32, labels []int32, n int) (lossSum float64, correct int, err error)
 }
 
 // Model names accepted by NewModel.
@@ -324,12 +324,12 @@ func (m *net) ForwardBackward(x []float32, labels []int32, n int) (float64, erro
 // its activation buffers near a training batch's.
 const evalChunk = 256
 
-func (m *net) Evaluate(x []float32, labels []int32, n int) (float64, int) {
+func (m *net) Evaluate(x []float32, labels []int32, n int) (float64, int, error) {
 	if n == 0 {
-		return 0, 0
+		return 0, 0, nil
 	}
 	if err := m.check(x, labels, n); err != nil {
-		panic(err)
+		return 0, 0, err
 	}
 	var loss float64
 	correct := 0
@@ -342,5 +342,5 @@ func (m *net) Evaluate(x []float32, labels []int32, n int) (float64, int) {
 			correct += s.right
 		}
 	}
-	return loss, correct
+	return loss, correct, nil
 }

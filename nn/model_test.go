@@ -58,6 +58,12 @@ func TestNewModelErrors(t *testing.T) {
 		if _, err := m.ForwardBackward(tc.x, tc.labels, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to mention %q", tc.name, err, tc.want)
 		}
+		if tc.n == 0 {
+			continue // an empty evaluation is fine
+		}
+		if _, _, err := m.Evaluate(tc.x, tc.labels, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Evaluate: err = %v, want it to mention %q", tc.name, err, tc.want)
+		}
 	}
 }
 
@@ -85,7 +91,7 @@ func TestModelGradients(t *testing.T) {
 			}
 			g := slices.Clone(m.Grads())
 			mean := func() float64 {
-				l, _ := m.Evaluate(x, labels, n)
+				l, _, _ := m.Evaluate(x, labels, n)
 				return l / n
 			}
 			quotient := func(v []float32, eps float32) float64 {
@@ -220,7 +226,10 @@ func TestEvaluateMatchesTraining(t *testing.T) {
 	const n = 600 // more than one evaluation chunk
 	x, labels := testBatch(4, n, 784, 10)
 	before := slices.Clone(m.Grads())
-	sum, correct := m.Evaluate(x, labels, n)
+	sum, correct, err := m.Evaluate(x, labels, n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !slices.Equal(before, m.Grads()) {
 		t.Fatal("Evaluate changed the gradients")
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
-	"github.com/meshtrain/meshtrain/mirrored"
 )
 
 // peerTimeout bounds each in-test peer's connection set-up and collectives.
@@ -20,11 +19,11 @@ const peerTimeout = 20 * time.Second
 
 // onPeers runs body for every rank of n libp2p peers on 127.0.0.1 (TLS, a
 // fresh cluster secret), each in a goroutine of this test process with its
-// own logger, transport and traffic-counting Comm, and returns each rank's
-// error (connecting, or body's). It fails the test, naming what ran, when
-// ctx ends before every peer is done.
-func onPeers(t *testing.T, ctx context.Context, n int, what string,
-	body func(r int, log *zap.Logger, tr *p2p.Transport, counted *mirrored.CountingTransport, c *collective.Comm) error) []error {
+// own logger and member (p2p.Join), and returns each rank's error
+// (connecting, body's, or leaving: with a final barrier if together). It
+// fails the test, naming what ran, when ctx ends before every peer is done.
+func onPeers(t *testing.T, ctx context.Context, n int, what string, together bool,
+	body func(r int, log *zap.Logger, m *collective.Member, tr *p2p.Transport) error) []error {
 	t.Helper()
 	addrs := freePorts(t, n)
 	secret := make([]byte, 32)
@@ -38,19 +37,13 @@ func onPeers(t *testing.T, ctx context.Context, n int, what string,
 		go func() {
 			defer wg.Done()
 			log := zaptest.NewLogger(t)
-			tr, err := p2p.New(ctx, p2p.Config{Rank: r, Peers: addrs, ClusterSecret: secret, Timeout: peerTimeout, Logger: log.Named("p2p")})
+			m, tr, err := p2p.Join(ctx, p2p.Config{Rank: r, Peers: addrs, ClusterSecret: secret, Timeout: peerTimeout, Logger: log.Named("p2p")},
+				collective.Options{Timeout: peerTimeout, Logger: log.Named("collective")})
 			if err != nil {
 				errs[r] = err
 				return
 			}
-			defer tr.Close()
-			counted := mirrored.CountTraffic(tr)
-			c, err := collective.New(counted, collective.Options{Timeout: peerTimeout, Logger: log.Named("collective")})
-			if err != nil {
-				errs[r] = err
-				return
-			}
-			errs[r] = body(r, log, tr, counted, c)
+			errs[r] = m.Leave(ctx, body(r, log, m, tr), together)
 		}()
 	}
 	wg.Wait()

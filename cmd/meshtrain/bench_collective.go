@@ -4,8 +4,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/collective/bench"
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/mirrored/bench"
 )
 
 func benchClusterFlags(defaultN int) []cli.Flag {

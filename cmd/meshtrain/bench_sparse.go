@@ -11,7 +11,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/sparsebench"
+	"github.com/meshtrain/meshtrain/mirrored/bench"
 )
 
 func init() {
@@ -57,7 +57,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			return sparsebench.Run(c.Context, sparsebench.Config{
+			return bench.Sparse(c.Context, bench.SparseConfig{
 				Peers: peers, Features: c.Int("features"), Batch: c.Int("batch"), Examples: c.Int("examples"),
 				Steps: c.Int("steps"), DenseSteps: c.Int("dense-steps"), LocalSteps: c.Int("local-steps"),
 				Optimizer: c.String("sparse-optimizer"), LR: c.Float64("lr"), Gather: c.String("gather"),

@@ -3,7 +3,10 @@
 // Each rank runs one libp2p host. Between every pair of ranks there is one
 // connection and, on it, one long-lived stream per direction (protocol
 // ProtocolID), opened once by New and reused by every collective; a reader
-// goroutine per inbound stream feeds a collective.Inbox.
+// goroutine per inbound stream feeds a collective.Inbox. NewOnHost builds
+// the same transport on a host the caller already has (tests use
+// go-libp2p's in-process mocknet hosts); Join brings a rank up as a
+// collective.Member.
 //
 // Security: TCP + yamux with TLS 1.3 by default; Noise or QUIC on request;
 // plaintext only when asked for explicitly (SecurityPlaintext, for trusted
@@ -14,8 +17,9 @@
 // Resources: the resource manager keeps libp2p's default limits for everyone
 // but lifts them for cluster peers, cluster peers are protected in the
 // connection manager, and yamux starts each stream with a 1 MiB window
-// (growing to 16 MiB) and sends 1 MiB messages (YamuxInitialWindow,
-// YamuxMaxWindow, YamuxMaxMessage; identical on every rank).
+// (growing to 16 MiB) and sends 1 MiB messages (identical on every rank;
+// the YAMUX environment variable of the package's tests overrides them for
+// tuning experiments).
 //
 // Membership is cryptographic: a connection gater admits only the peer IDs
 // of the cluster, and a stranger's connection is refused and logged, so it

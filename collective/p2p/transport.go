@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +104,8 @@ type Transport struct {
 	out   []*outLink
 	ctx   context.Context // ends on Close; bounds the readers
 	stop  context.CancelFunc
+	// ownHost says that New made the host, so Close closes it.
+	ownHost bool
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
@@ -121,6 +125,58 @@ type outLink struct {
 // outbound streams. It returns once every outbound link is up, or fails
 // after cfg.Timeout naming the ranks it could not reach.
 func New(ctx context.Context, cfg Config) (*Transport, error) {
+	t, addrs, err := newTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	key := t.cfg.Identity
+	if key == nil {
+		if key, err = DeriveIdentity(t.cfg.ClusterSecret, t.cfg.Rank); err != nil {
+			return nil, fmt.Errorf("p2p: no identity for rank %d: %w", t.cfg.Rank, err)
+		}
+	}
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: rank %d's key: %w", t.cfg.Rank, err)
+	}
+	if err := t.checkSelf(self); err != nil {
+		return nil, err
+	}
+	opts, err := t.hostOptions(key, addrs[t.cfg.Rank])
+	if err != nil {
+		return nil, err
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: starting rank %d's host on %s: %w", t.cfg.Rank, addrs[t.cfg.Rank], err)
+	}
+	t.ownHost = true
+	return t.start(ctx, h, addrs)
+}
+
+// NewOnHost is New on a host the caller already has, such as one of
+// go-libp2p's mocknet hosts in tests. The host's peer ID must be rank
+// cfg.Rank's; its transports, security, listen addresses, connection gater
+// and resource limits are the caller's (cfg.Security only says which kind
+// of address cfg.Peers holds), so only the stream handler refuses
+// strangers. Close leaves the host open.
+func NewOnHost(ctx context.Context, h host.Host, cfg Config) (*Transport, error) {
+	if cfg.Identity != nil || len(cfg.PSK) > 0 {
+		return nil, errors.New("p2p: NewOnHost: the identity and the private-network key are the host's: leave Config.Identity and Config.PSK unset")
+	}
+	t, addrs, err := newTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.checkSelf(h.ID()); err != nil {
+		return nil, err
+	}
+	return t.start(ctx, h, addrs)
+}
+
+// newTransport checks cfg (filling in defaults) and resolves the peers'
+// addresses and IDs.
+func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -132,29 +188,16 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	}
 	sec, err := ParseSecurity(string(cfg.Security))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg.Security = sec
 	n := len(cfg.Peers)
 	if n == 0 || cfg.Rank < 0 || cfg.Rank >= n {
-		return nil, fmt.Errorf("p2p: rank %d out of range for %d peers", cfg.Rank, n)
+		return nil, nil, fmt.Errorf("p2p: rank %d out of range for %d peers", cfg.Rank, n)
 	}
 	addrs, ids, err := resolvePeers(cfg)
 	if err != nil {
-		return nil, err
-	}
-	key := cfg.Identity
-	if key == nil {
-		if key, err = DeriveIdentity(cfg.ClusterSecret, cfg.Rank); err != nil {
-			return nil, fmt.Errorf("p2p: no identity for rank %d: %w", cfg.Rank, err)
-		}
-	}
-	self, err := peer.IDFromPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("p2p: rank %d's key: %w", cfg.Rank, err)
-	}
-	if self != ids[cfg.Rank] {
-		return nil, fmt.Errorf("p2p: this rank's key has peer ID %s but the cluster spec lists %s for rank %d", self, ids[cfg.Rank], cfg.Rank)
+		return nil, nil, err
 	}
 	t := &Transport{
 		cfg: cfg, ids: ids, ranks: map[peer.ID]int{}, inbox: collective.NewInbox(n),
@@ -162,21 +205,28 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	}
 	for r, id := range ids {
 		if prev, dup := t.ranks[id]; dup {
-			return nil, fmt.Errorf("p2p: ranks %d and %d have the same peer ID %s", prev, r, id)
+			return nil, nil, fmt.Errorf("p2p: ranks %d and %d have the same peer ID %s", prev, r, id)
 		}
 		t.ranks[id] = r
 	}
-	opts, err := t.hostOptions(key, addrs[cfg.Rank])
-	if err != nil {
-		return nil, err
+	return t, addrs, nil
+}
+
+// checkSelf checks that this rank's peer ID is the one the cluster lists.
+func (t *Transport) checkSelf(self peer.ID) error {
+	if want := t.ids[t.cfg.Rank]; self != want {
+		return fmt.Errorf("p2p: this rank's key has peer ID %s but the cluster spec lists %s for rank %d", self, want, t.cfg.Rank)
 	}
-	if t.host, err = libp2p.New(opts...); err != nil {
-		return nil, fmt.Errorf("p2p: starting rank %d's host on %s: %w", cfg.Rank, addrs[cfg.Rank], err)
-	}
+	return nil
+}
+
+// start takes the links to the other ranks up on h.
+func (t *Transport) start(ctx context.Context, h host.Host, addrs []ma.Multiaddr) (*Transport, error) {
+	t.host = h
 	// From here on Close releases everything, t.ctx included.
 	t.ctx, t.stop = context.WithCancel(context.Background())
-	for r, id := range ids {
-		if r != cfg.Rank {
+	for r, id := range t.ids {
+		if r != t.cfg.Rank {
 			t.host.ConnManager().Protect(id, protectTag)
 			t.host.Peerstore().AddAddr(id, addrs[r], time.Hour*24*365)
 		}
@@ -309,16 +359,16 @@ func (t *Transport) hostOptions(key crypto.PrivKey, self ma.Multiaddr) ([]libp2p
 // still cuts TLS records at 16 KiB). A window is a bound, not an
 // allocation: memory is used only for data the reader has not taken yet.
 var (
-	YamuxInitialWindow uint32 = 16 << 20
-	YamuxMaxWindow     uint32 = 16 << 20
-	YamuxMaxMessage    uint32 = 1 << 20
+	yamuxInitialWindow uint32 = 16 << 20
+	yamuxMaxWindow     uint32 = 16 << 20
+	yamuxMaxMessage    uint32 = 1 << 20
 )
 
 func muxer() *yamux.Transport {
 	cfg := *(*goyamux.Config)(yamux.DefaultTransport)
-	cfg.InitialStreamWindowSize = YamuxInitialWindow
-	cfg.MaxStreamWindowSize = max(YamuxMaxWindow, YamuxInitialWindow)
-	cfg.MaxMessageSize = YamuxMaxMessage
+	cfg.InitialStreamWindowSize = yamuxInitialWindow
+	cfg.MaxStreamWindowSize = max(yamuxMaxWindow, yamuxInitialWindow)
+	cfg.MaxMessageSize = yamuxMaxMessage
 	return (*yamux.Transport)(&cfg)
 }
 
@@ -466,9 +516,6 @@ func (t *Transport) MaxFrame() int { return t.cfg.MaxFrame }
 // Host is the libp2p host (for tests and diagnostics).
 func (t *Transport) Host() host.Host { return t.host }
 
-// PeerIDs are the cluster's peer IDs by rank.
-func (t *Transport) PeerIDs() []peer.ID { return t.ids }
-
 // Send implements collective.Transport. A write that fails, or that ctx
 // ends, resets the stream, so the link is then down for good: a partly
 // written frame must never be followed by another one, which the peer would
@@ -518,7 +565,8 @@ func (t *Transport) Recv(ctx context.Context, from int, ch collective.Channel) (
 	return t.inbox.Recv(ctx, from, ch)
 }
 
-// Close says goodbye on every outbound stream, closes them and the host.
+// Close says goodbye on every outbound stream, closes them and, if New
+// made it, the host.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -561,10 +609,25 @@ func (t *Transport) Close() error {
 	}
 	t.mu.Lock()
 	t.stopped = true
+	inbound := slices.Collect(maps.Values(t.inbound))
 	t.mu.Unlock()
 	t.stop()
 	t.inbox.Close()
-	err := t.host.Close()
+	var err error
+	if t.ownHost {
+		err = t.host.Close()
+	} else {
+		// The caller's host lives on: end what this transport added.
+		t.host.RemoveStreamHandler(ProtocolID)
+		for _, s := range inbound {
+			_ = s.Reset()
+		}
+		for r, id := range t.ids {
+			if r != t.cfg.Rank {
+				t.host.ConnManager().Unprotect(id, protectTag)
+			}
+		}
+	}
 	t.readers.Wait()
 	return err
 }

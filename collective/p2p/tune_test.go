@@ -8,7 +8,7 @@ import (
 
 func TestMain(m *testing.M) {
 	if v := os.Getenv("YAMUX"); v != "" {
-		fmt.Sscanf(v, "%d,%d,%d", &YamuxInitialWindow, &YamuxMaxWindow, &YamuxMaxMessage)
+		fmt.Sscanf(v, "%d,%d,%d", &yamuxInitialWindow, &yamuxMaxWindow, &yamuxMaxMessage)
 	}
 	os.Exit(m.Run())
 }

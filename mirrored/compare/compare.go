@@ -205,7 +205,7 @@ func runCluster(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.G
 	}
 	if err != nil {
 		for r := range peers {
-			peers[r] = PeerRun{Rank: r, Err: err.Error()}
+			peers[r] = PeerRun{Rank: r, Err: fmt.Sprintf("rank %d: %v", r, err)}
 		}
 		return peers
 	}
@@ -221,36 +221,28 @@ func runCluster(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.G
 	return peers
 }
 
+// join brings a replica up (a variable, so that tests can make its
+// transport fail).
+var join = p2p.Join
+
 func runPeer(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.GossipConfig, rank int, addrs []string, secret []byte) PeerRun {
 	out := PeerRun{Rank: rank}
 	log := cfg.Logger.With(zap.String("strategy", gc.Strategy), zap.Int("rank", rank))
 	job.Logger = log
-	t, err := p2p.New(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: cfg.Security, ClusterSecret: secret,
-		Timeout: cfg.Timeout, Logger: log.Named("p2p")})
+	m, _, err := join(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: cfg.Security, ClusterSecret: secret,
+		Timeout: cfg.Timeout, Logger: log.Named("p2p")}, collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
 	if err != nil {
 		out.Err = err.Error()
 		return out
 	}
-	counted := mirrored.CountTraffic(t)
-	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
-	if err != nil {
-		_ = t.Close()
+	sum, grep, err := mirrored.RunStrategy(ctx, job, gc, m.Comm)
+	// Leave together, as the worker does.
+	if err = m.Leave(ctx, err, gc.Strategy == mirrored.StrategyRing); err != nil {
 		out.Err = err.Error()
-		return out
+	} else {
+		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 	}
-	sum, grep, err := mirrored.RunStrategy(ctx, job, gc, c)
-	if err == nil && gc.Strategy == mirrored.StrategyRing {
-		// Leave together, as the worker does.
-		err = c.Barrier(ctx)
-	}
-	if err == nil {
-		sum.Peer.BytesSent, sum.Peer.BytesReceived = counted.Traffic()
-	}
-	_ = t.Close()
 	out.Summary, out.Gossip = sum, grep
-	if err != nil {
-		out.Err = err.Error()
-	}
 	return out
 }
 
@@ -288,11 +280,11 @@ func measure(run *Run, target float64) Measures {
 	var accN int
 	allTime := 0.0
 	for r, p := range run.Peers {
-		if p.Err != "" {
+		if p.Err != "" { // it names the rank
 			if m.Errors != "" {
 				m.Errors += "; "
 			}
-			m.Errors += fmt.Sprintf("rank %d: %s", r, p.Err)
+			m.Errors += p.Err
 		}
 		if p.Summary == nil {
 			continue

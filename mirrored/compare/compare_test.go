@@ -3,6 +3,8 @@ package compare
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -14,6 +16,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
@@ -102,6 +105,43 @@ func TestCompareRejectsBadConfig(t *testing.T) {
 		mut(&c)
 		if _, err := Compare(context.Background(), c); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// closeFails is a transport whose Close fails after closing it.
+type closeFails struct{ collective.Transport }
+
+func (t closeFails) Close() error {
+	return errors.Join(t.Transport.Close(), fmt.Errorf("closing rank %d's transport failed", t.Rank()))
+}
+
+// TestCompareReportsCloseErrors: a replica whose transport fails to close
+// has its run reported as failed, with that error and its rank.
+func TestCompareReportsCloseErrors(t *testing.T) {
+	join = func(ctx context.Context, cfg p2p.Config, opts collective.Options) (*collective.Member, *p2p.Transport, error) {
+		tr, err := p2p.New(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		m, err := collective.Join(closeFails{tr}, opts)
+		return m, tr, err
+	}
+	t.Cleanup(func() { join = p2p.Join })
+	cfg := mirrored.DefaultConfig()
+	cfg.Model, cfg.Epochs, cfg.BatchSize, cfg.LR, cfg.MNIST, cfg.Shards = nn.Softmax, 1, 16, 0.02, synth.MNIST(320, 100, rand.New(rand.NewPCG(1, 2))), 1
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Compare(ctx, Config{
+		N: 2, Job: mirrored.Job{Config: cfg}, Strategies: []string{"ring"}, Target: 0.5,
+		Security: p2p.SecurityPlaintext, Timeout: 20 * time.Second, Out: t.TempDir(), Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, p := range rep.Runs[0].Peers {
+		if want := fmt.Sprintf("rank %d: closing rank %d's transport failed", r, r); p.Err != want {
+			t.Errorf("rank %d's error %q, want %q", r, p.Err, want)
 		}
 	}
 }

@@ -97,6 +97,7 @@ type worker struct {
 	addr    string
 	report  string
 	lastErr string // last "error" message, or last stderr line
+	killed  bool   // its error was the fault injection's kill
 	mu      sync.Mutex
 	exited  bool
 	waitErr error
@@ -316,15 +317,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // blame picks the worker to name: one that died of a signal nobody sent
-// (killed, crashed) over the first to exit with an error, since the others
-// then fail because they lost it.
+// (killed, crashed), else one the fault injection killed (which may exit
+// after the peers that lost it, and is stopped with them), else the first
+// to exit with an error; the others then failed because they lost it.
 func blame(workers []*worker, first *worker) error {
 	culprit := first
-	for _, w := range workers {
-		if w.waitErr != nil && !w.stopped && diedOfSignal(w.waitErr) {
-			culprit = w
-			break
-		}
+	if w := pick(workers, func(w *worker) bool { return !w.stopped && diedOfSignal(w.waitErr) }); w != nil {
+		culprit = w
+	} else if w := pick(workers, func(w *worker) bool { return w.killed }); w != nil {
+		culprit = w
 	}
 	fe := &FailedError{Rank: culprit.rank, Reason: culprit.describe()}
 	for _, w := range workers {
@@ -341,6 +342,16 @@ func blame(workers []*worker, first *worker) error {
 		}
 	}
 	return fe
+}
+
+// pick returns the first worker that failed and matches, or nil.
+func pick(workers []*worker, match func(*worker) bool) *worker {
+	for _, w := range workers {
+		if w.waitErr != nil && match(w) {
+			return w
+		}
+	}
+	return nil
 }
 
 func diedOfSignal(err error) bool {
@@ -376,7 +387,7 @@ func (w *worker) pumpStdout(r io.Reader, out io.Writer, msgs chan<- Message) {
 			if err := json.Unmarshal([]byte(js), &m); err == nil {
 				if m.Kind == "error" {
 					w.mu.Lock()
-					w.lastErr = m.Error
+					w.lastErr, w.killed = m.Error, m.Injected
 					w.mu.Unlock()
 				}
 				msgs <- m

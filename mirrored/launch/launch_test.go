@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -73,6 +74,25 @@ func fakeWorker(role string, args []string) int {
 		return 1
 	case role == "crash-2" && rank == 2:
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case role == "kill-1" && rank == 1:
+		// A ring worker killed by fault injection: it reports its error
+		// at once but is slower to exit than the peers that lost it.
+		err := fmt.Errorf("rank 1: rank 1 after 3 steps: %w", mirrored.ErrInjectedKill)
+		event(Message{Event: mirrored.Event{Kind: "error"}, Error: err.Error(), Injected: errors.Is(err, mirrored.ErrInjectedKill)})
+		_ = os.WriteFile(killedMark(tfFile), nil, 0o644)
+		<-ctx.Done()
+		fmt.Fprintln(os.Stderr, "meshtrain: worker:", err)
+		return 1
+	case role == "kill-1":
+		// The peers notice the loss once rank 1 is down.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(killedMark(tfFile)); err == nil {
+				break
+			}
+		}
+		event(Message{Event: mirrored.Event{Kind: "error"}, Error: fmt.Sprintf("rank %d: collective: allreduce(ring) #7 on rank %d: rank 1 link down: stream reset", rank, rank)})
+		fmt.Fprintf(os.Stderr, "meshtrain: worker: rank %d: rank 1 link down\n", rank)
+		return 1
 	case role == "fail-1" || role == "crash-2" || role == "wait":
 		<-ctx.Done() // a peer that would have waited on the failed one
 		fmt.Fprintf(os.Stderr, "meshtrain: worker: rank %d: lost a peer: %v\n", rank, ctx.Err())
@@ -97,6 +117,10 @@ func fakeWorker(role string, args []string) int {
 	}
 	return 0
 }
+
+// killedMark is the file by which the fake rank 1 of role kill-1 tells
+// its peers it is down.
+func killedMark(tfFile string) string { return filepath.Join(filepath.Dir(tfFile), "killed") }
 
 func launchFake(t *testing.T, ctx context.Context, n int, role string) (*Report, error, string) {
 	return launchFakeWatch(t, ctx, n, role, "", nil)
@@ -192,6 +216,10 @@ func TestRunFailures(t *testing.T) {
 		{"fail-1", "rank 1 failed: rank 1: something broke (exit status 1); then rank 0 was stopped; rank 2 was stopped"},
 		// Rank 2 dies of a signal: it is blamed, not the ranks that lost it.
 		{"crash-2", "rank 2 failed: signal: killed"},
+		// Rank 1 is killed by fault injection and exits after the ranks
+		// that lost it: it is blamed, with their errors (at least the
+		// first one's: the other may have been stopped) as consequences.
+		{"kill-1", "rank 1 failed: rank 1: rank 1 after 3 steps: killed by fault injection (--kill-rank/--kill-after) (exit status 1); then rank 0 "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.role, func(t *testing.T) {
@@ -201,6 +229,9 @@ func TestRunFailures(t *testing.T) {
 			rep, err, out := launchFake(t, ctx, 3, tt.role)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want %q\n%s", err, tt.want, out)
+			}
+			if tt.role == "kill-1" && !strings.Contains(err.Error(), "failed: rank 0: collective: allreduce(ring) #7 on rank 0: rank 1 link down") && !strings.Contains(err.Error(), "failed: rank 2: collective: allreduce(ring) #7 on rank 2: rank 1 link down") {
+				t.Fatalf("got %v, want the first survivor's error as a consequence\n%s", err, out)
 			}
 			if time.Since(start) > 2*time.Second {
 				t.Errorf("took %v: the others were not stopped promptly", time.Since(start))

@@ -38,6 +38,10 @@ const EventPrefix = "@meshtrain "
 type Message struct {
 	mirrored.Event
 	Error string `json:"error,omitempty"` // Kind "error": why the worker failed
+	// Injected (Kind "error") says the fault injection killed the worker
+	// (mirrored.ErrInjectedKill): the launcher then names it, not the
+	// peers that failed because they lost it.
+	Injected bool `json:"injected,omitempty"`
 }
 
 // WorkerConfig is one peer of a cluster.
@@ -113,7 +117,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	}
 	defer func() {
 		if err != nil {
-			emit(Message{Event: mirrored.Event{Kind: "error", Rank: rank}, Error: err.Error()})
+			emit(Message{Event: mirrored.Event{Kind: "error", Rank: rank}, Error: err.Error(), Injected: errors.Is(err, mirrored.ErrInjectedKill)})
 		}
 	}()
 	if cfg.Job.Config.Progress == nil {
@@ -127,17 +131,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		}
 	}
 
-	t, err := p2p.New(ctx, p2p.Config{
+	m, t, err := p2p.Join(ctx, p2p.Config{
 		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
-	})
+	}, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, Logger: log.Named("collective")})
 	if err != nil {
-		return nil, fmt.Errorf("rank %d: connecting to the cluster: %w", rank, err)
-	}
-	counted := mirrored.CountTraffic(t)
-	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, Logger: log.Named("collective")})
-	if err != nil {
-		return nil, fmt.Errorf("rank %d: %w", rank, errors.Join(err, t.Close()))
+		return nil, err
 	}
 	gc := cfg.Strategy
 	if gc.Faults.KillAfter > 0 && gc.Faults.KillRank == rank {
@@ -145,27 +144,16 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	}
 	var gossip *mirrored.GossipReport
 	if cfg.Sparse != nil {
-		sum, gossip, err = mirrored.RunSparseStrategy(ctx, mirrored.SparseJob{Job: cfg.Job, Sparse: *cfg.Sparse}, gc, c)
+		sum, gossip, err = mirrored.RunSparseStrategy(ctx, mirrored.SparseJob{Job: cfg.Job, Sparse: *cfg.Sparse}, gc, m.Comm)
 	} else {
-		sum, gossip, err = mirrored.RunStrategy(ctx, cfg.Job, gc, c)
+		sum, gossip, err = mirrored.RunStrategy(ctx, cfg.Job, gc, m.Comm)
 	}
-	if err == nil {
-		// Leave together, so that nobody closes its links while a peer
-		// still reads the last frames. Gossip replicas already left
-		// together (their final swap), and a barrier would fail over a
-		// peer that died.
-		if gossip == nil {
-			if berr := c.Barrier(ctx); berr != nil {
-				err = fmt.Errorf("final barrier: %w", berr)
-			}
-		}
-		sent, recv := counted.Traffic()
-		sum.Peer.BytesSent, sum.Peer.BytesReceived = sent, recv
+	// Gossip replicas already left together (their final swap), and a
+	// barrier would fail over a peer that died.
+	if err := m.Leave(ctx, err, gossip == nil); err != nil {
+		return nil, err
 	}
-	err = errors.Join(err, t.Close())
-	if err != nil {
-		return nil, fmt.Errorf("rank %d: %w", rank, err)
-	}
+	sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 	if cfg.Report != "" {
 		var report any = sum
 		if gossip != nil {

@@ -109,11 +109,7 @@ func (cl Cluster) mode() string {
 	if cl.InProcess {
 		return fmt.Sprintf("all peers in one process (GOMAXPROCS %d)", runtime.GOMAXPROCS(0))
 	}
-	procs := cl.GoMaxProcs
-	if procs <= 0 {
-		procs = max(1, runtime.NumCPU()/cl.N)
-	}
-	return fmt.Sprintf("one process per peer (GOMAXPROCS %d each)", procs)
+	return fmt.Sprintf("one process per peer (GOMAXPROCS %d each)", peerProcs(cl.GoMaxProcs, cl.N))
 }
 
 // measure times one size on every rank; all ranks return the same row.

@@ -1,4 +1,4 @@
-package sparsebench
+package bench
 
 import (
 	"bytes"
@@ -11,22 +11,22 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 )
 
-// TestRunInProcess runs the benchmark end to end at a small D with
+// TestSparseInProcess runs the benchmark end to end at a small D with
 // in-process peers over libp2p: every row present, peers identical, the
 // dense exchange sending about 4·D bytes per step and the sparse far less.
-func TestRunInProcess(t *testing.T) {
+func TestSparseInProcess(t *testing.T) {
 	const dim = 5000
 	var out bytes.Buffer
-	cfg := Config{
+	cfg := SparseConfig{
 		Peers: []int{2, 3}, Features: dim, Batch: 20, Examples: 400, Steps: 30, DenseSteps: 3, LocalSteps: 30,
 		Security: p2p.SecurityTLS, Timeout: 20 * time.Second, InProcess: true, JSON: true, Seed: 1,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := Run(ctx, cfg, &out); err != nil {
+	if err := Sparse(ctx, cfg, &out); err != nil {
 		t.Fatal(err)
 	}
-	var res Result
+	var res SparseResult
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("%v in %s", err, out.String())
 	}
@@ -57,22 +57,22 @@ func TestRunInProcess(t *testing.T) {
 	cfg.JSON = false
 	out.Reset()
 	cfg.Peers, cfg.LocalSteps = []int{2}, 0
-	if err := Run(ctx, cfg, &out); err != nil || !strings.Contains(out.String(), "steps/s") {
+	if err := Sparse(ctx, cfg, &out); err != nil || !strings.Contains(out.String(), "steps/s") {
 		t.Fatalf("table: %v\n%s", err, out.String())
 	}
 }
 
-func TestConfigErrors(t *testing.T) {
+func TestSparseConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  Config
+		cfg  SparseConfig
 		want string
 	}{
-		{Config{Peers: []int{1}}, "at least 2"},
-		{Config{Features: -1}, "--features -1"},
-		{Config{Batch: 100, Examples: 10}, "batch 100 with 10 examples"},
-		{Config{Steps: -1}, "step counts"},
+		{SparseConfig{Peers: []int{1}}, "at least 2"},
+		{SparseConfig{Features: -1}, "--features -1"},
+		{SparseConfig{Batch: 100, Examples: 10}, "batch 100 with 10 examples"},
+		{SparseConfig{Steps: -1}, "step counts"},
 	} {
-		if err := Run(context.Background(), tc.cfg, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := Sparse(context.Background(), tc.cfg, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want one mentioning %q", tc.cfg, err, tc.want)
 		}
 	}

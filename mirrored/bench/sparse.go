@@ -1,29 +1,8 @@
-// Package sparsebench is `meshtrain bench sparse`: the speed of synchronous
-// sparse logistic regression (mirrored.RunSparseJob) at Criteo's width, on
-// generated data held in memory, over the real libp2p transport between
-// local peer processes.
-//
-// It measures, with the same training loop a real run uses:
-//
-//   - local gradient + update examples/s of one replica on one core
-//     (GOMAXPROCS 1, no exchange);
-//   - synchronous steps/s for each requested number of peers, with the
-//     sparse exchange (one all-gather of the encoded gradients per step)
-//     and, for a couple of steps, the dense one (an all-reduce of all D
-//     floats), and the bytes each peer sends per step in both modes.
-//
-// Peers are child processes re-running the same command line with their
-// role in an environment variable (rank 0 is the parent), as `meshtrain
-// bench allreduce` does; each writes its summary to a file the parent
-// reads.
-package sparsebench
+package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,14 +10,12 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/collective/bench"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/rusage"
@@ -46,11 +23,8 @@ import (
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
-// ChildEnv carries a child peer's role (JSON) from the parent.
-const ChildEnv = "MESHTRAIN_SPARSE_BENCH_CHILD"
-
-// Config configures the benchmark.
-type Config struct {
+// SparseConfig configures the benchmark.
+type SparseConfig struct {
 	// Peers lists the cluster sizes to time (e.g. 2 and 4).
 	Peers []int
 	// Features is D; below data.CriteoFeatures the generated indices are
@@ -87,8 +61,8 @@ type Config struct {
 	Logger     *zap.Logger
 }
 
-// Result is what the benchmark reports.
-type Result struct {
+// SparseResult is what the benchmark reports.
+type SparseResult struct {
 	Features  int    `json:"features"`
 	Batch     int    `json:"batch_per_peer"`
 	Optimizer string `json:"optimizer"`
@@ -98,14 +72,14 @@ type Result struct {
 	// training step (gradient, mean, update), not the wait for input;
 	// LocalCPUExamplesPerSec is examples per CPU-second of the whole
 	// process, a figure that other load on the machine hardly moves.
-	LocalExamplesPerSec        float64 `json:"local_examples_per_sec,omitempty"`
-	LocalComputeExamplesPerSec float64 `json:"local_compute_examples_per_sec,omitempty"`
-	LocalCPUExamplesPerSec     float64 `json:"local_cpu_examples_per_sec,omitempty"`
-	Rows                       []Row   `json:"rows"`
+	LocalExamplesPerSec        float64     `json:"local_examples_per_sec,omitempty"`
+	LocalComputeExamplesPerSec float64     `json:"local_compute_examples_per_sec,omitempty"`
+	LocalCPUExamplesPerSec     float64     `json:"local_cpu_examples_per_sec,omitempty"`
+	Rows                       []SparseRow `json:"rows"`
 }
 
-// Row is one timed cluster run.
-type Row struct {
+// SparseRow is one timed cluster run.
+type SparseRow struct {
 	Peers      int     `json:"peers"`
 	Exchange   string  `json:"exchange"`
 	Gather     string  `json:"gather,omitempty"`
@@ -130,17 +104,7 @@ type Row struct {
 	Identical bool `json:"identical"`
 }
 
-type childRole struct {
-	Rank     int      `json:"rank"`
-	Peers    []string `json:"peers"`
-	Secret   string   `json:"secret"`
-	Exchange string   `json:"exchange"`
-	Steps    int      `json:"steps"`
-	Procs    int      `json:"procs"`
-	Report   string   `json:"report"`
-}
-
-func (cfg *Config) fill() error {
+func (cfg *SparseConfig) fill() error {
 	if cfg.Features == 0 {
 		cfg.Features = data.CriteoFeatures
 	}
@@ -181,20 +145,19 @@ func (cfg *Config) fill() error {
 	return nil
 }
 
-// Run runs the benchmark and writes a table (or JSON) to w. In a child
+// Sparse runs the benchmark and writes a table (or JSON) to w. In a child
 // peer process it only takes part and writes its report file.
-func Run(ctx context.Context, cfg Config, w io.Writer) error {
+func Sparse(ctx context.Context, cfg SparseConfig, w io.Writer) error {
 	if err := cfg.fill(); err != nil {
 		return err
 	}
-	if raw := os.Getenv(ChildEnv); raw != "" {
-		var role childRole
-		if err := json.Unmarshal([]byte(raw), &role); err != nil {
-			return fmt.Errorf("bench sparse: bad %s: %w", ChildEnv, err)
+	if ro, err := childRole(); err != nil || ro != nil {
+		if err != nil {
+			return err
 		}
-		return cfg.child(ctx, role)
+		return cfg.child(ctx, *ro)
 	}
-	res := &Result{Features: cfg.Features, Batch: cfg.Batch, Optimizer: cfg.Optimizer, Security: string(cfg.Security)}
+	res := &SparseResult{Features: cfg.Features, Batch: cfg.Batch, Optimizer: cfg.Optimizer, Security: string(cfg.Security)}
 	if cfg.LocalSteps > 0 {
 		if err := cfg.local(ctx, res); err != nil {
 			return err
@@ -220,7 +183,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 
 // dataset generates n Criteo-like examples (27 one-hot features each),
 // folding indices modulo D when D is below the generator's width.
-func (cfg *Config) dataset(n int) (*data.SparseSet, error) {
+func (cfg *SparseConfig) dataset(n int) (*data.SparseSet, error) {
 	g, err := data.NewCriteoGenerator(cfg.Seed, 0, 0)
 	if err != nil {
 		return nil, err
@@ -252,7 +215,7 @@ func (cfg *Config) dataset(n int) (*data.SparseSet, error) {
 }
 
 // job is the sparse job every rank of a run executes.
-func (cfg *Config) job(train data.Dataset, n int, exchange string, steps int, log *zap.Logger) (mirrored.SparseJob, error) {
+func (cfg *SparseConfig) job(train data.Dataset, n int, exchange string, steps int, log *zap.Logger) (mirrored.SparseJob, error) {
 	exch, err := sparse.ParseExchange(exchange)
 	if err != nil {
 		return mirrored.SparseJob{}, err
@@ -269,7 +232,7 @@ func (cfg *Config) job(train data.Dataset, n int, exchange string, steps int, lo
 }
 
 // local times one replica on one core.
-func (cfg *Config) local(ctx context.Context, res *Result) error {
+func (cfg *SparseConfig) local(ctx context.Context, res *SparseResult) error {
 	train, err := cfg.dataset(cfg.Examples)
 	if err != nil {
 		return err
@@ -307,71 +270,35 @@ func (cfg *Config) local(ctx context.Context, res *Result) error {
 	return nil
 }
 
-func (cfg *Config) procs(n int) int {
-	if cfg.GoMaxProcs > 0 {
-		return cfg.GoMaxProcs
-	}
-	return max(1, runtime.NumCPU()/n)
-}
-
 // cluster runs one timed run of n peer processes and returns its row.
-func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps int) (Row, error) {
-	peers, err := p2p.LocalAddrs(n, cfg.Security == p2p.SecurityQUIC)
-	if err != nil {
-		return Row{}, err
-	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return Row{}, err
-	}
+func (cfg *SparseConfig) cluster(ctx context.Context, n int, exchange string, steps int) (SparseRow, error) {
 	dir, err := os.MkdirTemp("", "meshtrain-bench-sparse-")
 	if err != nil {
-		return Row{}, err
+		return SparseRow{}, err
 	}
 	defer os.RemoveAll(dir)
-	procs := cfg.procs(n)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	role := func(r int) childRole {
-		return childRole{Rank: r, Peers: peers, Secret: hex.EncodeToString(secret), Exchange: exchange, Steps: steps,
-			Report: filepath.Join(dir, fmt.Sprintf("rank%d.json", r))}
-	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
+	procs := peerProcs(cfg.GoMaxProcs, n)
 	if cfg.InProcess {
-		for r := 1; r < n; r++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if errs[r] = cfg.child(ctx, role(r)); errs[r] != nil {
-					cancel()
-				}
-			}()
-		}
 		procs = runtime.GOMAXPROCS(0)
-	} else {
-		withProcs := func(r int) any {
-			ro := role(r)
-			ro.Procs = procs
-			return ro
-		}
-		// cancel on a child's failure: rank 0 would otherwise wait out the
-		// timeout.
-		if err := bench.StartPeers(ctx, &wg, errs, n, procs, ChildEnv, withProcs, cancel); err != nil {
-			return Row{}, err
-		}
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	}
 	var rep *report
-	rep, errs[0] = cfg.runRank(ctx, role(0))
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return Row{}, err
+	err = runPeers(ctx, n, cfg.Security, cfg.InProcess, procs, func(ro *role) {
+		ro.Exchange, ro.Steps, ro.Report = exchange, steps, filepath.Join(dir, fmt.Sprintf("rank%d.json", ro.Rank))
+	}, func(ctx context.Context, ro role) error {
+		if ro.Rank != 0 {
+			return cfg.child(ctx, ro)
+		}
+		var err error
+		rep, err = cfg.runRank(ctx, ro)
+		return err
+	})
+	if err != nil {
+		return SparseRow{}, err
 	}
 	p := rep.Summary.Peer
 	cpu := rep.CPUSeconds
 	total := p.ComputeSeconds + p.CommSeconds + p.WaitSeconds
-	row := Row{
+	row := SparseRow{
 		Peers: n, Exchange: exchange, GoMaxProcs: procs, Steps: p.Steps,
 		StepsPerS: float64(p.Steps) / total, ExamplesPerS: float64(n*p.Examples) / total,
 		SentPerStep:  float64(p.BytesSent) / float64(p.Steps),
@@ -386,11 +313,11 @@ func (cfg *Config) cluster(ctx context.Context, n int, exchange string, steps in
 	for r := 1; r < n; r++ {
 		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d.json", r)))
 		if err != nil {
-			return Row{}, fmt.Errorf("reading peer %d's report: %w", r, err)
+			return SparseRow{}, fmt.Errorf("reading peer %d's report: %w", r, err)
 		}
 		var theirs report
 		if err := json.Unmarshal(b, &theirs); err != nil || theirs.Summary == nil {
-			return Row{}, fmt.Errorf("peer %d's report is unreadable: %v", r, err)
+			return SparseRow{}, fmt.Errorf("peer %d's report is unreadable: %v", r, err)
 		}
 		if theirs.Summary.Peer.ParamsSHA256 != p.ParamsSHA256 {
 			row.Identical = false
@@ -410,9 +337,9 @@ type report struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
-// child runs a peer process's rank and writes its report for the parent.
-func (cfg *Config) child(ctx context.Context, role childRole) error {
-	sum, err := cfg.runRank(ctx, role)
+// child runs a peer's rank and writes its report for the parent.
+func (cfg *SparseConfig) child(ctx context.Context, ro role) error {
+	sum, err := cfg.runRank(ctx, ro)
 	if err != nil {
 		return err
 	}
@@ -420,62 +347,51 @@ func (cfg *Config) child(ctx context.Context, role childRole) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(role.Report, b, 0o644)
+	return os.WriteFile(ro.Report, b, 0o644)
 }
 
-// runRank connects rank role.Rank to the others and runs the job.
-func (cfg *Config) runRank(ctx context.Context, role childRole) (*report, error) {
-	n := len(role.Peers)
+// runRank connects rank ro.Rank to the others and runs the job.
+func (cfg *SparseConfig) runRank(ctx context.Context, ro role) (*report, error) {
+	n := len(ro.Peers)
 	log := cfg.Logger
-	secret, err := hex.DecodeString(role.Secret)
-	if err != nil {
-		return nil, fmt.Errorf("bad cluster secret: %w", err)
-	}
 	// Generate before connecting, so the peers' start-up costs overlap
 	// instead of counting against the connection timeout.
 	train, err := cfg.dataset(cfg.Examples * n)
 	if err != nil {
 		return nil, err
 	}
-	job, err := cfg.job(train, n, role.Exchange, role.Steps, log)
+	job, err := cfg.job(train, n, ro.Exchange, ro.Steps, log)
 	if err != nil {
 		return nil, err
 	}
-	t, err := p2p.New(ctx, p2p.Config{Rank: role.Rank, Peers: role.Peers, Security: cfg.Security, ClusterSecret: secret, Timeout: cfg.Timeout, Logger: log.Named("p2p")})
+	m, _, err := p2p.Join(ctx, p2p.Config{Rank: ro.Rank, Peers: ro.Peers, Security: cfg.Security, ClusterSecret: ro.Secret, Timeout: cfg.Timeout, Logger: log.Named("p2p")},
+		collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
 	if err != nil {
 		return nil, err
 	}
-	counted := mirrored.CountTraffic(t)
-	c, err := collective.New(counted, collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
-	if err != nil {
-		return nil, errors.Join(err, t.Close())
-	}
-	if cfg.CPUProfile != "" && role.Rank == 0 && role.Exchange == "sparse" {
+	if cfg.CPUProfile != "" && ro.Rank == 0 && ro.Exchange == "sparse" {
 		f, err := os.Create(fmt.Sprintf("%s-n%d.pprof", cfg.CPUProfile, n))
 		if err != nil {
-			return nil, errors.Join(err, t.Close())
+			return nil, m.Leave(ctx, err, false)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, errors.Join(err, t.Close())
+			return nil, m.Leave(ctx, err, false)
 		}
 		defer pprof.StopCPUProfile()
 	}
 	var cpu0, cpu1 time.Duration
 	job.OnEvent = cpuSpan(&cpu0, &cpu1)
-	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.NewGroup(c))
-	if err == nil {
-		// Leave together, so nobody closes while a peer still reads.
-		err = c.Barrier(ctx)
-		sum.Peer.BytesSent, sum.Peer.BytesReceived = counted.Traffic()
-	}
-	if err = errors.Join(err, t.Close()); err != nil {
+	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.NewGroup(m.Comm))
+	// Leave together, so nobody closes while a peer still reads.
+	if err := m.Leave(ctx, err, true); err != nil {
 		return nil, err
 	}
+	sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 	return &report{Summary: sum, CPUSeconds: (cpu1 - cpu0).Seconds()}, nil
 }
 
-func (cfg *Config) write(w io.Writer, res *Result) error {
+func (cfg *SparseConfig) write(w io.Writer, res *SparseResult) error {
 	if cfg.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
