@@ -65,4 +65,3 @@ func (g *commGroup) Traffic() (int64, int64) {
 	}
 	return 0, 0
 }
-

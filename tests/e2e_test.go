@@ -201,8 +201,8 @@ func TestLaunchSoftmaxThreePeers(t *testing.T) {
 	}
 	// One TensorBoard directory per worker, none overwriting another.
 	for r := range 3 {
-		files, _ := filepath.Glob(filepath.Join(logdir, fmt.Sprintf("worker-%d", r), "events.out.tfevents.*"))
-		if len(files) != 1 {
+		files, _ := filepath.Glob(filepath.Join(logdir, fmt.Sprintf("worker-%d", r), "*", "events.out.tfevents.*"))
+		if len(files) != 2 { // train and validation
 			t.Errorf("worker %d event files: %q", r, files)
 		}
 	}
@@ -412,7 +412,9 @@ func TestLaunchInterrupt(t *testing.T) {
 		t.Fatalf("training never started:\n%s", run)
 	}
 	t.Logf("launch exited %v after SIGINT", time.Since(interruptedAt).Round(time.Millisecond))
-	if run.err == nil || !strings.Contains(run.stderr, "launch: interrupted") || !strings.Contains(run.stdout, "[launch] interrupted: stopping the workers") {
+	// Exit code 130 and one line, not a table of dashes and an error from
+	// every rank.
+	if exitCode(run.err) != 130 || strings.TrimSpace(run.stderr) != "meshtrain: interrupted" || strings.Contains(run.stdout, "  rank  steps") {
 		t.Errorf("launch after Ctrl-C: %s", run)
 	}
 	if len(pids) != 3 {

@@ -177,7 +177,7 @@ func TestCompareCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| ring, baseline |", "| gossip, baseline |", "| ring, straggler |", "| gossip, straggler |", "Goals of issue 7"} {
+	for _, want := range []string{"| ring, baseline |", "| gossip, baseline |", "| ring, straggler |", "| gossip, straggler |", "Against what gossip is for"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}

@@ -20,6 +20,7 @@ func init() {
 		&cli.IntFlag{Name: "n", Aliases: []string{"workers"}, Value: 2, Usage: "number of worker processes"},
 		&cli.StringFlag{Name: "run-dir", Usage: "keep the workers' TF_CONFIG files and reports here (default: a temporary directory)"},
 		&cli.StringFlag{Name: "summary", Usage: "write the per-peer summary (with parameter hashes and per-epoch accuracy) as JSON to this file"},
+		&cli.BoolFlag{Name: "tolerate-loss", Usage: "gossip: succeed when some replicas were lost and the others finished (default: exit non-zero naming them)"},
 	}, shared...)
 	register(&cli.Command{
 		Name:  "launch",
@@ -27,7 +28,9 @@ func init() {
 		Description: "Picks N free ports on 127.0.0.1, writes each worker's TF_CONFIG, starts N `meshtrain worker`\n" +
 			"processes with a fresh random cluster secret, prints their output prefixed by rank and one\n" +
 			"status line per epoch, then a summary table per peer. Training flags are passed to every\n" +
-			"worker. If a worker fails, the others are stopped and launch exits non-zero naming it.",
+			"worker. If a worker fails, the others are stopped and launch exits non-zero naming the rank\n" +
+			"the others were waiting for. Every wait is bounded: once a worker has exited, the rest have\n" +
+			"the collective timeout plus 5 s to follow, or are killed and named.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -71,10 +74,10 @@ func init() {
 				N: n, Executable: exe, GlobalArgs: global, WorkerArgs: workerArgs,
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
-				Gossip:    strategy.Strategy == mirrored.StrategyGossip,
-				Stdout:    os.Stdout, Stderr: os.Stderr, Logger: logger(c, "launch"),
+				Gossip:    strategy.Strategy == mirrored.StrategyGossip, TolerateLoss: c.Bool("tolerate-loss"),
+				Stdout: os.Stdout, Stderr: os.Stderr, Logger: logger(c, "launch"),
 			})
-			if rep != nil && len(rep.Peers) > 0 {
+			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
 				fmt.Println()
 				launch.WriteTable(os.Stdout, rep)
 				if path := c.String("summary"); path != "" {

@@ -12,9 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,9 +46,11 @@ type Config struct {
 	// (SIGINT) before it is killed.
 	StopGrace time.Duration
 	// Gossip says the workers run the gossip strategy: a worker that fails
-	// does not stop the others (they drop it and finish), Run fails only
-	// if none finishes, and the replicas' parameters differ by design.
-	Gossip bool
+	// does not stop the others (they drop it and finish), and the
+	// replicas' parameters differ by design. A run that lost replicas
+	// fails with a *LostError unless TolerateLoss.
+	Gossip       bool
+	TolerateLoss bool
 	// Stdout receives the workers' output prefixed by rank and the status
 	// lines; Stderr the workers' logs (see WriteTable for the summary).
 	Stdout, Stderr io.Writer
@@ -76,15 +81,24 @@ type Report struct {
 	WallSeconds float64
 }
 
-// FailedError says which worker failed first and why.
+// FailedError names the worker whose failure ended the run (the root
+// cause, as torchrun's report gives it) and why.
 type FailedError struct {
 	Rank   int
-	Reason string   // the worker's last error, or how it died
-	Others []string // what happened to the rest
+	Reason string // the worker's last error, or how it died
+	// Waiting are the ranks whose errors say they were waiting for this
+	// one; FirstMissed when the first of them reported it.
+	Waiting     []int
+	FirstMissed time.Time
+	Others      []string // what happened to the rest
 }
 
 func (e *FailedError) Error() string {
 	s := fmt.Sprintf("rank %d failed: %s", e.Rank, e.Reason)
+	if len(e.Waiting) > 0 {
+		s += fmt.Sprintf(" (rank(s) %s were waiting for it; first reported missing at %s)",
+			joinInts(e.Waiting), e.FirstMissed.UTC().Format("15:04:05.000 UTC"))
+	}
 	if len(e.Others) > 0 {
 		s += "; then " + strings.Join(e.Others, "; ")
 	}
@@ -96,8 +110,10 @@ type worker struct {
 	cmd     *exec.Cmd
 	addr    string
 	report  string
-	lastErr string // last "error" message, or last stderr line
-	killed  bool   // its error was the fault injection's kill
+	lastErr string    // last "error" message, or last stderr line
+	errAt   time.Time // when lastErr was first seen
+	killed  bool      // its error was the fault injection's kill
+	hung    bool      // still running StopGrace after the first exit: killed
 	mu      sync.Mutex
 	exited  bool
 	waitErr error
@@ -111,12 +127,37 @@ type exit struct {
 }
 
 // Run starts cfg.N workers on 127.0.0.1 and waits for them. If one fails
-// it stops the others and returns a *FailedError naming it; if ctx ends
-// (Ctrl-C) it forwards SIGINT to every worker.
+// it stops the others and returns a *FailedError naming the rank the
+// others were waiting for; if ctx ends (Ctrl-C) it forwards SIGINT to
+// every worker. Every wait is bounded: once a worker has exited, the rest
+// have StopGrace to follow before they are killed, so a stopped or hung
+// worker cannot keep the launcher waiting.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := time.Now()
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	runDir, cleanup, err := cfg.runDir()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	c := &cluster{cfg: cfg, out: &lockedWriter{w: cfg.Stdout}, errOut: &lockedWriter{w: cfg.Stderr},
+		msgs: make(chan Message, 64), exits: make(chan exit, cfg.N), workers: make([]*worker, cfg.N)}
+	if err := c.startAll(runDir); err != nil {
+		c.stopAll(os.Kill)
+		c.reap()
+		return nil, err
+	}
+	o := c.supervise(ctx)
+	rep := c.report(start, o)
+	return rep, c.verdict(ctx, rep, o)
+}
+
+// fill checks cfg and sets its defaults.
+func (cfg *Config) fill() error {
 	if cfg.N < 1 {
-		return nil, fmt.Errorf("launch: -n %d: want at least 1 worker", cfg.N)
+		return fmt.Errorf("launch: -n %d: want at least 1 worker", cfg.N)
 	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
@@ -127,146 +168,238 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = io.Discard
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
 	}
-	runDir := cfg.RunDir
-	if runDir == "" {
-		d, err := os.MkdirTemp("", "meshtrain-launch-")
-		if err != nil {
-			return nil, fmt.Errorf("launch: run directory: %w", err)
+	return nil
+}
+
+// runDir returns the directory for the TF_CONFIG files and reports, and
+// what removes it (a temporary one) at the end.
+func (cfg *Config) runDir() (string, func(), error) {
+	if cfg.RunDir != "" {
+		if err := os.MkdirAll(cfg.RunDir, 0o755); err != nil {
+			return "", nil, fmt.Errorf("launch: run directory: %w", err)
 		}
-		defer os.RemoveAll(d)
-		runDir = d
-	} else if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return nil, fmt.Errorf("launch: run directory: %w", err)
+		return cfg.RunDir, func() {}, nil
 	}
-	addrs, err := p2p.LocalAddrs(cfg.N, cfg.QUIC)
+	d, err := os.MkdirTemp("", "meshtrain-launch-")
 	if err != nil {
-		return nil, fmt.Errorf("launch: picking free ports: %w", err)
+		return "", nil, fmt.Errorf("launch: run directory: %w", err)
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// cluster is one launch in progress.
+type cluster struct {
+	cfg         Config
+	out, errOut *lockedWriter
+	msgs        chan Message
+	exits       chan exit
+	workers     []*worker
+	started     int
+	// quiet, after Ctrl-C: the workers' own last words ("interrupted",
+	// the collectives they abandoned) are not shown; the user knows.
+	quiet atomic.Bool
+}
+
+// startAll writes each worker's TF_CONFIG and starts it.
+func (c *cluster) startAll(runDir string) error {
+	addrs, err := p2p.LocalAddrs(c.cfg.N, c.cfg.QUIC)
+	if err != nil {
+		return fmt.Errorf("launch: picking free ports: %w", err)
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
-		return nil, err
+		return err
 	}
+	for r := range c.cfg.N {
+		if err := c.start(runDir, r, addrs, secret); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	out := &lockedWriter{w: cfg.Stdout}
-	errOut := &lockedWriter{w: cfg.Stderr}
-	msgs := make(chan Message, 64)
-	exits := make(chan exit, cfg.N)
-	workers := make([]*worker, cfg.N)
-	stopAll := func(sig os.Signal) {
-		for _, w := range workers {
-			if w == nil {
-				continue
-			}
-			w.mu.Lock()
-			if !w.exited {
-				w.stopped = true
-				_ = w.cmd.Process.Signal(sig)
-			}
-			w.mu.Unlock()
-		}
+// start starts rank r's worker and the goroutines that read its output
+// and wait for it.
+func (c *cluster) start(runDir string, r int, addrs []string, secret []byte) error {
+	w := &worker{rank: r, addr: addrs[r], report: filepath.Join(runDir, fmt.Sprintf("report-%d.json", r))}
+	tfc, _ := json.Marshal(map[string]any{ // plain data: cannot fail
+		"cluster": map[string][]string{"worker": addrs},
+		"task":    map[string]any{"type": "worker", "index": r},
+	})
+	tfFile := filepath.Join(runDir, fmt.Sprintf("tf_config-%d.json", r))
+	if err := os.WriteFile(tfFile, tfc, 0o600); err != nil {
+		return fmt.Errorf("launch: writing rank %d's TF_CONFIG: %w", r, err)
 	}
-	for r := range cfg.N {
-		w := &worker{rank: r, addr: addrs[r], report: filepath.Join(runDir, fmt.Sprintf("report-%d.json", r))}
-		tfc, _ := json.Marshal(map[string]any{ // plain data: cannot fail
-			"cluster": map[string][]string{"worker": addrs},
-			"task":    map[string]any{"type": "worker", "index": r},
-		})
-		tfFile := filepath.Join(runDir, fmt.Sprintf("tf_config-%d.json", r))
-		if err := os.WriteFile(tfFile, tfc, 0o600); err != nil {
-			stopAll(os.Kill)
-			return nil, fmt.Errorf("launch: writing rank %d's TF_CONFIG: %w", r, err)
-		}
-		_ = os.Remove(w.report)
-		args := append(slices.Clone(cfg.GlobalArgs), "worker", "--tf-config", tfFile, "--report", w.report, "--events")
-		args = append(args, cfg.WorkerArgs...)
-		cmd := exec.Command(cfg.Executable, args...)
-		cmd.Env = append(os.Environ(), SecretEnv+"="+hex.EncodeToString(secret), "TF_CONFIG=")
-		cmd.SysProcAttr = sysProcAttr()
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			stopAll(os.Kill)
-			return nil, err
-		}
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			stopAll(os.Kill)
-			return nil, err
-		}
-		if err := cmd.Start(); err != nil {
-			stopAll(os.Kill)
-			return nil, fmt.Errorf("launch: starting rank %d (%s): %w", r, cfg.Executable, err)
-		}
-		w.cmd = cmd
-		workers[r] = w
-		fmt.Fprintf(out, "[launch] rank %d: pid %d, %s\n", r, cmd.Process.Pid, w.addr)
-		w.ioDone.Add(2)
-		go w.pumpStdout(stdout, out, msgs)
-		go w.pumpStderr(stderr, errOut)
-		go func() {
-			w.ioDone.Wait() // read all output before reaping, so lastErr is complete
-			err := cmd.Wait()
-			w.mu.Lock()
-			w.exited, w.waitErr = true, err
-			w.mu.Unlock()
-			exits <- exit{w, err}
-		}()
+	_ = os.Remove(w.report)
+	args := append(slices.Clone(c.cfg.GlobalArgs), "worker", "--tf-config", tfFile, "--report", w.report, "--events")
+	args = append(args, c.cfg.WorkerArgs...)
+	cmd := exec.Command(c.cfg.Executable, args...)
+	cmd.Env = append(os.Environ(), SecretEnv+"="+hex.EncodeToString(secret), "TF_CONFIG=")
+	cmd.SysProcAttr = sysProcAttr()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
 	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("launch: starting rank %d (%s): %w", r, c.cfg.Executable, err)
+	}
+	w.cmd = cmd
+	c.workers[r] = w
+	c.started++
+	fmt.Fprintf(c.out, "[launch] rank %d: pid %d, %s\n", r, cmd.Process.Pid, w.addr)
+	w.ioDone.Add(2)
+	go w.pumpStdout(stdout, c.out, c.msgs)
+	go w.pumpStderr(stderr, c.errOut, &c.quiet)
+	go func() {
+		w.ioDone.Wait() // read all output before reaping, so lastErr is complete
+		err := cmd.Wait()
+		w.mu.Lock()
+		w.exited, w.waitErr = true, err
+		w.mu.Unlock()
+		c.exits <- exit{w, err}
+	}()
+	return nil
+}
 
-	var failed *worker
-	var lost []*worker // gossip: failed while others ran on
-	var interrupted bool
-	var killTimer <-chan time.Time
-	running := cfg.N
-	status := newStatus(cfg.N)
-	for running > 0 {
+// stopAll sends sig to every worker still running.
+func (c *cluster) stopAll(sig os.Signal) {
+	for _, w := range c.workers {
+		if w == nil {
+			continue
+		}
+		w.mu.Lock()
+		if !w.exited {
+			w.stopped = true
+			_ = w.cmd.Process.Signal(sig)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// reap waits (a bounded time) for the workers started so far to exit,
+// after a failed start killed them.
+func (c *cluster) reap() {
+	timeout := time.After(c.cfg.StopGrace)
+	for range c.started {
 		select {
-		case m := <-msgs:
-			if line := status.update(m); line != "" {
-				fmt.Fprintln(out, line)
-			}
-		case e := <-exits:
+		case <-c.exits:
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// outcome is how the workers ended, as supervise saw it.
+type outcome struct {
+	failed      *worker   // the first to fail (ring)
+	lost        []*worker // gossip: failed while others ran on
+	abandoned   []*worker // still running StopGrace after the others: killed
+	interrupted bool
+}
+
+// supervise relays the workers' events until every worker has exited. A
+// worker that finishes, a failure that stops the rest, or Ctrl-C starts
+// a StopGrace clock: a worker still running when it runs out (stopped,
+// hung) is killed and named.
+func (c *cluster) supervise(ctx context.Context) outcome {
+	var o outcome
+	var deadline <-chan time.Time
+	status := newStatus(c.cfg.N)
+	for running := c.cfg.N; running > 0; {
+		select {
+		case m := <-c.msgs:
+			c.relay(status, m)
+		case e := <-c.exits:
 			running--
-			if e.err != nil && cfg.Gossip && !interrupted && running > 0 {
-				// Gossip peers carry on without it.
-				fmt.Fprintf(out, "[launch] rank %d failed; the other gossip peers carry on without it\n", e.w.rank)
-				lost = append(lost, e.w)
-				continue
-			}
-			if e.err != nil && failed == nil && !interrupted {
-				failed = e.w
-				log.Debug("worker failed", zap.Int("rank", e.w.rank), zap.Error(e.err))
-				stopAll(os.Interrupt)
-				killTimer = time.After(cfg.StopGrace)
+			c.exited(&o, e, running)
+			// Once a worker has finished (or failed in lock-step, where
+			// the rest are asked to stop), the rest have StopGrace. A
+			// gossip worker's failure starts no clock: the others may
+			// have most of their training still to do.
+			if deadline == nil && (e.err == nil || !c.cfg.Gossip) {
+				deadline = time.After(c.cfg.StopGrace)
 			}
 		case <-ctx.Done():
-			if !interrupted {
-				interrupted = true
-				fmt.Fprintln(out, "[launch] interrupted: stopping the workers")
-				stopAll(os.Interrupt)
-				killTimer = time.After(cfg.StopGrace)
+			if !o.interrupted {
+				o.interrupted = true
+				c.quiet.Store(true)
+				c.stopAll(os.Interrupt)
+				deadline = time.After(c.cfg.StopGrace)
 			}
-		case <-killTimer:
-			stopAll(os.Kill)
-			killTimer = nil
+			ctx = context.Background() // Done once
+		case <-deadline:
+			o.abandoned = c.abandon(o.interrupted)
+			deadline = nil
 		}
 	}
 	for drained := false; !drained; {
 		select {
-		case m := <-msgs:
-			if line := status.update(m); line != "" {
-				fmt.Fprintln(out, line)
-			}
+		case m := <-c.msgs:
+			c.relay(status, m)
 		default:
 			drained = true
 		}
 	}
+	return o
+}
 
-	rep := &Report{WallSeconds: time.Since(start).Seconds(), Gossip: cfg.Gossip}
-	for _, w := range workers {
+func (c *cluster) relay(status *status, m Message) {
+	if line := status.update(m); line != "" {
+		fmt.Fprintln(c.out, line)
+	}
+}
+
+// exited records a worker's exit: under gossip a failed worker is lost
+// and the others carry on; otherwise the first failure stops the rest.
+func (c *cluster) exited(o *outcome, e exit, running int) {
+	switch {
+	case e.err == nil || o.interrupted || e.w.hung: // hung: abandon recorded it
+	case c.cfg.Gossip:
+		if running > 0 {
+			fmt.Fprintf(c.out, "[launch] rank %d failed; the other gossip peers carry on without it\n", e.w.rank)
+		}
+		o.lost = append(o.lost, e.w)
+	case o.failed == nil:
+		o.failed = e.w
+		c.cfg.Logger.Debug("worker failed", zap.Int("rank", e.w.rank), zap.Error(e.err))
+		c.stopAll(os.Interrupt)
+	}
+}
+
+// abandon kills the workers still running when the stop clock ran out,
+// says so, and returns them.
+func (c *cluster) abandon(interrupted bool) []*worker {
+	var left []*worker
+	for _, w := range c.workers {
+		w.mu.Lock()
+		if !w.exited {
+			w.hung = true
+			left = append(left, w)
+		}
+		w.mu.Unlock()
+	}
+	if len(left) > 0 && !interrupted {
+		ranks := make([]string, len(left))
+		for i, w := range left {
+			ranks[i] = strconv.Itoa(w.rank)
+		}
+		fmt.Fprintf(c.out, "[launch] rank(s) %s still running %v after the first worker exited: killing them\n", strings.Join(ranks, ", "), c.cfg.StopGrace)
+	}
+	c.stopAll(os.Kill)
+	return left
+}
+
+// report gathers every worker's outcome.
+func (c *cluster) report(start time.Time, o outcome) *Report {
+	rep := &Report{WallSeconds: time.Since(start).Seconds(), Gossip: c.cfg.Gossip}
+	for _, w := range c.workers {
 		p := Peer{Rank: w.rank, Addr: w.addr, PID: w.cmd.Process.Pid}
 		if w.waitErr != nil {
 			p.Err = w.describe()
@@ -277,57 +410,91 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Peers = append(rep.Peers, p)
 	}
-	if interrupted {
-		return rep, fmt.Errorf("launch: interrupted: %w", ctx.Err())
-	}
-	if failed != nil {
-		return rep, blame(workers, failed)
-	}
-	if cfg.Gossip {
-		var first *Peer
-		for i, p := range rep.Peers {
-			switch {
-			case p.Summary != nil && first == nil:
-				first = &rep.Peers[i]
-			case p.Summary == nil && !slices.ContainsFunc(lost, func(w *worker) bool { return w.rank == p.Rank }):
-				return rep, &FailedError{Rank: p.Rank, Reason: p.Err}
-			}
-		}
-		for _, w := range lost {
+	if c.cfg.Gossip {
+		for _, w := range append(o.lost, o.abandoned...) {
 			rep.Lost = append(rep.Lost, w.rank)
 		}
-		rep.Identical = first != nil
-		for _, p := range rep.Peers {
-			if p.Summary != nil && p.Summary.Run.ParamsSHA256 != first.Summary.Run.ParamsSHA256 {
-				rep.Identical = false
-			}
+		slices.Sort(rep.Lost)
+	}
+	return rep
+}
+
+// verdict is Run's error: an interruption, the worker to blame for a
+// failure, a gossip run that lost replicas (unless tolerated), or a
+// worker without a report; and whether the replicas are identical.
+func (c *cluster) verdict(ctx context.Context, rep *Report, o outcome) error {
+	switch {
+	case o.interrupted:
+		return fmt.Errorf("launch: interrupted: %w", ctx.Err())
+	case o.failed != nil || (!c.cfg.Gossip && len(o.abandoned) > 0):
+		first := o.failed
+		if first == nil {
+			first = o.abandoned[0]
 		}
-		return rep, nil
+		return blame(c.workers, first)
+	}
+	var first *Peer
+	for i, p := range rep.Peers {
+		switch {
+		case p.Summary != nil && first == nil:
+			first = &rep.Peers[i]
+		case p.Summary == nil && !slices.Contains(rep.Lost, p.Rank):
+			return &FailedError{Rank: p.Rank, Reason: p.Err}
+		}
+	}
+	if first == nil { // gossip, and every replica was lost
+		return blame(c.workers, append(o.lost, o.abandoned...)[0])
 	}
 	rep.Identical = true
 	for _, p := range rep.Peers {
-		if p.Summary == nil {
-			return rep, &FailedError{Rank: p.Rank, Reason: p.Err}
-		}
-		if p.Summary.Run.ParamsSHA256 != rep.Peers[0].Summary.Run.ParamsSHA256 {
+		if p.Summary != nil && p.Summary.Run.ParamsSHA256 != first.Summary.Run.ParamsSHA256 {
 			rep.Identical = false
 		}
 	}
-	return rep, nil
+	// A replica lost to fault injection (--kill-rank) was lost on request.
+	var unasked []int
+	for _, r := range rep.Lost {
+		if !c.workers[r].killed {
+			unasked = append(unasked, r)
+		}
+	}
+	if len(unasked) > 0 && !c.cfg.TolerateLoss {
+		return &LostError{Ranks: unasked}
+	}
+	return nil
 }
+
+// LostError says a gossip run finished without some of its replicas.
+type LostError struct{ Ranks []int }
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("gossip run lost rank(s) %v: the others finished without them (pass --tolerate-loss to accept a run that loses replicas)", e.Ranks)
+}
+
+// waitingFor finds the rank a worker's error says it was waiting for, or
+// could not start without: the rank to blame for its failure.
+var waitingFor = regexp.MustCompile(`waiting for rank (\d+)|rank (\d+) (?:\(the chief\) )?could not start`)
 
 // blame picks the worker to name: one that died of a signal nobody sent
 // (killed, crashed), else one the fault injection killed (which may exit
-// after the peers that lost it, and is stopped with them), else the first
-// to exit with an error; the others then failed because they lost it.
+// after the peers that lost it, and is stopped with them), else the rank
+// the others' errors say they were waiting for (a stopped or hung worker,
+// a chief that could not start), else the first to exit with an error;
+// the others then failed because they lost it.
 func blame(workers []*worker, first *worker) error {
 	culprit := first
+	waiting, firstMissed := waitedFor(workers)
 	if w := pick(workers, func(w *worker) bool { return !w.stopped && diedOfSignal(w.waitErr) }); w != nil {
 		culprit = w
 	} else if w := pick(workers, func(w *worker) bool { return w.killed }); w != nil {
 		culprit = w
+	} else if r, ok := mostNamed(waiting); ok {
+		culprit = workers[r]
 	}
-	fe := &FailedError{Rank: culprit.rank, Reason: culprit.describe()}
+	fe := &FailedError{Rank: culprit.rank, Reason: culprit.describe(), Waiting: waiting[culprit.rank], FirstMissed: firstMissed[culprit.rank]}
+	if culprit.hung {
+		fe.Reason = "stopped responding and did not exit: killed (" + culprit.describe() + ")"
+	}
 	for _, w := range workers {
 		if w == culprit {
 			continue
@@ -335,13 +502,45 @@ func blame(workers []*worker, first *worker) error {
 		switch {
 		case w.waitErr == nil:
 			fe.Others = append(fe.Others, fmt.Sprintf("rank %d finished", w.rank))
-		case w.stopped:
+		case w.stopped && !slices.Contains(fe.Waiting, w.rank):
 			fe.Others = append(fe.Others, fmt.Sprintf("rank %d was stopped", w.rank))
 		default:
 			fe.Others = append(fe.Others, fmt.Sprintf("rank %d failed: %s", w.rank, w.describe()))
 		}
 	}
 	return fe
+}
+
+// waitedFor maps each rank to the ranks whose errors name it (waiting for
+// it, or for it to start), and to when the first of them reported it.
+func waitedFor(workers []*worker) (map[int][]int, map[int]time.Time) {
+	waiting, first := map[int][]int{}, map[int]time.Time{}
+	for _, w := range workers {
+		m := waitingFor.FindStringSubmatch(w.lastErr)
+		if m == nil {
+			continue
+		}
+		r, err := strconv.Atoi(m[1] + m[2])
+		if err != nil || r < 0 || r >= len(workers) || r == w.rank {
+			continue
+		}
+		waiting[r] = append(waiting[r], w.rank)
+		if t, ok := first[r]; !ok || w.errAt.Before(t) {
+			first[r] = w.errAt
+		}
+	}
+	return waiting, first
+}
+
+// mostNamed is the rank the most others were waiting for.
+func mostNamed(waiting map[int][]int) (int, bool) {
+	best, n := -1, 0
+	for r, by := range waiting {
+		if len(by) > n || (len(by) == n && r < best) {
+			best, n = r, len(by)
+		}
+	}
+	return best, best >= 0
 }
 
 // pick returns the first worker that failed and matches, or nil.
@@ -387,7 +586,7 @@ func (w *worker) pumpStdout(r io.Reader, out io.Writer, msgs chan<- Message) {
 			if err := json.Unmarshal([]byte(js), &m); err == nil {
 				if m.Kind == "error" {
 					w.mu.Lock()
-					w.lastErr, w.killed = m.Error, m.Injected
+					w.lastErr, w.killed, w.errAt = m.Error, m.Injected, time.Now()
 					w.mu.Unlock()
 				}
 				msgs <- m
@@ -399,28 +598,38 @@ func (w *worker) pumpStdout(r io.Reader, out io.Writer, msgs chan<- Message) {
 	_, _ = io.Copy(io.Discard, r)
 }
 
-func (w *worker) pumpStderr(r io.Reader, out io.Writer) {
+func (w *worker) pumpStderr(r io.Reader, out io.Writer, quiet *atomic.Bool) {
 	defer w.ioDone.Done()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "{") {
+		switch {
+		case quiet.Load():
+		case strings.HasPrefix(line, "{"):
 			// A JSON log line (--log-format json) already names its rank;
 			// it stays one JSON object per line for jq and log shippers.
 			fmt.Fprintln(out, line)
-		} else {
+		default:
 			fmt.Fprintf(out, "[rank %d] %s\n", w.rank, line)
 		}
 		if msg, ok := strings.CutPrefix(line, "meshtrain: "); ok {
 			w.mu.Lock()
 			if w.lastErr == "" {
-				w.lastErr = msg
+				w.lastErr, w.errAt = msg, time.Now()
 			}
 			w.mu.Unlock()
 		}
 	}
 	_, _ = io.Copy(io.Discard, r)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 func readReport(path string) (*mirrored.Summary, error) {

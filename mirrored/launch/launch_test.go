@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,6 +101,29 @@ func fakeWorker(role string, args []string) int {
 	case role == "hang":
 		signal.Ignore(os.Interrupt)
 		select {}
+	case (role == "stall-2" || role == "gossip-stop-2") && rank == 2:
+		// Stopped (SIGSTOP) or hung: it never answers, ignores SIGINT,
+		// and only SIGKILL ends it.
+		signal.Ignore(os.Interrupt)
+		select {}
+	case role == "stall-2":
+		// Its peers give up waiting for it, as a collective timeout does.
+		time.Sleep(100 * time.Millisecond)
+		msg := fmt.Sprintf("rank %d: collective: allreduce(ring) #5 on rank %d: waiting for rank 2: timed out after 20s", rank, rank)
+		event(Message{Event: mirrored.Event{Kind: "error"}, Error: msg})
+		fmt.Fprintln(os.Stderr, "meshtrain: worker:", msg)
+		return 1
+	case role == "chief-0" && rank == 0:
+		// The chief cannot start, and is the last to say so.
+		time.Sleep(300 * time.Millisecond)
+		event(Message{Event: mirrored.Event{Kind: "error"}, Error: "rank 0: checkpoint directory /ro: read-only file system"})
+		fmt.Fprintln(os.Stderr, "meshtrain: worker: rank 0: checkpoint directory /ro: read-only file system")
+		return 1
+	case role == "chief-0":
+		msg := fmt.Sprintf("rank %d: rank 0 (the chief) could not start: checkpoint directory /ro: read-only file system", rank)
+		event(Message{Event: mirrored.Event{Kind: "error"}, Error: msg})
+		fmt.Fprintln(os.Stderr, "meshtrain: worker:", msg)
+		return 1
 	}
 	ep := mirrored.Epoch{Epoch: 1, Loss: 0.5, TestAccuracy: 0.9}
 	event(Message{Event: mirrored.Event{Kind: "epoch", Step: 10, Steps: 10, Epoch: &ep}})
@@ -254,8 +278,13 @@ func TestRunInterruptAndHang(t *testing.T) {
 			defer deadline.Stop()
 			// Interrupt once both workers have printed their greeting.
 			_, err, out := launchFakeWatch(t, ctx, 2, role, "hello from rank 1 of 2", cancel)
-			if err == nil || !strings.Contains(err.Error(), "launch: interrupted") || !strings.Contains(out, "[launch] interrupted: stopping the workers") {
+			if err == nil || !strings.Contains(err.Error(), "launch: interrupted") {
 				t.Errorf("got %v\n%s", err, out)
+			}
+			// The workers' own last words after Ctrl-C are not shown: one
+			// line (the caller's) says it was interrupted.
+			if strings.Contains(out, "lost a peer") {
+				t.Errorf("workers' errors after Ctrl-C shown:\n%s", out)
 			}
 		})
 	}
@@ -268,5 +297,57 @@ func TestRunBadConfig(t *testing.T) {
 	_, err := Run(context.Background(), Config{N: 1, Executable: filepath.Join(t.TempDir(), "missing")})
 	if err == nil || !strings.Contains(err.Error(), "starting rank 0") {
 		t.Errorf("missing binary: %v", err)
+	}
+}
+
+// TestRunBlamesWhomOthersWaitedFor: the headline names the rank the others
+// were waiting for (a stalled worker, a chief that could not start), with
+// who waited and when, not the first rank to exit.
+func TestRunBlamesWhomOthersWaitedFor(t *testing.T) {
+	for _, tc := range []struct{ role, want string }{
+		{"stall-2", "rank 2 failed: stopped responding and did not exit: killed"},
+		{"chief-0", "rank 0 failed: rank 0: checkpoint directory /ro: read-only file system"},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err, out := launchFake(t, ctx, 3, tc.role)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) || !strings.Contains(err.Error(), "were waiting for it; first reported missing at ") {
+				t.Fatalf("got %v, want it to start %q and say who waited\n%s", err, tc.want, out)
+			}
+		})
+	}
+}
+
+// TestRunEndsWithAStoppedGossipWorker: the others finish and exit; the
+// launcher does not wait forever for a stopped one but kills it after
+// StopGrace, and the run fails (a lost replica) unless losses are
+// tolerated.
+func TestRunEndsWithAStoppedGossipWorker(t *testing.T) {
+	for _, tolerate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tolerate=%v", tolerate), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			t.Setenv(roleEnv, "gossip-stop-2")
+			var out bytes.Buffer
+			start := time.Now()
+			rep, err := Run(ctx, Config{
+				N: 3, Executable: os.Args[0], WorkerArgs: []string{"--model", "softmax"}, RunDir: t.TempDir(),
+				StopGrace: time.Second, Gossip: true, TolerateLoss: tolerate, Stdout: &out, Stderr: &out,
+			})
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("launch took %v with a stopped worker", d)
+			}
+			var lost *LostError
+			switch {
+			case tolerate && err != nil:
+				t.Fatalf("tolerating losses: %v\n%s", err, out.String())
+			case !tolerate && (!errors.As(err, &lost) || !slices.Equal(lost.Ranks, []int{2})):
+				t.Fatalf("got %v, want a LostError for rank 2\n%s", err, out.String())
+			}
+			if rep == nil || !slices.Equal(rep.Lost, []int{2}) || !strings.Contains(out.String(), "rank(s) 2 still running") {
+				t.Errorf("report %+v\n%s", rep, out.String())
+			}
+		})
 	}
 }
