@@ -30,6 +30,7 @@ func TestCompareWritesReport(t *testing.T) {
 	if dir := os.Getenv("MESHTRAIN_COMPARE_OUT"); dir != "" {
 		out = dir // keep the report to look at
 	}
+	cfg.LogDir = t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress strings.Builder
@@ -44,6 +45,15 @@ func TestCompareWritesReport(t *testing.T) {
 	t.Log("\n" + progress.String())
 	if len(rep.Runs) != 4 {
 		t.Fatalf("%d runs, want ring and gossip × baseline and straggler", len(rep.Runs))
+	}
+	// TensorBoard: every run, every replica, train and validation.
+	for _, r := range rep.Runs {
+		for rank := range 2 {
+			dir := filepath.Join(cfg.LogDir, r.Strategy+"-"+r.Scenario, fmt.Sprintf("worker-%d", rank))
+			if files, _ := filepath.Glob(filepath.Join(dir, "*", "events.out.tfevents.*")); len(files) != 2 {
+				t.Errorf("%s: event files %v, want train and validation", dir, files)
+			}
+		}
 	}
 	for _, r := range rep.Runs {
 		m := measure(r, rep.Target)
