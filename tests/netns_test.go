@@ -153,7 +153,7 @@ func TestEmulatedHostsLateWorker(t *testing.T) {
 		// limiter: the test then passes (checked with that change).
 		t.Skipf("KNOWN BUG, not fixed on main yet: the early workers' dials to the late one (every 100 ms) used up "+
 			"libp2p's per-IP connection rate limit (burst 16, then 1 per 5 s; 127.0.0.1 is exempt, so loopback runs never see it), "+
-			"and the late worker could not connect: collective/p2p must exempt the cluster peers' addresses from it "+
+			"and no connection with the late worker got through before the 20 s connect timeout: collective/p2p must exempt the cluster peers' addresses from it "+
 			"(rcmgr.WithConnRateLimiters).\n%v", err)
 	}
 	if err != nil {

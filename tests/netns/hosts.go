@@ -42,8 +42,9 @@ type Hosts struct {
 	// Rate caps each host's egress and, separately, its ingress.
 	Rate Rate
 
-	mu   sync.Mutex
-	made []string // namespaces created so far, the bridge's first
+	mu     sync.Mutex
+	made   []string   // namespaces created so far, the bridge's first
+	downMu sync.Mutex // held by Down throughout: a second Down waits
 }
 
 // tagRE is what a tag may hold: it becomes part of namespace file names.
@@ -147,9 +148,12 @@ func (h *Hosts) addNamespace(ctx context.Context, ns string) error {
 
 // Down kills every process left in the cluster's namespaces and deletes
 // them (hosts first, the bridge last), which removes every link and the
-// bridge with them. It may be called more than once.
+// bridge with them. It may be called more than once, and at once (a test's
+// cleanup and the interrupt handler): each returns once all is removed.
 func (h *Hosts) Down() error {
 	untrack(h)
+	h.downMu.Lock()
+	defer h.downMu.Unlock()
 	h.mu.Lock()
 	made := h.made
 	h.made = nil
