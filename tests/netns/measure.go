@@ -103,15 +103,16 @@ func MeanRate(rs []TCPResult) float64 {
 
 // MeasureAllReduce runs a float32 sum all-reduce of each size among the
 // hosts over meshtrain's libp2p transport with security sec (tls, noise,
-// plaintext), reps timed repetitions per size.
-func MeasureAllReduce(ctx context.Context, h *Hosts, netbench, sec string, sizes []int64, reps int) ([]AllReduceResult, error) {
+// plaintext), reps timed repetitions per size. extra goes to every
+// netbench process (e.g. -yamux-window N).
+func MeasureAllReduce(ctx context.Context, h *Hosts, netbench, sec string, sizes []int64, reps int, extra ...string) ([]AllReduceResult, error) {
 	sz := make([]string, len(sizes))
 	for i, s := range sizes {
 		sz[i] = strconv.FormatInt(s, 10)
 	}
 	res, err := h.RunOnAll(ctx, func(i int) Proc {
-		return Proc{Args: []string{netbench, "allreduce", "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
-			"-port", strconv.Itoa(AllReducePort), "-security", sec, "-sizes", strings.Join(sz, ","), "-reps", strconv.Itoa(reps)}}
+		return Proc{Args: append([]string{netbench, "allreduce", "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
+			"-port", strconv.Itoa(AllReducePort), "-security", sec, "-sizes", strings.Join(sz, ","), "-reps", strconv.Itoa(reps)}, extra...)}
 	})
 	if err != nil {
 		return nil, err

@@ -94,6 +94,7 @@ func bench(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 3, "timed all-reduces per size and run (the run reports their median)")
 	sec := fs.String("security", "tls", "link security: tls, noise or plaintext")
 	tcpTime := fs.Duration("tcp-duration", time.Second, "how long raw TCP sends in each run")
+	window := fs.Int("yamux-window", 0, "yamux stream window in bytes (0: meshtrain's default; for experiments)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ func bench(ctx context.Context, args []string) error {
 			if err != nil {
 				return fmt.Errorf("-n %q: want numbers of hosts", s)
 			}
-			if err := benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime); err != nil {
+			if err := benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-yamux-window", strconv.Itoa(*window)); err != nil {
 				return err
 			}
 		}
@@ -130,7 +131,7 @@ func bench(ctx context.Context, args []string) error {
 }
 
 // benchCluster measures one rate and N for runs runs.
-func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes []int64, runs, reps int, sec string, tcpTime time.Duration) error {
+func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes []int64, runs, reps int, sec string, tcpTime time.Duration, extra ...string) error {
 	h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
 	if err != nil {
 		return err
@@ -141,7 +142,7 @@ func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes
 		if err != nil {
 			return err
 		}
-		ar, err := netns.MeasureAllReduce(ctx, h, bin, sec, sizes, reps)
+		ar, err := netns.MeasureAllReduce(ctx, h, bin, sec, sizes, reps, extra...)
 		if err != nil {
 			return err
 		}

@@ -59,6 +59,7 @@ func run(ctx context.Context, args []string) error {
 	security := fs.String("security", "tls", "allreduce: link security")
 	sizeList := fs.String("sizes", "16777216", "allreduce: sizes in bytes, comma-separated")
 	reps := fs.Int("reps", 3, "allreduce: timed repetitions per size")
+	window := fs.Int("yamux-window", 0, "allreduce: yamux stream window in bytes (0: p2p's default; for experiments)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -82,6 +83,9 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("-sizes: %q is not a positive multiple of 4 bytes", s)
 		}
 		sizes = append(sizes, v)
+	}
+	if *window > 0 {
+		p2p.YamuxInitialWindow, p2p.YamuxMaxWindow = uint32(*window), uint32(*window)
 	}
 	return allReduce(ctx, *rank, addrs, p2p.Security(*security), sizes, max(*reps, 1))
 }
