@@ -3,7 +3,7 @@
 //
 //	go run ./tests/netns/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
 //	go run ./tests/netns/hosts down        # removes them (and clusters left by killed tests)
-//	go run ./tests/netns/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-sizes 16M,64M] [-runs 5]
+//	go run ./tests/netns/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
 //
 // Between up and down, run anything on host i with
 // `ip netns exec mtncli-h<i> COMMAND`, e.g. one `meshtrain worker` a host
@@ -11,7 +11,11 @@
 //
 // bench brings up a cluster for every rate and N, and for each of -runs
 // runs measures raw TCP around the ring and then meshtrain's all-reduce of
-// every size, one after the other, and prints one line a run and size.
+// every size, one after the other, and prints one line a run and size:
+// the median of -reps timed all-reduces (each rep listed too), the raw TCP
+// rate (mean over the hosts), their ratio, the CPU time of all peers per
+// all-reduce and the load average. -yamux-window overrides meshtrain's
+// yamux stream window in the measuring processes, for experiments.
 package main
 
 import (
@@ -89,7 +93,7 @@ func bench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	ns := fs.String("n", "2,4", "numbers of hosts, comma-separated")
 	rates := fs.String("rate", "1gbit,1.8gbit", "link rates, comma-separated")
-	sizeList := fs.String("sizes", "16M,64M", "all-reduce sizes (K, M = KiB, MiB)")
+	mib := fs.String("mib", "16,64", "all-reduce sizes in MiB, comma-separated")
 	runs := fs.Int("runs", 5, "runs per rate and N")
 	reps := fs.Int("reps", 3, "timed all-reduces per size and run (the run reports their median)")
 	sec := fs.String("security", "tls", "link security: tls, noise or plaintext")
@@ -98,9 +102,13 @@ func bench(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	sizes, err := parseSizes(*sizeList)
-	if err != nil {
-		return err
+	var sizes []int64
+	for _, f := range strings.Split(*mib, ",") {
+		v, err := strconv.Atoi(f)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("-mib %q: want sizes in MiB, e.g. 16,64", *mib)
+		}
+		sizes = append(sizes, int64(v)<<20)
 	}
 	dir, err := os.MkdirTemp("", "meshtrain-netbench-")
 	if err != nil {
@@ -157,24 +165,4 @@ func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes
 		}
 	}
 	return h.Down()
-}
-
-// parseSizes parses sizes like 16M,64M,4K,1024.
-func parseSizes(s string) ([]int64, error) {
-	var out []int64
-	for _, f := range strings.Split(s, ",") {
-		scale := int64(1)
-		switch {
-		case strings.HasSuffix(f, "K"):
-			scale, f = 1<<10, strings.TrimSuffix(f, "K")
-		case strings.HasSuffix(f, "M"):
-			scale, f = 1<<20, strings.TrimSuffix(f, "M")
-		}
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || v <= 0 || v*scale%4 != 0 {
-			return nil, fmt.Errorf("size %q: want a positive multiple of 4 bytes, e.g. 16M", f)
-		}
-		out = append(out, v*scale)
-	}
-	return out, nil
 }
