@@ -1,0 +1,168 @@
+// Command hosts brings emulated hosts (package netns) up and down by hand,
+// and measures their links. It needs root.
+//
+//	go run ./tests/netns/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
+//	go run ./tests/netns/hosts down        # removes them (and clusters left by killed tests)
+//	go run ./tests/netns/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
+//
+// Between up and down, run anything on host i with
+// `ip netns exec mtncli-h<i> COMMAND`, e.g. one `meshtrain worker` a host
+// with a TF_CONFIG listing 10.77.0.1:7000, 10.77.0.2:7000, ….
+//
+// bench brings up a cluster for every rate and N, and for each of -runs
+// runs measures raw TCP around the ring and then meshtrain's all-reduce of
+// every size, one after the other, and prints one line a run and size:
+// the median of -reps timed all-reduces (each rep listed too), the raw TCP
+// rate (mean over the hosts), their ratio, the CPU time of all peers per
+// all-reduce and the load average. -yamux-window overrides meshtrain's
+// yamux stream window in the measuring processes, for experiments.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/meshtrain/meshtrain/tests/netns"
+)
+
+// tag names the cluster of `hosts up`.
+const tag = "cli"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "hosts:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: hosts up N RATE | down | bench [flags]")
+	}
+	if err := netns.Available(); err != nil {
+		return err
+	}
+	switch args[0] {
+	case "up":
+		return up(ctx, args[1:])
+	case "down":
+		return errors.Join(netns.Remove(tag), netns.RemoveStale())
+	case "bench":
+		return bench(ctx, args[1:])
+	}
+	return fmt.Errorf("unknown command %q: want up, down or bench", args[0])
+}
+
+func up(ctx context.Context, args []string) error {
+	if len(args) != 2 {
+		return errors.New("usage: hosts up N RATE (e.g. hosts up 3 1gbit)")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil {
+		return fmt.Errorf("N %q: want a number of hosts", args[0])
+	}
+	rate, err := netns.ParseRate(args[1])
+	if err != nil {
+		return err
+	}
+	if names, _ := netns.Namespaces(); len(names) > 0 && strings.Contains(strings.Join(names, " "), netns.Prefix+tag+"-") {
+		return errors.New("hosts are already up: run `hosts down` first")
+	}
+	h, err := netns.Up(ctx, tag, n, rate)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		fmt.Printf("host %d: namespace %s, address %s, %s each way\n", i, h.Namespace(i), h.IP(i), rate)
+	}
+	fmt.Println("remove them with: hosts down")
+	return nil
+}
+
+func bench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	ns := fs.String("n", "2,4", "numbers of hosts, comma-separated")
+	rates := fs.String("rate", "1gbit,1.8gbit", "link rates, comma-separated")
+	mib := fs.String("mib", "16,64", "all-reduce sizes in MiB, comma-separated")
+	runs := fs.Int("runs", 5, "runs per rate and N")
+	reps := fs.Int("reps", 3, "timed all-reduces per size and run (the run reports their median)")
+	sec := fs.String("security", "tls", "link security: tls, noise or plaintext")
+	tcpTime := fs.Duration("tcp-duration", time.Second, "how long raw TCP sends in each run")
+	window := fs.Int("yamux-window", 0, "yamux stream window in bytes (0: meshtrain's default; for experiments)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var sizes []int64
+	for _, f := range strings.Split(*mib, ",") {
+		v, err := strconv.Atoi(f)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("-mib %q: want sizes in MiB, e.g. 16,64", *mib)
+		}
+		sizes = append(sizes, int64(v)<<20)
+	}
+	dir, err := os.MkdirTemp("", "meshtrain-netbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := netns.Build(ctx, dir, netns.NetbenchPackage)
+	if err != nil {
+		return err
+	}
+	fmt.Println("rate\tN\trun\tsize\tbusbw(MB/s)\treps(MB/s)\trawTCP(MB/s)\tratio\tcpu(s)\tload")
+	for _, rs := range strings.Split(*rates, ",") {
+		rate, err := netns.ParseRate(rs)
+		if err != nil {
+			return err
+		}
+		for _, s := range strings.Split(*ns, ",") {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return fmt.Errorf("-n %q: want numbers of hosts", s)
+			}
+			if err := benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-yamux-window", strconv.Itoa(*window)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// benchCluster measures one rate and N for runs runs.
+func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes []int64, runs, reps int, sec string, tcpTime time.Duration, extra ...string) error {
+	h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
+	if err != nil {
+		return err
+	}
+	defer h.Down()
+	for run := 1; run <= runs; run++ {
+		tcp, err := netns.MeasureTCP(ctx, h, bin, tcpTime)
+		if err != nil {
+			return err
+		}
+		ar, err := netns.MeasureAllReduce(ctx, h, bin, sec, sizes, reps, extra...)
+		if err != nil {
+			return err
+		}
+		raw := netns.MeanRate(tcp)
+		for _, r := range ar {
+			var each []string
+			for _, b := range r.BusBW {
+				each = append(each, fmt.Sprintf("%.1f", b/1e6))
+			}
+			fmt.Printf("%s\t%d\t%d\t%dMiB\t%.1f\t%s\t%.1f\t%.3f\t%.2f\t%s\n", rate, n, run, r.Bytes>>20, r.Median()/1e6,
+				strings.Join(each, ","), raw/1e6, r.Median()/raw, r.CPUSeconds, netns.LoadAverage())
+		}
+	}
+	return h.Down()
+}

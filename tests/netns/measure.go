@@ -1,0 +1,144 @@
+package netns
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// NetbenchPackage is the measuring program run on every host.
+const NetbenchPackage = "github.com/meshtrain/meshtrain/tests/netns/netbench"
+
+// Ports the measuring program listens on.
+const (
+	TCPPort       = 7100
+	AllReducePort = 7200
+)
+
+// TCPResult is what one host received over raw TCP from the host before it
+// in the ring, while it sent to the host after it.
+type TCPResult struct {
+	Rank    int     `json:"rank"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	Rate    float64 `json:"bytes_per_s"`
+}
+
+// AllReduceResult is one size's float32 sum all-reduce, timed Reps times.
+type AllReduceResult struct {
+	N        int    `json:"n"`
+	Bytes    int64  `json:"bytes"`
+	Security string `json:"security"`
+	// BusBW is each repetition's bus bandwidth in bytes/s (nccl-tests:
+	// size × 2(N−1)/N ÷ the slowest rank's time).
+	BusBW []float64 `json:"busbw_bytes_per_s"`
+	// CPUSeconds is the CPU time of all ranks per all-reduce.
+	CPUSeconds float64 `json:"cpu_s"`
+}
+
+// Median is the median repetition's bus bandwidth.
+func (r AllReduceResult) Median() float64 {
+	s := slices.Clone(r.BusBW)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+// Build compiles pkg into dir and returns the binary's path.
+func Build(ctx context.Context, dir, pkg string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("netns: go build %s: %w\n%s", pkg, err, b)
+	}
+	return out, nil
+}
+
+// hostList is every host's address, comma-separated.
+func (h *Hosts) hostList() string {
+	ips := make([]string, h.N)
+	for i := range ips {
+		ips[i] = h.IP(i)
+	}
+	return strings.Join(ips, ",")
+}
+
+// MeasureTCP sends raw TCP (plaintext, 1 MiB writes) around the ring for
+// d: host i to host i+1, every link busy in both directions at once, as in
+// a ring all-reduce. It returns what each host received.
+func MeasureTCP(ctx context.Context, h *Hosts, netbench string, d time.Duration) ([]TCPResult, error) {
+	res, err := h.RunOnAll(ctx, func(i int) Proc {
+		return Proc{Args: []string{netbench, "tcp", "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
+			"-port", strconv.Itoa(TCPPort), "-duration", d.String()}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TCPResult, h.N)
+	for i, r := range res {
+		if err := json.Unmarshal([]byte(r.Stdout), &out[i]); err != nil {
+			return nil, fmt.Errorf("netns: host %d's TCP result %q: %w", i, r.Stdout, err)
+		}
+	}
+	return out, nil
+}
+
+// MeanRate is the mean of the hosts' receive rates.
+func MeanRate(rs []TCPResult) float64 {
+	sum := 0.0
+	for _, r := range rs {
+		sum += r.Rate
+	}
+	return sum / float64(max(len(rs), 1))
+}
+
+// MeasureAllReduce runs a float32 sum all-reduce of each size among the
+// hosts over meshtrain's libp2p transport with security sec (tls, noise,
+// plaintext), reps timed repetitions per size. extra goes to every
+// netbench process (e.g. -yamux-window N).
+func MeasureAllReduce(ctx context.Context, h *Hosts, netbench, sec string, sizes []int64, reps int, extra ...string) ([]AllReduceResult, error) {
+	sz := make([]string, len(sizes))
+	for i, s := range sizes {
+		sz[i] = strconv.FormatInt(s, 10)
+	}
+	res, err := h.RunOnAll(ctx, func(i int) Proc {
+		return Proc{Args: append([]string{netbench, "allreduce", "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
+			"-port", strconv.Itoa(AllReducePort), "-security", sec, "-sizes", strings.Join(sz, ","), "-reps", strconv.Itoa(reps)}, extra...)}
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Rank 0 reports; every rank took part in the same timings.
+	var out []AllReduceResult
+	dec := json.NewDecoder(strings.NewReader(res[0].Stdout))
+	for dec.More() {
+		var r AllReduceResult
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("netns: host 0's all-reduce results %q: %w", res[0].Stdout, err)
+		}
+		out = append(out, r)
+	}
+	if len(out) != len(sizes) {
+		return nil, fmt.Errorf("netns: host 0 reported %d sizes, want %d:\n%s", len(out), len(sizes), res[0])
+	}
+	return out, nil
+}
+
+// LoadAverage is the first three fields of /proc/loadavg.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}

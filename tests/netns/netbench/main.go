@@ -1,0 +1,236 @@
+// Command netbench measures one emulated host's links, run once per host
+// (one process per namespace) by package netns:
+//
+//	netbench tcp -rank R -hosts IP0,IP1,… -port P -duration D
+//	netbench allreduce -rank R -hosts IP0,IP1,… -port P -security tls -sizes 16777216,67108864 -reps 3
+//
+// tcp sends raw TCP to the next host in the ring for D while receiving
+// from the previous one, and prints what it received as one JSON object
+// (netns.TCPResult). allreduce runs float32 sum all-reduces over
+// meshtrain's libp2p transport; rank 0 prints one netns.AllReduceResult a
+// size.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/internal/rusage"
+	"github.com/meshtrain/meshtrain/tests/netns"
+)
+
+// timeout bounds connecting and every collective.
+const timeout = 60 * time.Second
+
+// secret is the cluster secret of every measurement (a test network).
+var secret = []byte("meshtrain netns measurement key!")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "netbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 || (args[0] != "tcp" && args[0] != "allreduce") {
+		return errors.New("usage: netbench tcp|allreduce -rank R -hosts IP0,IP1,… [flags]")
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	rank := fs.Int("rank", 0, "this host's index into -hosts")
+	hostList := fs.String("hosts", "", "every host's IP address, comma-separated")
+	port := fs.Int("port", netns.TCPPort, "port every host listens on")
+	duration := fs.Duration("duration", time.Second, "tcp: how long to send")
+	security := fs.String("security", "tls", "allreduce: link security")
+	sizeList := fs.String("sizes", "16777216", "allreduce: sizes in bytes, comma-separated")
+	reps := fs.Int("reps", 3, "allreduce: timed repetitions per size")
+	window := fs.Int("yamux-window", 0, "allreduce: yamux stream window in bytes (0: p2p's default; for experiments)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	hosts := strings.Split(*hostList, ",")
+	if *rank < 0 || *rank >= len(hosts) || len(hosts) < 2 {
+		return fmt.Errorf("rank %d of hosts %q: want at least 2 hosts and a rank among them", *rank, *hostList)
+	}
+	addrs := make([]string, len(hosts))
+	for i, h := range hosts {
+		addrs[i] = net.JoinHostPort(h, strconv.Itoa(*port))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout+*duration)
+	defer cancel()
+	if args[0] == "tcp" {
+		return rawTCP(ctx, *rank, addrs, *duration)
+	}
+	var sizes []int64
+	for _, s := range strings.Split(*sizeList, ",") {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 4 || v%4 != 0 {
+			return fmt.Errorf("-sizes: %q is not a positive multiple of 4 bytes", s)
+		}
+		sizes = append(sizes, v)
+	}
+	if *window > 0 {
+		p2p.YamuxInitialWindow, p2p.YamuxMaxWindow = uint32(*window), uint32(*window)
+	}
+	return allReduce(ctx, *rank, addrs, p2p.Security(*security), sizes, max(*reps, 1))
+}
+
+// rawTCP sends to the next rank for d while receiving from the previous
+// one, and prints the receiving side's rate.
+func rawTCP(ctx context.Context, rank int, addrs []string, d time.Duration) error {
+	ln, err := net.Listen("tcp", addrs[rank])
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	context.AfterFunc(ctx, func() { _ = ln.Close() })
+	sent := make(chan error, 1)
+	go func() { sent <- send(ctx, addrs[(rank+1)%len(addrs)], d) }()
+	conn, err := ln.Accept()
+	if err != nil {
+		return fmt.Errorf("accepting the previous rank: %w", err)
+	}
+	defer conn.Close()
+	context.AfterFunc(ctx, func() { _ = conn.Close() })
+	res, err := receive(conn)
+	if err != nil {
+		return err
+	}
+	if err := <-sent; err != nil {
+		return err
+	}
+	res.Rank = rank
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// send dials to (retrying while it starts) and writes 1 MiB blocks for d.
+func send(ctx context.Context, to string, d time.Duration) error {
+	var conn net.Conn
+	for {
+		var err error
+		if conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", to); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dialing %s: %w", to, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	defer conn.Close()
+	context.AfterFunc(ctx, func() { _ = conn.Close() })
+	buf := make([]byte, 1<<20)
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if _, err := conn.Write(buf); err != nil {
+			return fmt.Errorf("sending to %s: %w", to, err)
+		}
+	}
+	return conn.(*net.TCPConn).CloseWrite()
+}
+
+// receive reads until EOF; the rate counts from the end of the first read.
+func receive(conn net.Conn) (netns.TCPResult, error) {
+	buf := make([]byte, 1<<20)
+	var total int64
+	var first time.Time
+	for {
+		n, err := conn.Read(buf)
+		if first.IsZero() && n > 0 {
+			first = time.Now()
+		} else {
+			total += int64(n)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return netns.TCPResult{}, fmt.Errorf("receiving: %w", err)
+		}
+	}
+	secs := time.Since(first).Seconds()
+	return netns.TCPResult{Bytes: total, Seconds: secs, Rate: float64(total) / secs}, nil
+}
+
+// allReduce connects the cluster and times each size; rank 0 prints.
+func allReduce(ctx context.Context, rank int, addrs []string, sec p2p.Security, sizes []int64, reps int) error {
+	tr, err := p2p.New(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: sec, ClusterSecret: secret, Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	c, err := collective.New(tr, collective.Options{Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	for _, size := range sizes {
+		r, err := timeAllReduce(ctx, c, size, reps)
+		if err != nil {
+			return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
+		}
+		r.Security = string(sec)
+		if rank == 0 {
+			if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// timeAllReduce checks one all-reduce of size bytes (which also warms the
+// links up), then times reps more, each after a barrier.
+func timeAllReduce(ctx context.Context, c *collective.Comm, size int64, reps int) (netns.AllReduceResult, error) {
+	n := c.Size()
+	buf := make([]float32, size/4)
+	for i := range buf {
+		buf[i] = float32((c.Rank() + 1) * (i % 13))
+	}
+	if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
+		return netns.AllReduceResult{}, err
+	}
+	for i, v := range buf {
+		if v != float32(n*(n+1)/2*(i%13)) {
+			return netns.AllReduceResult{}, fmt.Errorf("rank %d: element %d is %v, want %v", c.Rank(), i, v, n*(n+1)/2*(i%13))
+		}
+	}
+	secs := make([]float64, reps)
+	cpu0 := rusage.CPUTime()
+	for i := range secs {
+		if err := c.Barrier(ctx); err != nil {
+			return netns.AllReduceResult{}, err
+		}
+		start := time.Now()
+		if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
+			return netns.AllReduceResult{}, err
+		}
+		secs[i] = time.Since(start).Seconds()
+	}
+	cpu := []float64{(rusage.CPUTime() - cpu0).Seconds() / float64(reps)}
+	// A repetition lasts as long as its slowest rank; CPU adds up.
+	if err := c.AllReduceFloat64(ctx, secs, collective.Max); err != nil {
+		return netns.AllReduceResult{}, err
+	}
+	if err := c.AllReduceFloat64(ctx, cpu, collective.Sum); err != nil {
+		return netns.AllReduceResult{}, err
+	}
+	r := netns.AllReduceResult{N: n, Bytes: size, CPUSeconds: cpu[0]}
+	for _, s := range secs {
+		r.BusBW = append(r.BusBW, float64(size)*2*float64(n-1)/float64(n)/s)
+	}
+	return r, nil
+}

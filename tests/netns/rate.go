@@ -1,0 +1,65 @@
+package netns
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Rate is a link rate in bits per second.
+type Rate int64
+
+// Common rates.
+const (
+	Mbit Rate = 1_000_000
+	Gbit Rate = 1_000_000_000
+)
+
+// rateUnits are tc's decimal units, longest suffix first.
+var rateUnits = []struct {
+	suffix string
+	scale  Rate
+}{{"gbit", Gbit}, {"mbit", Mbit}, {"kbit", 1000}, {"bit", 1}}
+
+// ParseRate parses a rate written the way tc(8) writes one: a number and
+// one of bit, kbit, mbit, gbit (decimal: 1gbit = 10^9 bit/s), e.g. 100mbit,
+// 1gbit, 1.8gbit.
+func ParseRate(s string) (Rate, error) {
+	low := strings.ToLower(strings.TrimSpace(s))
+	for _, u := range rateUnits {
+		num, ok := strings.CutSuffix(low, u.suffix)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(num, 64)
+		if err != nil || v <= 0 {
+			break
+		}
+		if r := Rate(v * float64(u.scale)); r >= 8*1000 {
+			return r, nil
+		}
+		return 0, fmt.Errorf("netns: rate %q is below 8kbit: give at least 8kbit", s)
+	}
+	return 0, fmt.Errorf("netns: rate %q: want a number and bit, kbit, mbit or gbit, e.g. 100mbit, 1gbit, 1.8gbit", s)
+}
+
+// String writes the rate in tc's units, e.g. 1.8gbit.
+func (r Rate) String() string {
+	for _, u := range rateUnits {
+		if r >= u.scale {
+			return strconv.FormatFloat(float64(r)/float64(u.scale), 'f', -1, 64) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(r), 10) + "bit"
+}
+
+// BytesPerSecond is the rate's payload ceiling, before any header.
+func (r Rate) BytesPerSecond() float64 { return float64(r) / 8 }
+
+// tbf is the qdisc shaping one direction of a host's link to r. The bucket
+// holds 2 ms at the rate (at least 64 KiB, so a full GSO segment passes
+// whole), and a packet waits at most 20 ms in the queue.
+func (r Rate) tbf() []string {
+	burst := max(int64(r)/8/500, 64<<10)
+	return []string{"tbf", "rate", strconv.FormatInt(int64(r), 10) + "bit", "burst", strconv.FormatInt(burst, 10), "latency", "20ms"}
+}
