@@ -148,14 +148,6 @@ func TestEmulatedHostsLateWorker(t *testing.T) {
 		}
 		return 0
 	}, softmaxRun...)
-	if err != nil && strings.Contains(err.Error(), "rate limit exceeded") {
-		// Remove this once collective/p2p exempts cluster peers from the
-		// limiter: the test then passes (checked with that change).
-		t.Skipf("KNOWN BUG, not fixed on main yet: the early workers' dials to the late one (every 100 ms) used up "+
-			"libp2p's per-IP connection rate limit (burst 16, then 1 per 5 s; 127.0.0.1 is exempt, so loopback runs never see it), "+
-			"and no connection with the late worker got through before the 20 s connect timeout: collective/p2p must exempt the cluster peers' addresses from it "+
-			"(rcmgr.WithConnRateLimiters).\n%v", err)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}

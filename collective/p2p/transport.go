@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -27,8 +28,10 @@ import (
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-libp2p/x/rate"
 	goyamux "github.com/libp2p/go-yamux/v5"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
@@ -86,6 +89,9 @@ type Config struct {
 	PSK []byte
 	// Timeout bounds connecting in New and every Send.
 	Timeout time.Duration
+	// StreamWindow is the yamux stream window in bytes, the same on every
+	// rank (0: the default, see yamuxInitialWindow); for experiments.
+	StreamWindow uint32
 	// MaxFrame bounds an inbound frame's payload (default
 	// collective.DefaultMaxFrame).
 	MaxFrame int
@@ -142,7 +148,7 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	if err := t.checkSelf(self); err != nil {
 		return nil, err
 	}
-	opts, err := t.hostOptions(key, addrs[t.cfg.Rank])
+	opts, err := t.hostOptions(key, addrs)
 	if err != nil {
 		return nil, err
 	}
@@ -308,12 +314,13 @@ func listenAddr(a ma.Multiaddr) ma.Multiaddr {
 	return a
 }
 
-func (t *Transport) hostOptions(key crypto.PrivKey, self ma.Multiaddr) ([]libp2p.Option, error) {
+func (t *Transport) hostOptions(key crypto.PrivKey, addrs []ma.Multiaddr) ([]libp2p.Option, error) {
+	self := addrs[t.cfg.Rank]
 	cm, err := connmgr.NewConnManager(len(t.ids)+16, len(t.ids)+64)
 	if err != nil {
 		return nil, fmt.Errorf("p2p: connection manager: %w", err)
 	}
-	rm, err := t.resourceManager()
+	rm, err := t.resourceManager(addrs)
 	if err != nil {
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
 	}
@@ -325,7 +332,7 @@ func (t *Transport) hostOptions(key crypto.PrivKey, self ma.Multiaddr) ([]libp2p
 		libp2p.ResourceManager(rm),
 		libp2p.DisableRelay(),
 		libp2p.Ping(false),
-		libp2p.Muxer(yamux.ID, muxer()),
+		libp2p.Muxer(yamux.ID, muxer(t.cfg.StreamWindow)),
 	}
 	switch t.cfg.Security {
 	case SecurityTLS:
@@ -355,27 +362,37 @@ func (t *Transport) hostOptions(key crypto.PrivKey, self ma.Multiaddr) ([]libp2p
 // idle link at connect (and every 30 s), which on real links it never is,
 // and then each window update waits behind up to a window of the other
 // direction's data, halving the link rate when traffic flows both ways.
-// Larger yamux frames mean fewer headers and syscalls (the security layer
-// still cuts TLS records at 16 KiB). A window is a bound, not an
-// allocation: memory is used only for data the reader has not taken yet.
+// 64 MiB because at 1 and 1.8 Gbit/s a 64 MiB all-reduce still lost
+// 10-15% to window updates with 16 MiB windows, and none with 64 MiB
+// (BENCHMARKS.md, "Emulated hosts"). Larger yamux frames mean fewer
+// headers and syscalls (the security layer still cuts TLS records at
+// 16 KiB). A window is a bound, not an allocation: memory is used only for
+// data the reader has not taken yet.
 var (
-	yamuxInitialWindow uint32 = 16 << 20
-	yamuxMaxWindow     uint32 = 16 << 20
+	yamuxInitialWindow uint32 = 64 << 20
+	yamuxMaxWindow     uint32 = 64 << 20
 	yamuxMaxMessage    uint32 = 1 << 20
 )
 
-func muxer() *yamux.Transport {
+func muxer(window uint32) *yamux.Transport {
 	cfg := *(*goyamux.Config)(yamux.DefaultTransport)
 	cfg.InitialStreamWindowSize = yamuxInitialWindow
 	cfg.MaxStreamWindowSize = max(yamuxMaxWindow, yamuxInitialWindow)
+	if window > 0 {
+		cfg.InitialStreamWindowSize, cfg.MaxStreamWindowSize = window, window
+	}
 	cfg.MaxMessageSize = yamuxMaxMessage
 	return (*yamux.Transport)(&cfg)
 }
 
 // resourceManager keeps libp2p's default limits for everyone but lifts
 // them for cluster peers, so yamux windows can grow to their maximum on
-// every cluster link.
-func (t *Transport) resourceManager() (network.ResourceManager, error) {
+// every cluster link, and exempts the peers' addresses from the
+// per-IP connection rate limit, as libp2p exempts localhost: a peer that
+// starts late is dialled every dialRetry by every other rank, which
+// spends the default budget (a burst of 16, then one per 5 s) long
+// before it is up.
+func (t *Transport) resourceManager(addrs []ma.Multiaddr) (network.ResourceManager, error) {
 	unlimited := rcmgr.ResourceLimits{
 		Streams: rcmgr.Unlimited, StreamsInbound: rcmgr.Unlimited, StreamsOutbound: rcmgr.Unlimited,
 		Conns: rcmgr.Unlimited, ConnsInbound: rcmgr.Unlimited, ConnsOutbound: rcmgr.Unlimited,
@@ -390,7 +407,32 @@ func (t *Transport) resourceManager() (network.ResourceManager, error) {
 		part.Peer[id] = unlimited
 	}
 	def := rcmgr.DefaultLimits
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(part.Build(def.AutoScale())))
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(part.Build(def.AutoScale())), rcmgr.WithConnRateLimiters(connRateLimiter(addrs)))
+}
+
+// connRateLimiter is libp2p's default connection rate limiter with every
+// cluster address exempt (a zero Limit is no limit).
+func connRateLimiter(addrs []ma.Multiaddr) *rate.Limiter {
+	exempt := []rate.PrefixLimit{
+		{Prefix: netip.MustParsePrefix("127.0.0.0/8")},
+		{Prefix: netip.MustParsePrefix("::1/128")},
+	}
+	for _, a := range addrs {
+		if ip, err := manet.ToIP(a); err == nil {
+			if addr, ok := netip.AddrFromSlice(ip); ok {
+				addr = addr.Unmap()
+				exempt = append(exempt, rate.PrefixLimit{Prefix: netip.PrefixFrom(addr, addr.BitLen())})
+			}
+		}
+	}
+	return &rate.Limiter{
+		NetworkPrefixLimits: exempt,
+		SubnetRateLimiter: rate.SubnetLimiter{
+			IPv4SubnetLimits: []rate.SubnetLimit{{PrefixLength: 32, Limit: rate.Limit{RPS: 0.2, Burst: 16}}},
+			IPv6SubnetLimits: []rate.SubnetLimit{{PrefixLength: 56, Limit: rate.Limit{RPS: 0.2, Burst: 16}}, {PrefixLength: 48, Limit: rate.Limit{RPS: 0.5, Burst: 80}}},
+			GracePeriod:      time.Minute,
+		},
+	}
 }
 
 // connectAll dials every other rank (retrying while it starts up) and opens

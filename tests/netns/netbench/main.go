@@ -84,10 +84,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		sizes = append(sizes, v)
 	}
-	if *window > 0 {
-		p2p.YamuxInitialWindow, p2p.YamuxMaxWindow = uint32(*window), uint32(*window)
-	}
-	return allReduce(ctx, *rank, addrs, p2p.Security(*security), sizes, max(*reps, 1))
+	return allReduce(ctx, *rank, addrs, p2p.Security(*security), uint32(*window), sizes, max(*reps, 1))
 }
 
 // rawTCP sends to the next rank for d while receiving from the previous
@@ -167,8 +164,8 @@ func receive(conn net.Conn) (netns.TCPResult, error) {
 }
 
 // allReduce connects the cluster and times each size; rank 0 prints.
-func allReduce(ctx context.Context, rank int, addrs []string, sec p2p.Security, sizes []int64, reps int) error {
-	tr, err := p2p.New(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: sec, ClusterSecret: secret, Timeout: timeout})
+func allReduce(ctx context.Context, rank int, addrs []string, sec p2p.Security, window uint32, sizes []int64, reps int) error {
+	tr, err := p2p.New(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: sec, ClusterSecret: secret, Timeout: timeout, StreamWindow: window})
 	if err != nil {
 		return err
 	}
