@@ -3,7 +3,9 @@ package tests
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,5 +87,60 @@ func TestInterruptExitCode(t *testing.T) {
 	}
 	if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); len(lines) != 1 || lines[0] != "meshtrain: interrupted" {
 		t.Errorf("stderr after Ctrl-C:\n%s\nwant the one line \"meshtrain: interrupted\"", stderr.String())
+	}
+}
+
+// TestCLIHelp: help groups the flags by category and starts with an
+// example.
+func TestCLIHelp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, args := range [][]string{{"launch", "--help"}, {"help", "worker"}, {"bench", "--help"}, {"--help"}} {
+		r := meshtrain(ctx, nil, args...)
+		if r.err != nil || !strings.HasPrefix(r.stdout, "EXAMPLE:\n   ") || !strings.Contains(strings.SplitN(r.stdout, "\n", 3)[1], "meshtrain ") {
+			t.Errorf("%q: want help starting with an example\n%s", args, r)
+		}
+	}
+	r := meshtrain(ctx, nil, "launch", "--help")
+	for _, cat := range []string{"training", "sparse-lr", "gossip", "cluster", "fault injection"} {
+		if !strings.Contains(r.stdout, "\n   "+cat+"\n\n   --") {
+			t.Errorf("launch --help has no category %q:\n%s", cat, r.stdout)
+		}
+	}
+}
+
+// TestCLIChecksBeforeWork: a flag that does not apply, or an output path
+// that cannot be written, fails at once with exit 2, before any output
+// of a run; a flag the model ignores is warned about and the run goes on.
+func TestCLIChecksBeforeWork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unwritable := filepath.Join(file, "summary.json") // under a file: even root cannot write it
+	short := []string{"--model", "softmax", "--epochs", "1", "--train-examples", "640", "--test-examples", "100"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string // in stderr
+	}{
+		{"fault flag on train", []string{"train", "--slow-peer", "1:3"}, 2, "--slow-peer needs several replicas"},
+		{"unwritable train summary", append([]string{"train", "--summary", unwritable}, short...), 2, unwritable},
+		{"unwritable launch summary", append([]string{"launch", "-n", "2", "--summary", unwritable}, short...), 2, unwritable},
+		{"logdir under a file", append([]string{"train", "--logdir", unwritable}, short...), 2, unwritable},
+		{"sparse flag with softmax", append([]string{"train", "--train-files", "x.tfrecord"}, short...), 0, "--train-files is ignored: it applies only to --model sparse-lr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := meshtrain(ctx, nil, tc.args...)
+			if got := exitCode(r.err); got != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, want %d; stderr should contain %q\n%s", got, tc.code, tc.want, r)
+			}
+			if tc.code != 0 && r.stdout != "" { // a run prints its header (launch: its workers' pids) first
+				t.Errorf("work started before the check:\n%s", r)
+			}
+		})
 	}
 }

@@ -29,8 +29,9 @@ func benchCluster(c *cli.Context) (bench.Cluster, error) {
 
 func init() {
 	registerSub("bench", &cli.Command{
-		Name:  "allreduce",
-		Usage: "time float32 sum all-reduce among N local peers over libp2p (nccl-tests style)",
+		Name:               "allreduce",
+		Usage:              "time float32 sum all-reduce among N local peers over libp2p (nccl-tests style)",
+		CustomHelpTemplate: withExample("meshtrain bench allreduce -n 4 --sizes 64K,16M --algo ring"),
 		Flags: append(benchClusterFlags(2),
 			&cli.StringFlag{Name: "sizes", Value: "4K,64K,1M,16M,64M", Usage: "buffer sizes in bytes (K/M/G = KiB/MiB/GiB)"},
 			&cli.StringFlag{Name: "algo", Value: "auto", Usage: "all-reduce algorithm: ring, tree (recursive doubling), star (fold at a rotating root) or auto (by size and world size)"},
@@ -58,8 +59,9 @@ func init() {
 		},
 	})
 	registerSub("bench", &cli.Command{
-		Name:  "link",
-		Usage: "throughput (both directions at once) and round-trip time of one libp2p stream between two local peers",
+		Name:               "link",
+		Usage:              "throughput (both directions at once) and round-trip time of one libp2p stream between two local peers",
+		CustomHelpTemplate: withExample("meshtrain bench link --bytes 256M --security noise"),
 		Flags: append(benchClusterFlags(2)[1:],
 			&cli.StringFlag{Name: "bytes", Value: "1G", Usage: "volume sent each way"},
 			&cli.IntFlag{Name: "frame-bytes", Value: collective.DefaultChunkBytes, Usage: "payload per frame"},

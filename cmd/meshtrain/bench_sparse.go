@@ -16,8 +16,9 @@ import (
 
 func init() {
 	registerSub("bench", &cli.Command{
-		Name:  "sparse",
-		Usage: "time sparse logistic regression at Criteo's width: one core locally, then N peers over libp2p (sparse vs dense exchange)",
+		Name:               "sparse",
+		Usage:              "time sparse logistic regression at Criteo's width: one core locally, then N peers over libp2p (sparse vs dense exchange)",
+		CustomHelpTemplate: withExample("meshtrain bench sparse --peers 2 --features 1000000 --steps 2000"),
 		Description: "Generates Criteo-like examples in memory (no files), then runs the real synchronous training loop\n" +
 			"(mirrored.RunSparseJob): on one core without peers, then for each --peers count with N local peer\n" +
 			"processes over libp2p, --steps steps exchanging sparse gradients and --dense-steps steps all-reducing\n" +

@@ -16,30 +16,52 @@ import (
 // gossip.DefaultOptions'.
 func gossipFlags() []cli.Flag {
 	d := gossip.DefaultOptions()
-	return []cli.Flag{
+	return inCategory(catGossip,
 		&cli.StringFlag{Name: "gossip-schedule", Value: d.Schedule.String(), Usage: "gossip: how each replica picks its peer: random | rotate | exponential (all seeded by --seed)"},
 		&cli.IntFlag{Name: "gossip-every", Value: d.Every, Usage: "gossip: local steps between pairwise averages"},
 		&cli.IntFlag{Name: "gossip-max-staleness", Value: d.MaxStaleness, Usage: "gossip: merges a local step may absorb while computing its gradient (a peer at the bound declines)"},
 		&cli.BoolFlag{Name: "gossip-wait", Usage: "gossip: finish each pairwise average before the next local step (default: overlap it with the next step)"},
 		&cli.IntFlag{Name: "gossip-max-skip", Value: d.MaxSkip, Usage: "gossip: rounds in a row a replica may skip while its previous average is in flight, before waiting for it (-1: never skip)"},
-	}
+	)
 }
 
 // faultFlags inject a straggler or a crash (for experiments and tests).
 func faultFlags() []cli.Flag {
-	return []cli.Flag{
+	return inCategory(catFaults,
 		&cli.StringFlag{Name: "slow-peer", Usage: "RANK:FACTOR: that rank's steps take FACTOR× as long (e.g. 1:3)"},
 		&cli.IntFlag{Name: "kill-rank", Usage: "with --kill-after: the rank that dies"},
 		&cli.IntFlag{Name: "kill-after", Usage: "the --kill-rank peer dies after this many steps (0: never)"},
-	}
+	)
 }
 
 // strategyFlags are --strategy, the gossip flags and the fault flags, for
 // train, launch and worker.
 func strategyFlags() []cli.Flag {
-	return append(append([]cli.Flag{
+	return append(append(inCategory(catCluster,
 		&cli.StringFlag{Name: "strategy", Value: mirrored.StrategyRing, Usage: "ring (synchronous all-reduce) | gossip (decentralised asynchronous pairwise averaging)"},
-	}, gossipFlags()...), faultFlags()...)
+	), gossipFlags()...), faultFlags()...)
+}
+
+// trainStrategyFlags are strategyFlags for train, whose one replica
+// cannot be slowed down or lost: the fault flags are hidden from its help,
+// and rejected.
+func trainStrategyFlags() []cli.Flag {
+	flags := strategyFlags()
+	for _, f := range flags {
+		if f.(cli.CategorizableFlag).GetCategory() == catFaults {
+			hide(f)
+		}
+	}
+	return flags
+}
+
+// faultFlagNames are the names of faultFlags.
+func faultFlagNames() []string {
+	var names []string
+	for _, f := range faultFlags() {
+		names = append(names, f.Names()[0])
+	}
+	return names
 }
 
 // strategyFromFlags builds the strategy and faults from strategyFlags (the
@@ -76,12 +98,12 @@ func init() {
 		Description: "Runs each strategy as N replicas (one process, one libp2p host each on 127.0.0.1) on the same\n" +
 			"data, seed and N, without and then with a straggler (--slow-peer), and writes report.md,\n" +
 			"results.json and PNG plots to --out: test accuracy against time and epochs, time to the\n" +
-			"target accuracy, steps/s and bytes sent per peer, and the gossip replicas' consensus distance.\n\n" +
-			"  meshtrain compare --strategies ring,gossip -n 3 --model softmax --epochs 3 --out report/",
-		Flags: flags,
+			"target accuracy, steps/s and bytes sent per peer, and the gossip replicas' consensus distance.",
+		CustomHelpTemplate: withExample("meshtrain compare --strategies ring,gossip -n 3 --model softmax --epochs 3 --out report/"),
+		Flags:              flags,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("compare takes no arguments, got %q", c.Args().Slice())
+				return usageError{fmt.Errorf("compare takes no arguments, got %q", c.Args().Slice())}
 			}
 			n := c.Int("n")
 			job, sec, err := jobFromFlags(c, n)
@@ -92,6 +114,10 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("compare: %w", err)
 			}
+			if err := checkOutputs(c); err != nil {
+				return fmt.Errorf("compare: %w", err)
+			}
+			warnIgnored(c)
 			log := logger(c, "compare")
 			job.Logger = log
 			var strategies []string

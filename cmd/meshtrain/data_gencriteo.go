@@ -20,6 +20,7 @@ func init() {
 			"a bias calibrated to %.1f%% clicks. %s next to the data records the Bayes-optimal accuracy,\n"+
 			"log-loss and AUC on the test file, and is printed on stdout. Same seed, same bytes.",
 			data.CriteoFeatures, 100*data.CriteoPositiveRate, data.CriteoInfoFile),
+		CustomHelpTemplate: withExample("meshtrain data gen-criteo --examples 110000 --files 11 --out criteo/"),
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "examples", Value: 1_100_000, Usage: "examples over all files"},
 			&cli.IntFlag{Name: "files", Value: 11, Usage: "number of files, at least 2; the last is the test set"},

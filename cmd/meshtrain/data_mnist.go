@@ -22,6 +22,7 @@ func init() {
 			"processes at once: fetches are serialised by a file lock and files appear by atomic rename.",
 			data.EnvDataDir, data.MNISTPackage) + "\n\nThe first directory holding all four files wins, so --data-dir names where to look first,\n" +
 			"and where to fetch to only when no directory has them.",
+		CustomHelpTemplate: withExample("meshtrain data mnist --data-dir ~/data/mnist"),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch into) the MNIST IDX files"},
 			&cli.BoolFlag{Name: "allow-unverified", Usage: "accept files whose SHA-256 differs from the published MNIST (a deliberately modified copy); structure is still checked"},

@@ -12,9 +12,10 @@ import (
 
 func init() {
 	register(&cli.Command{
-		Name:      "eval",
-		Usage:     "report the test accuracy and loss of a saved checkpoint",
-		ArgsUsage: " ",
+		Name:               "eval",
+		Usage:              "report the test accuracy and loss of a saved checkpoint",
+		ArgsUsage:          " ",
+		CustomHelpTemplate: withExample("meshtrain eval --checkpoint ckpt/ckpt-000936.safetensors"),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "checkpoint", Required: true, Usage: "checkpoint file (ckpt-*.safetensors) written by meshtrain worker/launch"},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},

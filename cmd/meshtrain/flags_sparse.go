@@ -17,7 +17,7 @@ import (
 // The shared flags --epochs, --batch, --lr, --seed, --hash-every,
 // --measure-wait and --target-accuracy apply too.
 func sparseFlags() []cli.Flag {
-	return []cli.Flag{
+	return inCategory(catSparse,
 		&cli.IntFlag{Name: "features", Value: data.CriteoFeatures, Usage: "sparse-lr: number of features D (indices must be in [0, D))"},
 		&cli.StringFlag{Name: "train-files", Usage: "sparse-lr: training files, comma-separated; glob patterns are expanded"},
 		&cli.StringFlag{Name: "test-files", Usage: "sparse-lr: held-out files evaluated after every epoch (accuracy, log-loss, AUC)"},
@@ -32,7 +32,7 @@ func sparseFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "ftrl-beta", Value: 1, Usage: "sparse-lr: FTRL beta"},
 		&cli.IntFlag{Name: "shuffle-buffer", Value: mirrored.DefaultSparseShuffle, Usage: "sparse-lr: shuffle buffer in examples"},
 		&cli.IntFlag{Name: "max-steps", Usage: "sparse-lr: stop after this many steps (0: run all epochs)"},
-	}
+	)
 }
 
 // sparseFromFlags returns the sparse settings when --model is sparse-lr,

@@ -31,10 +31,11 @@ func init() {
 			"worker. If a worker fails, the others are stopped and launch exits non-zero naming the rank\n" +
 			"the others were waiting for. Every wait is bounded: once a worker has exited, the rest have\n" +
 			"the collective timeout plus 5 s to follow, or are killed and named.",
-		Flags: flags,
+		CustomHelpTemplate: withExample("meshtrain launch -n 2 --epochs 2 --summary run.json"),
+		Flags:              flags,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("launch takes no arguments, got %q", c.Args().Slice())
+				return usageError{fmt.Errorf("launch takes no arguments, got %q", c.Args().Slice())}
 			}
 			n := c.Int("n")
 			// Check the flags here so that a typo fails once, not N times.
@@ -51,6 +52,10 @@ func init() {
 			if _, err := collective.ParseAlgo(c.String("allreduce-algo")); err != nil {
 				return fmt.Errorf("launch: --allreduce-algo: %w", err)
 			}
+			if err := checkOutputs(c); err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
+			warnIgnored(c) // once here: the workers launched with --events do not repeat it
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("launch: finding this binary to start the workers: %w", err)

@@ -28,10 +28,11 @@ var (
 	subcommands = map[string][]*cli.Command{}
 )
 
-// groups are the parent commands whose subcommands live in several files.
-var groups = map[string]string{
-	"data":  "obtain, inspect and generate data sets",
-	"bench": "measure collectives, links and training speed",
+// groups are the parent commands whose subcommands live in several files,
+// with what they are for and an example.
+var groups = map[string]struct{ usage, example string }{
+	"data":  {"obtain, inspect and generate data sets", "meshtrain data mnist"},
+	"bench": {"measure collectives, links and training speed", "meshtrain bench allreduce -n 4 --sizes 64K,16M"},
 }
 
 func register(c *cli.Command) { commands = append(commands, c) }
@@ -48,21 +49,23 @@ const loggerKey = "logger"
 
 func newApp() *cli.App {
 	all := append([]*cli.Command(nil), commands...)
-	for name, usage := range groups {
+	for name, g := range groups {
 		subs := subcommands[name]
 		if len(subs) == 0 {
 			continue
 		}
 		sort.Slice(subs, func(i, j int) bool { return subs[i].Name < subs[j].Name })
-		all = append(all, &cli.Command{Name: name, Usage: usage, Subcommands: subs})
+		all = append(all, &cli.Command{Name: name, Usage: g.usage, Subcommands: subs,
+			CustomHelpTemplate: exampleHelp(g.example, cli.SubcommandHelpTemplate)})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	forEachCommand(all, func(c *cli.Command) { c.OnUsageError = usageErr })
 	return &cli.App{
-		Name:    "meshtrain",
-		Usage:   "peer-to-peer data-parallel training over libp2p",
-		Version: version(),
-		Flags:   globalFlags(),
+		Name:                  "meshtrain",
+		Usage:                 "peer-to-peer data-parallel training over libp2p",
+		CustomAppHelpTemplate: exampleHelp("meshtrain launch -n 2 --epochs 2", cli.AppHelpTemplate),
+		Version:               version(),
+		Flags:                 globalFlags(),
 		// Typos get a suggestion (--epoch: did you mean --epochs?), and
 		// errors are turned into exit codes in main, not inside cli.
 		Suggest:        true,

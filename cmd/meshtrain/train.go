@@ -19,23 +19,26 @@ func init() {
 			"(in four steps per epoch) after a warm-up over the first tenth of an epoch.\n" +
 			"Per epoch it prints the training loss, the test loss and accuracy on the full 10k test set,\n" +
 			"and training examples/s (evaluation excluded).",
+		CustomHelpTemplate: withExample("meshtrain train --model softmax --epochs 3 --summary run.json"),
 		Flags: append(append(append(trainingFlags("examples per step"),
 			&cli.StringFlag{Name: "summary", Usage: "write the run's figures as JSON to this file"}),
-			sparseFlags()...), strategyFlags()...),
+			sparseFlags()...), trainStrategyFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("train takes no arguments, got %q", c.Args().Slice())
+				return usageError{fmt.Errorf("train takes no arguments, got %q", c.Args().Slice())}
 			}
-			// One replica: ring and gossip are the same plain SGD, and
-			// there is nobody to slow down or lose.
+			// One replica: there is nobody to slow down or lose.
+			if err := rejectFlags(c, "needs several replicas: use launch (or compare)", faultFlagNames()...); err != nil {
+				return err
+			}
+			// Ring and gossip are the same plain SGD.
 			if _, err := strategyFromFlags(c, 1); err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
-			for _, f := range []string{"slow-peer", "kill-rank", "kill-after"} {
-				if c.IsSet(f) {
-					return fmt.Errorf("train: --%s needs several replicas: use launch (or compare)", f)
-				}
+			if err := checkOutputs(c); err != nil {
+				return fmt.Errorf("train: %w", err)
 			}
+			warnIgnored(c)
 			cfg, err := configFromFlags(c)
 			if err != nil {
 				return fmt.Errorf("train: %w", err)

@@ -22,7 +22,7 @@ import (
 // launch and compare; batchUsage says what --batch counts there.
 func trainingFlags(batchUsage string) []cli.Flag {
 	d := mirrored.DefaultConfig()
-	return []cli.Flag{
+	return inCategory(catTraining,
 		&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ") + " | " + mirrored.SparseModel},
 		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set"},
 		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: batchUsage},
@@ -43,7 +43,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss (e.g. 0.35)"},
 		&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
 		&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
-	}
+	)
 }
 
 // configFromFlags reads trainingFlags into a Config (unvalidated: the
@@ -71,18 +71,20 @@ func jobFlags() []cli.Flag {
 	flags := trainingFlags("examples per worker per step (global batch = batch × workers)")
 	// --scale-lr goes next to --lr in the help.
 	lr := slices.IndexFunc(flags, func(f cli.Flag) bool { return f.Names()[0] == "lr" })
-	flags = slices.Insert(flags, lr+1, cli.Flag(&cli.BoolFlag{Name: "scale-lr", Usage: "multiply --lr by the number of workers (linear scaling rule for the larger global batch)"}))
-	return append(flags,
+	flags = slices.Insert(flags, lr+1, inCategory(catTraining, &cli.BoolFlag{Name: "scale-lr", Usage: "multiply --lr by the number of workers (linear scaling rule for the larger global batch)"})...)
+	flags = append(flags, inCategory(catTraining,
 		&cli.StringFlag{Name: "checkpoint-dir", Usage: "the chief writes checkpoints here, and a run resumes from the newest one here"},
 		&cli.IntFlag{Name: "checkpoint-every", Usage: "steps between checkpoints (0: at the end of every epoch)"},
 		&cli.IntFlag{Name: "keep-checkpoints", Value: 3, Usage: "how many checkpoints to keep (0: all)"},
 		&cli.StringFlag{Name: "restore", Usage: "resume from this checkpoint file (read by the chief) instead of the newest in --checkpoint-dir"},
+	)...)
+	return append(flags, inCategory(catCluster,
 		&cli.IntFlag{Name: "hash-every", Value: 500, Usage: "steps between comparisons of the replicas' parameter hashes (0: only at the end)"},
 		&cli.BoolFlag{Name: "measure-wait", Value: true, Usage: "barrier before each gradient all-reduce, to tell waiting for slower peers from communicating"},
 		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
 		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size) | ring | tree (recursive doubling) | star (rank 0 reduces; small buffers at 3-8 ranks)"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
-	)
+	)...)
 }
 
 // jobFromFlags builds the job and the link settings from jobFlags. For
@@ -136,10 +138,11 @@ func init() {
 			"Worker 0 is the chief (rank 0); with a \"chief\" entry, the chief is rank 0 and worker i is rank i+1.\n" +
 			"The peers' libp2p identities are derived from " + launch.SecretEnv + "; entries may instead be\n" +
 			"multiaddrs ending in /p2p/<peer-id>, each peer given its key with --identity (made by --new-identity).\n" + launch.PSKEnv + " (64 hex digits) adds a private-network key.",
-		Flags: flags,
+		CustomHelpTemplate: withExample(launch.SecretEnv + "=$(openssl rand -hex 32) meshtrain worker --tf-config tf_config.json --epochs 10"),
+		Flags:              flags,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("worker takes no arguments, got %q", c.Args().Slice())
+				return usageError{fmt.Errorf("worker takes no arguments, got %q", c.Args().Slice())}
 			}
 			if path := c.String("new-identity"); path != "" {
 				id, err := p2p.WriteIdentity(path)
@@ -168,6 +171,12 @@ func init() {
 			algo, err := collective.ParseAlgo(c.String("allreduce-algo"))
 			if err != nil {
 				return fmt.Errorf("worker: --allreduce-algo: %w", err)
+			}
+			if err := checkOutputs(c); err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
+			if !c.Bool("events") { // under launch, which warned once for all
+				warnIgnored(c)
 			}
 			var identity crypto.PrivKey
 			if path := c.String("identity"); path != "" {

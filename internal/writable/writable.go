@@ -1,0 +1,73 @@
+// Package writable checks, before a long run starts, that the files and
+// directories it will write at the end can be written: a summary that
+// cannot be saved should fail the command at once, not after the training
+// it was meant to record.
+package writable
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// File checks that path can be written later: it is not a directory, its
+// directory exists, and a file can be created there (an existing file is
+// not modified). The error names path and says what to do.
+func File(path string) error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("%s is a directory: give a file name", path)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("%s cannot be written: %w", path, err)
+		}
+		return f.Close()
+	} else if !missing(err) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	switch fi, err := os.Stat(dir); {
+	case missing(err):
+		return fmt.Errorf("%s cannot be written: its directory %s does not exist (create it first)", path, dir)
+	case err != nil:
+		return fmt.Errorf("%s cannot be written: %w", path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s cannot be written: %s is not a directory", path, dir)
+	}
+	if err := probe(dir); err != nil {
+		return fmt.Errorf("%s cannot be written: %w", path, err)
+	}
+	return nil
+}
+
+// missing says err means a path does not exist (or goes through a file).
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// Dir checks that files can be created in dir, creating dir (and its
+// parents) if it does not exist, as the run would.
+func Dir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("directory %s cannot be created: %w", dir, err)
+	}
+	if err := probe(dir); err != nil {
+		return fmt.Errorf("directory %s is not writable: %w", dir, err)
+	}
+	return nil
+}
+
+// probe creates and removes a temporary file in dir: the one test that
+// covers permissions, read-only file systems and ACLs alike.
+func probe(dir string) error {
+	f, err := os.CreateTemp(dir, ".meshtrain-probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	return errors.Join(f.Close(), os.Remove(name))
+}
