@@ -75,7 +75,8 @@ type Job struct {
 	// against one replica on the whole batch).
 	NoShuffle bool
 	// OnEvent, if set, is called (on the calling goroutine) at start-up,
-	// after each epoch and after each checkpoint.
+	// after each epoch and after each checkpoint, and with the training
+	// steps at a bounded rate (see SampleInterval).
 	OnEvent func(Event)
 }
 

@@ -34,22 +34,25 @@ type Event struct {
 	Epoch *Epoch `json:"epoch,omitempty"`
 	Path  string `json:"path,omitempty"` // checkpoint file
 	Info  string `json:"info,omitempty"` // start: the run in one line; epoch: what is particular to the mode; resumed: warnings, one a line
-	// Train is a step's figures (kind step only; not sent to the launcher).
-	Train *StepStats `json:"-"`
+	// Train is a step's figures (kind step only). In the step events an
+	// OnEvent hook receives, it sums up the steps since the previous one.
+	Train *StepStats `json:"train,omitempty"`
 	// Gossip is a gossip replica's evaluation (kind epoch under gossip).
 	Gossip *GossipEval `json:"-"`
 }
 
-// StepStats are one training step's figures, on this replica.
+// StepStats are one training step's figures, on this replica; or, with
+// Steps > 1, those of the Steps steps up to the event's.
 type StepStats struct {
-	Loss     float64 // on its batch
-	LR       float64
-	Examples int // in its batch
+	Loss     float64 `json:"loss"` // on its batch (the mean over Steps)
+	LR       float64 `json:"lr"`
+	Examples int     `json:"examples"`        // in its batch (in the Steps batches)
+	Steps    int     `json:"steps,omitempty"` // steps covered; 0 means 1
 	// Compute, Comm and Wait split the step's time as PeerStats does.
-	Compute, Comm, Wait time.Duration
+	Compute, Comm, Wait time.Duration `json:"-"`
 	// BytesSent is the bytes this replica has sent so far (-1: the
 	// transport does not count).
-	BytesSent int64
+	BytesSent int64 `json:"-"`
 }
 
 // bytesSent is what counted has sent so far, -1 if it does not count.
@@ -118,7 +121,7 @@ func (o *observers) close() error {
 func newObservers(cfg *Config, onEvent func(Event), rank, replicas int, everyRank bool) (*observers, error) {
 	o := &observers{rank: rank, obs: []Observer{logObserver{cfg.logger().With(zap.Int("rank", rank))}}}
 	if cfg.Progress != nil && (rank == 0 || everyRank) {
-		o.obs = append(o.obs, newProgressObserver(cfg.Progress, cfg.logEvery(), replicas, everyRank, rank == 0))
+		o.obs = append(o.obs, newProgressObserver(cfg.Progress, cfg.logEvery(), replicas, everyRank, rank))
 	}
 	if cfg.LogDir != "" {
 		tb, err := newTensorboardObserver(tensorboard.WorkerDir(cfg.LogDir, rank), cfg.logEvery())
@@ -128,14 +131,44 @@ func newObservers(cfg *Config, onEvent func(Event), rank, replicas int, everyRan
 		o.obs = append(o.obs, tb)
 	}
 	if onEvent != nil {
-		o.obs = append(o.obs, ObserverFunc(func(e Event) error {
-			if e.Kind != EventStep {
-				onEvent(e)
-			}
-			return nil
-		}))
+		o.obs = append(o.obs, &stepSampler{onEvent: onEvent, every: cfg.logEvery(), last: time.Now()})
 	}
 	return o, nil
+}
+
+// SampleInterval is the longest an OnEvent hook goes without a step event
+// while steps are being taken (a launcher's progress bar moves at least
+// this often).
+const SampleInterval = 500 * time.Millisecond
+
+// stepSampler passes every event but steps on to an OnEvent hook; the
+// steps it passes at a bounded rate, each summing up the steps since the
+// last (Train.Steps of them): every `every` steps (so a launcher can write
+// its plain progress lines at the same steps as a single worker), after
+// SampleInterval, and at the last step.
+type stepSampler struct {
+	onEvent func(Event)
+	every   int
+	sum     StepStats
+	last    time.Time
+}
+
+func (s *stepSampler) Observe(e Event) error {
+	if e.Kind != EventStep {
+		s.onEvent(e)
+		return nil
+	}
+	st := e.Train
+	n := float64(s.sum.Steps)
+	s.sum.Loss = (s.sum.Loss*n + st.Loss) / (n + 1)
+	s.sum.LR, s.sum.Examples, s.sum.Steps = st.LR, s.sum.Examples+st.Examples, s.sum.Steps+1
+	if now := time.Now(); e.Step%s.every == 0 || e.Step >= e.Steps || now.Sub(s.last) >= SampleInterval {
+		sum := s.sum
+		e.Train = &sum
+		s.onEvent(e)
+		s.sum, s.last = StepStats{}, now
+	}
+	return nil
 }
 
 // logObserver writes the events to the zap logger (steps at debug level).

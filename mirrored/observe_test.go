@@ -137,3 +137,47 @@ func TestObserversCloseOnce(t *testing.T) {
 		t.Fatalf("closed %d times (%v), want once", cc.closes, err)
 	}
 }
+
+// TestStepSampler: an OnEvent hook gets the steps summed up every `every`
+// steps and at the last one (with the mean loss of those steps), and a
+// StepProgress fed those sums writes the lines a replica's own would.
+func TestStepSampler(t *testing.T) {
+	var got []Event
+	s := &stepSampler{onEvent: func(e Event) { got = append(got, e) }, every: 10, last: time.Now().Add(time.Hour)}
+	var direct, relayed bytes.Buffer
+	own := NewStepProgress(&direct, false, 10, 1, "")
+	for step := 1; step <= 25; step++ {
+		e := Event{Kind: EventStep, Step: step, Steps: 25, Train: &StepStats{Loss: float64(step), Examples: 4}}
+		own.Step(e)
+		if err := s.Observe(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Observe(Event{Kind: EventEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ step, steps, examples int }{{10, 10, 40}, {20, 10, 40}, {25, 5, 20}}
+	if len(got) != len(want)+1 || got[len(got)-1].Kind != EventEpoch {
+		t.Fatalf("got %d events, want %d steps and the epoch: %+v", len(got), len(want), got)
+	}
+	far := NewStepProgress(&relayed, false, 10, 1, "")
+	for i, w := range want {
+		e := got[i]
+		if e.Step != w.step || e.Train.Steps != w.steps || e.Train.Examples != w.examples {
+			t.Errorf("event %d: step %d covering %d steps, %d examples; want %+v", i, e.Step, e.Train.Steps, e.Train.Examples, w)
+		}
+		if mean := float64(2*w.step-w.steps+1) / 2; e.Train.Loss != mean {
+			t.Errorf("event %d: loss %v, want the mean %v", i, e.Train.Loss, mean)
+		}
+		far.Step(e)
+	}
+	loss := func(b *bytes.Buffer) (out []string) {
+		for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+			out = append(out, strings.Join(strings.Fields(l)[:4], " ")) // step and loss: rate and times differ
+		}
+		return out
+	}
+	if a, b := loss(&direct), loss(&relayed); strings.Join(a, "|") != strings.Join(b, "|") || len(a) != 2 {
+		t.Errorf("relayed progress lines %q, want the replica's own %q", b, a)
+	}
+}

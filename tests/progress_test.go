@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,62 @@ func TestProgressNotOnTerminal(t *testing.T) {
 	}
 	if lines != 8 {
 		t.Errorf("%d progress lines, want 8 (every 10 of 80 steps):\n%s", lines, r.stdout)
+	}
+}
+
+// launchArgs is a short cluster run: 2 workers, 2 epochs of 20 steps.
+var launchArgs = []string{"launch", "-n", "2", "--model", "softmax", "--epochs", "2", "--batch", "64", "--train-examples", "2560", "--test-examples", "500", "--log-every", "10"}
+
+// TestLaunchProgressOnTerminal: on a terminal, launch draws the cluster's
+// progress as train does, a bar redrawn in place from the workers' step
+// events, besides its status lines and the table.
+func TestLaunchProgressOnTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, launchArgs...)
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer tty.Close()
+	var out bytes.Buffer
+	_, _ = io.Copy(&out, tty) // ends with an EIO once the child has exited
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("launch on a terminal: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"\r", "[=", "/40", "examples/s", "[launch] epoch 1", "[launch] epoch 2", "rank  steps"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, s)
+		}
+	}
+	if strings.Contains(s, "[launch] step ") {
+		t.Errorf("plain progress lines on a terminal:\n%q", s)
+	}
+}
+
+// TestLaunchProgressNotOnTerminal: into a pipe, launch writes one plain
+// line every --log-every steps, with no escape codes or carriage returns.
+func TestLaunchProgressNotOnTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := meshtrain(ctx, nil, launchArgs...)
+	if r.err != nil {
+		t.Fatal(r)
+	}
+	if strings.ContainsAny(r.stdout, "\r\x1b") {
+		t.Errorf("escape codes or carriage returns in piped output:\n%q", r.stdout)
+	}
+	var steps []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if rest, ok := strings.CutPrefix(l, "[launch] step "); ok {
+			steps = append(steps, strings.Fields(rest)[0])
+			if !strings.Contains(l, "  loss ") || !strings.Contains(l, " examples/s  elapsed ") || !strings.Contains(l, "  ETA ") {
+				t.Errorf("progress line %q lacks loss, examples/s, elapsed or ETA", l)
+			}
+		}
+	}
+	if want := []string{"10/40", "20/40", "30/40", "40/40"}; !slices.Equal(steps, want) {
+		t.Errorf("progress lines at steps %v, want %v:\n%s", steps, want, r.stdout)
 	}
 }

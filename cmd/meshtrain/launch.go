@@ -80,7 +80,7 @@ func init() {
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
 				Gossip:    strategy.Strategy == mirrored.StrategyGossip, TolerateLoss: c.Bool("tolerate-loss"),
-				Stdout: os.Stdout, Stderr: os.Stderr, Logger: logger(c, "launch"),
+				Stdout: os.Stdout, Stderr: os.Stderr, LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
 				fmt.Println()

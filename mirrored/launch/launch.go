@@ -51,9 +51,13 @@ type Config struct {
 	// fails with a *LostError unless TolerateLoss.
 	Gossip       bool
 	TolerateLoss bool
-	// Stdout receives the workers' output prefixed by rank and the status
-	// lines; Stderr the workers' logs (see WriteTable for the summary).
+	// Stdout receives the workers' output prefixed by rank, the status
+	// lines and rank 0's training progress: a bar redrawn in place if
+	// Stdout is a terminal, else a line every LogEvery steps (the workers'
+	// --log-every; 0: mirrored.DefaultLogEvery). Stderr receives the
+	// workers' logs (see WriteTable for the summary).
 	Stdout, Stderr io.Writer
+	LogEvery       int
 	Logger         *zap.Logger
 }
 
@@ -142,7 +146,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer cleanup()
-	c := &cluster{cfg: cfg, out: &lockedWriter{w: cfg.Stdout}, errOut: &lockedWriter{w: cfg.Stderr},
+	con := newConsole(cfg.Stdout, cfg.LogEvery, cfg.N)
+	c := &cluster{cfg: cfg, console: con, out: con.writer(cfg.Stdout), errOut: con.writer(cfg.Stderr),
 		msgs: make(chan Message, 64), exits: make(chan exit, cfg.N), workers: make([]*worker, cfg.N)}
 	if err := c.startAll(runDir); err != nil {
 		c.stopAll(os.Kill)
@@ -171,6 +176,9 @@ func (cfg *Config) fill() error {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.LogEvery <= 0 {
+		cfg.LogEvery = mirrored.DefaultLogEvery
+	}
 	return nil
 }
 
@@ -193,7 +201,8 @@ func (cfg *Config) runDir() (string, func(), error) {
 // cluster is one launch in progress.
 type cluster struct {
 	cfg         Config
-	out, errOut *lockedWriter
+	console     *console
+	out, errOut io.Writer
 	msgs        chan Message
 	exits       chan exit
 	workers     []*worker
@@ -347,10 +356,20 @@ func (c *cluster) supervise(ctx context.Context) outcome {
 			drained = true
 		}
 	}
+	c.console.clear()
 	return o
 }
 
+// relay shows a worker's message: rank 0's steps as progress, other
+// events as status lines.
 func (c *cluster) relay(status *status, m Message) {
+	switch {
+	case m.Kind == mirrored.EventStep && m.Rank == 0:
+		c.console.step(m.Event)
+		return
+	case m.Kind == mirrored.EventStart && m.Rank == 0:
+		c.console.restart()
+	}
 	if line := status.update(m); line != "" {
 		fmt.Fprintln(c.out, line)
 	}
@@ -645,17 +664,6 @@ func readReport(path string) (*mirrored.Summary, error) {
 		return nil, fmt.Errorf("report %s has no run: the worker stopped before it finished", path)
 	}
 	return &s, nil
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // status turns the workers' events into one line per epoch, printed when
