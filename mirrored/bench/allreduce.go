@@ -7,7 +7,6 @@ import (
 	"io"
 	"runtime"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
@@ -46,11 +45,20 @@ type Row struct {
 	Correct bool    `json:"correct"`
 }
 
-// AllReduce runs the benchmark and writes the table (or JSON) to w. In a
-// child peer process it only takes part and writes nothing.
+// AllReduce runs the benchmark and writes the table (or JSON) to w: the
+// table's header at once and each row as its size is measured. In a child
+// peer process it only takes part and writes nothing.
 func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 	if cfg.MinTime <= 0 {
 		cfg.MinTime = DefaultMinTime
+	}
+	var out *table // nil: JSON, or a child peer process
+	if ro, err := childRole(); err == nil && ro == nil && !cfg.JSON {
+		fmt.Fprintf(w, "# meshtrain all-reduce: float32 sum, N=%d, security %s, algo %s, %s; time = median of %d reps\n", cfg.N, cfg.Security, cfg.Algo, cfg.mode(), Reps)
+		var err error
+		if out, err = newTable(w, allReduceColumns...); err != nil {
+			return err
+		}
 	}
 	var rows []Row
 	opts := collective.Options{Algo: cfg.Algo, ChunkBytes: cfg.ChunkBytes, SmallBytes: cfg.SmallBytes}
@@ -60,8 +68,18 @@ func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
 			}
-			if c.Rank() == 0 {
-				rows = append(rows, row) // every rank measured the same row
+			if c.Rank() != 0 {
+				continue // every rank measured the same row
+			}
+			rows = append(rows, row)
+			if out != nil {
+				ok := "yes"
+				if !row.Correct {
+					ok = "NO"
+				}
+				if err := out.row(row.Bytes, row.Count, row.Algo, row.Iters, row.TimeUS, row.AlgBW, row.BusBW, ok, row.CPUUS); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -72,37 +90,30 @@ func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 	if len(rows) == 0 {
 		return nil // a child peer process: rank 0 reports
 	}
-	bad := 0
-	for _, r := range rows {
-		if !r.Correct {
-			bad++
-		}
-	}
 	if cfg.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rows); err != nil {
 			return err
 		}
-	} else {
-		fmt.Fprintf(w, "# meshtrain all-reduce: float32 sum, N=%d, security %s, algo %s, %s; time = median of %d reps\n", cfg.N, cfg.Security, cfg.Algo, cfg.mode(), Reps)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "size(B)\tcount\talgo\titers\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tcorrect\tcpu(us)\t")
-		for _, r := range rows {
-			ok := "yes"
-			if !r.Correct {
-				ok = "NO"
-			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%.1f\t%.3f\t%.3f\t%s\t%.0f\t\n", r.Bytes, r.Count, r.Algo, r.Iters, r.TimeUS, r.AlgBW, r.BusBW, ok, r.CPUUS)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
+	}
+	bad := 0
+	for _, r := range rows {
+		if !r.Correct {
+			bad++
 		}
 	}
 	if bad > 0 {
 		return fmt.Errorf("bench: %d of %d sizes gave a wrong result", bad, len(rows))
 	}
 	return nil
+}
+
+// allReduceColumns are the all-reduce table's, nccl-tests' with the CPU
+// time added.
+var allReduceColumns = []column{
+	{"size(B)", "%d", 10}, {"count", "%d", 9}, {"algo", "%s", 4}, {"iters", "%d", 4}, {"time(us)", "%.1f", 9},
+	{"algbw(GB/s)", "%.3f", 6}, {"busbw(GB/s)", "%.3f", 6}, {"correct", "%s", 3}, {"cpu(us)", "%.0f", 8},
 }
 
 func (cl Cluster) mode() string {

@@ -56,3 +56,43 @@ func TestLinkInProcess(t *testing.T) {
 		t.Fatalf("output: %s", out.String())
 	}
 }
+
+// rowWatcher is an output that cancels the run once it has received the
+// header lines and `rows` rows: what it holds then was written while the
+// run was still going.
+type rowWatcher struct {
+	buf          bytes.Buffer
+	header, rows int
+	cancel       context.CancelFunc
+}
+
+func (w *rowWatcher) Write(p []byte) (int, error) {
+	n, err := w.buf.Write(p)
+	if strings.Count(w.String(), "\n") >= w.header+w.rows {
+		w.cancel()
+	}
+	return n, err
+}
+
+func (w *rowWatcher) String() string { return w.buf.String() }
+
+// TestAllReduceRowsAsMeasured: the header appears at once and each row as
+// its size is measured, not at the end: a run cancelled after its first
+// row has printed it, and nothing of the sizes after it.
+func TestAllReduceRowsAsMeasured(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &rowWatcher{header: 2, rows: 1, cancel: cancel}
+	cfg := AllReduceConfig{
+		Cluster: Cluster{N: 2, Security: p2p.SecurityPlaintext, InProcess: true, Timeout: 20 * time.Second},
+		Sizes:   []int64{4 << 10, 64 << 20}, Algo: collective.Auto, MinTime: 20 * time.Millisecond,
+	}
+	err := AllReduce(ctx, cfg, out)
+	if err == nil {
+		t.Fatalf("the run went on after the first row was cancelled:\n%s", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "# meshtrain all-reduce") || !strings.Contains(lines[1], "busbw(GB/s)") || strings.Fields(lines[2])[0] != "4096" {
+		t.Fatalf("output of a run cancelled after its first row (%v):\n%s", err, out.String())
+	}
+}

@@ -20,6 +20,9 @@ type LinkConfig struct {
 	Pings      int   // round trips timed
 	PingBytes  int   // round-trip payload
 	JSON       bool
+	// throughput, if set, is called on rank 0 with the throughput as soon
+	// as it is measured (before the round trips).
+	throughput func(gbps float64, bytes int64)
 }
 
 // LinkResult is what bench link reports.
@@ -51,6 +54,12 @@ func Link(ctx context.Context, cfg LinkConfig, w io.Writer) error {
 	if cfg.PingBytes <= 0 {
 		cfg.PingBytes = 4096
 	}
+	if ro, err := childRole(); err == nil && ro == nil && !cfg.JSON {
+		fmt.Fprintf(w, "# meshtrain link: one libp2p stream each way, security %s, %s\n", cfg.Security, cfg.mode())
+		cfg.throughput = func(gbps float64, bytes int64) {
+			fmt.Fprintf(w, "both directions at once: %.3f GB/s each way (%d MiB each way in %d KiB frames)\n", gbps, bytes>>20, cfg.FrameBytes>>10)
+		}
+	}
 	var res *LinkResult
 	err := cfg.run(ctx, collective.Options{}, func(ctx context.Context, c *collective.Comm) error {
 		r, err := linkRank(ctx, c, cfg)
@@ -68,10 +77,8 @@ func Link(ctx context.Context, cfg LinkConfig, w io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	_, err = fmt.Fprintf(w, "# meshtrain link: one libp2p stream each way, security %s, %s\n"+
-		"both directions at once: %.3f GB/s each way (%d MiB each way in %d KiB frames)\n"+
-		"round trip of %d B: median %.1f us (p10 %.1f, p90 %.1f) over %d pings\n",
-		cfg.Security, cfg.mode(), res.GBps, res.Bytes>>20, res.FrameBytes>>10, res.PingBytes, res.RTTMedian, res.RTTP10, res.RTTP90, cfg.Pings)
+	_, err = fmt.Fprintf(w, "round trip of %d B: median %.1f us (p10 %.1f, p90 %.1f) over %d pings\n",
+		res.PingBytes, res.RTTMedian, res.RTTP10, res.RTTP90, cfg.Pings)
 	return err
 }
 
@@ -112,6 +119,9 @@ func linkRank(ctx context.Context, c *collective.Comm, cfg LinkConfig) (*LinkRes
 	rate := []float64{float64(got) / time.Since(start).Seconds() / 1e9}
 	if err := c.AllReduceFloat64(ctx, rate, collective.Min); err != nil {
 		return nil, err
+	}
+	if c.Rank() == 0 && cfg.throughput != nil {
+		cfg.throughput(rate[0], int64(frames)*int64(cfg.FrameBytes))
 	}
 	// Round trips: rank 0 sends, rank 1 echoes.
 	ping := make([]byte, cfg.PingBytes)

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"go.uber.org/zap"
@@ -145,8 +144,9 @@ func (cfg *SparseConfig) fill() error {
 	return nil
 }
 
-// Sparse runs the benchmark and writes a table (or JSON) to w. In a child
-// peer process it only takes part and writes its report file.
+// Sparse runs the benchmark and writes a table (or JSON) to w: the header
+// at once, then each result as it is measured. In a child peer process it
+// only takes part and writes its report file.
 func Sparse(ctx context.Context, cfg SparseConfig, w io.Writer) error {
 	if err := cfg.fill(); err != nil {
 		return err
@@ -158,8 +158,15 @@ func Sparse(ctx context.Context, cfg SparseConfig, w io.Writer) error {
 		return cfg.child(ctx, *ro)
 	}
 	res := &SparseResult{Features: cfg.Features, Batch: cfg.Batch, Optimizer: cfg.Optimizer, Security: string(cfg.Security)}
+	out := sparseOutput{cfg: &cfg, w: w}
+	if err := out.header(); err != nil {
+		return err
+	}
 	if cfg.LocalSteps > 0 {
 		if err := cfg.local(ctx, res); err != nil {
+			return err
+		}
+		if err := out.local(res); err != nil {
 			return err
 		}
 	}
@@ -176,9 +183,12 @@ func Sparse(ctx context.Context, cfg SparseConfig, w io.Writer) error {
 				return fmt.Errorf("bench sparse: %d peers, %s exchange: %w", n, mode.exchange, err)
 			}
 			res.Rows = append(res.Rows, row)
+			if err := out.row(row); err != nil {
+				return err
+			}
 		}
 	}
-	return cfg.write(w, res)
+	return out.end(res)
 }
 
 // dataset generates n Criteo-like examples (27 one-hot features each),
@@ -391,34 +401,73 @@ func (cfg *SparseConfig) runRank(ctx context.Context, ro role) (*report, error) 
 	return &report{Summary: sum, CPUSeconds: (cpu1 - cpu0).Seconds()}, nil
 }
 
-func (cfg *SparseConfig) write(w io.Writer, res *SparseResult) error {
-	if cfg.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	fmt.Fprintf(w, "# meshtrain sparse logistic regression: D=%d, batch %d per peer, %s lr %g, generated Criteo-like data (%d examples per peer), security %s, one process per peer\n",
-		cfg.Features, cfg.Batch, cfg.Optimizer, cfg.LR, cfg.Examples, cfg.Security)
-	if res.LocalExamplesPerSec > 0 {
-		fmt.Fprintf(w, "local, one core: %.0f examples/s (input pipeline included), %.0f examples/s (training step only), %.0f examples per CPU-second\n",
-			res.LocalExamplesPerSec, res.LocalComputeExamplesPerSec, res.LocalCPUExamplesPerSec)
-	}
-	if len(res.Rows) == 0 {
+// sparseOutput writes the benchmark's results as they come: a table, or
+// JSON at the end.
+type sparseOutput struct {
+	cfg   *SparseConfig
+	w     io.Writer
+	table *table // after the first row
+}
+
+func (o *sparseOutput) header() error {
+	if o.cfg.JSON {
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "peers\texchange\tgather\tgomaxprocs\tsteps\tsteps/s\texamples/s\tsent B/step/peer\tcpu us/step (all)\tcompute\tcomm\twait\tidentical\t")
+	c := o.cfg
+	_, err := fmt.Fprintf(o.w, "# meshtrain sparse logistic regression: D=%d, batch %d per peer, %s lr %g, generated Criteo-like data (%d examples per peer), security %s, one process per peer\n",
+		c.Features, c.Batch, c.Optimizer, c.LR, c.Examples, c.Security)
+	return err
+}
+
+func (o *sparseOutput) local(res *SparseResult) error {
+	if o.cfg.JSON {
+		return nil
+	}
+	_, err := fmt.Fprintf(o.w, "local, one core: %.0f examples/s (input pipeline included), %.0f examples/s (training step only), %.0f examples per CPU-second\n",
+		res.LocalExamplesPerSec, res.LocalComputeExamplesPerSec, res.LocalCPUExamplesPerSec)
+	return err
+}
+
+// sparseColumns are the columns of the cluster runs' table.
+var sparseColumns = []column{
+	{"peers", "%d", 2}, {"exchange", "%s", 6}, {"gather", "%s", 6}, {"gomaxprocs", "%d", 2}, {"steps", "%d", 6},
+	{"steps/s", "%.1f", 7}, {"examples/s", "%.0f", 8}, {"sent B/step/peer", "%.0f", 10}, {"cpu us/step (all)", "%.0f", 8},
+	{"compute", "%.0f%%", 4}, {"comm", "%.0f%%", 4}, {"wait", "%.0f%%", 4}, {"identical", "%s", 3},
+}
+
+func (o *sparseOutput) row(r SparseRow) error {
+	if o.cfg.JSON {
+		return nil
+	}
+	if o.table == nil {
+		var err error
+		if o.table, err = newTable(o.w, sparseColumns...); err != nil {
+			return err
+		}
+	}
+	ok := "yes"
+	if !r.Identical {
+		ok = "NO"
+	}
+	return o.table.row(r.Peers, r.Exchange, r.Gather, r.GoMaxProcs, r.Steps, r.StepsPerS, r.ExamplesPerS, r.SentPerStep,
+		1e6*r.CPUPerStep, 100*r.ComputeShare, 100*r.CommShare, 100*r.WaitShare, ok)
+}
+
+// end writes the JSON, and fails if any run ended with different weights
+// on different peers.
+func (o *sparseOutput) end(res *SparseResult) error {
+	if o.cfg.JSON {
+		enc := json.NewEncoder(o.w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	}
 	bad := 0
 	for _, r := range res.Rows {
-		ok := "yes"
 		if !r.Identical {
-			ok, bad = "NO", bad+1
+			bad++
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f%%\t%.0f%%\t%.0f%%\t%s\t\n", r.Peers, r.Exchange, r.Gather, r.GoMaxProcs, r.Steps,
-			r.StepsPerS, r.ExamplesPerS, r.SentPerStep, 1e6*r.CPUPerStep, 100*r.ComputeShare, 100*r.CommShare, 100*r.WaitShare, ok)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
 	}
 	if bad > 0 {
 		return fmt.Errorf("bench sparse: %d runs ended with different weights on different peers", bad)
