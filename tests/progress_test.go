@@ -16,13 +16,13 @@ import (
 // trainArgs is a short single-worker run: 2 epochs of 40 steps.
 var trainArgs = []string{"train", "--model", "softmax", "--epochs", "2", "--batch", "64", "--train-examples", "2560", "--test-examples", "500", "--log-every", "10"}
 
-// TestProgressOnTerminal: on a terminal, train draws a Keras-style bar
-// redrawn in place (carriage returns, the bar, step/steps and times), and
-// still prints a line per epoch.
-func TestProgressOnTerminal(t *testing.T) {
+// onTerminal runs the binary with args on a pseudo-terminal (skipping the
+// test where there is none) and returns what it wrote there.
+func onTerminal(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, trainArgs...)
+	cmd := exec.CommandContext(ctx, binary, args...)
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
 	if err != nil {
 		t.Skipf("no pseudo-terminal here: %v", err)
@@ -31,9 +31,16 @@ func TestProgressOnTerminal(t *testing.T) {
 	var out bytes.Buffer
 	_, _ = io.Copy(&out, tty) // ends with an EIO once the child has exited
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("train on a terminal: %v\n%s", err, out.String())
+		t.Fatalf("%s on a terminal: %v\n%s", args[0], err, out.String())
 	}
-	s := out.String()
+	return out.String()
+}
+
+// TestProgressOnTerminal: on a terminal, train draws a Keras-style bar
+// redrawn in place (carriage returns, the bar, step/steps and times), and
+// still prints a line per epoch.
+func TestProgressOnTerminal(t *testing.T) {
+	s := onTerminal(t, trainArgs...)
 	for _, want := range []string{"\r", "[", "=", "/80", "examples/s", "epoch  1", "epoch  2"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("terminal output lacks %q:\n%q", want, s)
@@ -41,18 +48,26 @@ func TestProgressOnTerminal(t *testing.T) {
 	}
 }
 
-// TestProgressNotOnTerminal: into a pipe, train writes one plain line
-// every --log-every steps, with no escape codes or carriage returns.
-func TestProgressNotOnTerminal(t *testing.T) {
+// piped runs the binary with args, its stdout a pipe, and checks that it
+// holds no escape codes or carriage returns.
+func piped(t *testing.T, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r := meshtrain(ctx, nil, trainArgs...)
+	r := meshtrain(ctx, nil, args...)
 	if r.err != nil {
 		t.Fatal(r)
 	}
 	if strings.ContainsAny(r.stdout, "\r\x1b") {
 		t.Errorf("escape codes or carriage returns in piped output:\n%q", r.stdout)
 	}
+	return r
+}
+
+// TestProgressNotOnTerminal: into a pipe, train writes one plain line
+// every --log-every steps, with no escape codes or carriage returns.
+func TestProgressNotOnTerminal(t *testing.T) {
+	r := piped(t, trainArgs...)
 	for _, want := range []string{"step 10/80  loss ", "step 80/80  loss ", "examples/s  elapsed ", "ETA "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("piped output lacks %q:\n%s", want, r.stdout)
@@ -76,20 +91,7 @@ var launchArgs = []string{"launch", "-n", "2", "--model", "softmax", "--epochs",
 // progress as train does, a bar redrawn in place from the workers' step
 // events, besides its status lines and the table.
 func TestLaunchProgressOnTerminal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, launchArgs...)
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	defer tty.Close()
-	var out bytes.Buffer
-	_, _ = io.Copy(&out, tty) // ends with an EIO once the child has exited
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("launch on a terminal: %v\n%s", err, out.String())
-	}
-	s := out.String()
+	s := onTerminal(t, launchArgs...)
 	for _, want := range []string{"\r", "[=", "/40", "examples/s", "[launch] epoch 1", "[launch] epoch 2", "rank  steps"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("terminal output lacks %q:\n%q", want, s)
@@ -103,15 +105,7 @@ func TestLaunchProgressOnTerminal(t *testing.T) {
 // TestLaunchProgressNotOnTerminal: into a pipe, launch writes one plain
 // line every --log-every steps, with no escape codes or carriage returns.
 func TestLaunchProgressNotOnTerminal(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r := meshtrain(ctx, nil, launchArgs...)
-	if r.err != nil {
-		t.Fatal(r)
-	}
-	if strings.ContainsAny(r.stdout, "\r\x1b") {
-		t.Errorf("escape codes or carriage returns in piped output:\n%q", r.stdout)
-	}
+	r := piped(t, launchArgs...)
 	var steps []string
 	for _, l := range strings.Split(r.stdout, "\n") {
 		if rest, ok := strings.CutPrefix(l, "[launch] step "); ok {
