@@ -116,8 +116,8 @@ type GossipEval struct {
 	Loss         float64 `json:"loss"` // mean training loss since the previous evaluation
 	TestLoss     float64 `json:"test_loss"`
 	TestAccuracy float64 `json:"test_accuracy"`
-	TrainSeconds float64 `json:"train_seconds"` // cumulative, evaluation excluded
-	Steps        int     `json:"steps"`         // local steps done
+	TrainSeconds float64 `json:"elapsed_seconds"` // cumulative, evaluation excluded
+	Steps        int     `json:"steps"`           // local steps done
 }
 
 // gossipEval is the evaluation of a replica after its local steps (steps
@@ -214,12 +214,12 @@ func (j *Job) gossipRun(ctx context.Context, gc *GossipConfig, rank, world int) 
 		return nil, ErrGossipCheckpoint
 	}
 	cfg := &j.Config
-	train, test, err := cfg.images(ctx, rank)
+	train, test, classes, err := cfg.images(ctx, rank)
 	if err != nil {
 		return nil, err
 	}
 	// Each replica evaluates its own parameters on the whole test set.
-	rep, err := newDenseReplica(cfg, test, 0, 1)
+	rep, err := newDenseReplica(cfg, test, classes, 0, 1)
 	if err != nil {
 		return nil, err
 	}

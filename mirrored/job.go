@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
@@ -78,6 +79,11 @@ type Job struct {
 	// after each epoch and after each checkpoint, and with the training
 	// steps at a bounded rate (see SampleInterval).
 	OnEvent func(Event)
+	// Cluster and AllReduceAlgo are the driver's settings that every
+	// replica must share too, compared at start-up like the others: the
+	// cluster list (a digest such as tfconfig.Cluster.Digest) and the
+	// all-reduce algorithm. Checkpoints do not record them.
+	Cluster, AllReduceAlgo string
 }
 
 // WaitSampleEvery is how often (in steps) Job.MeasureWait samples the time
@@ -98,12 +104,14 @@ type PeerStats struct {
 	Steps    int `json:"steps"`    // steps this process ran (after any resume)
 	Examples int `json:"examples"` // training examples this process computed on
 	// ExamplesPerSec is Examples over this process's training time.
-	ExamplesPerSec float64 `json:"examples_per_sec"`
+	ExamplesPerSec float64 `json:"peer_examples_per_sec"`
 	TestAccuracy   float64 `json:"test_accuracy"`
 	// BytesSent and BytesReceived count collective frames (headers and
 	// payloads) as the transport saw them, 0 if it does not count.
 	BytesSent     int64 `json:"bytes_sent"`
 	BytesReceived int64 `json:"bytes_received"`
+	// Links splits them per link (peer rank), where known.
+	Links []collective.LinkTraffic `json:"links,omitempty"`
 	// CPUSeconds (user + system) and PeakRSSBytes are the process's, from
 	// getrusage: with several replicas in one process they are shared.
 	CPUSeconds   float64 `json:"cpu_seconds"`
@@ -173,11 +181,11 @@ func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
 		return nil, err
 	}
 	cfg := &j.Config
-	train, test, err := cfg.images(ctx, rank)
+	train, test, classes, err := cfg.images(ctx, rank)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := newDenseReplica(cfg, test, rank, world)
+	rep, err := newDenseReplica(cfg, test, classes, rank, world)
 	if err != nil {
 		return nil, err
 	}
@@ -217,17 +225,25 @@ func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
 }
 
 // images returns the training and test images the run uses: Config.MNIST,
-// or MNIST loaded (or fetched) from DataDir, cut to the example limits.
-func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, err error) {
+// or MNIST loaded (or fetched) from DataDir, cut to the example limits;
+// and the data set's number of classes (counted before the cut).
+func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, classes int, err error) {
 	mn := c.MNIST
 	if mn == nil {
-		log := c.logger().With(zap.Int("rank", rank)).Named("data")
+		opts := c.MNISTOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))
 		// A fetch shows its bytes where the run shows its progress.
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: c.DataDir, Logger: log, Progress: c.Progress}); err != nil {
-			return nil, nil, err
+		opts.Progress = c.Progress
+		if mn, err = data.LoadMNIST(ctx, opts); err != nil {
+			return nil, nil, 0, err
 		}
 	}
-	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), nil
+	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), mn.NumClasses(), nil
+}
+
+// MNISTOptions are the options that load the run's data set (DataDir,
+// AllowUnverified), logging to log.
+func (c *Config) MNISTOptions(log *zap.Logger) data.MNISTOptions {
+	return data.MNISTOptions{Dir: c.DataDir, AllowUnverified: c.AllowUnverified, Logger: log}
 }
 
 // schedule is the learning rate per global step at steps per epoch.

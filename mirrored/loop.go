@@ -330,7 +330,8 @@ func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elaps
 	if err := l.g.AllReduceSum(ctx, agg); err != nil {
 		return false, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
 	}
-	ep := Epoch{Epoch: epoch, LR: l.sched.At(l.global - 1), ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(), TrainSeconds: l.trainTime.Seconds()}
+	ep := Epoch{Epoch: epoch, LR: l.sched.At(l.global - 1), ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(),
+		EpochSeconds: elapsed.Seconds(), TrainSeconds: l.trainTime.Seconds()}
 	switch {
 	case !l.run.perStepLoss:
 		ep.Loss = float64(agg[0]) / math.Max(float64(agg[2]), 1)
@@ -382,7 +383,7 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 		state = append(state, a...)
 	}
 	path, err := checkpoint.Write(l.job.CheckpointDir, &checkpoint.Checkpoint{
-		Model: l.res.Model, Params: rep.Params(), OptState: state,
+		Model: l.res.Model, Params: rep.Params(), OptState: state, Layout: rep.Layout(),
 		Step: l.global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: l.steps, Seed: l.job.Seed,
 		Fingerprint: l.fp, Config: settingsJSON(l.run.settings), History: string(hist), SavedAt: time.Now(),
 	}, l.job.KeepCheckpoints)

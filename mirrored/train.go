@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -48,6 +49,10 @@ type Config struct {
 	// data.LoadMNIST. MNIST, if set, is used instead of loading.
 	DataDir string
 	MNIST   *data.MNIST
+	// AllowUnverified accepts IDX files in DataDir that are not the
+	// published MNIST: another data set in its format, whose image size
+	// and class count shape the model (data.MNISTOptions.AllowUnverified).
+	AllowUnverified bool
 	// TrainExamples and TestExamples, if > 0, use only the first that
 	// many examples of each set (for quick runs and tests).
 	TrainExamples, TestExamples int
@@ -85,7 +90,8 @@ func (c *Config) logEvery() int {
 // over seeds 1-5: 97.7-98.4% after one epoch, against 95.7-97.9% with the
 // anchors' once-per-epoch halving): the halving is spread over the epoch
 // in four steps of ×2^-¼, and the first tenth of an epoch warms the rate
-// up linearly. It also trains softmax regression to ≥ 92% in 5 epochs.
+// up linearly. The other models have recipes of their own (see
+// DefaultConfigFor).
 func DefaultConfig() Config {
 	return Config{
 		Model: nn.LeNet5, Epochs: 10, BatchSize: 64,
@@ -141,14 +147,42 @@ func (c *Config) validateCommon() error {
 
 // Epoch is the record of one epoch.
 type Epoch struct {
-	Epoch          int     `json:"epoch"` // 1-based
-	Loss           float64 `json:"loss"`  // mean training loss over the epoch's steps (all replicas)
-	TestLoss       float64 `json:"test_loss"`
-	TestAccuracy   float64 `json:"test_accuracy"`      // fraction
-	TestAUC        float64 `json:"test_auc,omitempty"` // area under the ROC curve (sparse-lr; binary labels only)
-	ExamplesPerSec float64 `json:"examples_per_sec"`   // all replicas, training time only
-	LR             float64 `json:"lr"`                 // rate of the epoch's last step
-	TrainSeconds   float64 `json:"train_seconds"`      // cumulative training time at the end of the epoch
+	Epoch        int     `json:"epoch"` // 1-based
+	Loss         float64 `json:"loss"`  // mean training loss over the epoch's steps (all replicas)
+	TestLoss     float64 `json:"test_loss"`
+	TestAccuracy float64 `json:"test_accuracy"`      // fraction
+	TestAUC      float64 `json:"test_auc,omitempty"` // area under the ROC curve (sparse-lr; binary labels only)
+	// GlobalExamplesPerSec is over all replicas, in the epoch's training
+	// time.
+	ExamplesPerSec float64 `json:"global_examples_per_sec"`
+	LR             float64 `json:"lr"` // rate of the epoch's last step
+	// EpochSeconds is this epoch's training time alone; TrainSeconds the
+	// cumulative training time at its end (evaluation excluded in both).
+	EpochSeconds float64 `json:"epoch_seconds"`
+	TrainSeconds float64 `json:"elapsed_seconds"`
+}
+
+// UnmarshalJSON reads an epoch, also under the names used before
+// summary format 2 (train_seconds, examples_per_sec), which checkpoints
+// written by earlier versions hold in their history.
+func (e *Epoch) UnmarshalJSON(b []byte) error {
+	type plain Epoch // without this method
+	var v struct {
+		plain
+		OldTrainSeconds   *float64 `json:"train_seconds"`
+		OldExamplesPerSec *float64 `json:"examples_per_sec"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Epoch(v.plain)
+	if v.OldTrainSeconds != nil && e.TrainSeconds == 0 {
+		e.TrainSeconds = *v.OldTrainSeconds
+	}
+	if v.OldExamplesPerSec != nil && e.ExamplesPerSec == 0 {
+		e.ExamplesPerSec = *v.OldExamplesPerSec
+	}
+	return nil
 }
 
 // Result is what a run produced; it is also the --summary JSON.

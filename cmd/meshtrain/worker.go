@@ -19,14 +19,16 @@ import (
 )
 
 // trainingFlags are the model and optimisation flags of train, worker,
-// launch and compare; batchUsage says what --batch counts there.
+// launch and compare; batchUsage says what --batch counts there. The
+// recipe's flags (recipeFlags) default to the chosen --model's recipe
+// (mirrored.DefaultConfigFor), which their help lists per model.
 func trainingFlags(batchUsage string) []cli.Flag {
 	d := mirrored.DefaultConfig()
 	return inCategory(catTraining,
 		&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ") + " | " + mirrored.SparseModel},
-		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set"},
-		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: batchUsage},
-		&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate"},
+		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set", DefaultText: perModel(func(c mirrored.Config) any { return c.Epochs })},
+		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: batchUsage, DefaultText: perModel(func(c mirrored.Config) any { return c.BatchSize })},
+		&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate", DefaultText: perModel(func(c mirrored.Config) any { return c.LR })},
 		&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "optimizer: " + strings.Join(nn.OptimizerNames, " | ") + " (sgd uses --momentum if > 0)"},
 		&cli.Float64Flag{Name: "momentum", Value: d.Momentum, Usage: "momentum for sgd, momentum and nesterov"},
 		&cli.Float64Flag{Name: "weight-decay", Value: d.WeightDecay, Usage: "L2 weight decay"},
@@ -37,6 +39,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "min-lr", Value: d.MinLR, Usage: "cosine schedule: final learning rate"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
+		allowUnverifiedFlag(),
 		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (worker-N/train and worker-N/validation, as Keras lays them out)"},
 		&cli.IntFlag{Name: "log-every", Value: mirrored.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
 		&cli.Float64Flag{Name: "target-accuracy", Usage: "stop after the first epoch with at least this test accuracy (fraction, e.g. 0.99)"},
@@ -46,23 +49,66 @@ func trainingFlags(batchUsage string) []cli.Flag {
 	)
 }
 
+// recipeModels are the models with a default recipe, in the order their
+// help lists them.
+var recipeModels = append(slices.Clone(nn.ModelNames), mirrored.SparseModel)
+
+// perModel is the help's default of a recipe flag: one value when every
+// model's recipe has the same, else "per --model: lenet 0.05, ...".
+func perModel(field func(mirrored.Config) any) string {
+	first := fmt.Sprint(field(mirrored.DefaultConfigFor(recipeModels[0])))
+	parts, same := []string{recipeModels[0] + " " + first}, true
+	for _, m := range recipeModels[1:] {
+		v := fmt.Sprint(field(mirrored.DefaultConfigFor(m)))
+		same = same && v == first
+		parts = append(parts, m+" "+v)
+	}
+	if same {
+		return first
+	}
+	return "per --model: " + strings.Join(parts, ", ")
+}
+
+// allowUnverifiedFlag is --allow-unverified, on every command that reads
+// --data-dir.
+func allowUnverifiedFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "allow-unverified", Usage: "accept IDX files in --data-dir that are not the published MNIST: a modified copy, or another image-classification set in MNIST's format and file names (any image size softmax takes, classes from the labels); structure is still checked"}
+}
+
 // configFromFlags reads trainingFlags into a Config (unvalidated: the
-// sparse job checks its own).
+// sparse job checks its own): the --model's recipe, with the flags given.
 func configFromFlags(c *cli.Context) (mirrored.Config, error) {
 	acc := c.Float64("target-accuracy")
 	if acc > 1 && acc <= 100 {
 		return mirrored.Config{}, fmt.Errorf("--target-accuracy %v: give a fraction (e.g. %v)", acc, acc/100)
 	}
-	return mirrored.Config{
-		Model: c.String("model"), Epochs: c.Int("epochs"), BatchSize: c.Int("batch"),
-		Optimizer: c.String("optimizer"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
-		WeightDecay: c.Float64("weight-decay"), Schedule: c.String("lr-schedule"),
-		LRGamma: c.Float64("lr-gamma"), LRDecayEpochs: c.Float64("lr-decay-epochs"),
-		WarmupEpochs: c.Float64("warmup-epochs"), MinLR: c.Float64("min-lr"), Seed: c.Int64("seed"),
-		TargetAccuracy: acc, TargetLoss: c.Float64("target-loss"),
-		DataDir: c.String("data-dir"), LogDir: c.String("logdir"), LogEvery: c.Int("log-every"),
-		TrainExamples: c.Int("train-examples"), TestExamples: c.Int("test-examples"),
-	}, nil
+	cfg := mirrored.DefaultConfigFor(c.String("model"))
+	cfg.Model = c.String("model")
+	given(c, "epochs", &cfg.Epochs, c.Int)
+	given(c, "batch", &cfg.BatchSize, c.Int)
+	given(c, "lr", &cfg.LR, c.Float64)
+	given(c, "optimizer", &cfg.Optimizer, c.String)
+	given(c, "momentum", &cfg.Momentum, c.Float64)
+	given(c, "weight-decay", &cfg.WeightDecay, c.Float64)
+	given(c, "lr-schedule", &cfg.Schedule, c.String)
+	given(c, "lr-gamma", &cfg.LRGamma, c.Float64)
+	given(c, "lr-decay-epochs", &cfg.LRDecayEpochs, c.Float64)
+	given(c, "warmup-epochs", &cfg.WarmupEpochs, c.Float64)
+	given(c, "min-lr", &cfg.MinLR, c.Float64)
+	cfg.Seed = c.Int64("seed")
+	cfg.TargetAccuracy, cfg.TargetLoss = acc, c.Float64("target-loss")
+	cfg.DataDir, cfg.LogDir, cfg.LogEvery = c.String("data-dir"), c.String("logdir"), c.Int("log-every")
+	cfg.AllowUnverified = c.Bool("allow-unverified")
+	cfg.TrainExamples, cfg.TestExamples = c.Int("train-examples"), c.Int("test-examples")
+	return cfg, nil
+}
+
+// given sets *dst to flag name's value if the command line gives it, and
+// leaves the recipe's default otherwise.
+func given[T any](c *cli.Context, name string, dst *T, value func(string) T) {
+	if c.IsSet(name) {
+		*dst = value(name)
+	}
 }
 
 // jobFlags are the training and cluster flags shared by worker and launch
@@ -121,13 +167,28 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	return job, sec, nil
 }
 
+// credentials are this peer's: its --identity key, if given, and the
+// cluster secret and PSK from the environment (the secret may be missing
+// when the peer has its own key and every peer is listed with its ID).
+func credentials(c *cli.Context, cluster *tfconfig.Cluster) (secret, psk []byte, identity crypto.PrivKey, err error) {
+	if path := c.String("identity"); path != "" {
+		if identity, err = p2p.LoadIdentity(path); err != nil {
+			return nil, nil, nil, fmt.Errorf("--identity: %w (make a key with meshtrain worker --new-identity FILE)", err)
+		}
+	}
+	secret, psk, err = launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())
+	return secret, psk, identity, err
+}
+
 func init() {
-	flags := append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...),
+	flags := append(append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable)"},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
+		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file, and print launch's table"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
 		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "new-identity", Usage: "write a fresh key to this file, print its peer ID and exit"},
+		&cli.DurationFlag{Name: "evaluator-timeout", Value: launch.DefaultEvaluatorTimeout, Usage: "evaluator task: longest wait for a new checkpoint before stopping"},
 	)
 	register(&cli.Command{
 		Name:  "worker",
@@ -137,7 +198,10 @@ func init() {
 			"  " + launch.SecretEnv + "=<the same 64 hex digits on every peer> meshtrain worker --model lenet --epochs 10\n\n" +
 			"Worker 0 is the chief (rank 0); with a \"chief\" entry, the chief is rank 0 and worker i is rank i+1.\n" +
 			"The peers' libp2p identities are derived from " + launch.SecretEnv + "; entries may instead be\n" +
-			"multiaddrs ending in /p2p/<peer-id>, each peer given its key with --identity (made by --new-identity).\n" + launch.PSKEnv + " (64 hex digits) adds a private-network key.",
+			"multiaddrs ending in /p2p/<peer-id>, each peer given its key with --identity (made by --new-identity).\n" + launch.PSKEnv + " (64 hex digits) adds a private-network key.\n\n" +
+			"With task type \"evaluator\" (a cluster's \"evaluator\" entry) it joins no collective: it follows the chief's\n" +
+			"--checkpoint-dir, evaluates each new checkpoint on the test set and writes --logdir/evaluator/validation,\n" +
+			"until the run's last checkpoint (or --evaluator-timeout without a new one).",
 		CustomHelpTemplate: withExample(launch.SecretEnv + "=$(openssl rand -hex 32) meshtrain worker --tf-config tf_config.json --epochs 10"),
 		Flags:              flags,
 		Action: func(c *cli.Context) error {
@@ -156,6 +220,9 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
+			if cluster.IsEvaluator() {
+				return runEvaluator(c)
+			}
 			job, sec, err := jobFromFlags(c, len(cluster.Peers))
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
@@ -172,19 +239,17 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: --allreduce-algo: %w", err)
 			}
+			faults, err := linkFaultsFromFlags(c)
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
 			if err := checkOutputs(c); err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
 			if !c.Bool("events") { // under launch, which warned once for all
 				warnIgnored(c)
 			}
-			var identity crypto.PrivKey
-			if path := c.String("identity"); path != "" {
-				if identity, err = p2p.LoadIdentity(path); err != nil {
-					return fmt.Errorf("worker: --identity: %w (make a key with meshtrain worker --new-identity FILE)", err)
-				}
-			}
-			secret, psk, err := launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())
+			secret, psk, identity, err := credentials(c, cluster)
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
@@ -194,7 +259,10 @@ func init() {
 			wc := launch.WorkerConfig{
 				Job: job, Sparse: sparse, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
-				Strategy: strategy,
+				Strategy: strategy, LinkFaults: faults, Summary: c.String("summary"),
+			}
+			if wc.Summary != "" && cluster.Rank == 0 {
+				wc.Table = os.Stdout
 			}
 			if c.Bool("events") {
 				wc.Events = os.Stdout
@@ -213,4 +281,15 @@ func init() {
 			return nil
 		},
 	})
+}
+
+// runEvaluator runs the evaluator task (see launch.RunEvaluator).
+func runEvaluator(c *cli.Context) error {
+	_, err := launch.RunEvaluator(c.Context, launch.EvaluatorConfig{
+		CheckpointDir: c.String("checkpoint-dir"), LogDir: c.String("logdir"), Model: c.String("model"),
+		DataDir: c.String("data-dir"), TestExamples: c.Int("test-examples"), Timeout: c.Duration("evaluator-timeout"),
+		AllowUnverified: c.Bool("allow-unverified"),
+		Out:             os.Stdout, Logger: logger(c, "evaluator"),
+	})
+	return err
 }
