@@ -299,7 +299,7 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	l.global++
 	sums.ran++
 	l.times.step(clk, sample)
-	l.stats = StepStats{Loss: loss, LR: lr, Examples: b.Size, BytesSent: bytesSent(l.g),
+	l.stats = StepStats{Loss: l.run.stepLoss(loss, b.Size), LR: lr, Examples: b.Size, BytesSent: bytesSent(l.g),
 		Compute: clk[2].Sub(clk[1]) + clk[5].Sub(clk[4]), Comm: clk[4].Sub(clk[3]), Wait: clk[1].Sub(clk[0]) + clk[3].Sub(clk[2])}
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.global, Steps: l.total, Train: &l.stats}); err != nil {
 		return err
@@ -319,6 +319,16 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 		return l.checkpoint(epoch, step+1)
 	}
 	return nil
+}
+
+// stepLoss is a step's loss per example, as progress and TensorBoard show
+// it: loss as Gradient returned it, a batch mean, or with !perStepLoss
+// (the sparse model, whose exchange needs sums) the sum of size examples.
+func (r *syncRun) stepLoss(loss float64, size int) float64 {
+	if r.perStepLoss || size == 0 {
+		return loss
+	}
+	return loss / float64(size)
 }
 
 // endEpoch combines the epoch's loss, evaluates, reports, checkpoints and
