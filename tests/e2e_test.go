@@ -70,7 +70,12 @@ func (r result) String() string {
 
 // meshtrain runs the binary with args under ctx.
 func meshtrain(ctx context.Context, env []string, args ...string) result {
-	cmd := exec.CommandContext(ctx, binary, args...)
+	return runBinary(ctx, binary, env, args...)
+}
+
+// runBinary runs bin with args under ctx.
+func runBinary(ctx context.Context, bin string, env []string, args ...string) result {
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
