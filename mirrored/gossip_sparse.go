@@ -56,22 +56,14 @@ func (j *SparseJob) gossipRun(ctx context.Context, gc *GossipConfig, rank, world
 	case sc.Optimizer == "sgd" && sc.L2 > 0:
 		return nil, fmt.Errorf("gossip with sgd and --l2 %v: the lazy weight decay does not mix with averaging: use --l2 0 or adagrad", sc.L2)
 	}
-	open := j.opener(cfg.logger().With(zap.Int("rank", rank)).Named("data"))
-	settings, err := j.settings(world)
+	pr, err := j.prepare(ctx, rank, world, cfg.logger().With(zap.Int("rank", rank)))
 	if err != nil {
 		return nil, err
 	}
-	pcfg, shard, err := j.trainPipeline(ctx, rank, world, open)
-	if err != nil {
-		return nil, err
-	}
-	rep, err := j.newReplica(open)
-	if err != nil {
-		return nil, err
-	}
+	rep, open, pcfg := pr.rep, pr.open, pr.pcfg
 	rep.mean = true
 	run := &gossipRun{
-		rep: rep, settings: append(settings, gc.settings()...), shard: shard,
+		rep: rep, settings: append(pr.settings, gc.settings()...), shard: pr.shard,
 		pipeline: func(ctx context.Context, steps int) (*data.Pipeline, error) {
 			p := pcfg
 			p.StepsPerEpoch, p.Epochs = steps, data.Forever // faster replicas do more than their share

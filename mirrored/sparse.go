@@ -379,32 +379,16 @@ func (j *SparseJob) syncRun(ctx context.Context, g Group) (*syncRun, error) {
 	cfg, sc := &j.Config, &j.Sparse
 	rank, world := g.Rank(), g.Size()
 	log := cfg.logger().With(zap.Int("rank", rank))
-	open := j.opener(log.Named("data"))
-	settings, err := j.settings(world)
+	pr, err := j.prepare(ctx, rank, world, log)
 	if err != nil {
 		return nil, err
 	}
-	pcfg, shard, err := j.trainPipeline(ctx, rank, world, open)
-	if err != nil {
-		return nil, err
-	}
-	if sc.Test == nil && len(sc.TestFiles) > 0 {
-		// Read this replica's part of the test set once now, as its shard
-		// of the training files was: a bad file stops the run before the
-		// first epoch, not after it.
-		if _, err := data.ShardCount(ctx, sc.TestFiles, open, sparseTestConfig(rank, world)); err != nil {
-			return nil, fmt.Errorf("checking this replica's test examples: %w", err)
-		}
-	}
-	rep, err := j.newReplica(open)
-	if err != nil {
-		return nil, err
-	}
+	rep, open, pcfg := pr.rep, pr.open, pr.pcfg
 	if rep.xch, err = newExchanger(g, sc.Exchange, sc.Gather, sc.Features, log); err != nil {
 		return nil, err
 	}
 	return &syncRun{
-		rep: rep, settings: settings, shard: shard,
+		rep: rep, settings: pr.settings, shard: pr.shard,
 		pipeline: func(ctx context.Context, startEpoch, epochs, steps int) (*data.Pipeline, error) {
 			p := pcfg
 			p.StepsPerEpoch, p.Epochs, p.StartEpoch = steps, epochs, startEpoch-1 // the pipeline counts epochs from 0
@@ -423,6 +407,38 @@ func (j *SparseJob) syncRun(ctx context.Context, g Group) (*syncRun, error) {
 			}
 		},
 	}, nil
+}
+
+// prepared is what both sparse loops start from.
+type prepared struct {
+	open     data.Opener
+	settings []Setting
+	pcfg     data.Config // this replica's training pipeline
+	shard    int         // its training examples
+	rep      *sparseReplica
+}
+
+// prepare reads what a sparse run needs before its handshake: the
+// settings, this replica's shard (counted) and its part of the test files
+// (read once now, as the shard was, so that a bad file stops the run
+// before the first epoch, not after it), and builds the replica.
+func (j *SparseJob) prepare(ctx context.Context, rank, world int, log *zap.Logger) (*prepared, error) {
+	sc := &j.Sparse
+	pr := &prepared{open: j.opener(log.Named("data"))}
+	var err error
+	if pr.settings, err = j.settings(world); err != nil {
+		return nil, err
+	}
+	if pr.pcfg, pr.shard, err = j.trainPipeline(ctx, rank, world, pr.open); err != nil {
+		return nil, err
+	}
+	if sc.Test == nil && len(sc.TestFiles) > 0 {
+		if _, err := data.ShardCount(ctx, sc.TestFiles, pr.open, sparseTestConfig(rank, world)); err != nil {
+			return nil, fmt.Errorf("checking this replica's test examples: %w", err)
+		}
+	}
+	pr.rep, err = j.newReplica(pr.open)
+	return pr, err
 }
 
 // newReplica builds the model (zero weights), its optimizer and the test
