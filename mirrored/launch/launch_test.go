@@ -329,11 +329,11 @@ func TestRunEndsWithAStoppedGossipWorker(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			t.Setenv(roleEnv, "gossip-stop-2")
-			var out bytes.Buffer
+			var out, errOut bytes.Buffer // separate: Run locks each writer on its own
 			start := time.Now()
 			rep, err := Run(ctx, Config{
 				N: 3, Executable: os.Args[0], WorkerArgs: []string{"--model", "softmax"}, RunDir: t.TempDir(),
-				StopGrace: time.Second, Gossip: true, TolerateLoss: tolerate, Stdout: &out, Stderr: &out,
+				StopGrace: time.Second, Gossip: true, TolerateLoss: tolerate, Stdout: &out, Stderr: &errOut,
 			})
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("launch took %v with a stopped worker", d)
