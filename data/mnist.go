@@ -110,7 +110,12 @@ const (
 // MNISTDirs returns the directories LoadMNIST searches, in order: dir
 // (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
 // directory's meshtrain/mnist.
-func MNISTDirs(dir string) ([]string, error) {
+func MNISTDirs(dir string) ([]string, error) { return dataDirs(dir, "mnist", "MNIST") }
+
+// dataDirs returns the directories searched for a data set, in order: dir
+// (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
+// directory's meshtrain/<cache>; what names the data set in errors.
+func dataDirs(dir, cache, what string) ([]string, error) {
 	var dirs []string
 	if dir != "" {
 		dirs = append(dirs, dir)
@@ -118,14 +123,14 @@ func MNISTDirs(dir string) ([]string, error) {
 	if env := os.Getenv(EnvDataDir); env != "" {
 		dirs = append(dirs, env)
 	}
-	cache, err := os.UserCacheDir()
+	base, err := os.UserCacheDir()
 	if err != nil {
 		if len(dirs) == 0 {
-			return nil, fmt.Errorf("no MNIST directory: --data-dir and $%s are unset and the user cache directory is unknown (%w); set one of them", EnvDataDir, err)
+			return nil, fmt.Errorf("no %s directory: --data-dir and $%s are unset and the user cache directory is unknown (%w); set one of them", what, EnvDataDir, err)
 		}
 		return dirs, nil
 	}
-	return append(dirs, filepath.Join(cache, "meshtrain", "mnist")), nil
+	return append(dirs, filepath.Join(base, "meshtrain", cache)), nil
 }
 
 // LoadMNIST finds the four MNIST IDX files (raw or gzipped) in the first of

@@ -50,21 +50,7 @@ type SpamAssassinOptions struct {
 // order: dir if set, $MESHTRAIN_DATA if set, then the user cache
 // directory's meshtrain/spamassassin (next to MNIST's).
 func SpamAssassinDirs(dir string) ([]string, error) {
-	var dirs []string
-	if dir != "" {
-		dirs = append(dirs, dir)
-	}
-	if env := os.Getenv(EnvDataDir); env != "" {
-		dirs = append(dirs, env)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		if len(dirs) == 0 {
-			return nil, fmt.Errorf("no directory for the SpamAssassin corpus: --data-dir and $%s are unset and the user cache directory is unknown (%w); set one of them", EnvDataDir, err)
-		}
-		return dirs, nil
-	}
-	return append(dirs, filepath.Join(cache, "meshtrain", "spamassassin")), nil
+	return dataDirs(dir, "spamassassin", "SpamAssassin")
 }
 
 // FindSpamAssassin returns the path of the tarball in the first of
@@ -146,17 +132,14 @@ func npmPackSpamAssassin(ctx context.Context, npm string) ([]byte, error) {
 
 // readSpamAssassin reads the tarball at path and checks its SHA-256.
 func readSpamAssassin(path string) ([]byte, error) {
-	fh, err := os.Open(path)
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if st.Size() > maxSpamAssassinBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than %s's 20 MB: delete it to fetch it again", path, st.Size(), SpamAssassinPackage)
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
-	}
-	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, maxSpamAssassinBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(b) > maxSpamAssassinBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes: not %s", path, maxSpamAssassinBytes, SpamAssassinTarball)
 	}
 	if got := sha256Hex(b); got != spamAssassinSHA256 {
 		return nil, fmt.Errorf("%s: SHA-256 %s, want %s (corrupt, truncated or another version of %s): delete it to fetch it again",
