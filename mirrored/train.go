@@ -85,7 +85,8 @@ func (c *Config) logEvery() int {
 // over seeds 1-5: 97.7-98.4% after one epoch, against 95.7-97.9% with the
 // anchors' once-per-epoch halving): the halving is spread over the epoch
 // in four steps of ×2^-¼, and the first tenth of an epoch warms the rate
-// up linearly. It also trains softmax regression to ≥ 92% in 5 epochs.
+// up linearly. The other models have recipes of their own (see
+// DefaultConfigFor).
 func DefaultConfig() Config {
 	return Config{
 		Model: nn.LeNet5, Epochs: 10, BatchSize: 64,

@@ -16,7 +16,8 @@ func init() {
 		Usage: "train LeNet-5 or softmax regression on MNIST on one worker (no network)",
 		Description: "With no flags this is the recipe that reaches ≥ 97.5% test accuracy after one epoch\n" +
 			"and ≥ 99.0% within 10: LeNet-5, SGD momentum 0.9, batch 64, lr 0.05 halved every epoch\n" +
-			"(in four steps per epoch) after a warm-up over the first tenth of an epoch.\n" +
+			"(in four steps per epoch) after a warm-up over the first tenth of an epoch. Softmax and\n" +
+			"sparse-lr have recipes of their own (see --lr), chosen as README.md's \"Default recipes\" says.\n" +
 			"Per epoch it prints the training loss, the test loss and accuracy on the full 10k test set,\n" +
 			"and training examples/s (evaluation excluded).",
 		Flags: append(append(append(trainingFlags("examples per step"),

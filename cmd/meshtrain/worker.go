@@ -19,14 +19,16 @@ import (
 )
 
 // trainingFlags are the model and optimisation flags of train, worker,
-// launch and compare; batchUsage says what --batch counts there.
+// launch and compare; batchUsage says what --batch counts there. The
+// recipe's flags (recipeFlags) default to the chosen --model's recipe
+// (mirrored.DefaultConfigFor), which their help lists per model.
 func trainingFlags(batchUsage string) []cli.Flag {
 	d := mirrored.DefaultConfig()
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ") + " | " + mirrored.SparseModel},
-		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set"},
-		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: batchUsage},
-		&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate"},
+		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set", DefaultText: perModel(func(c mirrored.Config) any { return c.Epochs })},
+		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: batchUsage, DefaultText: perModel(func(c mirrored.Config) any { return c.BatchSize })},
+		&cli.Float64Flag{Name: "lr", Value: d.LR, Usage: "base learning rate", DefaultText: perModel(func(c mirrored.Config) any { return c.LR })},
 		&cli.StringFlag{Name: "optimizer", Value: d.Optimizer, Usage: "optimizer: " + strings.Join(nn.OptimizerNames, " | ") + " (sgd uses --momentum if > 0)"},
 		&cli.Float64Flag{Name: "momentum", Value: d.Momentum, Usage: "momentum for sgd, momentum and nesterov"},
 		&cli.Float64Flag{Name: "weight-decay", Value: d.WeightDecay, Usage: "L2 weight decay"},
@@ -46,23 +48,59 @@ func trainingFlags(batchUsage string) []cli.Flag {
 	}
 }
 
+// recipeModels are the models with a default recipe, in the order their
+// help lists them.
+var recipeModels = append(slices.Clone(nn.ModelNames), mirrored.SparseModel)
+
+// perModel is the help's default of a recipe flag: one value when every
+// model's recipe has the same, else "per --model: lenet 0.05, ...".
+func perModel(field func(mirrored.Config) any) string {
+	first := fmt.Sprint(field(mirrored.DefaultConfigFor(recipeModels[0])))
+	parts, same := []string{recipeModels[0] + " " + first}, true
+	for _, m := range recipeModels[1:] {
+		v := fmt.Sprint(field(mirrored.DefaultConfigFor(m)))
+		same = same && v == first
+		parts = append(parts, m+" "+v)
+	}
+	if same {
+		return first
+	}
+	return "per --model: " + strings.Join(parts, ", ")
+}
+
 // configFromFlags reads trainingFlags into a Config (unvalidated: the
-// sparse job checks its own).
+// sparse job checks its own): the --model's recipe, with the flags given.
 func configFromFlags(c *cli.Context) (mirrored.Config, error) {
 	acc := c.Float64("target-accuracy")
 	if acc > 1 && acc <= 100 {
 		return mirrored.Config{}, fmt.Errorf("--target-accuracy %v: give a fraction (e.g. %v)", acc, acc/100)
 	}
-	return mirrored.Config{
-		Model: c.String("model"), Epochs: c.Int("epochs"), BatchSize: c.Int("batch"),
-		Optimizer: c.String("optimizer"), LR: c.Float64("lr"), Momentum: c.Float64("momentum"),
-		WeightDecay: c.Float64("weight-decay"), Schedule: c.String("lr-schedule"),
-		LRGamma: c.Float64("lr-gamma"), LRDecayEpochs: c.Float64("lr-decay-epochs"),
-		WarmupEpochs: c.Float64("warmup-epochs"), MinLR: c.Float64("min-lr"), Seed: c.Int64("seed"),
-		TargetAccuracy: acc, TargetLoss: c.Float64("target-loss"),
-		DataDir: c.String("data-dir"), LogDir: c.String("logdir"), LogEvery: c.Int("log-every"),
-		TrainExamples: c.Int("train-examples"), TestExamples: c.Int("test-examples"),
-	}, nil
+	cfg := mirrored.DefaultConfigFor(c.String("model"))
+	cfg.Model = c.String("model")
+	given(c, "epochs", &cfg.Epochs, c.Int)
+	given(c, "batch", &cfg.BatchSize, c.Int)
+	given(c, "lr", &cfg.LR, c.Float64)
+	given(c, "optimizer", &cfg.Optimizer, c.String)
+	given(c, "momentum", &cfg.Momentum, c.Float64)
+	given(c, "weight-decay", &cfg.WeightDecay, c.Float64)
+	given(c, "lr-schedule", &cfg.Schedule, c.String)
+	given(c, "lr-gamma", &cfg.LRGamma, c.Float64)
+	given(c, "lr-decay-epochs", &cfg.LRDecayEpochs, c.Float64)
+	given(c, "warmup-epochs", &cfg.WarmupEpochs, c.Float64)
+	given(c, "min-lr", &cfg.MinLR, c.Float64)
+	cfg.Seed = c.Int64("seed")
+	cfg.TargetAccuracy, cfg.TargetLoss = acc, c.Float64("target-loss")
+	cfg.DataDir, cfg.LogDir, cfg.LogEvery = c.String("data-dir"), c.String("logdir"), c.Int("log-every")
+	cfg.TrainExamples, cfg.TestExamples = c.Int("train-examples"), c.Int("test-examples")
+	return cfg, nil
+}
+
+// given sets *dst to flag name's value if the command line gives it, and
+// leaves the recipe's default otherwise.
+func given[T any](c *cli.Context, name string, dst *T, value func(string) T) {
+	if c.IsSet(name) {
+		*dst = value(name)
+	}
 }
 
 // jobFlags are the training and cluster flags shared by worker and launch
