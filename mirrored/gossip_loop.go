@@ -324,10 +324,17 @@ func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*GossipSu
 		return nil, err
 	}
 	if len(l.rep.Evals) == 0 || l.rep.Evals[len(l.rep.Evals)-1].Steps != l.local {
-		// Evaluate the final parameters if steps were taken since.
+		// Evaluate the final parameters if steps were taken since, and
+		// report them (TensorBoard's last point) without making them an
+		// epoch of the result.
 		total, _ := l.gos.Progress()
-		if _, err := l.evaluate(ctx, total); err != nil {
+		ev, err := l.evaluate(ctx, total)
+		if err != nil {
 			return nil, fmt.Errorf("evaluating the final parameters: %w", err)
+		}
+		ep := Epoch{Epoch: ev.Epoch, Loss: ev.Loss, TestLoss: ev.TestLoss, TestAccuracy: ev.TestAccuracy, LR: l.lr, TrainSeconds: ev.TrainSeconds}
+		if err := l.obs.emit(Event{Kind: EventEpoch, Step: l.local, Steps: l.job.Epochs * l.steps, Epoch: &ep, Gossip: &ev, Info: "final"}); err != nil {
+			return nil, err
 		}
 	}
 	if l.trainTime > 0 {
