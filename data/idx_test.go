@@ -59,7 +59,7 @@ func TestGoldenIDX(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(filepath.Join("testdata", "tiny-images-idx3-ubyte"))
 	rawL, _ := os.ReadFile(filepath.Join("testdata", "tiny-labels-idx1-ubyte"))
-	im, err := parseImages("tiny-images", raw, "tiny-labels", rawL)
+	im, err := parseImages("tiny-images", raw, "tiny-labels", rawL, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestImageChecks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := parseImages("img", c.img, "lbl", c.lbl)
+			_, err := parseImages("img", c.img, "lbl", c.lbl, 10)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one containing %q", err, c.want)
 			}

@@ -37,6 +37,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "min-lr", Value: d.MinLR, Usage: "cosine schedule: final learning rate"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
+		allowUnverifiedFlag(),
 		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (worker-N/train and worker-N/validation, as Keras lays them out)"},
 		&cli.IntFlag{Name: "log-every", Value: mirrored.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
 		&cli.Float64Flag{Name: "target-accuracy", Usage: "stop after the first epoch with at least this test accuracy (fraction, e.g. 0.99)"},
@@ -44,6 +45,12 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
 		&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
 	}
+}
+
+// allowUnverifiedFlag is --allow-unverified, on every command that reads
+// --data-dir.
+func allowUnverifiedFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "allow-unverified", Usage: "accept IDX files in --data-dir that are not the published MNIST: a modified copy, or another image-classification set in MNIST's format and file names (any image size softmax takes, classes from the labels); structure is still checked"}
 }
 
 // configFromFlags reads trainingFlags into a Config (unvalidated: the
@@ -60,7 +67,7 @@ func configFromFlags(c *cli.Context) (mirrored.Config, error) {
 		LRGamma: c.Float64("lr-gamma"), LRDecayEpochs: c.Float64("lr-decay-epochs"),
 		WarmupEpochs: c.Float64("warmup-epochs"), MinLR: c.Float64("min-lr"), Seed: c.Int64("seed"),
 		TargetAccuracy: acc, TargetLoss: c.Float64("target-loss"),
-		DataDir: c.String("data-dir"), LogDir: c.String("logdir"), LogEvery: c.Int("log-every"),
+		DataDir: c.String("data-dir"), AllowUnverified: c.Bool("allow-unverified"), LogDir: c.String("logdir"), LogEvery: c.Int("log-every"),
 		TrainExamples: c.Int("train-examples"), TestExamples: c.Int("test-examples"),
 	}, nil
 }
