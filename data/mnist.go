@@ -652,3 +652,29 @@ func extractMNIST(tgz string) (map[string][]byte, error) {
 	}
 	return files, nil
 }
+
+// WriteMNIST writes m into dir as the four IDX files LoadMNIST reads,
+// under MNIST's file names, gzipped (and named .gz) if gz: the way to
+// turn another image-classification set into one meshtrain trains on
+// with MNISTOptions.AllowUnverified. Files appear by atomic rename.
+func WriteMNIST(dir string, m *MNIST, gz bool) error {
+	var files [4][]byte
+	for i, im := range []*Images{m.Train, m.Test} {
+		files[2*i] = EncodeIDX(IDXUint8, []int{im.N, im.Rows, im.Cols}, im.Pixels)
+		files[2*i+1] = EncodeIDX(IDXUint8, []int{im.N}, im.Labels)
+	}
+	for i, f := range mnistFiles {
+		b, name := files[i], f.name
+		if gz {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			zw.Write(b) // writes to a bytes.Buffer do not fail
+			zw.Close()
+			b, name = buf.Bytes(), name+".gz"
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return fmt.Errorf("writing an IDX file: %w", err)
+		}
+	}
+	return nil
+}
