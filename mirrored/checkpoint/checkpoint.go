@@ -73,13 +73,13 @@ type Slot struct {
 	Shape []int
 }
 
-// size is the number of floats in the slot.
+// size is the number of floats in the slot, -1 for an impossible shape.
 func (s Slot) size() int {
-	n := 1
-	for _, d := range s.Shape {
-		n *= d
+	n, err := elements(s.Shape, 4)
+	if err != nil {
+		return -1
 	}
-	return n
+	return int(n)
 }
 
 // Layout is how a checkpoint's flat vectors split into named tensors, and
