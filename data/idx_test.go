@@ -2,7 +2,6 @@ package data
 
 import (
 	"bytes"
-	"encoding/binary"
 	"flag"
 	"os"
 	"path/filepath"
@@ -11,17 +10,6 @@ import (
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
-
-// idxBytes encodes an IDX file of element type t with dims and payload.
-func idxBytes(t byte, dims []int, payload []byte) []byte {
-	var b bytes.Buffer
-	b.Write([]byte{0, 0, t, byte(len(dims))})
-	for _, d := range dims {
-		binary.Write(&b, binary.BigEndian, uint32(d))
-	}
-	b.Write(payload)
-	return b.Bytes()
-}
 
 // tinyImages returns a deterministic uint8 image IDX file (n images of
 // rows x cols) and its labels file, labels i%10.
@@ -34,7 +22,7 @@ func tinyImages(n, rows, cols int, salt byte) (img, lbl []byte) {
 	for i := range labels {
 		labels[i] = byte(i % 10)
 	}
-	return idxBytes(IDXUint8, []int{n, rows, cols}, pix), idxBytes(IDXUint8, []int{n}, labels)
+	return EncodeIDX(IDXUint8, []int{n, rows, cols}, pix), EncodeIDX(IDXUint8, []int{n}, labels)
 }
 
 // TestGoldenIDX parses the tiny golden files in testdata/ (regenerate with
@@ -59,7 +47,7 @@ func TestGoldenIDX(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(filepath.Join("testdata", "tiny-images-idx3-ubyte"))
 	rawL, _ := os.ReadFile(filepath.Join("testdata", "tiny-labels-idx1-ubyte"))
-	im, err := parseImages("tiny-images", raw, "tiny-labels", rawL)
+	im, err := parseImages("tiny-images", raw, "tiny-labels", rawL, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +60,7 @@ func TestGoldenIDX(t *testing.T) {
 }
 
 func TestParseIDXErrors(t *testing.T) {
-	valid := idxBytes(IDXUint8, []int{2, 3}, []byte{1, 2, 3, 4, 5, 6})
+	valid := EncodeIDX(IDXUint8, []int{2, 3}, []byte{1, 2, 3, 4, 5, 6})
 	cases := []struct {
 		name string
 		in   []byte
@@ -82,12 +70,12 @@ func TestParseIDXErrors(t *testing.T) {
 		{"short magic", []byte{0, 0}, "offset 2"},
 		{"bad magic", append([]byte{1}, valid[1:]...), "magic number"},
 		{"gzip", []byte{0x1f, 0x8b, 8, 0}, "still compressed"},
-		{"unknown type", idxBytes(0x07, []int{1}, []byte{1}), "element type 0x07 at byte offset 2"},
+		{"unknown type", EncodeIDX(0x07, []int{1}, []byte{1}), "element type 0x07 at byte offset 2"},
 		{"no dims", []byte{0, 0, 8, 0}, "dimension count 0 at byte offset 3"},
 		{"too many dims", []byte{0, 0, 8, 9}, "dimension count 9"},
 		{"short header", valid[:9], "truncated IDX header at byte offset 9"},
-		{"zero dim", idxBytes(IDXUint8, []int{2, 0}, nil), "dimension 1 is zero at byte offset 8"},
-		{"huge dims", idxBytes(IDXFloat64, []int{1 << 20, 1 << 20}, nil), "corrupt header"},
+		{"zero dim", EncodeIDX(IDXUint8, []int{2, 0}, nil), "dimension 1 is zero at byte offset 8"},
+		{"huge dims", EncodeIDX(IDXFloat64, []int{1 << 20, 1 << 20}, nil), "corrupt header"},
 		{"truncated data", valid[:len(valid)-2], "file ends at byte offset 16"},
 		{"trailing", append(append([]byte{}, valid...), 9, 9), "2 trailing bytes from byte offset 18"},
 	}
@@ -106,7 +94,7 @@ func TestParseIDXErrors(t *testing.T) {
 	if err != nil || len(x.Dims) != 2 || x.Dims[0] != 2 || x.Dims[1] != 3 || !bytes.Equal(x.Data, valid[12:]) {
 		t.Fatalf("valid file: got %+v, %v", x, err)
 	}
-	f := idxBytes(IDXFloat32, []int{2}, []byte{0x3f, 0x80, 0, 0, 0xc0, 0, 0, 0})
+	f := EncodeIDX(IDXFloat32, []int{2}, []byte{0x3f, 0x80, 0, 0, 0xc0, 0, 0, 0})
 	x, err = ParseIDX("f.idx", f)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +122,7 @@ func TestImageChecks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := parseImages("img", c.img, "lbl", c.lbl)
+			_, err := parseImages("img", c.img, "lbl", c.lbl, 10)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one containing %q", err, c.want)
 			}
@@ -148,8 +136,8 @@ func FuzzReadIDX(f *testing.F) {
 	img, lbl := tinyImages(3, 2, 4, 1)
 	f.Add(img)
 	f.Add(lbl)
-	f.Add(idxBytes(IDXFloat32, []int{1, 2}, make([]byte, 8)))
-	f.Add(idxBytes(IDXInt16, []int{3}, make([]byte, 6)))
+	f.Add(EncodeIDX(IDXFloat32, []int{1, 2}, make([]byte, 8)))
+	f.Add(EncodeIDX(IDXInt16, []int{3}, make([]byte, 6)))
 	f.Add([]byte{0, 0, 8, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x, err := ParseIDX("fuzz", b)
@@ -169,7 +157,7 @@ func FuzzReadIDX(f *testing.F) {
 		if len(x.Data) != n || x.headerLen()+n != len(b) {
 			t.Fatalf("accepted %d bytes with dims %v: data %d bytes, header %d", len(b), x.Dims, len(x.Data), x.headerLen())
 		}
-		if !bytes.Equal(idxBytes(x.Type, x.Dims, x.Data), b) {
+		if !bytes.Equal(EncodeIDX(x.Type, x.Dims, x.Data), b) {
 			t.Fatal("re-encoding the parsed file does not give the input")
 		}
 	})

@@ -44,6 +44,12 @@ const (
 	// maxMNISTFileBytes bounds a decompressed file (train images are 47 MB)
 	// so that a gzip bomb or a wrong file is an error, not an OOM.
 	maxMNISTFileBytes = 64 << 20
+	// maxIDXFileBytes is the bound when other data sets are allowed
+	// (MNISTOptions.AllowUnverified): EMNIST's largest split is 0.6 GB.
+	maxIDXFileBytes = 1 << 30
+	// mnistClasses is the published MNIST's class count; other data sets
+	// have as many classes as their labels say (MNIST.Classes).
+	mnistClasses = 10
 )
 
 // mnistFile is one of the four files: its raw name and the SHA-256 of its
@@ -71,9 +77,12 @@ type MNISTOptions struct {
 	// means no logging.
 	Logger *zap.Logger
 	// AllowUnverified accepts files whose SHA-256 differs from the published
-	// MNIST files (for a deliberately modified copy), logging a warning. IDX
-	// structure and label range are still checked. Never applies to fetched
-	// files, which must match.
+	// MNIST files, logging a warning: a modified copy, or another
+	// image-classification data set in MNIST's IDX format and file names
+	// (any image size, as many classes as the labels name, files up to
+	// 1 GiB). IDX structure is still checked, and that the training and
+	// test images have one size. Never applies to fetched files, which must
+	// match.
 	AllowUnverified bool
 	// NPM is the npm command to run; "" means "npm" from PATH.
 	NPM string
@@ -89,6 +98,27 @@ type MNIST struct {
 	Train, Test *Images
 	// Dir is the directory the files were read from.
 	Dir string
+	// Classes is the number of classes: 1 + the largest label of either
+	// set (10 for the published MNIST). 0 in a hand-built MNIST means
+	// "count them" (see NumClasses).
+	Classes int
+}
+
+// NumClasses is m.Classes, or if that is 0, 1 + the largest label of
+// either set.
+func (m *MNIST) NumClasses() int {
+	if m.Classes > 0 {
+		return m.Classes
+	}
+	top := 0
+	for _, im := range []*Images{m.Train, m.Test} {
+		if im != nil {
+			for _, l := range im.Labels {
+				top = max(top, int(l))
+			}
+		}
+	}
+	return top + 1
 }
 
 // Images is a set of N greyscale images of Rows x Cols pixels with class
@@ -197,6 +227,7 @@ type MNISTInfo struct {
 	Fetched     bool // fetched by this call (else found)
 	Files       [4]MNISTFileInfo
 	Train, Test int // examples
+	Classes     int
 }
 
 // InspectMNIST ensures the files as LoadMNIST does, reads and checks them,
@@ -210,7 +241,7 @@ func InspectMNIST(ctx context.Context, opts MNISTOptions) (*MNISTInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := &MNISTInfo{Dir: dir, Fetched: fetched, Files: files, Train: m.Train.N, Test: m.Test.N}
+	info := &MNISTInfo{Dir: dir, Fetched: fetched, Files: files, Train: m.Train.N, Test: m.Test.N, Classes: m.Classes}
 	info.Files[0].Dims = []int{m.Train.N, m.Train.Rows, m.Train.Cols}
 	info.Files[1].Dims = []int{m.Train.N}
 	info.Files[2].Dims = []int{m.Test.N, m.Test.Rows, m.Test.Cols}
@@ -236,15 +267,35 @@ func readMNISTDir(dir string, opts MNISTOptions) (*MNIST, [4]MNISTFileInfo, erro
 		}
 		raw[i], files[i] = b, info
 	}
-	train, err := parseImages(files[0].Path, raw[0], files[1].Path, raw[1])
+	verified := true
+	for _, f := range files {
+		verified = verified && f.Verified
+	}
+	classes := mnistClasses
+	if !verified {
+		classes = 256 // any uint8 label
+	}
+	train, err := parseImages(files[0].Path, raw[0], files[1].Path, raw[1], classes)
 	if err != nil {
 		return nil, files, err
 	}
-	test, err := parseImages(files[2].Path, raw[2], files[3].Path, raw[3])
+	test, err := parseImages(files[2].Path, raw[2], files[3].Path, raw[3], classes)
 	if err != nil {
 		return nil, files, err
 	}
-	return &MNIST{Train: train, Test: test, Dir: dir}, files, nil
+	if train.Rows != test.Rows || train.Cols != test.Cols {
+		return nil, files, fmt.Errorf("%s holds %d×%d images but %s holds %d×%d: the training and test images must have one size",
+			files[0].Path, train.Rows, train.Cols, files[2].Path, test.Rows, test.Cols)
+	}
+	m := &MNIST{Train: train, Test: test, Dir: dir}
+	if m.Classes = m.NumClasses(); m.Classes < 2 {
+		return nil, files, fmt.Errorf("%s and %s hold only label 0: a classification data set needs at least 2 classes", files[1].Path, files[3].Path)
+	}
+	if !verified && opts.Logger != nil {
+		opts.Logger.Info("using an IDX data set that is not the published MNIST", zap.String("dir", dir),
+			zap.Int("classes", m.Classes), zap.Int("rows", train.Rows), zap.Int("cols", train.Cols), zap.Int("train", train.N), zap.Int("test", test.N))
+	}
+	return m, files, nil
 }
 
 // handFetchHint says where to put files obtained by hand; every error about
@@ -283,7 +334,11 @@ func readMNISTFile(dir string, f mnistFile, opts MNISTOptions) ([]byte, MNISTFil
 	if p == "" {
 		return nil, MNISTFileInfo{}, fmt.Errorf("MNIST file %s is missing from %s; %s", f.name, dir, handFetchHint(dir))
 	}
-	b, err := readMaybeGzip(p)
+	limit := maxMNISTFileBytes
+	if opts.AllowUnverified {
+		limit = maxIDXFileBytes
+	}
+	b, err := readMaybeGzip(p, limit)
 	if err != nil {
 		return nil, MNISTFileInfo{}, fmt.Errorf("%w; delete it to fetch it again, or %s", err, handFetchHint(dir))
 	}
@@ -291,7 +346,7 @@ func readMNISTFile(dir string, f mnistFile, opts MNISTOptions) ([]byte, MNISTFil
 	info.Verified = info.SHA256 == f.sha256
 	if !info.Verified {
 		if !opts.AllowUnverified {
-			return nil, info, fmt.Errorf("%s: SHA-256 of its content is %s, want %s (corrupt, truncated or not the original MNIST file): delete it to fetch it again, or %s, or allow modified files explicitly (--allow-unverified)", p, info.SHA256, f.sha256, handFetchHint(dir))
+			return nil, info, fmt.Errorf("%s: SHA-256 of its content is %s, want %s (corrupt, truncated or not the original MNIST file): delete it to fetch it again, or %s; to train on a modified copy or another data set in MNIST's IDX format, pass --allow-unverified", p, info.SHA256, f.sha256, handFetchHint(dir))
 		}
 		if opts.Logger != nil {
 			opts.Logger.Warn("MNIST file differs from the published one; using it because unverified files are allowed", zap.String("file", p), zap.String("sha256", info.SHA256), zap.String("want", f.sha256))
@@ -302,19 +357,20 @@ func readMNISTFile(dir string, f mnistFile, opts MNISTOptions) ([]byte, MNISTFil
 
 // readMaybeGzip reads p, decompressing it when it begins with the gzip
 // magic bytes 1f 8b; IDX files begin with 00 00, so the two never clash.
-func readMaybeGzip(p string) ([]byte, error) {
+// A file, or its decompressed content, over limit bytes is an error.
+func readMaybeGzip(p string, limit int) ([]byte, error) {
 	fh, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, maxMNISTFileBytes+1))
+	b, err := io.ReadAll(io.LimitReader(fh, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		if len(b) > maxMNISTFileBytes {
-			return nil, fmt.Errorf("%s: larger than %d bytes: not an MNIST file", p, maxMNISTFileBytes)
+		if len(b) > limit {
+			return nil, fmt.Errorf("%s: larger than %d bytes: not an MNIST file", p, limit)
 		}
 		return b, nil
 	}
@@ -322,12 +378,12 @@ func readMaybeGzip(p string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: corrupt gzip header: %w", p, err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxMNISTFileBytes+1))
+	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: corrupt or truncated gzip data after %d decompressed bytes: %w", p, len(out), err)
 	}
-	if len(out) > maxMNISTFileBytes {
-		return nil, fmt.Errorf("%s: decompresses to more than %d bytes: not an MNIST file", p, maxMNISTFileBytes)
+	if len(out) > limit {
+		return nil, fmt.Errorf("%s: decompresses to more than %d bytes: not an MNIST file", p, limit)
 	}
 	return out, nil
 }
@@ -339,8 +395,8 @@ func sha256Hex(b []byte) string {
 
 // parseImages parses an images file and its labels file and checks they
 // agree: a 3-D uint8 image array, a 1-D uint8 label array of the same
-// length, every label in 0..9.
-func parseImages(imgName string, imgRaw []byte, lblName string, lblRaw []byte) (*Images, error) {
+// length, every label below classes.
+func parseImages(imgName string, imgRaw []byte, lblName string, lblRaw []byte, classes int) (*Images, error) {
 	img, err := ParseIDX(imgName, imgRaw)
 	if err != nil {
 		return nil, err
@@ -358,7 +414,7 @@ func parseImages(imgName string, imgRaw []byte, lblName string, lblRaw []byte) (
 	if img.Dims[0] != lbl.Dims[0] {
 		return nil, fmt.Errorf("%s has %d images but %s has %d labels: files from different sets?", imgName, img.Dims[0], lblName, lbl.Dims[0])
 	}
-	if err := checkLabels(lblName, lbl, 10); err != nil {
+	if err := checkLabels(lblName, lbl, classes); err != nil {
 		return nil, err
 	}
 	return &Images{N: img.Dims[0], Rows: img.Dims[1], Cols: img.Dims[2], Pixels: img.Data, Labels: lbl.Data}, nil
@@ -600,4 +656,30 @@ func extractMNIST(tgz string) (map[string][]byte, error) {
 		}
 	}
 	return files, nil
+}
+
+// WriteMNIST writes m into dir as the four IDX files LoadMNIST reads,
+// under MNIST's file names, gzipped (and named .gz) if gz: the way to
+// turn another image-classification set into one meshtrain trains on
+// with MNISTOptions.AllowUnverified. Files appear by atomic rename.
+func WriteMNIST(dir string, m *MNIST, gz bool) error {
+	var files [4][]byte
+	for i, im := range []*Images{m.Train, m.Test} {
+		files[2*i] = EncodeIDX(IDXUint8, []int{im.N, im.Rows, im.Cols}, im.Pixels)
+		files[2*i+1] = EncodeIDX(IDXUint8, []int{im.N}, im.Labels)
+	}
+	for i, f := range mnistFiles {
+		b, name := files[i], f.name
+		if gz {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			zw.Write(b) // writes to a bytes.Buffer do not fail
+			zw.Close()
+			b, name = buf.Bytes(), name+".gz"
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return fmt.Errorf("writing an IDX file: %w", err)
+		}
+	}
+	return nil
 }

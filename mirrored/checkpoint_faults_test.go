@@ -17,7 +17,8 @@ import (
 )
 
 // damage functions change a checkpoint file's bytes as a disk or a copy
-// might. The "params" tensor is stored last (tensors are in name order).
+// might. Softmax regression's "weight" tensor is stored last (tensors are
+// in name order).
 var damage = []struct {
 	name string
 	do   func(b []byte)

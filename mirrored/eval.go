@@ -3,6 +3,7 @@ package mirrored
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -15,7 +16,9 @@ import (
 type EvalConfig struct {
 	Checkpoint string // safetensors file written by a Job
 	DataDir    string // as Config.DataDir
-	MNIST      *data.MNIST
+	// AllowUnverified is as Config.AllowUnverified.
+	AllowUnverified bool
+	MNIST           *data.MNIST
 	// TestExamples, if > 0, evaluates only the first that many.
 	TestExamples int
 	Logger       *zap.Logger
@@ -38,7 +41,9 @@ type EvalResult struct {
 // EvaluateCheckpoint loads a checkpoint into its model and evaluates it on
 // the test set. The checkpoint is verified as a resume verifies it
 // (checkpoint.Read): a damaged one, or one holding a non-finite value, is
-// an error, not an accuracy.
+// an error, not an accuracy. The model is built for the data the
+// checkpoint records (MNIST's for formats 1 and 2), and the test images
+// must be of that size.
 func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
 	if cfg.TestExamples < 0 {
 		return nil, fmt.Errorf("test examples %d: want ≥ 0 (0: all)", cfg.TestExamples)
@@ -47,14 +52,10 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	if err != nil {
 		return nil, err
 	}
-	model, err := nn.NewModel(ck.Model, 0)
+	model, err := checkpointModel(ck, cfg.Checkpoint)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", cfg.Checkpoint, err)
+		return nil, err
 	}
-	if len(ck.Params) != len(model.Params()) {
-		return nil, fmt.Errorf("checkpoint %s holds %d parameters but model %s has %d", cfg.Checkpoint, len(ck.Params), ck.Model, len(model.Params()))
-	}
-	copy(model.Params(), ck.Params)
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -66,13 +67,15 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	}
 	mn := cfg.MNIST
 	if mn == nil {
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, Logger: log.Named("data")}); err != nil {
+		opts := data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}
+		if mn, err = data.LoadMNIST(ctx, opts); err != nil {
 			return nil, err
 		}
 	}
 	test := firstN(mn.Test, cfg.TestExamples)
 	if d := test.Rows * test.Cols; d != model.InputDim() {
-		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", ck.Model, model.InputDim(), d)
+		return nil, fmt.Errorf("checkpoint %s: model %s takes %d inputs, the test images have %d pixels (%d×%d): evaluate it on the data set it was trained on",
+			cfg.Checkpoint, ck.Model, model.InputDim(), d, test.Rows, test.Cols)
 	}
 	x, y := denseRange(test, 0, test.N)
 	lossSum, correct, err := model.Evaluate(x, y, test.N)
@@ -85,4 +88,30 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		Examples: test.N, Correct: correct, Accuracy: float64(correct) / float64(test.N), Loss: lossSum / float64(test.N),
 		Warning: warning,
 	}, nil
+}
+
+// checkpointModel builds ck's model for the data it records and loads its
+// parameters, checking a format 3 file's tensors against the model's.
+func checkpointModel(ck *checkpoint.Checkpoint, path string) (nn.Model, error) {
+	spec := nn.MNISTSpec
+	if ck.Classes > 0 {
+		spec = nn.Spec{Rows: ck.Rows, Cols: ck.Cols, Classes: ck.Classes}
+	}
+	model, err := nn.NewModelFor(ck.Model, spec, 0, nn.DefaultShards)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if len(ck.Params) != len(model.Params()) {
+		return nil, fmt.Errorf("checkpoint %s holds %d parameters but model %s has %d", path, len(ck.Params), ck.Model, len(model.Params()))
+	}
+	if ck.Layout.Params != nil {
+		want := model.Tensors()
+		for i, s := range ck.Layout.Params {
+			if i >= len(want) || s.Name != want[i].Name || !slices.Equal(s.Shape, want[i].Shape) {
+				return nil, fmt.Errorf("checkpoint %s: tensor %d is %s %v, model %s has %v: not a checkpoint of this model", path, i, s.Name, s.Shape, ck.Model, want)
+			}
+		}
+	}
+	copy(model.Params(), ck.Params)
+	return model, nil
 }

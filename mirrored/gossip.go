@@ -214,12 +214,12 @@ func (j *Job) gossipRun(ctx context.Context, gc *GossipConfig, rank, world int) 
 		return nil, ErrGossipCheckpoint
 	}
 	cfg := &j.Config
-	train, test, err := cfg.images(ctx, rank)
+	train, test, classes, err := cfg.images(ctx, rank)
 	if err != nil {
 		return nil, err
 	}
 	// Each replica evaluates its own parameters on the whole test set.
-	rep, err := newDenseReplica(cfg, test, 0, 1)
+	rep, err := newDenseReplica(cfg, test, classes, 0, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -172,11 +172,11 @@ func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
 		return nil, err
 	}
 	cfg := &j.Config
-	train, test, err := cfg.images(ctx, rank)
+	train, test, classes, err := cfg.images(ctx, rank)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := newDenseReplica(cfg, test, rank, world)
+	rep, err := newDenseReplica(cfg, test, classes, rank, world)
 	if err != nil {
 		return nil, err
 	}
@@ -216,16 +216,22 @@ func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
 }
 
 // images returns the training and test images the run uses: Config.MNIST,
-// or MNIST loaded (or fetched) from DataDir, cut to the example limits.
-func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, err error) {
+// or MNIST loaded (or fetched) from DataDir, cut to the example limits;
+// and the data set's number of classes (counted before the cut).
+func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, classes int, err error) {
 	mn := c.MNIST
 	if mn == nil {
-		log := c.logger().With(zap.Int("rank", rank)).Named("data")
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: c.DataDir, Logger: log}); err != nil {
-			return nil, nil, err
+		if mn, err = data.LoadMNIST(ctx, c.MNISTOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))); err != nil {
+			return nil, nil, 0, err
 		}
 	}
-	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), nil
+	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), mn.NumClasses(), nil
+}
+
+// MNISTOptions are the options that load the run's data set (DataDir,
+// AllowUnverified), logging to log.
+func (c *Config) MNISTOptions(log *zap.Logger) data.MNISTOptions {
+	return data.MNISTOptions{Dir: c.DataDir, AllowUnverified: c.AllowUnverified, Logger: log}
 }
 
 // schedule is the learning rate per global step at steps per epoch.

@@ -382,7 +382,7 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 		state = append(state, a...)
 	}
 	path, err := checkpoint.Write(l.job.CheckpointDir, &checkpoint.Checkpoint{
-		Model: l.res.Model, Params: rep.Params(), OptState: state,
+		Model: l.res.Model, Params: rep.Params(), OptState: state, Layout: rep.Layout(),
 		Step: l.global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: l.steps, Seed: l.job.Seed,
 		Fingerprint: l.fp, Config: settingsJSON(l.run.settings), History: string(hist), SavedAt: time.Now(),
 	}, l.job.KeepCheckpoints)

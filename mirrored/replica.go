@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -38,6 +39,9 @@ type Replica interface {
 	// Checked returns the values whose hashes the replicas compare every
 	// Job.HashEvery steps, and what they are.
 	Checked() ([]float32, string)
+	// Layout names the tensors of Params and OptState as checkpoints
+	// store them (PyTorch's names and shapes), and the data's shape.
+	Layout() checkpoint.Layout
 }
 
 // Metrics are a model's figures on the test set.
@@ -51,6 +55,7 @@ type Metrics struct {
 // optimizer and its share of the test set.
 type denseReplica struct {
 	model         nn.Model
+	spec          nn.Spec
 	params, grads []float32
 	opt           nn.Optimizer
 	world         int
@@ -62,19 +67,19 @@ type denseReplica struct {
 	testN int
 }
 
-func newDenseReplica(cfg *Config, test *data.Images, rank, world int) (*denseReplica, error) {
+// newDenseReplica builds cfg's model for test's image size and classes
+// classes.
+func newDenseReplica(cfg *Config, test *data.Images, classes, rank, world int) (*denseReplica, error) {
 	shards := cfg.Shards
 	if shards == 0 {
 		shards = nn.DefaultShards
 	}
-	model, err := nn.NewModelShards(cfg.Model, cfg.Seed, shards)
+	spec := nn.Spec{Rows: test.Rows, Cols: test.Cols, Classes: classes}
+	model, err := nn.NewModelFor(cfg.Model, spec, cfg.Seed, shards)
 	if err != nil {
 		return nil, err
 	}
-	if d := test.Rows * test.Cols; d != model.InputDim() {
-		return nil, fmt.Errorf("model %s takes %d inputs, the images have %d pixels", cfg.Model, model.InputDim(), d)
-	}
-	r := &denseReplica{model: model, params: model.Params(), grads: model.Grads(), world: world, testN: test.N}
+	r := &denseReplica{model: model, spec: spec, params: model.Params(), grads: model.Grads(), world: world, testN: test.N}
 	if r.opt, err = nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
 		Params: len(r.params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay}); err != nil {
 		return nil, err
@@ -123,6 +128,31 @@ func (r *denseReplica) Update(params []float32, lr float64) {
 func (r *denseReplica) Settle() {}
 
 func (r *denseReplica) Checked() ([]float32, string) { return r.params, "" }
+
+func (r *denseReplica) Layout() checkpoint.Layout {
+	return denseLayout(r.model.Tensors(), r.opt.StateParts(), r.spec)
+}
+
+// denseLayout names an nn model's tensors and its optimizer's state as
+// PyTorch does: the state of parameter p is "optimizer.p.<part>" with p's
+// shape (momentum_buffer; exp_avg, exp_avg_sq), a scalar part
+// "optimizer.<part>" (Adam's step).
+func denseLayout(tensors []nn.ParamTensor, parts []nn.StatePart, spec nn.Spec) checkpoint.Layout {
+	l := checkpoint.Layout{Classes: spec.Classes, Rows: spec.Rows, Cols: spec.Cols}
+	for _, t := range tensors {
+		l.Params = append(l.Params, checkpoint.Slot{Name: t.Name, Shape: t.Shape})
+	}
+	for _, p := range parts {
+		if !p.PerParam {
+			l.State = append(l.State, checkpoint.Slot{Name: "optimizer." + p.Name, Shape: []int{p.Len}})
+			continue
+		}
+		for _, t := range tensors {
+			l.State = append(l.State, checkpoint.Slot{Name: "optimizer." + t.Name + "." + p.Name, Shape: t.Shape})
+		}
+	}
+	return l
+}
 
 // Evaluate all-reduces the loss sum and correct count of each replica's
 // share; alone, the loss is exact (not rounded through float32).

@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
@@ -38,6 +39,28 @@ type sparseReplica struct {
 
 func (r *sparseReplica) Params() []float32     { return r.model.W }
 func (r *sparseReplica) OptState() [][]float32 { return r.state }
+
+// sparseStateNames are PyTorch's names for the sparse optimizers' state
+// (AdaGrad's sum of squares; FTRL's z and n, interleaved: shape [D 2]).
+var sparseStateNames = map[string]string{"adagrad": "sum", "ftrl": "zn"}
+
+// Layout is "weight" [D] and the optimizer's state arrays, per feature.
+func (r *sparseReplica) Layout() checkpoint.Layout {
+	d := len(r.model.W)
+	l := checkpoint.Layout{Params: []checkpoint.Slot{{Name: "weight", Shape: []int{d}}}}
+	for i, a := range r.state {
+		name, ok := sparseStateNames[r.opt.Name()]
+		if !ok || len(r.state) > 1 {
+			name = fmt.Sprintf("state%d", i)
+		}
+		shape := []int{d}
+		if len(a) != d && d > 0 {
+			shape = []int{d, len(a) / d}
+		}
+		l.State = append(l.State, checkpoint.Slot{Name: "optimizer.weight." + name, Shape: shape})
+	}
+	return l
+}
 
 // Gradient computes the gradient sum over the batch's examples (the
 // exchange turns the sums into the mean of the union batch) and returns

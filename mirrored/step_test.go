@@ -97,7 +97,7 @@ func TestStepShardedEqualsWhole(t *testing.T) {
 			ds := mn.Train.Dataset()
 			build := func(world int) func(r int, g Group) Replica {
 				return func(r int, g Group) Replica {
-					rep, err := newDenseReplica(&cfg, mn.Test, r, world)
+					rep, err := newDenseReplica(&cfg, mn.Test, mn.NumClasses(), r, world)
 					if err != nil {
 						t.Fatal(err)
 					}

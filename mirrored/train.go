@@ -48,6 +48,10 @@ type Config struct {
 	// data.LoadMNIST. MNIST, if set, is used instead of loading.
 	DataDir string
 	MNIST   *data.MNIST
+	// AllowUnverified accepts IDX files in DataDir that are not the
+	// published MNIST: another data set in its format, whose image size
+	// and class count shape the model (data.MNISTOptions.AllowUnverified).
+	AllowUnverified bool
 	// TrainExamples and TestExamples, if > 0, use only the first that
 	// many examples of each set (for quick runs and tests).
 	TrainExamples, TestExamples int

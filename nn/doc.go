@@ -1,7 +1,8 @@
 // Package nn holds the two models meshtrain trains on MNIST — LeNet-5
 // (61,706 parameters) and softmax regression (7,850) — with their layers,
 // losses, optimizers and learning-rate schedules, written for speed on one
-// or two CPU cores.
+// or two CPU cores. NewModelFor builds them for other image sets: any
+// number of classes, and for softmax regression any image size.
 //
 // Invariants:
 //
@@ -9,7 +10,9 @@
 //     gradients in another with the same layout (layer by layer, weights
 //     then biases, PyTorch's weight layouts). Layers hold views into them,
 //     so an optimizer updates the model with one call over the vector and
-//     a collective all-reduces the gradient in one message.
+//     a collective all-reduces the gradient in one message. Model.Tensors
+//     names its pieces as PyTorch's state_dict does (conv1.weight …), and
+//     Optimizer.StateParts the optimizer's state (momentum_buffer …).
 //   - Layers own no activations: Forward and Backward write into buffers
 //     the caller gives them, and Backward adds parameter gradients into the
 //     bound gradient buffer (the model zeroes it once per step).

@@ -176,6 +176,9 @@ func (l *Conv2D) InSize() int    { return l.InC * l.InH * l.InW }
 func (l *Conv2D) OutSize() int   { return l.OutC * l.OutH * l.OutW }
 func (l *Conv2D) NumParams() int { return l.OutC*l.InC*l.K*l.K + l.OutC }
 
+// ParamShapes is PyTorch's Conv2d: weight [OutC InC K K], bias [OutC].
+func (l *Conv2D) ParamShapes() [][]int { return [][]int{{l.OutC, l.InC, l.K, l.K}, {l.OutC}} }
+
 func (l *Conv2D) Bind(params, grads []float32) {
 	nw := l.OutC * l.InC * l.K * l.K
 	l.w, l.b = params[:nw:nw], params[nw:l.NumParams()]
@@ -850,6 +853,9 @@ func NewDense(in, out int) *Dense { return &Dense{In: in, Out: out} }
 func (l *Dense) InSize() int    { return l.In }
 func (l *Dense) OutSize() int   { return l.Out }
 func (l *Dense) NumParams() int { return l.In*l.Out + l.Out }
+
+// ParamShapes is PyTorch's Linear: weight [Out In], bias [Out].
+func (l *Dense) ParamShapes() [][]int { return [][]int{{l.Out, l.In}, {l.Out}} }
 
 func (l *Dense) Bind(params, grads []float32) {
 	nw := l.In * l.Out

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 )
 
 // Model is a classifier whose parameters all live in one flat float32
@@ -26,7 +27,39 @@ type Model interface {
 	// examples, without touching Grads(). Like ForwardBackward, it fails on
 	// a short batch or a label outside [0, Classes()).
 	Evaluate(x []float32, labels []int32, n int) (lossSum float64, correct int, err error)
+	// Tensors names the parameter tensors in Params, in order, with
+	// PyTorch's conventional names and shapes (conv1.weight [6 1 5 5] …
+	// fc3.bias for LeNet-5; weight and bias for softmax regression), so a
+	// checkpoint can store one tensor per layer that load_state_dict takes.
+	Tensors() []ParamTensor
 }
+
+// ParamTensor is one named tensor of a model's flat parameter vector: the
+// Size() floats from Offset, row-major in Shape.
+type ParamTensor struct {
+	Name   string
+	Shape  []int
+	Offset int
+}
+
+// Size is the number of floats in the tensor.
+func (p ParamTensor) Size() int {
+	n := 1
+	for _, d := range p.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Spec is the data a model is built for: Rows×Cols greyscale images in
+// Classes classes.
+type Spec struct {
+	Rows, Cols, Classes int
+}
+
+// MNISTSpec is MNIST's: 28×28 images, 10 classes. NewModel and
+// NewModelShards build models for it.
+var MNISTSpec = Spec{Rows: 28, Cols: 28, Classes: 10}
 
 // Model names accepted by NewModel.
 const (
@@ -53,31 +86,79 @@ func NewModel(name string, seed int64) (Model, error) {
 // DefaultShards. Different part counts sum in different orders, so they
 // agree only to rounding.
 func NewModelShards(name string, seed int64, shards int) (Model, error) {
+	return NewModelFor(name, MNISTSpec, seed, shards)
+}
+
+// NewModelFor is NewModelShards for a data set of another shape: LeNet-5
+// takes 28×28 images only, softmax regression any size; both take any
+// number of classes from 2 to 256 (a uint8 label).
+func NewModelFor(name string, spec Spec, seed int64, shards int) (Model, error) {
 	if shards < 1 {
 		return nil, fmt.Errorf("nn: %d batch shards: want at least 1", shards)
 	}
+	if spec.Rows < 1 || spec.Cols < 1 || spec.Classes < 2 || spec.Classes > 256 {
+		return nil, fmt.Errorf("nn: %s for %d×%d images in %d classes: want images of at least 1×1 and 2 to 256 classes", name, spec.Rows, spec.Cols, spec.Classes)
+	}
 	var build func() []Layer
+	var names []string
 	switch name {
 	case LeNet5:
-		build = lenetLayers
+		if spec.Rows != 28 || spec.Cols != 28 {
+			return nil, fmt.Errorf("nn: lenet takes 28×28 images, these are %d×%d: resize them, or use the softmax model, which takes any size", spec.Rows, spec.Cols)
+		}
+		build, names = func() []Layer { return lenetLayers(spec.Classes) }, lenetNames
 	case Softmax:
-		build = softmaxLayers
+		build, names = func() []Layer { return softmaxLayers(spec.Rows*spec.Cols, spec.Classes) }, []string{""}
 	default:
 		return nil, fmt.Errorf("nn: unknown model %q: want one of %v", name, ModelNames)
 	}
-	return newNet(name, build, seed, shards), nil
+	return newNet(name, build, names, seed, shards), nil
+}
+
+// lenetNames are the PyTorch module names of LeNet-5's layers with
+// parameters, in order.
+var lenetNames = []string{"conv1", "conv2", "fc1", "fc2", "fc3"}
+
+// shaped is a layer with parameters: their shapes, weights then biases,
+// in PyTorch's layouts.
+type shaped interface {
+	ParamShapes() [][]int
+}
+
+// tensors names the parameter tensors of layers; names[i] prefixes the
+// tensors of the i-th layer with parameters ("" for none).
+func tensors(layers []Layer, names []string) []ParamTensor {
+	var out []ParamTensor
+	off, i := 0, 0
+	for _, l := range layers {
+		s, ok := l.(shaped)
+		if !ok || l.NumParams() == 0 {
+			continue
+		}
+		for j, shape := range s.ParamShapes() {
+			name := [2]string{"weight", "bias"}[j]
+			if names[i] != "" {
+				name = names[i] + "." + name
+			}
+			p := ParamTensor{Name: name, Shape: shape, Offset: off}
+			out = append(out, p)
+			off += p.Size()
+		}
+		i++
+	}
+	return out
 }
 
 // lenetLayers is LeNet-5 for 28×28 inputs: conv 5×5×6 pad 2 → ReLU →
 // max-pool 2 → conv 5×5×16 → ReLU → max-pool 2 → dense 120 → ReLU →
-// dense 84 → ReLU → dense 10; 61,706 parameters. ReLU and max-pooling
+// dense 84 → ReLU → dense classes; 61,706 parameters for 10 classes. ReLU and max-pooling
 // commute (both are monotone, and the gradient reaches the same input in
 // either order), so the ReLUs run after the pools, on a quarter of the
 // values.
-func lenetLayers() []Layer {
+func lenetLayers(classes int) []Layer {
 	c1 := NewConv2D(1, 28, 28, 6, 5, 2)
 	c2 := NewConv2D(6, 14, 14, 16, 5, 0)
-	d1, d2, out := NewDense(400, 120), NewDense(120, 84), NewDense(84, 10)
+	d1, d2, out := NewDense(400, 120), NewDense(120, 84), NewDense(84, classes)
 	for _, k := range []*Init{&c1.WeightInit, &c2.WeightInit, &d1.WeightInit, &d2.WeightInit, &out.WeightInit} {
 		*k = lenetInit
 	}
@@ -97,9 +178,10 @@ func lenetLayers() []Layer {
 // accuracy, Glorot 97.1%, this one 97.9%.
 const lenetInit = Torch
 
-// softmaxLayers is multinomial logistic regression 784 → 10; 7,850 parameters.
-func softmaxLayers() []Layer {
-	d := NewDense(784, 10)
+// softmaxLayers is multinomial logistic regression in → classes; 7,850
+// parameters for MNIST.
+func softmaxLayers(in, classes int) []Layer {
+	d := NewDense(in, classes)
 	d.WeightInit = Glorot
 	return []Layer{d}
 }
@@ -112,6 +194,7 @@ type net struct {
 	name           string
 	inDim, classes int
 	params, grads  []float32
+	tensors        []ParamTensor
 	shards         []*shard
 	workers        bool // shards 1.. have goroutines
 }
@@ -139,10 +222,11 @@ type shard struct {
 	start, done chan struct{}
 }
 
-func newNet(name string, build func() []Layer, seed int64, nshards int) *net {
+func newNet(name string, build func() []Layer, names []string, seed int64, nshards int) *net {
 	m := &net{name: name}
 	proto := build()
 	m.inDim, m.classes = proto[0].InSize(), proto[len(proto)-1].OutSize()
+	m.tensors = tensors(proto, names)
 	total := 0
 	for _, l := range proto {
 		total += l.NumParams()
@@ -198,6 +282,14 @@ func (m *net) InputDim() int     { return m.inDim }
 func (m *net) Classes() int      { return m.classes }
 func (m *net) Params() []float32 { return m.params }
 func (m *net) Grads() []float32  { return m.grads }
+
+func (m *net) Tensors() []ParamTensor {
+	out := make([]ParamTensor, len(m.tensors))
+	for i, p := range m.tensors {
+		out[i] = ParamTensor{Name: p.Name, Shape: slices.Clone(p.Shape), Offset: p.Offset}
+	}
+	return out
+}
 
 func (s *shard) serve() {
 	for range s.start {

@@ -15,8 +15,20 @@ type Optimizer interface {
 	// moments and step count; empty for plain SGD), a view that can be
 	// broadcast or checkpointed and written back in place.
 	State() []float32
+	// StateParts names the consecutive parts of State, with PyTorch's
+	// names for them (momentum_buffer; exp_avg, exp_avg_sq, step).
+	StateParts() []StatePart
 	SetLR(lr float64)
 	LR() float64
+}
+
+// StatePart is one part of an optimizer's flat state: Len floats, which
+// are PerParam (laid out like the parameters, one per parameter) or not
+// (Adam's step count).
+type StatePart struct {
+	Name     string
+	Len      int
+	PerParam bool
 }
 
 // Optimizer names accepted by NewOptimizer.
@@ -112,6 +124,13 @@ type sgd struct {
 }
 
 func (o *sgd) State() []float32 { return o.v }
+
+func (o *sgd) StateParts() []StatePart {
+	if o.v == nil {
+		return nil
+	}
+	return []StatePart{{"momentum_buffer", o.n, true}}
+}
 func (o *sgd) SetLR(lr float64) { o.lr = lr }
 func (o *sgd) LR() float64      { return o.lr }
 
@@ -160,6 +179,10 @@ type adam struct {
 }
 
 func (o *adam) State() []float32 { return o.state }
+
+func (o *adam) StateParts() []StatePart {
+	return []StatePart{{"exp_avg", o.n, true}, {"exp_avg_sq", o.n, true}, {"step", 1, false}}
+}
 func (o *adam) SetLR(lr float64) { o.lr = lr }
 func (o *adam) LR() float64      { return o.lr }
 

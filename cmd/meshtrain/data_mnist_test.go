@@ -23,7 +23,7 @@ func TestDataMNIST(t *testing.T) {
 	for _, want := range []string{
 		"train-images-idx3-ubyte  60000x28x28  sha256 ba891046e6505d7a…  ok",
 		"t10k-labels-idx1-ubyte   10000        sha256 ff7bcfd416de3373…  ok",
-		"train: 60000 examples, test: 10000 examples",
+		"train: 60000 examples, test: 10000 examples, 10 classes",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)

@@ -18,6 +18,7 @@ func init() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "checkpoint", Required: true, Usage: "checkpoint file (ckpt-*.safetensors) written by meshtrain worker/launch"},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
+			allowUnverifiedFlag(),
 			&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 		},
@@ -26,7 +27,7 @@ func init() {
 				return fmt.Errorf("eval takes no arguments, got %q", c.Args().Slice())
 			}
 			res, err := mirrored.EvaluateCheckpoint(c.Context, mirrored.EvalConfig{
-				Checkpoint: c.String("checkpoint"), DataDir: c.String("data-dir"),
+				Checkpoint: c.String("checkpoint"), DataDir: c.String("data-dir"), AllowUnverified: c.Bool("allow-unverified"),
 				TestExamples: c.Int("test-examples"), Logger: logger(c, "eval"),
 			})
 			if err != nil {

@@ -39,6 +39,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "min-lr", Value: d.MinLR, Usage: "cosine schedule: final learning rate"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
+		allowUnverifiedFlag(),
 		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (worker-N/train and worker-N/validation, as Keras lays them out)"},
 		&cli.IntFlag{Name: "log-every", Value: mirrored.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
 		&cli.Float64Flag{Name: "target-accuracy", Usage: "stop after the first epoch with at least this test accuracy (fraction, e.g. 0.99)"},
@@ -68,6 +69,12 @@ func perModel(field func(mirrored.Config) any) string {
 	return "per --model: " + strings.Join(parts, ", ")
 }
 
+// allowUnverifiedFlag is --allow-unverified, on every command that reads
+// --data-dir.
+func allowUnverifiedFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "allow-unverified", Usage: "accept IDX files in --data-dir that are not the published MNIST: a modified copy, or another image-classification set in MNIST's format and file names (any image size softmax takes, classes from the labels); structure is still checked"}
+}
+
 // configFromFlags reads trainingFlags into a Config (unvalidated: the
 // sparse job checks its own): the --model's recipe, with the flags given.
 func configFromFlags(c *cli.Context) (mirrored.Config, error) {
@@ -91,6 +98,7 @@ func configFromFlags(c *cli.Context) (mirrored.Config, error) {
 	cfg.Seed = c.Int64("seed")
 	cfg.TargetAccuracy, cfg.TargetLoss = acc, c.Float64("target-loss")
 	cfg.DataDir, cfg.LogDir, cfg.LogEvery = c.String("data-dir"), c.String("logdir"), c.Int("log-every")
+	cfg.AllowUnverified = c.Bool("allow-unverified")
 	cfg.TrainExamples, cfg.TestExamples = c.Int("train-examples"), c.Int("test-examples")
 	return cfg, nil
 }

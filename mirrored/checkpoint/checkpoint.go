@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,9 +22,18 @@ import (
 )
 
 // Format is the __metadata__ "format" of the checkpoints meshtrain
-// writes: version 2 carries a digest (metadata "digest") over every
-// tensor and every other metadata entry, verified by Decode.
-const Format = "meshtrain-checkpoint/2"
+// writes: version 3 stores one tensor per layer under PyTorch's names and
+// shapes (conv1.weight [6 1 5 5] …; see Layout), so that PyTorch's
+// load_state_dict takes them, and the optimizer state likewise under
+// "optimizer.". Like version 2 it carries a digest (metadata "digest")
+// over every tensor and every other metadata entry, verified by Decode.
+const Format = "meshtrain-checkpoint/3"
+
+// FormatV2 is the format of checkpoints with a digest but one flat
+// "params" vector (and one "optimizer_state"). Decode still reads them,
+// verified, with an empty Layout: the vectors are in the same order as
+// version 3's tensors laid end to end.
+const FormatV2 = "meshtrain-checkpoint/2"
 
 // FormatV1 is the format of checkpoints written before the digest. Decode
 // still reads them (with Unverified set): refusing them would strand a run
@@ -43,27 +53,66 @@ func damaged(err error) error { return fmt.Errorf("%w: %w", ErrDamaged, err) }
 
 // Tensor names in a checkpoint file.
 const (
+	// paramsTensor and optimizerTensor are the flat vectors of formats 1
+	// and 2, and the names Encode gives a vector with no Layout.
 	paramsTensor    = "params"
 	optimizerTensor = "optimizer_state"
 	// digestKey is the __metadata__ entry holding the digest.
 	digestKey = "digest"
+	// paramOrderKey and stateOrderKey are the __metadata__ entries (JSON
+	// arrays of tensor names) that say in which order a format 3 file's
+	// tensors make up Params and OptState; the file stores them by name.
+	paramOrderKey = "param_order"
+	stateOrderKey = "state_order"
 )
+
+// Slot is one named tensor of a flat vector: the product of Shape floats,
+// row-major, following the previous slot's.
+type Slot struct {
+	Name  string
+	Shape []int
+}
+
+// size is the number of floats in the slot, -1 for an impossible shape.
+func (s Slot) size() int {
+	n, err := elements(s.Shape, 4)
+	if err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+// Layout is how a checkpoint's flat vectors split into named tensors, and
+// the data the model was built for.
+type Layout struct {
+	// Params and State name the consecutive tensors of Params and
+	// OptState. Nil stores the vector as one tensor ("params",
+	// "optimizer_state"); formats 1 and 2 decode with both nil.
+	Params, State []Slot
+	// Classes and Rows×Cols are the data set's class count and image
+	// size; 0 when not recorded (formats 1 and 2: MNIST's 10 and 28×28)
+	// or not images (sparse models).
+	Classes, Rows, Cols int
+}
 
 // Checkpoint is a training state that resumes a run exactly: the flat
 // parameters and optimizer state, and where the run was.
 //
-// On disk it is a safetensors file with the tensors "params" (F32, the
-// model's flat parameter vector in nn's layout) and, unless empty,
-// "optimizer_state" (F32: momentum; or Adam's moments and step count), and
-// __metadata__ holding the other fields as decimal strings (plus "format",
-// "config" as JSON, and "saved_at"). From Python:
+// On disk it is a safetensors file with one F32 tensor per Layout slot
+// (conv1.weight … fc3.bias for LeNet-5; weight and bias for softmax
+// regression; weight for sparse-lr), the optimizer state's tensors named
+// "optimizer.<param>.<state>" (momentum_buffer; exp_avg, exp_avg_sq and
+// optimizer.step for Adam), and __metadata__ holding the other fields as
+// decimal strings (plus "format", "config" as JSON, "saved_at", and the
+// tensors' order). From Python:
 //
-//	from safetensors.numpy import load_file
-//	t = load_file("ckpt-000001875.safetensors"); t["params"].shape  # (61706,)
+//	from safetensors.torch import load_file
+//	t = load_file("ckpt-000001875.safetensors"); t["conv1.weight"].shape  # torch.Size([6, 1, 5, 5])
 type Checkpoint struct {
 	Model    string
 	Params   []float32
 	OptState []float32
+	Layout
 
 	// Step is the number of optimizer steps taken (the global step).
 	Step int
@@ -88,7 +137,7 @@ type Checkpoint struct {
 }
 
 func (c *Checkpoint) metadata() map[string]string {
-	return map[string]string{
+	m := map[string]string{
 		"format":          Format,
 		"model":           c.Model,
 		"step":            strconv.Itoa(c.Step),
@@ -101,6 +150,47 @@ func (c *Checkpoint) metadata() map[string]string {
 		"history":         c.History,
 		"saved_at":        c.SavedAt.UTC().Format(time.RFC3339Nano),
 	}
+	if c.Classes > 0 {
+		m["classes"] = strconv.Itoa(c.Classes)
+	}
+	if c.Rows > 0 || c.Cols > 0 {
+		m["image_size"] = fmt.Sprintf("%dx%d", c.Rows, c.Cols)
+	}
+	return m
+}
+
+// slots returns the layout of a vector of n floats: given, or one tensor
+// named flat (none for an empty vector).
+func slots(given []Slot, flat string, n int) []Slot {
+	if given != nil || n == 0 {
+		return given
+	}
+	return []Slot{{Name: flat, Shape: []int{n}}}
+}
+
+// split adds the tensors of v's slots to tensors and returns their names
+// in order, checking that the slots tile v.
+func split(tensors map[string]Tensor, v []float32, ss []Slot, what string) ([]string, error) {
+	names := make([]string, 0, len(ss))
+	off := 0
+	for _, s := range ss {
+		if _, dup := tensors[s.Name]; dup || s.Name == "" {
+			return nil, fmt.Errorf("%s tensor name %q is empty or used twice", what, s.Name)
+		}
+		n := s.size()
+		if n < 0 || off+n > len(v) {
+			return nil, fmt.Errorf("%s tensor %q %v runs past the %d values", what, s.Name, s.Shape, len(v))
+		}
+		t := F32Tensor(v[off : off+n])
+		t.Shape = slices.Clone(s.Shape)
+		tensors[s.Name] = t
+		names = append(names, s.Name)
+		off += n
+	}
+	if off != len(v) {
+		return nil, fmt.Errorf("%s tensors cover %d of the %d values", what, off, len(v))
+	}
+	return names, nil
 }
 
 // Encode returns the checkpoint's file bytes, sealed with their digest. A
@@ -109,11 +199,20 @@ func (c *Checkpoint) Encode() ([]byte, error) {
 	if err := c.checkFinite(); err != nil {
 		return nil, fmt.Errorf("not saving a checkpoint that cannot be resumed: %w (the run diverged)", err)
 	}
-	tensors := map[string]Tensor{paramsTensor: F32Tensor(c.Params)}
-	if len(c.OptState) > 0 {
-		tensors[optimizerTensor] = F32Tensor(c.OptState)
-	}
+	tensors := map[string]Tensor{}
 	meta := c.metadata()
+	for _, v := range []struct {
+		vals            []float32
+		slots           []Slot
+		flat, key, what string
+	}{{c.Params, c.Layout.Params, paramsTensor, paramOrderKey, "parameter"}, {c.OptState, c.Layout.State, optimizerTensor, stateOrderKey, "optimizer state"}} {
+		names, err := split(tensors, v.vals, slots(v.slots, v.flat, len(v.vals)), v.what)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint layout: %w", err)
+		}
+		order, _ := json.Marshal(names) // strings always encode
+		meta[v.key] = string(order)
+	}
 	meta[digestKey] = Digest(tensors, meta)
 	return EncodeSafetensors(tensors, meta)
 }
@@ -154,18 +253,22 @@ func Decode(b []byte) (*Checkpoint, error) {
 func verify(tensors map[string]Tensor, meta map[string]string) (unverified bool, err error) {
 	switch f := meta["format"]; {
 	case f == FormatV1:
+		if _, ok := meta[digestKey]; ok {
+			// Version 1 had no digest: a flipped bit turned /3 into /1.
+			return false, damaged(fmt.Errorf("metadata format %q with a %q: version 1 files have none, so the format changed after writing", f, digestKey))
+		}
 		return true, nil
-	case f == Format:
+	case f == Format || f == FormatV2:
 	case strings.HasPrefix(f, "meshtrain-checkpoint/") && meta[digestKey] != "" && meta[digestKey] == Digest(tensors, meta):
 		// Intact (the digest covers the format too, so this is no flipped
 		// bit of ours): a newer meshtrain wrote it.
-		return false, fmt.Errorf("metadata format %q: written by a newer meshtrain (this one reads %q and %q): resume it with that version", f, Format, FormatV1)
+		return false, fmt.Errorf("metadata format %q: written by a newer meshtrain (this one reads %q, %q and %q): resume it with that version", f, Format, FormatV2, FormatV1)
 	default:
 		return false, damaged(fmt.Errorf("metadata format %q: want %q (a safetensors file written by meshtrain)", f, Format))
 	}
 	want, ok := meta[digestKey]
 	if !ok {
-		return false, damaged(fmt.Errorf("no %q in the metadata of a %s file", digestKey, Format))
+		return false, damaged(fmt.Errorf("no %q in the metadata of a %s file", digestKey, meta["format"]))
 	}
 	if got := Digest(tensors, meta); got != want {
 		return false, damaged(fmt.Errorf("digest mismatch: the file records %.23s… but its tensors and metadata hash to %.23s…: its bytes changed after it was written", want, got))
@@ -178,20 +281,36 @@ func verify(tensors map[string]Tensor, meta map[string]string) (unverified bool,
 func fromFile(tensors map[string]Tensor, meta map[string]string) (*Checkpoint, error) {
 	var err error
 	c := &Checkpoint{Model: meta["model"], Fingerprint: meta["fingerprint"], Config: meta["config"], History: meta["history"]}
+	if meta["format"] == Format {
+		err = c.joinTensors(tensors, meta)
+	} else {
+		err = c.flatTensors(tensors)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.readMeta(meta); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// flatTensors reads a format 1 or 2 file's two vectors.
+func (c *Checkpoint) flatTensors(tensors map[string]Tensor) error {
 	for _, name := range []string{paramsTensor, optimizerTensor} {
 		t, ok := tensors[name]
 		if !ok {
 			if name == paramsTensor {
-				return nil, errors.New(`no "params" tensor`)
+				return errors.New(`no "params" tensor`)
 			}
 			continue
 		}
 		if len(t.Shape) != 1 {
-			return nil, fmt.Errorf("tensor %q has shape %v: want a vector", name, t.Shape)
+			return fmt.Errorf("tensor %q has shape %v: want a vector", name, t.Shape)
 		}
 		v, err := t.Float32s()
 		if err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", name, err)
+			return fmt.Errorf("tensor %q: %w", name, err)
 		}
 		if name == paramsTensor {
 			c.Params = v
@@ -201,9 +320,54 @@ func fromFile(tensors map[string]Tensor, meta map[string]string) (*Checkpoint, e
 	}
 	for name := range tensors {
 		if name != paramsTensor && name != optimizerTensor {
-			return nil, fmt.Errorf("unexpected tensor %q: a meshtrain checkpoint holds %q and %q", name, paramsTensor, optimizerTensor)
+			return fmt.Errorf("unexpected tensor %q: a %s checkpoint holds %q and %q", name, FormatV2, paramsTensor, optimizerTensor)
 		}
 	}
+	return nil
+}
+
+// joinTensors reads a format 3 file's tensors into Params and OptState
+// in the order its metadata gives, and their names and shapes into
+// Layout. Every tensor must be listed exactly once.
+func (c *Checkpoint) joinTensors(tensors map[string]Tensor, meta map[string]string) error {
+	seen := map[string]bool{}
+	for _, v := range []struct {
+		key   string
+		vals  *[]float32
+		slots *[]Slot
+	}{{paramOrderKey, &c.Params, &c.Layout.Params}, {stateOrderKey, &c.OptState, &c.Layout.State}} {
+		var names []string
+		if err := json.Unmarshal([]byte(meta[v.key]), &names); err != nil {
+			return fmt.Errorf("metadata %q = %q: want a JSON array of tensor names", v.key, meta[v.key])
+		}
+		for _, name := range names {
+			t, ok := tensors[name]
+			if !ok || seen[name] {
+				return fmt.Errorf("metadata %q lists tensor %q, which is missing or listed twice", v.key, name)
+			}
+			seen[name] = true
+			f, err := t.Float32s()
+			if err != nil {
+				return fmt.Errorf("tensor %q: %w", name, err)
+			}
+			*v.vals = append(*v.vals, f...)
+			*v.slots = append(*v.slots, Slot{Name: name, Shape: t.Shape})
+		}
+	}
+	if len(c.Params) == 0 {
+		return fmt.Errorf("metadata %q names no parameter tensor", paramOrderKey)
+	}
+	for name := range tensors {
+		if !seen[name] {
+			return fmt.Errorf("unexpected tensor %q: not in %q or %q", name, paramOrderKey, stateOrderKey)
+		}
+	}
+	return nil
+}
+
+// readMeta reads the position, seed, time and data shape from meta.
+func (c *Checkpoint) readMeta(meta map[string]string) error {
+	var err error
 	ints := []struct {
 		key string
 		dst *int
@@ -211,34 +375,53 @@ func fromFile(tensors map[string]Tensor, meta map[string]string) (*Checkpoint, e
 	for _, f := range ints {
 		v, err := strconv.Atoi(meta[f.key])
 		if err != nil || v < 0 {
-			return nil, fmt.Errorf("metadata %q = %q: want an integer ≥ 0", f.key, meta[f.key])
+			return fmt.Errorf("metadata %q = %q: want an integer ≥ 0", f.key, meta[f.key])
 		}
 		*f.dst = v
 	}
 	if c.Seed, err = strconv.ParseInt(meta["seed"], 10, 64); err != nil {
-		return nil, fmt.Errorf("metadata \"seed\" = %q: want an integer", meta["seed"])
+		return fmt.Errorf("metadata \"seed\" = %q: want an integer", meta["seed"])
 	}
 	if c.StepsPerEpoch > 0 && c.StepInEpoch >= c.StepsPerEpoch {
-		return nil, fmt.Errorf("metadata step_in_epoch %d: want < steps_per_epoch %d", c.StepInEpoch, c.StepsPerEpoch)
+		return fmt.Errorf("metadata step_in_epoch %d: want < steps_per_epoch %d", c.StepInEpoch, c.StepsPerEpoch)
 	}
 	if s := meta["saved_at"]; s != "" {
 		if c.SavedAt, err = time.Parse(time.RFC3339Nano, s); err != nil {
-			return nil, fmt.Errorf("metadata \"saved_at\" = %q: %w", s, err)
+			return fmt.Errorf("metadata \"saved_at\" = %q: %w", s, err)
 		}
 	}
-	return c, nil
+	if s, ok := meta["classes"]; ok {
+		if c.Classes, err = strconv.Atoi(s); err != nil || c.Classes < 1 {
+			return fmt.Errorf("metadata \"classes\" = %q: want an integer ≥ 1", s)
+		}
+	}
+	if s, ok := meta["image_size"]; ok {
+		if _, err := fmt.Sscanf(s, "%dx%d", &c.Rows, &c.Cols); err != nil || c.Rows < 1 || c.Cols < 1 || s != fmt.Sprintf("%dx%d", c.Rows, c.Cols) {
+			return fmt.Errorf("metadata \"image_size\" = %q: want ROWSxCOLS", s)
+		}
+	}
+	return nil
 }
 
-// checkFinite fails on the first NaN or infinite value, naming it.
+// checkFinite fails on the first NaN or infinite value, naming its tensor
+// and its index in the tensor's flat order.
 func (c *Checkpoint) checkFinite() error {
 	for _, t := range []struct {
-		name string
-		v    []float32
-	}{{paramsTensor, c.Params}, {optimizerTensor, c.OptState}} {
+		v  []float32
+		ss []Slot
+	}{{c.Params, slots(c.Layout.Params, paramsTensor, len(c.Params))}, {c.OptState, slots(c.Layout.State, optimizerTensor, len(c.OptState))}} {
 		for i, x := range t.v {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return fmt.Errorf("%s[%d] is %v: a checkpoint holds finite values only", t.name, i, x)
+			if !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) {
+				continue
 			}
+			name, at := "", i
+			for _, s := range t.ss {
+				if name = s.Name; at < s.size() {
+					break
+				}
+				at -= s.size()
+			}
+			return fmt.Errorf("%s[%d] is %v: a checkpoint holds finite values only", name, at, x)
 		}
 	}
 	return nil

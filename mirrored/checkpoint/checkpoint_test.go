@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"maps"
 	"math"
@@ -19,14 +20,29 @@ import (
 func testCheckpoint() *Checkpoint {
 	return &Checkpoint{
 		Model: "softmax", Params: []float32{1, -2.5, 3e-9, 0}, OptState: []float32{0.5, 0.25, -1, 7},
+		Layout: Layout{
+			Params:  []Slot{{"weight", []int{1, 3}}, {"bias", []int{1}}},
+			State:   []Slot{{"optimizer.weight.momentum_buffer", []int{1, 3}}, {"optimizer.bias.momentum_buffer", []int{1}}},
+			Classes: 1, Rows: 1, Cols: 3,
+		},
 		Step: 1875, Epoch: 3, StepInEpoch: 12, StepsPerEpoch: 937, Seed: -42,
 		Fingerprint: "abc123", Config: `{"model":"softmax"}`, History: `[]`,
 		SavedAt: time.Date(2026, 11, 22, 5, 0, 0, 123, time.UTC),
 	}
 }
 
+// flatMeta is testCheckpoint's metadata as a format 2 file had it.
+func flatMeta() map[string]string {
+	m := testCheckpoint().metadata()
+	m["format"] = FormatV2
+	delete(m, "classes")
+	delete(m, "image_size")
+	return m
+}
+
 func TestRoundTrip(t *testing.T) {
-	for _, c := range []*Checkpoint{testCheckpoint(), {Model: "lenet", Params: []float32{1}, Seed: 1}} {
+	flat := &Checkpoint{Model: "lenet", Params: []float32{1}, Seed: 1}
+	for _, c := range []*Checkpoint{testCheckpoint(), flat} {
 		b, err := c.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -40,6 +56,9 @@ func TestRoundTrip(t *testing.T) {
 		}
 		if c.SavedAt.IsZero() {
 			got.SavedAt = time.Time{}
+		}
+		if c == flat { // no layout: one vector, named "params"
+			c.Layout.Params = []Slot{{paramsTensor, []int{1}}}
 		}
 		if !reflect.DeepEqual(got, c) {
 			t.Errorf("round trip:\n got %+v\nwant %+v", got, c)
@@ -111,7 +130,7 @@ func TestDecodeSafetensorsErrors(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
-	good := testCheckpoint().metadata()
+	good := flatMeta()
 	with := func(k, v string) map[string]string {
 		m := map[string]string{}
 		for a, b := range good {
@@ -121,13 +140,28 @@ func TestDecodeErrors(t *testing.T) {
 		return m
 	}
 	p := F32Tensor([]float32{1, 2})
+	v3 := func(params, state []string) map[string]string {
+		m := testCheckpoint().metadata()
+		for k, names := range map[string][]string{paramOrderKey: params, stateOrderKey: state} {
+			if names != nil {
+				b, _ := json.Marshal(names)
+				m[k] = string(b)
+			}
+		}
+		return m
+	}
+	withV3 := func(k, v string) map[string]string {
+		m := v3([]string{"weight"}, []string{})
+		m[k] = v
+		return m
+	}
 	tests := []struct {
 		name    string
 		tensors map[string]Tensor
 		meta    map[string]string
 		want    string
 	}{
-		{"not meshtrain", map[string]Tensor{"params": p}, map[string]string{"k": "v"}, `metadata format "": want "meshtrain-checkpoint/2"`},
+		{"not meshtrain", map[string]Tensor{"params": p}, map[string]string{"k": "v"}, `metadata format "": want "meshtrain-checkpoint/3"`},
 		{"no params", map[string]Tensor{"w": p}, good, `no "params" tensor`},
 		{"params not f32", map[string]Tensor{"params": {DType: "F64", Shape: []int{1}, Data: make([]byte, 8)}}, good, `tensor "params": dtype F64: want F32`},
 		{"params matrix", map[string]Tensor{"params": {DType: "F32", Shape: []int{1, 2}, Data: p.Data}}, good, `tensor "params" has shape [1 2]: want a vector`},
@@ -137,6 +171,15 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad seed", map[string]Tensor{"params": p}, with("seed", ""), `metadata "seed" = ""`},
 		{"position past epoch", map[string]Tensor{"params": p}, with("step_in_epoch", "937"), `step_in_epoch 937: want < steps_per_epoch 937`},
 		{"bad time", map[string]Tensor{"params": p}, with("saved_at", "yesterday"), `metadata "saved_at" = "yesterday"`},
+		{"v1 with a digest", map[string]Tensor{"params": p}, with("format", FormatV1), `version 1 files have none`},
+		{"v3 without order", map[string]Tensor{"weight": p}, v3(nil, nil), `metadata "param_order" = "": want a JSON array`},
+		{"v3 order names a missing tensor", map[string]Tensor{"weight": p}, v3([]string{"bias"}, nil), `lists tensor "bias", which is missing`},
+		{"v3 tensor listed twice", map[string]Tensor{"weight": p}, v3([]string{"weight"}, []string{"weight"}), `lists tensor "weight", which is missing or listed twice`},
+		{"v3 unlisted tensor", map[string]Tensor{"weight": p, "extra": p}, v3([]string{"weight"}, []string{}), `unexpected tensor "extra"`},
+		{"v3 no parameters", map[string]Tensor{"weight": p}, v3([]string{}, []string{"weight"}), `names no parameter tensor`},
+		{"v3 not f32", map[string]Tensor{"weight": {DType: "F64", Shape: []int{1}, Data: make([]byte, 8)}}, v3([]string{"weight"}, []string{}), `tensor "weight": dtype F64: want F32`},
+		{"v3 bad classes", map[string]Tensor{"weight": p}, withV3("classes", "ten"), `metadata "classes" = "ten"`},
+		{"v3 bad image size", map[string]Tensor{"weight": p}, withV3("image_size", "28"), `metadata "image_size" = "28"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,12 +221,28 @@ func TestEveryBitFlipIsDamage(t *testing.T) {
 	}
 }
 
-// TestFormatVersions: a FormatV1 file (no digest) still loads, marked
-// Unverified; non-finite values are damage in either version and are
-// never written; a newer format that is intact is not damage.
+// TestFormatVersions: a FormatV2 file written by meshtrain before format
+// 3 (testdata/v2.safetensors) loads, verified, as one flat vector; a
+// FormatV1 file (no digest) still loads, marked Unverified; non-finite
+// values are damage in every version and are never written; a newer format
+// that is intact is not damage.
 func TestFormatVersions(t *testing.T) {
-	v1 := testCheckpoint().metadata()
+	b2, err := os.ReadFile("testdata/v2.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Decode(b2)
+	want := testCheckpoint()
+	want.Layout = Layout{Params: []Slot{{paramsTensor, []int{4}}}, State: []Slot{{optimizerTensor, []int{4}}}}
+	if c2 != nil {
+		c2.Layout = Layout{Params: []Slot{{paramsTensor, []int{len(c2.Params)}}}, State: []Slot{{optimizerTensor, []int{len(c2.OptState)}}}}
+	}
+	if err != nil || c2.Unverified || !reflect.DeepEqual(c2, want) {
+		t.Errorf("the v2 file: %+v, %v; want %+v", c2, err, want)
+	}
+	v1 := flatMeta()
 	v1["format"] = FormatV1
+	delete(v1, digestKey)
 	p := F32Tensor([]float32{1, 2})
 	b, err := EncodeSafetensors(map[string]Tensor{paramsTensor: p}, v1)
 	if err != nil {
@@ -197,17 +256,21 @@ func TestFormatVersions(t *testing.T) {
 	if _, err := Decode(b); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "params[1] is NaN") {
 		t.Errorf("a v1 file holding NaN: %v", err)
 	}
-	if _, err := Decode(sealed(t, map[string]Tensor{paramsTensor: p, optimizerTensor: F32Tensor([]float32{float32(math.Inf(-1))})}, testCheckpoint().metadata())); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "optimizer_state[0] is -Inf") {
+	if _, err := Decode(sealed(t, map[string]Tensor{paramsTensor: p, optimizerTensor: F32Tensor([]float32{float32(math.Inf(-1))})}, flatMeta())); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "optimizer_state[0] is -Inf") {
 		t.Errorf("a sealed file holding -Inf: %v", err)
 	}
 	c := testCheckpoint()
-	c.Params[2] = float32(math.Inf(1))
-	if _, err := c.Encode(); err == nil || !strings.Contains(err.Error(), "params[2] is +Inf") {
+	c.Params[3] = float32(math.Inf(1))
+	if _, err := c.Encode(); err == nil || !strings.Contains(err.Error(), "bias[0] is +Inf") {
 		t.Errorf("encoding +Inf: %v", err)
 	}
-	v3 := testCheckpoint().metadata()
-	v3["format"] = "meshtrain-checkpoint/3"
-	if _, err := Decode(sealed(t, map[string]Tensor{paramsTensor: p}, v3)); err == nil || errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "newer meshtrain") {
+	c.Params[3], c.OptState[2] = 0, float32(math.NaN())
+	if _, err := c.Encode(); err == nil || !strings.Contains(err.Error(), "optimizer.weight.momentum_buffer[2] is NaN") {
+		t.Errorf("encoding NaN: %v", err)
+	}
+	v4 := flatMeta()
+	v4["format"] = "meshtrain-checkpoint/4"
+	if _, err := Decode(sealed(t, map[string]Tensor{paramsTensor: p}, v4)); err == nil || errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "newer meshtrain") {
 		t.Errorf("an intact newer format: %v", err)
 	}
 }
@@ -306,4 +369,26 @@ func FuzzDecodeSafetensors(f *testing.F) {
 		}
 		_, _ = Decode(b)
 	})
+}
+
+// TestEncodeLayoutErrors: a layout that does not tile its vector, or
+// names a tensor twice, is refused before anything is written.
+func TestEncodeLayoutErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		params []Slot
+		state  []Slot
+		want   string
+	}{
+		{"short", []Slot{{"weight", []int{1, 3}}}, nil, "parameter tensors cover 3 of the 4 values"},
+		{"long", []Slot{{"weight", []int{1, 3}}, {"bias", []int{2}}}, nil, `parameter tensor "bias" [2] runs past the 4 values`},
+		{"twice", []Slot{{"weight", []int{2}}, {"weight", []int{2}}}, nil, `parameter tensor name "weight" is empty or used twice`},
+		{"state named as a parameter", []Slot{{"w", []int{4}}}, []Slot{{"w", []int{4}}}, `optimizer state tensor name "w"`},
+	} {
+		c := testCheckpoint()
+		c.Layout.Params, c.Layout.State = tc.params, tc.state
+		if _, err := c.Encode(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
 }

@@ -124,20 +124,30 @@ func checkShape(dtype string, shape []int, n int64) error {
 	if !ok {
 		return fmt.Errorf("unknown dtype %q", dtype)
 	}
-	elems := int64(1)
-	for _, d := range shape {
-		if d < 0 {
-			return fmt.Errorf("negative dimension in shape %v", shape)
-		}
-		if d != 0 && elems > math.MaxInt64/int64(size)/int64(d) {
-			return fmt.Errorf("shape %v overflows", shape)
-		}
-		elems *= int64(d)
+	elems, err := elements(shape, size)
+	if err != nil {
+		return err
 	}
 	if elems*int64(size) != n {
 		return fmt.Errorf("shape %v of %s is %d bytes but the data are %d bytes", shape, dtype, elems*int64(size), n)
 	}
 	return nil
+}
+
+// elements is the number of elements of shape, checked to be no negative
+// dimension and to fit in an int64 at size bytes each.
+func elements(shape []int, size int) (int64, error) {
+	elems := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("negative dimension in shape %v", shape)
+		}
+		if d != 0 && elems > math.MaxInt64/int64(size)/int64(d) {
+			return 0, fmt.Errorf("shape %v overflows", shape)
+		}
+		elems *= int64(d)
+	}
+	return elems, nil
 }
 
 // DecodeSafetensors parses and validates a whole safetensors file held in

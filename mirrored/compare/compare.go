@@ -150,7 +150,7 @@ func Compare(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	job := cfg.Job
 	if job.MNIST == nil {
-		mn, err := data.LoadMNIST(ctx, data.MNISTOptions{Dir: job.DataDir, Logger: cfg.Logger.Named("data")})
+		mn, err := data.LoadMNIST(ctx, job.MNISTOptions(cfg.Logger.Named("data")))
 		if err != nil {
 			return nil, err
 		}
