@@ -100,9 +100,12 @@ func TestGossipLearnsAndAgrees(t *testing.T) {
 				}
 			}
 			// The cluster does the synchronous run's work: 2 epochs × 25
-			// steps × 3 replicas, give or take the steps in flight when
-			// the count reached everyone.
-			if want := 2 * 25 * 3; total < want || total > want+3*4 {
+			// steps × 3 replicas, plus the steps each rank takes while its
+			// view of the others' counts lags (scheduling sets that lag:
+			// 13 extra steps were seen on a loaded CI machine). Were the
+			// counts not spreading, each rank would do the whole budget
+			// alone (450 steps).
+			if want := 2 * 25 * 3; total < want || total > want+3*8 {
 				t.Errorf("cluster did %d local steps, want about %d", total, want)
 			}
 			// Every survivor averages the same final models.
