@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	shared := append(append(jobFlags(), sparseFlags()...), strategyFlags()...)
+	shared := append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...)
 	flags := append([]cli.Flag{
 		&cli.IntFlag{Name: "n", Aliases: []string{"workers"}, Value: 2, Usage: "number of worker processes"},
 		&cli.StringFlag{Name: "run-dir", Usage: "keep the workers' TF_CONFIG files and reports here (default: a temporary directory)"},
@@ -50,6 +50,9 @@ func init() {
 			}
 			if _, err := collective.ParseAlgo(c.String("allreduce-algo")); err != nil {
 				return fmt.Errorf("launch: --allreduce-algo: %w", err)
+			}
+			if _, err := linkFaultsFromFlags(c); err != nil {
+				return fmt.Errorf("launch: %w", err)
 			}
 			exe, err := os.Executable()
 			if err != nil {

@@ -68,6 +68,9 @@ type WorkerConfig struct {
 	// Algo is the all-reduce algorithm (collective.Auto chooses by size);
 	// every peer must use the same.
 	Algo collective.Algo
+	// LinkFaults delays and paces this peer's outgoing frames (fault
+	// injection, see collective.DelayLinks); peers may differ.
+	LinkFaults collective.LinkFaults
 	// Report, if set, receives the worker's Summary as JSON at the end.
 	Report string
 	// Events, if set, receives the job's events as marked lines
@@ -134,7 +137,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	m, t, err := p2p.Join(ctx, p2p.Config{
 		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
-	}, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, Logger: log.Named("collective")})
+	}, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")})
 	if err != nil {
 		return nil, err
 	}
