@@ -48,10 +48,12 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
-			if _, err := collective.ParseAlgo(c.String("allreduce-algo")); err != nil {
+			algo, err := collective.ParseAlgo(c.String("allreduce-algo"))
+			if err != nil {
 				return fmt.Errorf("launch: --allreduce-algo: %w", err)
 			}
-			if _, err := linkFaultsFromFlags(c); err != nil {
+			faults, err := linkFaultsFromFlags(c)
+			if err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
 			exe, err := os.Executable()
@@ -79,6 +81,7 @@ func init() {
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
 				Gossip:    strategy.Strategy == mirrored.StrategyGossip, TolerateLoss: c.Bool("tolerate-loss"),
 				Stdout: os.Stdout, Stderr: os.Stderr, Logger: logger(c, "launch"),
+				Info: launch.RunInfo{Strategy: strategy.Strategy, Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
 				fmt.Println()

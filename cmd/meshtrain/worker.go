@@ -136,6 +136,7 @@ func init() {
 	flags := append(append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable)"},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
+		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file, and print launch's table"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
 		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "new-identity", Usage: "write a fresh key to this file, print its peer ID and exit"},
@@ -196,7 +197,10 @@ func init() {
 			wc := launch.WorkerConfig{
 				Job: job, Sparse: sparse, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
-				Strategy: strategy, LinkFaults: faults,
+				Strategy: strategy, LinkFaults: faults, Summary: c.String("summary"),
+			}
+			if wc.Summary != "" && cluster.Rank == 0 {
+				wc.Table = os.Stdout
 			}
 			if c.Bool("events") {
 				wc.Events = os.Stdout

@@ -361,6 +361,7 @@ func (cfg *SparseConfig) runRank(ctx context.Context, ro role) ([]report, error)
 	var all []report
 	if err == nil {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
+		sum.Peer.Links = m.Links()
 		all, err = gatherReports(ctx, m.Comm, report{Summary: sum, CPUSeconds: (cpu1 - cpu0).Seconds()})
 	}
 	// Leave together, so nobody closes while a peer still reads.
