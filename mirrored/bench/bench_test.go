@@ -102,7 +102,7 @@ func TestLinkSummary(t *testing.T) {
 		{A: 1, B: 2, AToB: 0.9, BToA: 0.25, BothAToB: 0.8, BothBToA: 0.2, RTTP50: 60},
 	}}
 	r.summarize()
-	if r.Slowest != "2→0" || r.SlowestGBps != 0.2 || r.MedianAloneGBps != 1.0 || r.MinBothGBps != 0.15 || r.MedianRTTMicros != 60 {
+	if r.Slowest != "2→0" || r.SlowestGBps != 0.2 || r.MedianAloneGBps != 1.0 || r.FastestGBps != 1.1 || r.SlowestVsFastest != 0.2/1.1 || r.MinBothGBps != 0.15 || r.MedianRTTMicros != 60 {
 		t.Errorf("summary %+v", r)
 	}
 }
