@@ -146,14 +146,7 @@ func TestDelayLinksRate(t *testing.T) {
 // give bitwise the result they give without, for every algorithm.
 func TestDelayLinksBitwiseIdentical(t *testing.T) {
 	const n = 4
-	rng := rand.New(rand.NewPCG(1, 2))
-	inputs := make([][]float32, n)
-	for r := range inputs {
-		inputs[r] = make([]float32, 70_001)
-		for i := range inputs[r] {
-			inputs[r][i] = float32(rng.NormFloat64())
-		}
-	}
+	inputs := normalInputs(rand.New(rand.NewPCG(1, 2)), n, 70_001)
 	run := func(f LinkFaults, algo Algo) [][]float32 {
 		net := NewMemNetwork(n)
 		comms := make([]*Comm, n)

@@ -100,3 +100,24 @@ func TestMemberLinks(t *testing.T) {
 		t.Errorf("rank 2's links %+v, want %+v", got, want)
 	}
 }
+
+// TestAllGatherJSON: every rank gets every rank's record, in rank order.
+func TestAllGatherJSON(t *testing.T) {
+	type rec struct {
+		Rank int
+		Name string
+	}
+	comms, _ := newMemComms(t, 3, Options{})
+	got := make([][]rec, 3)
+	noErrors(t, onAll(comms, func(c *Comm) error {
+		var err error
+		got[c.Rank()], err = AllGatherJSON(context.Background(), c, rec{c.Rank(), strings.Repeat("x", c.Rank())})
+		return err
+	}))
+	want := []rec{{0, ""}, {1, "x"}, {2, "xx"}}
+	for r := range got {
+		if !slices.Equal(got[r], want) {
+			t.Errorf("rank %d got %+v, want %+v", r, got[r], want)
+		}
+	}
+}

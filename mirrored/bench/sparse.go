@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -373,18 +372,13 @@ func (cfg *SparseConfig) runRank(ctx context.Context, ro role) ([]report, error)
 
 // gatherReports gives every rank every rank's report.
 func gatherReports(ctx context.Context, c *collective.Comm, mine report) ([]report, error) {
-	b, err := json.Marshal(mine)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := c.AllGatherV(ctx, b)
+	all, err := collective.AllGatherJSON(ctx, c, mine)
 	if err != nil {
 		return nil, fmt.Errorf("gathering the peers' reports: %w", err)
 	}
-	all := make([]report, len(raw))
-	for r, b := range raw {
-		if err := json.Unmarshal(b, &all[r]); err != nil || all[r].Summary == nil {
-			return nil, fmt.Errorf("rank %d's report is unreadable: %v", r, err)
+	for r := range all {
+		if all[r].Summary == nil {
+			return nil, fmt.Errorf("rank %d's report has no summary", r)
 		}
 	}
 	return all, nil

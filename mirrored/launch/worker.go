@@ -200,18 +200,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 // gatherSummaries gives every rank every rank's summary, over the
 // cluster's own links.
 func gatherSummaries(ctx context.Context, c *collective.Comm, mine *mirrored.Summary) ([]*mirrored.Summary, error) {
-	b, err := json.Marshal(mine)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := c.AllGatherV(ctx, b)
+	all, err := collective.AllGatherJSON(ctx, c, mine)
 	if err != nil {
 		return nil, fmt.Errorf("gathering the peers' summaries: %w", err)
 	}
-	all := make([]*mirrored.Summary, len(raw))
-	for r, b := range raw {
-		if err := json.Unmarshal(b, &all[r]); err != nil || all[r] == nil || all[r].Run == nil {
-			return nil, fmt.Errorf("rank %d's summary is unreadable: %v", r, err)
+	for r := range all {
+		if all[r] == nil || all[r].Run == nil {
+			return nil, fmt.Errorf("rank %d's summary has no run", r)
 		}
 	}
 	return all, nil
