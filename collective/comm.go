@@ -79,6 +79,10 @@ type Options struct {
 	MaxGatherBytes int64
 	// Logger receives failures; nil means no logging.
 	Logger *zap.Logger
+	// LinkFaults, applied by Join, delays and paces this rank's outgoing
+	// frames: fault injection for experiments and tests (see DelayLinks).
+	// Ranks may differ (one slow host).
+	LinkFaults LinkFaults
 }
 
 func (o *Options) fill() {

@@ -433,13 +433,8 @@ func TestBadArguments(t *testing.T) {
 func TestStarRootRotates(t *testing.T) {
 	const n = 4
 	comms, _ := newMemComms(t, n, Options{Algo: Star, ChunkBytes: 1024})
-	rng := rand.New(rand.NewPCG(3, 4))
-	inputs := make([][]float32, n)
+	inputs := normalInputs(rand.New(rand.NewPCG(3, 4)), n, 1001)
 	for r := range inputs {
-		inputs[r] = make([]float32, 1001)
-		for i := range inputs[r] {
-			inputs[r][i] = float32(rng.NormFloat64())
-		}
 		inputs[r][r] = float32(math.NaN())
 	}
 	for _, op := range []Op{Sum, Min} {
@@ -469,4 +464,16 @@ func TestStarRootRotates(t *testing.T) {
 			}
 		}
 	}
+}
+
+// normalInputs returns n ranks' inputs of size standard normal values.
+func normalInputs(rng *rand.Rand, n, size int) [][]float32 {
+	inputs := make([][]float32, n)
+	for r := range inputs {
+		inputs[r] = make([]float32, size)
+		for i := range inputs[r] {
+			inputs[r][i] = float32(rng.NormFloat64())
+		}
+	}
+	return inputs
 }

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 )
 
@@ -45,4 +46,25 @@ func (o *op) allGatherV(ctx context.Context, n, rank int, local []byte) ([][]byt
 		out[r] = buf[s.off : s.off+s.n : s.off+s.n]
 	}
 	return out, nil
+}
+
+// AllGatherJSON gives every rank every rank's value, in rank order, sent
+// as JSON with AllGatherV: for small records (reports, summaries) at the
+// end of a run, over the cluster's own links.
+func AllGatherJSON[T any](ctx context.Context, c *Comm, mine T) ([]T, error) {
+	b, err := json.Marshal(mine)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.AllGatherV(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]T, len(raw))
+	for r, b := range raw {
+		if err := json.Unmarshal(b, &all[r]); err != nil {
+			return nil, fmt.Errorf("collective: rank %d's record: %w", r, err)
+		}
+	}
+	return all, nil
 }

@@ -18,9 +18,10 @@ type Member struct {
 }
 
 // Join returns rank t.Rank()'s Member of t's cluster, with a Comm of opts
-// over t. It takes t over: if the Comm cannot be made, t is closed. The
-// error names the rank.
+// over t (with opts.LinkFaults injected on its links). It takes t over: if
+// the Comm cannot be made, t is closed. The error names the rank.
 func Join(t Transport, opts Options) (*Member, error) {
+	t = DelayLinks(t, opts.LinkFaults)
 	counted := CountTraffic(t)
 	c, err := New(counted, opts)
 	if err != nil {
@@ -31,6 +32,9 @@ func Join(t Transport, opts Options) (*Member, error) {
 
 // Traffic returns the bytes the Comm sent and received so far.
 func (m *Member) Traffic() (sent, received int64) { return m.counted.Traffic() }
+
+// Links returns the bytes the Comm sent to and received from each peer.
+func (m *Member) Links() []LinkTraffic { return m.counted.Links() }
 
 // Leave ends a run that returned err and closes the transport. After a
 // run that succeeded, if together, it first waits for every rank (a

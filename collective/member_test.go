@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,59 @@ func TestMember(t *testing.T) {
 	_, err = Join(closeFails{net.Transport(0)}, Options{ChunkBytes: 7})
 	if err == nil || !strings.HasPrefix(err.Error(), "rank 0: ") || !strings.Contains(err.Error(), "multiple of 8") || !strings.Contains(err.Error(), "close failed") {
 		t.Errorf("Join with bad options: %v, want the Comm's error and Close's, naming rank 0", err)
+	}
+}
+
+// TestMemberLinks: the traffic is counted per link, headers included.
+func TestMemberLinks(t *testing.T) {
+	net := NewMemNetwork(3)
+	ms := make([]*Member, 3)
+	for r := range ms {
+		m, err := Join(net.Transport(r), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[r] = m
+	}
+	ctx := context.Background()
+	tr := ms[0].Comm.Transport()
+	for to, size := range map[int]int{1: 100, 2: 5000} {
+		if err := tr.Send(ctx, to, Header{Kind: KindP2P, DType: Bytes}, make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := ms[to].Comm.Transport().Recv(ctx, 0, PointToPoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Release()
+	}
+	want := []LinkTraffic{{Peer: 1, Sent: HeaderSize + 100}, {Peer: 2, Sent: HeaderSize + 5000}}
+	if got := ms[0].Links(); !slices.Equal(got, want) {
+		t.Errorf("rank 0's links %+v, want %+v", got, want)
+	}
+	want = []LinkTraffic{{Peer: 0, Received: HeaderSize + 5000}, {Peer: 1}}
+	if got := ms[2].Links(); !slices.Equal(got, want) {
+		t.Errorf("rank 2's links %+v, want %+v", got, want)
+	}
+}
+
+// TestAllGatherJSON: every rank gets every rank's record, in rank order.
+func TestAllGatherJSON(t *testing.T) {
+	type rec struct {
+		Rank int
+		Name string
+	}
+	comms, _ := newMemComms(t, 3, Options{})
+	got := make([][]rec, 3)
+	noErrors(t, onAll(comms, func(c *Comm) error {
+		var err error
+		got[c.Rank()], err = AllGatherJSON(context.Background(), c, rec{c.Rank(), strings.Repeat("x", c.Rank())})
+		return err
+	}))
+	want := []rec{{0, ""}, {1, "x"}, {2, "xx"}}
+	for r := range got {
+		if !slices.Equal(got[r], want) {
+			t.Errorf("rank %d got %+v, want %+v", r, got[r], want)
+		}
 	}
 }

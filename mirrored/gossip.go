@@ -116,8 +116,8 @@ type GossipEval struct {
 	Loss         float64 `json:"loss"` // mean training loss since the previous evaluation
 	TestLoss     float64 `json:"test_loss"`
 	TestAccuracy float64 `json:"test_accuracy"`
-	TrainSeconds float64 `json:"train_seconds"` // cumulative, evaluation excluded
-	Steps        int     `json:"steps"`         // local steps done
+	TrainSeconds float64 `json:"elapsed_seconds"` // cumulative, evaluation excluded
+	Steps        int     `json:"steps"`           // local steps done
 }
 
 // gossipEval is the evaluation of a replica after its local steps (steps

@@ -273,6 +273,11 @@ func (l *gossipLoop) maybeEvaluate(ctx context.Context) error {
 	cfg := &l.job.Config
 	ep := Epoch{Epoch: ev.Epoch, Loss: ev.Loss, TestLoss: ev.TestLoss, TestAccuracy: ev.TestAccuracy, LR: l.lr,
 		ExamplesPerSec: float64(l.examples) / l.trainTime.Seconds(), TrainSeconds: ev.TrainSeconds}
+	if n := len(l.res.EpochResults); n > 0 {
+		ep.EpochSeconds = ep.TrainSeconds - l.res.EpochResults[n-1].TrainSeconds
+	} else {
+		ep.EpochSeconds = ep.TrainSeconds
+	}
 	l.res.EpochResults = append(l.res.EpochResults, ep)
 	markAccuracy(l.res, ep)
 	if err := l.obs.emit(Event{Kind: EventEpoch, Step: l.local, Steps: cfg.Epochs * l.steps, Epoch: &ep, Gossip: &ev}); err != nil {

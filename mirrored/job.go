@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
@@ -97,12 +98,14 @@ type PeerStats struct {
 	Steps    int `json:"steps"`    // steps this process ran (after any resume)
 	Examples int `json:"examples"` // training examples this process computed on
 	// ExamplesPerSec is Examples over this process's training time.
-	ExamplesPerSec float64 `json:"examples_per_sec"`
+	ExamplesPerSec float64 `json:"peer_examples_per_sec"`
 	TestAccuracy   float64 `json:"test_accuracy"`
 	// BytesSent and BytesReceived count collective frames (headers and
 	// payloads) as the transport saw them, 0 if it does not count.
 	BytesSent     int64 `json:"bytes_sent"`
 	BytesReceived int64 `json:"bytes_received"`
+	// Links splits them per link (peer rank), where known.
+	Links []collective.LinkTraffic `json:"links,omitempty"`
 	// CPUSeconds (user + system) and PeakRSSBytes are the process's, from
 	// getrusage: with several replicas in one process they are shared.
 	CPUSeconds   float64 `json:"cpu_seconds"`

@@ -330,7 +330,8 @@ func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elaps
 	if err := l.g.AllReduceSum(ctx, agg); err != nil {
 		return false, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
 	}
-	ep := Epoch{Epoch: epoch, LR: l.sched.At(l.global - 1), ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(), TrainSeconds: l.trainTime.Seconds()}
+	ep := Epoch{Epoch: epoch, LR: l.sched.At(l.global - 1), ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(),
+		EpochSeconds: elapsed.Seconds(), TrainSeconds: l.trainTime.Seconds()}
 	switch {
 	case !l.run.perStepLoss:
 		ep.Loss = float64(agg[0]) / math.Max(float64(agg[2]), 1)

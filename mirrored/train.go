@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -146,14 +147,42 @@ func (c *Config) validateCommon() error {
 
 // Epoch is the record of one epoch.
 type Epoch struct {
-	Epoch          int     `json:"epoch"` // 1-based
-	Loss           float64 `json:"loss"`  // mean training loss over the epoch's steps (all replicas)
-	TestLoss       float64 `json:"test_loss"`
-	TestAccuracy   float64 `json:"test_accuracy"`      // fraction
-	TestAUC        float64 `json:"test_auc,omitempty"` // area under the ROC curve (sparse-lr; binary labels only)
-	ExamplesPerSec float64 `json:"examples_per_sec"`   // all replicas, training time only
-	LR             float64 `json:"lr"`                 // rate of the epoch's last step
-	TrainSeconds   float64 `json:"train_seconds"`      // cumulative training time at the end of the epoch
+	Epoch        int     `json:"epoch"` // 1-based
+	Loss         float64 `json:"loss"`  // mean training loss over the epoch's steps (all replicas)
+	TestLoss     float64 `json:"test_loss"`
+	TestAccuracy float64 `json:"test_accuracy"`      // fraction
+	TestAUC      float64 `json:"test_auc,omitempty"` // area under the ROC curve (sparse-lr; binary labels only)
+	// GlobalExamplesPerSec is over all replicas, in the epoch's training
+	// time.
+	ExamplesPerSec float64 `json:"global_examples_per_sec"`
+	LR             float64 `json:"lr"` // rate of the epoch's last step
+	// EpochSeconds is this epoch's training time alone; TrainSeconds the
+	// cumulative training time at its end (evaluation excluded in both).
+	EpochSeconds float64 `json:"epoch_seconds"`
+	TrainSeconds float64 `json:"elapsed_seconds"`
+}
+
+// UnmarshalJSON reads an epoch, also under the names used before
+// summary format 2 (train_seconds, examples_per_sec), which checkpoints
+// written by earlier versions hold in their history.
+func (e *Epoch) UnmarshalJSON(b []byte) error {
+	type plain Epoch // without this method
+	var v struct {
+		plain
+		OldTrainSeconds   *float64 `json:"train_seconds"`
+		OldExamplesPerSec *float64 `json:"examples_per_sec"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Epoch(v.plain)
+	if v.OldTrainSeconds != nil && e.TrainSeconds == 0 {
+		e.TrainSeconds = *v.OldTrainSeconds
+	}
+	if v.OldExamplesPerSec != nil && e.ExamplesPerSec == 0 {
+		e.ExamplesPerSec = *v.OldExamplesPerSec
+	}
+	return nil
 }
 
 // Result is what a run produced; it is also the --summary JSON.

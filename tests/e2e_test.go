@@ -138,6 +138,12 @@ func checkPeers(t *testing.T, s launch.SummaryJSON, n int, minAcc float64) {
 	if !s.ParamsIdentical {
 		t.Errorf("params_identical is false")
 	}
+	if _, err := time.Parse(time.RFC3339, s.Started); err != nil || s.Format != launch.SummaryFormat || s.Version == "" || s.Strategy != "ring" ||
+		s.Security == "" || s.AllReduceAlgo == "" || s.LinkFaults != "none" || len(s.Cluster) != n {
+		t.Errorf("summary header: format %q, version %q, started %q (%v), strategy %q, security %q, algo %q, link faults %q, cluster %q",
+			s.Format, s.Version, s.Started, err, s.Strategy, s.Security, s.AllReduceAlgo, s.LinkFaults, s.Cluster)
+	}
+	checkLinks(t, s)
 	var sent, received int64
 	for _, p := range s.Peers {
 		if p.ParamsSHA256 != s.Run.ParamsSHA256 || len(p.ParamsSHA256) != 64 {
@@ -163,6 +169,35 @@ func checkPeers(t *testing.T, s launch.SummaryJSON, n int, minAcc float64) {
 	}
 	if sent != received {
 		t.Errorf("the peers sent %d bytes in all but received %d", sent, received)
+	}
+}
+
+// checkLinks checks the bytes per link: every peer counted each of its
+// links, they add up to its totals, and what one end sent the other
+// received.
+func checkLinks(t *testing.T, s launch.SummaryJSON) {
+	t.Helper()
+	n := len(s.Peers)
+	got := make([][]int64, n) // got[from][to]: bytes to received from from
+	for i := range got {
+		got[i] = make([]int64, n)
+	}
+	for _, p := range s.Peers {
+		var sent, received int64
+		for _, l := range p.Links {
+			sent, received = sent+l.Sent, received+l.Received
+			got[l.Peer][p.Rank] = l.Received
+		}
+		if len(p.Links) != n-1 || sent != p.BytesSent || received != p.BytesReceived {
+			t.Errorf("rank %d's links %+v: want %d of them adding up to %d sent, %d received", p.Rank, p.Links, n-1, p.BytesSent, p.BytesReceived)
+		}
+	}
+	for _, p := range s.Peers {
+		for _, l := range p.Links {
+			if l.Sent != got[p.Rank][l.Peer] || l.Sent == 0 {
+				t.Errorf("link %d→%d: %d bytes sent, %d received", p.Rank, l.Peer, l.Sent, got[p.Rank][l.Peer])
+			}
+		}
 	}
 }
 
@@ -451,7 +486,7 @@ func TestWorkersWithChief(t *testing.T) {
 			defer wg.Done()
 			results[r] = meshtrain(ctx, []string{secret, "TF_CONFIG=" + spec(typ)}, "worker", "--security", "noise",
 				"--model", "softmax", "--epochs", "1", "--batch", "32", "--lr", "0.02", "--train-examples", "6000", "--test-examples", "1000",
-				"--report", filepath.Join(dir, typ+".json"))
+				"--report", filepath.Join(dir, typ+".json"), "--summary", filepath.Join(dir, typ+"-summary.json"))
 		}()
 	}
 	wg.Wait()
@@ -479,9 +514,23 @@ func TestWorkersWithChief(t *testing.T) {
 	if hashes[0] != hashes[1] {
 		t.Errorf("chief and worker ended with different parameters: %q", hashes)
 	}
-	// Only the chief prints the run's progress.
+	// Only the chief prints the run's progress, and with --summary the
+	// cluster's table and summary, every peer's figures gathered.
 	if !strings.Contains(results[0].stdout, "epoch  1  loss") || strings.Contains(results[1].stdout, "epoch  1  loss") {
 		t.Errorf("progress lines: chief\n%s\nworker\n%s", results[0].stdout, results[1].stdout)
+	}
+	for _, want := range []string{"rank  steps  examples/s", "bytes sent per link", "parameters identical on every peer"} {
+		if !strings.Contains(results[0].stdout, want) || strings.Contains(results[1].stdout, want) {
+			t.Errorf("only the chief should print %q: chief\n%s\nworker\n%s", want, results[0].stdout, results[1].stdout)
+		}
+	}
+	s := readSummary(t, filepath.Join(dir, "chief-summary.json"))
+	checkPeers(t, s, 2, 0.8)
+	if s.Security != "noise" || s.Cluster[0] != addrs[0] {
+		t.Errorf("summary: security %q, cluster %q", s.Security, s.Cluster)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "worker-summary.json")); err == nil {
+		t.Error("a worker other than the chief wrote a summary")
 	}
 }
 

@@ -74,6 +74,16 @@ func netbenchBinary(t *testing.T, ctx context.Context) string {
 // late.
 func runWorkers(t *testing.T, ctx context.Context, h *netns.Hosts, dir string, delay func(i int) time.Duration, args ...string) ([]netns.Result, error) {
 	t.Helper()
+	return runOnHosts(t, ctx, h, dir, delay, func(i int, spec string) []string {
+		return append([]string{"worker", "--tf-config", spec, "--report", filepath.Join(dir, fmt.Sprintf("report%d.json", i))}, args...)
+	})
+}
+
+// runOnHosts runs meshtrain with args(i, its TF_CONFIG file) on every host
+// i, as a peer of one cluster across the hosts (port 7000 on each), host i
+// starting delay(i) late.
+func runOnHosts(t *testing.T, ctx context.Context, h *netns.Hosts, dir string, delay func(i int) time.Duration, args func(i int, spec string) []string) ([]netns.Result, error) {
+	t.Helper()
 	peers := make([]string, h.N)
 	for i := range peers {
 		peers[i] = net.JoinHostPort(h.IP(i), "7000")
@@ -84,8 +94,7 @@ func runWorkers(t *testing.T, ctx context.Context, h *netns.Hosts, dir string, d
 		if err := os.WriteFile(spec, []byte(tfConfig(peers, i)), 0o644); err != nil {
 			t.Error(err)
 		}
-		return netns.Proc{Delay: delay(i), Env: []string{secret, "TF_CONFIG="},
-			Args: append([]string{binary, "worker", "--tf-config", spec, "--report", filepath.Join(dir, fmt.Sprintf("report%d.json", i))}, args...)}
+		return netns.Proc{Delay: delay(i), Env: []string{secret, "TF_CONFIG="}, Args: append([]string{binary}, args(i, spec)...)}
 	})
 }
 

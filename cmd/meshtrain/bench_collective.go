@@ -1,22 +1,28 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored/bench"
+	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
 )
 
 func benchClusterFlags(defaultN int) []cli.Flag {
-	return []cli.Flag{
-		&cli.IntFlag{Name: "n", Value: defaultN, Usage: "number of peers"},
+	return append([]cli.Flag{
+		&cli.IntFlag{Name: "n", Value: defaultN, Usage: "number of local peers (without --tf-config)"},
+		&cli.StringFlag{Name: "tf-config", Usage: "run as one peer of a cluster across hosts described by this TF_CONFIG file (one bench per host, as with worker; " + launch.SecretEnv + " as for worker); rank 0 prints the results"},
+		&cli.StringFlag{Name: "identity", Usage: "with --tf-config: this peer's libp2p key file, for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "link security: tls, noise, quic or plaintext"},
 		&cli.BoolFlag{Name: "in-process", Usage: "run the peers as goroutines of this process instead of separate processes"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: collective.DefaultTimeout, Usage: "deadline of every collective and of connecting"},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
 		&cli.IntFlag{Name: "gomaxprocs", Usage: "GOMAXPROCS of each peer process (0: number of CPUs / peers, at least 1)"},
-	}
+	}, linkFaultFlags()...)
 }
 
 func benchCluster(c *cli.Context) (bench.Cluster, error) {
@@ -24,13 +30,35 @@ func benchCluster(c *cli.Context) (bench.Cluster, error) {
 	if err != nil {
 		return bench.Cluster{}, err
 	}
-	return bench.Cluster{N: c.Int("n"), Security: sec, InProcess: c.Bool("in-process"), GoMaxProcs: c.Int("gomaxprocs"), Timeout: c.Duration("collective-timeout"), Logger: logger(c, "bench")}, nil
+	faults, err := linkFaultsFromFlags(c)
+	if err != nil {
+		return bench.Cluster{}, err
+	}
+	cl := bench.Cluster{N: c.Int("n"), Security: sec, InProcess: c.Bool("in-process"), GoMaxProcs: c.Int("gomaxprocs"),
+		Timeout: c.Duration("collective-timeout"), LinkFaults: faults, Logger: logger(c, "bench")}
+	file := c.String("tf-config")
+	if file == "" {
+		return cl, nil
+	}
+	if c.IsSet("n") || c.Bool("in-process") {
+		return cl, errors.New("--tf-config runs one peer per host: leave out -n and --in-process")
+	}
+	cluster, err := tfconfig.Load(file)
+	if err != nil {
+		return cl, err
+	}
+	secret, psk, identity, err := credentials(c, cluster)
+	if err != nil {
+		return cl, err
+	}
+	cl.Remote = &p2p.Config{Rank: cluster.Rank, Peers: cluster.Peers, ClusterSecret: secret, PSK: psk, Identity: identity}
+	return cl, nil
 }
 
 func init() {
 	registerSub("bench", &cli.Command{
 		Name:  "allreduce",
-		Usage: "time float32 sum all-reduce among N local peers over libp2p (nccl-tests style)",
+		Usage: "time float32 sum all-reduce among N local peers, or a cluster across hosts, over libp2p (nccl-tests style)",
 		Flags: append(benchClusterFlags(2),
 			&cli.StringFlag{Name: "sizes", Value: "4K,64K,1M,16M,64M", Usage: "buffer sizes in bytes (K/M/G = KiB/MiB/GiB)"},
 			&cli.StringFlag{Name: "algo", Value: "auto", Usage: "all-reduce algorithm: ring, tree (recursive doubling), star (fold at a rotating root) or auto (by size and world size)"},
@@ -59,11 +87,11 @@ func init() {
 	})
 	registerSub("bench", &cli.Command{
 		Name:  "link",
-		Usage: "throughput (both directions at once) and round-trip time of one libp2p stream between two local peers",
-		Flags: append(benchClusterFlags(2)[1:],
-			&cli.StringFlag{Name: "bytes", Value: "1G", Usage: "volume sent each way"},
+		Usage: "throughput (each direction alone, both at once) and round-trip time of every pair of peers' libp2p links",
+		Flags: append(benchClusterFlags(2),
+			&cli.StringFlag{Name: "bytes", Value: "1G", Usage: "volume sent each way, per pair and measurement"},
 			&cli.IntFlag{Name: "frame-bytes", Value: collective.DefaultChunkBytes, Usage: "payload per frame"},
-			&cli.IntFlag{Name: "pings", Value: 2000, Usage: "round trips timed"},
+			&cli.IntFlag{Name: "pings", Value: 2000, Usage: "round trips timed per pair"},
 			&cli.IntFlag{Name: "ping-bytes", Value: 4096, Usage: "round-trip payload"},
 		),
 		Action: func(c *cli.Context) error {

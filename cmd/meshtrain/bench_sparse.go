@@ -7,8 +7,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/bench"
@@ -23,8 +21,8 @@ func init() {
 			"processes over libp2p, --steps steps exchanging sparse gradients and --dense-steps steps all-reducing\n" +
 			"the dense D-float gradient. Reports examples/s, steps/s, bytes sent per step per peer and the split of\n" +
 			"step time into compute, communication and waiting for input.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "peers", Value: "2,4", Usage: "comma-separated cluster sizes to time"},
+		Flags: append(benchClusterFlags(0)[1:], // --peers instead of -n
+			&cli.StringFlag{Name: "peers", Value: "2,4", Usage: "comma-separated cluster sizes to time (without --tf-config)"},
 			&cli.IntFlag{Name: "features", Value: data.CriteoFeatures, Usage: "number of features D (below the Criteo width, generated indices are folded modulo D)"},
 			&cli.IntFlag{Name: "batch", Value: 100, Usage: "examples per peer per step"},
 			&cli.IntFlag{Name: "examples", Value: 50_000, Usage: "distinct generated examples per peer"},
@@ -35,12 +33,8 @@ func init() {
 			&cli.Float64Flag{Name: "lr", Value: 0.05, Usage: "learning rate (FTRL: alpha)"},
 			&cli.StringFlag{Name: "gather", Value: mirrored.GatherDirect, Usage: "sparse all-gather: direct (one round) | ring (AllGatherV)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generator seed"},
-			&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls, noise, quic or plaintext"},
-			&cli.DurationFlag{Name: "collective-timeout", Value: collective.DefaultTimeout, Usage: "deadline of every collective and of connecting"},
-			&cli.IntFlag{Name: "gomaxprocs", Usage: "GOMAXPROCS of each peer process (0: number of CPUs / peers, at least 1)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write CPU profiles: the local run to PREFIX-local.pprof, rank 0 of each sparse cluster run to PREFIX-n<N>.pprof"},
-			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
-		},
+		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("bench sparse takes no arguments, got %q", c.Args().Slice())
@@ -53,7 +47,7 @@ func init() {
 				}
 				peers = append(peers, n)
 			}
-			sec, err := p2p.ParseSecurity(c.String("security"))
+			cl, err := benchCluster(c)
 			if err != nil {
 				return err
 			}
@@ -61,9 +55,7 @@ func init() {
 				Peers: peers, Features: c.Int("features"), Batch: c.Int("batch"), Examples: c.Int("examples"),
 				Steps: c.Int("steps"), DenseSteps: c.Int("dense-steps"), LocalSteps: c.Int("local-steps"),
 				Optimizer: c.String("sparse-optimizer"), LR: c.Float64("lr"), Gather: c.String("gather"),
-				Seed: c.Uint64("seed"), Security: sec, Timeout: c.Duration("collective-timeout"),
-				GoMaxProcs: c.Int("gomaxprocs"), CPUProfile: c.String("cpuprofile"), JSON: c.Bool("json"),
-				Logger: logger(c, "bench"),
+				Seed: c.Uint64("seed"), Cluster: cl, CPUProfile: c.String("cpuprofile"), JSON: c.Bool("json"),
 			}, c.App.Writer)
 		},
 	})

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	shared := append(append(jobFlags(), sparseFlags()...), strategyFlags()...)
+	shared := append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...)
 	flags := append([]cli.Flag{
 		&cli.IntFlag{Name: "n", Aliases: []string{"workers"}, Value: 2, Usage: "number of worker processes"},
 		&cli.StringFlag{Name: "run-dir", Usage: "keep the workers' TF_CONFIG files and reports here (default: a temporary directory)"},
@@ -48,8 +48,13 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
-			if _, err := collective.ParseAlgo(c.String("allreduce-algo")); err != nil {
+			algo, err := collective.ParseAlgo(c.String("allreduce-algo"))
+			if err != nil {
 				return fmt.Errorf("launch: --allreduce-algo: %w", err)
+			}
+			faults, err := linkFaultsFromFlags(c)
+			if err != nil {
+				return fmt.Errorf("launch: %w", err)
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -76,6 +81,7 @@ func init() {
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
 				Gossip:    strategy.Strategy == mirrored.StrategyGossip, TolerateLoss: c.Bool("tolerate-loss"),
 				Stdout: os.Stdout, Stderr: os.Stderr, Logger: logger(c, "launch"),
+				Info: launch.RunInfo{Strategy: strategy.Strategy, Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
 				fmt.Println()

@@ -165,10 +165,24 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	return job, sec, nil
 }
 
+// credentials are this peer's: its --identity key, if given, and the
+// cluster secret and PSK from the environment (the secret may be missing
+// when the peer has its own key and every peer is listed with its ID).
+func credentials(c *cli.Context, cluster *tfconfig.Cluster) (secret, psk []byte, identity crypto.PrivKey, err error) {
+	if path := c.String("identity"); path != "" {
+		if identity, err = p2p.LoadIdentity(path); err != nil {
+			return nil, nil, nil, fmt.Errorf("--identity: %w (make a key with meshtrain worker --new-identity FILE)", err)
+		}
+	}
+	secret, psk, err = launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())
+	return secret, psk, identity, err
+}
+
 func init() {
-	flags := append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...),
+	flags := append(append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable)"},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
+		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file, and print launch's table"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
 		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "new-identity", Usage: "write a fresh key to this file, print its peer ID and exit"},
@@ -215,13 +229,11 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: --allreduce-algo: %w", err)
 			}
-			var identity crypto.PrivKey
-			if path := c.String("identity"); path != "" {
-				if identity, err = p2p.LoadIdentity(path); err != nil {
-					return fmt.Errorf("worker: --identity: %w (make a key with meshtrain worker --new-identity FILE)", err)
-				}
+			faults, err := linkFaultsFromFlags(c)
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
 			}
-			secret, psk, err := launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())
+			secret, psk, identity, err := credentials(c, cluster)
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
@@ -231,7 +243,10 @@ func init() {
 			wc := launch.WorkerConfig{
 				Job: job, Sparse: sparse, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
-				Strategy: strategy,
+				Strategy: strategy, LinkFaults: faults, Summary: c.String("summary"),
+			}
+			if wc.Summary != "" && cluster.Rank == 0 {
+				wc.Table = os.Stdout
 			}
 			if c.Bool("events") {
 				wc.Events = os.Stdout

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -21,129 +20,203 @@ type AllReduceConfig struct {
 	Algo       collective.Algo
 	ChunkBytes int           // 0: collective.DefaultChunkBytes
 	SmallBytes int           // 0: collective.DefaultSmallBytes
-	MinTime    time.Duration // per size; iterations are chosen to last about this long
+	MinTime    time.Duration // per size and placement; iterations are chosen to last about this long
 	JSON       bool
 }
 
-// DefaultMinTime is how long each size is timed.
+// DefaultMinTime is how long each size is timed (in place, and again out
+// of place).
 const DefaultMinTime = 500 * time.Millisecond
 
 // Reps is how many timed repetitions each size gets; the row reports the
 // median repetition's time per all-reduce.
 const Reps = 5
 
-// Row is one line of the all-reduce table.
+// AllReduceFormat names the layout of AllReduceResult's JSON.
+const AllReduceFormat = "meshtrain-bench-allreduce/2"
+
+// AllReduceResult is what bench allreduce reports (its JSON).
+type AllReduceResult struct {
+	Header
+	Algo string `json:"algo"`
+	Rows []Row  `json:"rows"`
+	// AvgBusBW is nccl-tests' "Avg bus bandwidth": the mean of every
+	// row's out-of-place and in-place busbw.
+	AvgBusBW float64 `json:"avg_busbw_gb_per_s"`
+}
+
+// Row is one size, with nccl-tests' columns. Bandwidths are in GB/s
+// (10^9 bytes per second).
 type Row struct {
-	N       int     `json:"n"`
-	Bytes   int64   `json:"bytes"`
-	Count   int     `json:"count"`
-	Algo    string  `json:"algo"`
-	Iters   int     `json:"iters"`   // Reps repetitions of Iters/Reps
-	TimeUS  float64 `json:"time_us"` // median repetition, per all-reduce
-	CPUUS   float64 `json:"cpu_us"`  // CPU time of all peers per all-reduce
-	AlgBW   float64 `json:"algbw_gbps"`
-	BusBW   float64 `json:"busbw_gbps"`
-	Correct bool    `json:"correct"`
+	N     int    `json:"n"`
+	Bytes int64  `json:"bytes"`
+	Count int    `json:"count"`
+	Type  string `json:"type"`  // element type: float (float32)
+	RedOp string `json:"redop"` // sum
+	Algo  string `json:"algo"`
+	Iters int    `json:"iters"` // per placement: Reps repetitions of Iters/Reps
+	// OutOfPlace reduces a send buffer into a separate receive buffer
+	// (here: a copy, then the in-place all-reduce, timed together);
+	// InPlace reduces the buffer onto itself.
+	OutOfPlace Timing  `json:"out_of_place"`
+	InPlace    Timing  `json:"in_place"`
+	CPUUS      float64 `json:"cpu_us"` // CPU time of all peers per in-place all-reduce
+}
+
+// Timing is one placement's figures.
+type Timing struct {
+	TimeUS float64 `json:"time_us"` // median repetition, per all-reduce
+	AlgBW  float64 `json:"algbw_gb_per_s"`
+	BusBW  float64 `json:"busbw_gb_per_s"`
+	// Wrong counts the result elements (over all ranks) that differ from
+	// the exact sum, nccl-tests' #wrong.
+	Wrong int64 `json:"wrong"`
 }
 
 // AllReduce runs the benchmark and writes the table (or JSON) to w. In a
-// child peer process it only takes part and writes nothing.
+// child peer process, or on a rank other than 0 across hosts, it only
+// takes part and writes nothing.
 func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 	if cfg.MinTime <= 0 {
 		cfg.MinTime = DefaultMinTime
 	}
-	var rows []Row
+	start := time.Now()
+	var res *AllReduceResult
 	opts := collective.Options{Algo: cfg.Algo, ChunkBytes: cfg.ChunkBytes, SmallBytes: cfg.SmallBytes}
-	err := cfg.run(ctx, opts, func(ctx context.Context, c *collective.Comm) error {
+	err := cfg.run(ctx, opts, func(ctx context.Context, c *collective.Comm, addrs []string) error {
+		var rows []Row
 		for _, size := range cfg.Sizes {
 			row, err := measure(ctx, c, size, cfg.MinTime, cfg.InProcess)
 			if err != nil {
 				return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
 			}
-			if c.Rank() == 0 {
-				rows = append(rows, row) // every rank measured the same row
-			}
+			rows = append(rows, row) // every rank measured the same row
+		}
+		if c.Rank() == 0 {
+			res = &AllReduceResult{Header: cfg.header(AllReduceFormat, start, addrs), Algo: cfg.Algo.String(), Rows: rows}
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if len(rows) == 0 {
-		return nil // a child peer process: rank 0 reports
+	if err != nil || res == nil {
+		return err // res is nil on the other ranks: rank 0 reports
 	}
 	bad := 0
-	for _, r := range rows {
-		if !r.Correct {
+	for _, r := range res.Rows {
+		res.AvgBusBW += (r.OutOfPlace.BusBW + r.InPlace.BusBW) / float64(2*len(res.Rows))
+		if r.OutOfPlace.Wrong > 0 || r.InPlace.Wrong > 0 {
 			bad++
 		}
 	}
-	if cfg.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rows); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(w, "# meshtrain all-reduce: float32 sum, N=%d, security %s, algo %s, %s; time = median of %d reps\n", cfg.N, cfg.Security, cfg.Algo, cfg.mode(), Reps)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "size(B)\tcount\talgo\titers\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tcorrect\tcpu(us)\t")
-		for _, r := range rows {
-			ok := "yes"
-			if !r.Correct {
-				ok = "NO"
-			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%.1f\t%.3f\t%.3f\t%s\t%.0f\t\n", r.Bytes, r.Count, r.Algo, r.Iters, r.TimeUS, r.AlgBW, r.BusBW, ok, r.CPUUS)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := writeAllReduce(w, cfg, res); err != nil {
+		return err
 	}
 	if bad > 0 {
-		return fmt.Errorf("bench: %d of %d sizes gave a wrong result", bad, len(rows))
+		return fmt.Errorf("bench: %d of %d sizes gave a wrong result", bad, len(res.Rows))
 	}
 	return nil
 }
 
-func (cl Cluster) mode() string {
-	if cl.InProcess {
-		return fmt.Sprintf("all peers in one process (GOMAXPROCS %d)", runtime.GOMAXPROCS(0))
+func writeAllReduce(w io.Writer, cfg AllReduceConfig, res *AllReduceResult) error {
+	if cfg.JSON {
+		return writeJSON(w, res)
 	}
-	return fmt.Sprintf("one process per peer (GOMAXPROCS %d each)", peerProcs(cl.GoMaxProcs, cl.N))
+	fmt.Fprintf(w, "# meshtrain all-reduce: N=%d, security %s, algo %s, %s, link faults %s; time = median of %d reps; GB/s = 10^9 B/s\n",
+		res.Peers, res.Security, res.Algo, res.Mode, res.LinkFaults, Reps)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "#\t\t\t\t\t\tout-of-place\t\t\t\tin-place\t\t\t\t\t")
+	fmt.Fprintln(tw, "size(B)\tcount\ttype\tredop\talgo\titers\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\t#wrong\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\t#wrong\tcpu(us)\t")
+	for _, r := range res.Rows {
+		o, i := r.OutOfPlace, r.InPlace
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%d\t%.1f\t%.3f\t%.3f\t%d\t%.1f\t%.3f\t%.3f\t%d\t%.0f\t\n", r.Bytes, r.Count, r.Type, r.RedOp, r.Algo, r.Iters,
+			o.TimeUS, o.AlgBW, o.BusBW, o.Wrong, i.TimeUS, i.AlgBW, i.BusBW, i.Wrong, r.CPUUS)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "# Avg bus bandwidth    : %.3f GB/s\n", res.AvgBusBW)
+	return err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// sizedBufs are one size's buffers on one rank.
+type sizedBufs struct {
+	c        *collective.Comm
+	src, dst []float32
+}
+
+// fill writes this rank's input into b: small integers, whose sums are
+// exact, so a check can be exact too.
+func (s sizedBufs) fill(b []float32) {
+	for i := range b {
+		b[i] = float32((s.c.Rank() + 1) * (i % 13))
+	}
+}
+
+// wrong counts the elements of b that are not the exact sum.
+func (s sizedBufs) wrong(b []float32) int64 {
+	n, bad := s.c.Size(), int64(0)
+	for i, v := range b {
+		if v != float32(n*(n+1)/2*(i%13)) {
+			bad++
+		}
+	}
+	return bad
+}
+
+// check runs one all-reduce in each placement and returns the wrong
+// elements over all ranks: out of place (src left as it was, the result
+// in dst), then in place.
+func (s sizedBufs) check(ctx context.Context) (outOfPlace, inPlace int64, err error) {
+	s.fill(s.src)
+	copy(s.dst, s.src)
+	if err := s.c.AllReduceFloat32(ctx, s.dst, collective.Sum); err != nil {
+		return 0, 0, err
+	}
+	bad := s.wrong(s.dst)
+	s.fill(s.dst) // what src must still hold
+	for i := range s.src {
+		if s.src[i] != s.dst[i] {
+			bad++
+		}
+	}
+	if err := s.c.AllReduceFloat32(ctx, s.src, collective.Sum); err != nil {
+		return 0, 0, err
+	}
+	counts := []float64{float64(bad), float64(s.wrong(s.src))}
+	if err := s.c.AllReduceFloat64(ctx, counts, collective.Sum); err != nil {
+		return 0, 0, err
+	}
+	return int64(counts[0]), int64(counts[1]), nil
+}
+
+// op is one all-reduce in a placement.
+func (s sizedBufs) op(ctx context.Context, inPlace bool) error {
+	if inPlace {
+		return s.c.AllReduceFloat32(ctx, s.src, collective.Sum)
+	}
+	copy(s.dst, s.src)
+	return s.c.AllReduceFloat32(ctx, s.dst, collective.Sum)
 }
 
 // measure times one size on every rank; all ranks return the same row.
 func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.Duration, inProcess bool) (Row, error) {
 	n := c.Size()
 	count := int(size / 4)
-	buf := make([]float32, count)
-	fill := func() {
-		for i := range buf {
-			buf[i] = float32((c.Rank() + 1) * (i % 13))
-		}
-	}
-	// Correctness: small integers sum exactly, so the check is exact.
-	fill()
-	if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
-		return Row{}, err
-	}
-	correct := 1.0
-	for i, v := range buf {
-		if v != float32(n*(n+1)/2*(i%13)) {
-			correct = 0
-			break
-		}
-	}
-	// Every rank must agree that every rank was correct.
-	ok := []float64{correct}
-	if err := c.AllReduceFloat64(ctx, ok, collective.Min); err != nil {
+	s := sizedBufs{c: c, src: make([]float32, count), dst: make([]float32, count)}
+	wrongOut, wrongIn, err := s.check(ctx)
+	if err != nil {
 		return Row{}, err
 	}
 	// Warm up, then pick an iteration count every rank agrees on.
-	fill()
+	s.fill(s.src)
 	start := time.Now()
 	for range 2 {
-		if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
+		if err := s.op(ctx, true); err != nil {
 			return Row{}, err
 		}
 	}
@@ -151,50 +224,70 @@ func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.D
 	if err := c.AllReduceFloat64(ctx, one, collective.Max); err != nil {
 		return Row{}, err
 	}
-	// Reps of k back-to-back all-reduces after a barrier, reported as the
-	// median rep (the anchors' method): on a shared machine one slow rep
-	// then moves the figure no more than one fast one.
 	k := int(minTime.Seconds() / Reps / max(one[0], 1e-7))
 	k = min(max(k, 1), 1000)
-	iters := Reps * k
+	row := Row{N: n, Bytes: size, Count: count, Type: "float", RedOp: "sum", Algo: c.AlgoFor(int(size)).String(), Iters: Reps * k}
+	s.fill(s.src)
+	out, _, err := timeReps(ctx, s, k, false, inProcess)
+	if err != nil {
+		return Row{}, err
+	}
+	s.fill(s.src)
+	in, cpu, err := timeReps(ctx, s, k, true, inProcess)
+	if err != nil {
+		return Row{}, err
+	}
+	row.OutOfPlace, row.InPlace, row.CPUUS = timing(size, n, out, wrongOut), timing(size, n, in, wrongIn), cpu*1e6
+	return row, nil
+}
+
+// timing turns a time per all-reduce into the row's figures.
+func timing(size int64, n int, seconds float64, wrong int64) Timing {
+	algbw := float64(size) / seconds / 1e9
+	busbw := 0.0
+	if n > 1 {
+		busbw = algbw * 2 * float64(n-1) / float64(n)
+	}
+	return Timing{TimeUS: seconds * 1e6, AlgBW: algbw, BusBW: busbw, Wrong: wrong}
+}
+
+// timeReps times Reps repetitions of k back-to-back all-reduces, each after
+// a barrier, and returns the median repetition's time per all-reduce (the
+// anchors' method: on a shared machine one slow rep then moves the figure
+// no more than one fast one; a rep lasts as long as its slowest rank) and
+// the CPU seconds of all peers per all-reduce.
+func timeReps(ctx context.Context, s sizedBufs, k int, inPlace, inProcess bool) (seconds, cpuSeconds float64, err error) {
+	c := s.c
 	reps := make([]float64, Reps)
 	var cpuUsed time.Duration
-	fill()
 	for i := range reps {
 		if err := c.Barrier(ctx); err != nil {
-			return Row{}, err
+			return 0, 0, err
 		}
 		cpu0 := rusage.CPUTime()
-		start = time.Now()
+		start := time.Now()
 		for range k {
-			if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
-				return Row{}, err
+			if err := s.op(ctx, inPlace); err != nil {
+				return 0, 0, err
 			}
 		}
 		reps[i] = time.Since(start).Seconds() / float64(k)
 		cpuUsed += rusage.CPUTime() - cpu0
 	}
-	// A rep lasts as long as its slowest rank.
 	if err := c.AllReduceFloat64(ctx, reps, collective.Max); err != nil {
-		return Row{}, err
+		return 0, 0, err
 	}
 	// CPU time of all peers together: a figure that, unlike wall time,
 	// hardly moves when other processes share the cores. In-process, one
 	// process's rusage already covers every peer.
-	cpu := []float64{cpuUsed.Seconds() / float64(iters)}
+	cpu := []float64{cpuUsed.Seconds() / float64(Reps*k)}
 	cpuOp := collective.Sum
 	if inProcess {
 		cpuOp = collective.Max
 	}
 	if err := c.AllReduceFloat64(ctx, cpu, cpuOp); err != nil {
-		return Row{}, err
+		return 0, 0, err
 	}
 	slices.Sort(reps)
-	t := reps[len(reps)/2]
-	algbw := float64(size) / t / 1e9
-	busbw := 0.0
-	if n > 1 {
-		busbw = algbw * 2 * float64(n-1) / float64(n)
-	}
-	return Row{N: n, Bytes: size, Count: count, Algo: c.AlgoFor(int(size)).String(), Iters: iters, TimeUS: t * 1e6, CPUUS: cpu[0] * 1e6, AlgBW: algbw, BusBW: busbw, Correct: ok[0] == 1}, nil
+	return reps[len(reps)/2], cpu[0], nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/mirrored"
 )
 
-// Cluster is how the peers of a benchmark are run.
+// Cluster is how the peers of a benchmark are run: N local peers, or this
+// process as one peer of a cluster across hosts (Remote).
 type Cluster struct {
 	N         int
 	Security  p2p.Security
@@ -24,7 +27,45 @@ type Cluster struct {
 	// (fewer spinning threads and cross-core wake-ups). In-process mode
 	// leaves GOMAXPROCS alone.
 	GoMaxProcs int
+	// Remote, if set, makes this process one peer of a cluster across
+	// hosts (one `meshtrain bench` per host, as `meshtrain worker` runs):
+	// its Rank, Peers and credentials (ClusterSecret or Identity, PSK);
+	// Security, Timeout and Logger are taken from the Cluster. N is then
+	// len(Remote.Peers), and only rank 0 writes the results.
+	Remote *p2p.Config
+	// LinkFaults delays and paces this process's peers' outgoing frames
+	// (fault injection, see collective.DelayLinks).
+	LinkFaults collective.LinkFaults
 	Logger     *zap.Logger
+}
+
+// Header is what every benchmark's JSON starts with: what ran, where and
+// when.
+type Header struct {
+	// Format names the JSON's layout and its version.
+	Format  string `json:"format"`
+	Version string `json:"meshtrain_version"`
+	Started string `json:"started"` // RFC 3339
+	// Peers is the number of peers, Addrs their addresses in rank order.
+	Peers      int      `json:"peers"`
+	Addrs      []string `json:"addrs,omitempty"`
+	Security   string   `json:"security"`
+	Mode       string   `json:"mode"`
+	LinkFaults string   `json:"link_faults"`
+}
+
+// header fills a Header for format; addrs are the cluster's addresses.
+func (cl Cluster) header(format string, start time.Time, addrs []string) Header {
+	return Header{Format: format, Version: mirrored.Version(), Started: start.UTC().Format(time.RFC3339),
+		Peers: cl.size(), Addrs: addrs, Security: string(cl.Security), Mode: cl.mode(), LinkFaults: cl.LinkFaults.String()}
+}
+
+// size is the number of peers.
+func (cl Cluster) size() int {
+	if cl.Remote != nil {
+		return len(cl.Remote.Peers)
+	}
+	return cl.N
 }
 
 // ParseSizes parses a comma-separated list like "4K,64K,1M,16M,64M"
@@ -51,25 +92,56 @@ func ParseSizes(s string) ([]int64, error) {
 	return out, nil
 }
 
-// run starts the cluster and calls body on every rank of this process with
-// its Comm (in a child peer process, on its rank only). It returns every
-// peer's error joined.
-func (cl Cluster) run(ctx context.Context, opts collective.Options, body func(ctx context.Context, c *collective.Comm) error) error {
+func (cl *Cluster) fill() {
 	if cl.Timeout <= 0 {
-		cl.Timeout = 60 * time.Second
+		cl.Timeout = collective.DefaultTimeout
 	}
 	if cl.Logger == nil {
 		cl.Logger = zap.NewNop()
 	}
-	opts.Timeout = cl.Timeout
-	opts.Logger = cl.Logger
-	runRank := func(ctx context.Context, ro role) error {
-		m, _, err := p2p.Join(ctx, p2p.Config{Rank: ro.Rank, Peers: ro.Peers, Security: cl.Security, ClusterSecret: ro.Secret, Timeout: cl.Timeout, Logger: cl.Logger}, opts)
+}
+
+// join connects rank ro.Rank to the others and makes it a member with a
+// Comm of opts.
+func (cl Cluster) join(ctx context.Context, ro role, opts collective.Options) (*collective.Member, error) {
+	pc := p2p.Config{Rank: ro.Rank, Peers: ro.Peers, ClusterSecret: ro.Secret}
+	if cl.Remote != nil {
+		pc = *cl.Remote
+	}
+	pc.Security, pc.Timeout, pc.Logger = cl.Security, cl.Timeout, cl.Logger.Named("p2p")
+	opts.Timeout, opts.LinkFaults = cl.Timeout, cl.LinkFaults
+	if opts.Logger == nil {
+		opts.Logger = cl.Logger.Named("collective")
+	}
+	m, _, err := p2p.Join(ctx, pc, opts)
+	return m, err
+}
+
+// run starts the cluster and calls body on every rank of this process with
+// its Comm and the cluster's addresses (in a child peer process or across
+// hosts, on its rank only). It returns every peer's error joined.
+func (cl Cluster) run(ctx context.Context, opts collective.Options, body func(ctx context.Context, c *collective.Comm, addrs []string) error) error {
+	cl.fill()
+	return cl.runRanks(ctx, nil, func(ctx context.Context, ro role) error {
+		m, err := cl.join(ctx, ro, opts)
 		if err != nil {
 			return err
 		}
 		// Leave together, so nobody closes while a peer still reads.
-		return m.Leave(ctx, body(ctx, m.Comm), true)
+		return m.Leave(ctx, body(ctx, m.Comm, ro.Peers), true)
+	})
+}
+
+// runRanks runs runRank for this process's rank(s): across hosts its own;
+// in a child peer process the one its parent gave it; else every rank of
+// N local peers (runPeers), extend adding the run's part to each role.
+func (cl Cluster) runRanks(ctx context.Context, extend func(*role), runRank func(context.Context, role) error) error {
+	if cl.Remote != nil {
+		ro := role{Rank: cl.Remote.Rank, Peers: cl.Remote.Peers}
+		if extend != nil {
+			extend(&ro)
+		}
+		return runRank(ctx, ro)
 	}
 	if ro, err := childRole(); err != nil || ro != nil {
 		if err != nil {
@@ -80,5 +152,15 @@ func (cl Cluster) run(ctx context.Context, opts collective.Options, body func(ct
 	if cl.N < 1 {
 		return fmt.Errorf("bench: -n %d: want at least 1 peer", cl.N)
 	}
-	return runPeers(ctx, cl.N, cl.Security, cl.InProcess, peerProcs(cl.GoMaxProcs, cl.N), nil, runRank)
+	return runPeers(ctx, cl.N, cl.Security, cl.InProcess, peerProcs(cl.GoMaxProcs, cl.N), extend, runRank)
+}
+
+func (cl Cluster) mode() string {
+	switch {
+	case cl.Remote != nil:
+		return fmt.Sprintf("one process per host, %d hosts", len(cl.Remote.Peers))
+	case cl.InProcess:
+		return fmt.Sprintf("all peers in one process (GOMAXPROCS %d)", runtime.GOMAXPROCS(0))
+	}
+	return fmt.Sprintf("one process per peer (GOMAXPROCS %d each)", peerProcs(cl.GoMaxProcs, cl.N))
 }

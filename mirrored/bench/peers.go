@@ -26,11 +26,9 @@ type role struct {
 	Rank   int      `json:"rank"`
 	Peers  []string `json:"peers"`
 	Secret []byte   `json:"secret"`
-	// The sparse benchmark's run: its exchange and steps, and the file
-	// the peer writes its report to.
+	// The sparse benchmark's run: its exchange and steps.
 	Exchange string `json:"exchange,omitempty"`
 	Steps    int    `json:"steps,omitempty"`
-	Report   string `json:"report,omitempty"`
 }
 
 // childRole returns this process's role if its parent started it as a

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -16,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -43,30 +40,31 @@ type SparseConfig struct {
 	Optimizer string
 	LR        float64
 	// Gather is mirrored.GatherDirect or mirrored.GatherRing.
-	Gather   string
-	Seed     uint64
-	Security p2p.Security
-	Timeout  time.Duration
-	// GoMaxProcs of each peer process; 0 means NumCPU/N (at least 1).
-	GoMaxProcs int
-	// InProcess runs the peers as goroutines of this process (still over
-	// libp2p on 127.0.0.1), for tests: a test binary cannot be re-executed
-	// as a peer. GOMAXPROCS is then left alone.
-	InProcess bool
+	Gather string
+	Seed   uint64
+	// Cluster is how the peers run (its N is unused: Peers lists the
+	// sizes). InProcess runs them as goroutines of this process (still
+	// over libp2p on 127.0.0.1), for tests: a test binary cannot be
+	// re-executed as a peer. With Cluster.Remote, this process is one peer
+	// of a cluster across hosts: Peers is ignored, the cluster is timed at
+	// its own size, and only rank 0 runs the local timing and reports.
+	Cluster
 	// CPUProfile, if set, is a file name prefix: the local run writes a
 	// CPU profile to PREFIX-local.pprof, rank 0 of each sparse cluster run
 	// to PREFIX-n<N>.pprof.
 	CPUProfile string
 	JSON       bool
-	Logger     *zap.Logger
 }
+
+// SparseFormat names the layout of SparseResult's JSON.
+const SparseFormat = "meshtrain-bench-sparse/2"
 
 // SparseResult is what the benchmark reports.
 type SparseResult struct {
+	Header
 	Features  int    `json:"features"`
 	Batch     int    `json:"batch_per_peer"`
 	Optimizer string `json:"optimizer"`
-	Security  string `json:"security"`
 	// LocalExamplesPerSec is one replica on one core (GOMAXPROCS 1),
 	// input pipeline included; LocalComputeExamplesPerSec counts only the
 	// training step (gradient, mean, update), not the wait for input;
@@ -87,7 +85,7 @@ type SparseRow struct {
 	Steps      int     `json:"steps"`
 	StepsPerS  float64 `json:"steps_per_sec"`
 	// ExamplesPerS is over all peers.
-	ExamplesPerS float64 `json:"examples_per_sec"`
+	ExamplesPerS float64 `json:"global_examples_per_sec"`
 	// SentPerStep is the bytes one peer sends per step (collective frames
 	// with their headers; the start-up handshake and final hash check are
 	// spread over the steps, negligible except for very short runs).
@@ -120,12 +118,7 @@ func (cfg *SparseConfig) fill() error {
 	if cfg.LR == 0 {
 		cfg.LR = 0.05
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = collective.DefaultTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop()
-	}
+	cfg.Cluster.fill()
 	// The training loop's per-epoch lines would drown the table; its
 	// warnings and errors still show.
 	cfg.Logger = cfg.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
@@ -137,6 +130,9 @@ func (cfg *SparseConfig) fill() error {
 	case cfg.Steps < 0 || cfg.DenseSteps < 0 || cfg.LocalSteps < 0:
 		return fmt.Errorf("bench sparse: step counts %d/%d/%d: want ≥ 0", cfg.Steps, cfg.DenseSteps, cfg.LocalSteps)
 	}
+	if cfg.Remote != nil {
+		cfg.Peers = []int{len(cfg.Remote.Peers)}
+	}
 	for _, n := range cfg.Peers {
 		if n < 2 {
 			return fmt.Errorf("bench sparse: %d peers: want at least 2 (the local run covers one)", n)
@@ -146,7 +142,7 @@ func (cfg *SparseConfig) fill() error {
 }
 
 // Sparse runs the benchmark and writes a table (or JSON) to w. In a child
-// peer process it only takes part and writes its report file.
+// peer process, or on a rank other than 0 across hosts, it only takes part.
 func Sparse(ctx context.Context, cfg SparseConfig, w io.Writer) error {
 	if err := cfg.fill(); err != nil {
 		return err
@@ -155,14 +151,18 @@ func Sparse(ctx context.Context, cfg SparseConfig, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return cfg.child(ctx, *ro)
+		_, err = cfg.runRank(ctx, *ro)
+		return err
 	}
-	res := &SparseResult{Features: cfg.Features, Batch: cfg.Batch, Optimizer: cfg.Optimizer, Security: string(cfg.Security)}
-	if cfg.LocalSteps > 0 {
+	start := time.Now()
+	res := &SparseResult{Features: cfg.Features, Batch: cfg.Batch, Optimizer: cfg.Optimizer}
+	chief := cfg.Remote == nil || cfg.Remote.Rank == 0
+	if cfg.LocalSteps > 0 && chief {
 		if err := cfg.local(ctx, res); err != nil {
 			return err
 		}
 	}
+	var addrs []string
 	for _, n := range cfg.Peers {
 		for _, mode := range []struct {
 			exchange string
@@ -171,13 +171,19 @@ func Sparse(ctx context.Context, cfg SparseConfig, w io.Writer) error {
 			if mode.steps == 0 {
 				continue
 			}
-			row, err := cfg.cluster(ctx, n, mode.exchange, mode.steps)
+			row, peers, err := cfg.cluster(ctx, n, mode.exchange, mode.steps)
 			if err != nil {
 				return fmt.Errorf("bench sparse: %d peers, %s exchange: %w", n, mode.exchange, err)
 			}
-			res.Rows = append(res.Rows, row)
+			res.Rows, addrs = append(res.Rows, row), peers
 		}
 	}
+	if !chief {
+		return nil
+	}
+	cl := cfg.Cluster
+	cl.N = slices.Max(append(cfg.Peers, 1))
+	res.Header = cl.header(SparseFormat, start, addrs)
 	return cfg.write(w, res)
 }
 
@@ -243,15 +249,11 @@ func (cfg *SparseConfig) local(ctx context.Context, res *SparseResult) error {
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	if cfg.CPUProfile != "" {
-		f, err := os.Create(cfg.CPUProfile + "-local.pprof")
+		stop, err := startProfile(cfg.CPUProfile + "-local.pprof")
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	var cpu0, cpu1 time.Duration
 	job.OnEvent = cpuSpan(&cpu0, &cpu1)
@@ -270,33 +272,29 @@ func (cfg *SparseConfig) local(ctx context.Context, res *SparseResult) error {
 	return nil
 }
 
-// cluster runs one timed run of n peer processes and returns its row.
-func (cfg *SparseConfig) cluster(ctx context.Context, n int, exchange string, steps int) (SparseRow, error) {
-	dir, err := os.MkdirTemp("", "meshtrain-bench-sparse-")
-	if err != nil {
-		return SparseRow{}, err
-	}
-	defer os.RemoveAll(dir)
+// cluster runs one timed run of n peers and returns its row and the
+// peers' addresses (on a rank other than 0 across hosts, a zero row).
+func (cfg *SparseConfig) cluster(ctx context.Context, n int, exchange string, steps int) (SparseRow, []string, error) {
+	cl := cfg.Cluster
+	cl.N = n
 	procs := peerProcs(cfg.GoMaxProcs, n)
 	if cfg.InProcess {
 		procs = runtime.GOMAXPROCS(0)
 	}
-	var rep *report
-	err = runPeers(ctx, n, cfg.Security, cfg.InProcess, procs, func(ro *role) {
-		ro.Exchange, ro.Steps, ro.Report = exchange, steps, filepath.Join(dir, fmt.Sprintf("rank%d.json", ro.Rank))
-	}, func(ctx context.Context, ro role) error {
-		if ro.Rank != 0 {
-			return cfg.child(ctx, ro)
+	var reps []report
+	var addrs []string
+	err := cl.runRanks(ctx, func(ro *role) { ro.Exchange, ro.Steps = exchange, steps }, func(ctx context.Context, ro role) error {
+		all, err := cfg.runRank(ctx, ro)
+		if ro.Rank == 0 {
+			reps, addrs = all, ro.Peers
 		}
-		var err error
-		rep, err = cfg.runRank(ctx, ro)
 		return err
 	})
-	if err != nil {
-		return SparseRow{}, err
+	if err != nil || reps == nil {
+		return SparseRow{}, addrs, err
 	}
-	p := rep.Summary.Peer
-	cpu := rep.CPUSeconds
+	p := reps[0].Summary.Peer
+	cpu := reps[0].CPUSeconds
 	total := p.ComputeSeconds + p.CommSeconds + p.WaitSeconds
 	row := SparseRow{
 		Peers: n, Exchange: exchange, GoMaxProcs: procs, Steps: p.Steps,
@@ -310,15 +308,7 @@ func (cfg *SparseConfig) cluster(ctx context.Context, n int, exchange string, st
 			row.Gather = mirrored.GatherDirect
 		}
 	}
-	for r := 1; r < n; r++ {
-		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank%d.json", r)))
-		if err != nil {
-			return SparseRow{}, fmt.Errorf("reading peer %d's report: %w", r, err)
-		}
-		var theirs report
-		if err := json.Unmarshal(b, &theirs); err != nil || theirs.Summary == nil {
-			return SparseRow{}, fmt.Errorf("peer %d's report is unreadable: %v", r, err)
-		}
+	for _, theirs := range reps[1:] {
 		if theirs.Summary.Peer.ParamsSHA256 != p.ParamsSHA256 {
 			row.Identical = false
 		}
@@ -327,7 +317,7 @@ func (cfg *SparseConfig) cluster(ctx context.Context, n int, exchange string, st
 		}
 	}
 	row.CPUPerStep = cpu / float64(p.Steps)
-	return row, nil
+	return row, addrs, nil
 }
 
 // report is what each peer measured.
@@ -337,21 +327,10 @@ type report struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
-// child runs a peer's rank and writes its report for the parent.
-func (cfg *SparseConfig) child(ctx context.Context, ro role) error {
-	sum, err := cfg.runRank(ctx, ro)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(sum)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(ro.Report, b, 0o644)
-}
-
-// runRank connects rank ro.Rank to the others and runs the job.
-func (cfg *SparseConfig) runRank(ctx context.Context, ro role) (*report, error) {
+// runRank connects rank ro.Rank to the others, runs the job, and gathers
+// every rank's report over the cluster's own links (so that peers on other
+// hosts need no shared files). It returns the reports in rank order.
+func (cfg *SparseConfig) runRank(ctx context.Context, ro role) ([]report, error) {
 	n := len(ro.Peers)
 	log := cfg.Logger
 	// Generate before connecting, so the peers' start-up costs overlap
@@ -364,41 +343,66 @@ func (cfg *SparseConfig) runRank(ctx context.Context, ro role) (*report, error) 
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := p2p.Join(ctx, p2p.Config{Rank: ro.Rank, Peers: ro.Peers, Security: cfg.Security, ClusterSecret: ro.Secret, Timeout: cfg.Timeout, Logger: log.Named("p2p")},
-		collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
+	m, err := cfg.join(ctx, ro, collective.Options{})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.CPUProfile != "" && ro.Rank == 0 && ro.Exchange == "sparse" {
-		f, err := os.Create(fmt.Sprintf("%s-n%d.pprof", cfg.CPUProfile, n))
+		stop, err := startProfile(fmt.Sprintf("%s-n%d.pprof", cfg.CPUProfile, n))
 		if err != nil {
 			return nil, m.Leave(ctx, err, false)
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, m.Leave(ctx, err, false)
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	var cpu0, cpu1 time.Duration
 	job.OnEvent = cpuSpan(&cpu0, &cpu1)
 	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.NewGroup(m.Comm))
+	var all []report
+	if err == nil {
+		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
+		sum.Peer.Links = m.Links()
+		all, err = gatherReports(ctx, m.Comm, report{Summary: sum, CPUSeconds: (cpu1 - cpu0).Seconds()})
+	}
 	// Leave together, so nobody closes while a peer still reads.
 	if err := m.Leave(ctx, err, true); err != nil {
 		return nil, err
 	}
-	sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
-	return &report{Summary: sum, CPUSeconds: (cpu1 - cpu0).Seconds()}, nil
+	return all, nil
+}
+
+// gatherReports gives every rank every rank's report.
+func gatherReports(ctx context.Context, c *collective.Comm, mine report) ([]report, error) {
+	all, err := collective.AllGatherJSON(ctx, c, mine)
+	if err != nil {
+		return nil, fmt.Errorf("gathering the peers' reports: %w", err)
+	}
+	for r := range all {
+		if all[r].Summary == nil {
+			return nil, fmt.Errorf("rank %d's report has no summary", r)
+		}
+	}
+	return all, nil
+}
+
+// startProfile starts a CPU profile into path and returns what stops it.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func (cfg *SparseConfig) write(w io.Writer, res *SparseResult) error {
 	if cfg.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(w, res)
 	}
-	fmt.Fprintf(w, "# meshtrain sparse logistic regression: D=%d, batch %d per peer, %s lr %g, generated Criteo-like data (%d examples per peer), security %s, one process per peer\n",
-		cfg.Features, cfg.Batch, cfg.Optimizer, cfg.LR, cfg.Examples, cfg.Security)
+	fmt.Fprintf(w, "# meshtrain sparse logistic regression: D=%d, batch %d per peer, %s lr %g, generated Criteo-like data (%d examples per peer), security %s, %s, link faults %s\n",
+		cfg.Features, cfg.Batch, cfg.Optimizer, cfg.LR, cfg.Examples, cfg.Security, res.Mode, res.LinkFaults)
 	if res.LocalExamplesPerSec > 0 {
 		fmt.Fprintf(w, "local, one core: %.0f examples/s (input pipeline included), %.0f examples/s (training step only), %.0f examples per CPU-second\n",
 			res.LocalExamplesPerSec, res.LocalComputeExamplesPerSec, res.LocalCPUExamplesPerSec)

@@ -19,7 +19,7 @@ func TestSparseInProcess(t *testing.T) {
 	var out bytes.Buffer
 	cfg := SparseConfig{
 		Peers: []int{2, 3}, Features: dim, Batch: 20, Examples: 400, Steps: 30, DenseSteps: 3, LocalSteps: 30,
-		Security: p2p.SecurityTLS, Timeout: 20 * time.Second, InProcess: true, JSON: true, Seed: 1,
+		Cluster: Cluster{Security: p2p.SecurityTLS, Timeout: 20 * time.Second, InProcess: true}, JSON: true, Seed: 1,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

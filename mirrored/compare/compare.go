@@ -257,6 +257,7 @@ func runPeer(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.Goss
 		out.Err = err.Error()
 	} else {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
+		sum.Peer.Links = m.Links()
 	}
 	out.Summary, out.Gossip = sum, grep
 	return out

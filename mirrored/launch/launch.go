@@ -55,6 +55,16 @@ type Config struct {
 	// lines; Stderr the workers' logs (see WriteTable for the summary).
 	Stdout, Stderr io.Writer
 	Logger         *zap.Logger
+	// Info says what the workers were asked to run, for the summary.
+	Info RunInfo
+}
+
+// RunInfo is what a cluster was asked to run, as the summary records it.
+type RunInfo struct {
+	Strategy      string `json:"strategy"`
+	Security      string `json:"security"`
+	AllReduceAlgo string `json:"allreduce_algo"`
+	LinkFaults    string `json:"link_faults"`
 }
 
 // Peer is one worker's outcome.
@@ -79,6 +89,25 @@ type Report struct {
 	Gossip      bool
 	Lost        []int
 	WallSeconds float64
+	// Started is when the run started; Info what it was asked to run.
+	Started time.Time
+	Info    RunInfo
+}
+
+// identical says whether every peer with a summary ended with the same
+// parameters.
+func identical(peers []Peer) bool {
+	first := ""
+	for _, p := range peers {
+		switch {
+		case p.Summary == nil:
+		case first == "":
+			first = p.Summary.Run.ParamsSHA256
+		case p.Summary.Run.ParamsSHA256 != first:
+			return false
+		}
+	}
+	return true
 }
 
 // FailedError names the worker whose failure ended the run (the root
@@ -398,7 +427,7 @@ func (c *cluster) abandon(interrupted bool) []*worker {
 
 // report gathers every worker's outcome.
 func (c *cluster) report(start time.Time, o outcome) *Report {
-	rep := &Report{WallSeconds: time.Since(start).Seconds(), Gossip: c.cfg.Gossip}
+	rep := &Report{WallSeconds: time.Since(start).Seconds(), Gossip: c.cfg.Gossip, Started: start, Info: c.cfg.Info}
 	for _, w := range c.workers {
 		p := Peer{Rank: w.rank, Addr: w.addr, PID: w.cmd.Process.Pid}
 		if w.waitErr != nil {
@@ -445,12 +474,7 @@ func (c *cluster) verdict(ctx context.Context, rep *Report, o outcome) error {
 	if first == nil { // gossip, and every replica was lost
 		return blame(c.workers, append(o.lost, o.abandoned...)[0])
 	}
-	rep.Identical = true
-	for _, p := range rep.Peers {
-		if p.Summary != nil && p.Summary.Run.ParamsSHA256 != first.Summary.Run.ParamsSHA256 {
-			rep.Identical = false
-		}
-	}
+	rep.Identical = identical(rep.Peers)
 	// A replica lost to fault injection (--kill-rank) was lost on request.
 	var unasked []int
 	for _, r := range rep.Lost {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/meshtrain/meshtrain/mirrored"
 )
@@ -29,6 +31,7 @@ func WriteTable(w io.Writer, rep *Report) {
 			s.CPUSeconds, bytesIEC(s.PeakRSSBytes), 100*s.ComputeShare, 100*s.CommShare, 100*s.WaitShare)
 	}
 	tw.Flush()
+	writeLinks(w, rep)
 	var first *mirrored.Summary
 	for _, p := range rep.Peers {
 		if p.Summary != nil {
@@ -58,6 +61,42 @@ func WriteTable(w io.Writer, rep *Report) {
 	}
 }
 
+// writeLinks prints the bytes each peer sent over each link, one row per
+// sender, if the peers counted them: a slow or overloaded link shows as
+// the one that carried more.
+func writeLinks(w io.Writer, rep *Report) {
+	n := len(rep.Peers)
+	counted := false
+	for _, p := range rep.Peers {
+		counted = counted || (p.Summary != nil && len(p.Summary.Peer.Links) > 0)
+	}
+	if !counted {
+		return
+	}
+	fmt.Fprintln(w, "\nbytes sent per link (row: from rank, column: to rank)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "from \\ to\t")
+	for r := range n {
+		fmt.Fprintf(tw, "%d\t", r)
+	}
+	fmt.Fprintln(tw)
+	for _, p := range rep.Peers {
+		cells := make([]string, n)
+		for r := range cells {
+			cells[r] = "-"
+		}
+		if p.Summary != nil {
+			for _, l := range p.Summary.Peer.Links {
+				if l.Peer >= 0 && l.Peer < n {
+					cells[l.Peer] = bytesIEC(l.Sent)
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t\n", p.Rank, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+}
+
 func bytesIEC(n int64) string {
 	const unit = 1024
 	if n < unit {
@@ -71,9 +110,19 @@ func bytesIEC(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// SummaryJSON is the --summary file: the run (as every peer saw it) and
-// each peer's own figures, final parameter hash and per-epoch accuracy.
+// SummaryFormat names the layout of SummaryJSON.
+const SummaryFormat = "meshtrain-summary/2"
+
+// SummaryJSON is the --summary file: what ran (format, version, start,
+// strategy, security, all-reduce algorithm, link faults, the cluster's
+// addresses), the run (as every peer saw it) and each peer's own figures,
+// final parameter hash, per-epoch accuracy and bytes per link.
 type SummaryJSON struct {
+	Format  string `json:"format"`
+	Version string `json:"meshtrain_version"`
+	Started string `json:"started"` // RFC 3339
+	RunInfo
+	Cluster           []string         `json:"cluster"`
 	Workers           int              `json:"workers"`
 	ParamsIdentical   bool             `json:"params_identical"`
 	LaunchWallSeconds float64          `json:"launch_wall_seconds"`
@@ -91,8 +140,10 @@ type PeerJSON struct {
 
 // WriteSummary writes rep as SummaryJSON to path.
 func WriteSummary(path string, rep *Report) error {
-	out := SummaryJSON{Workers: len(rep.Peers), ParamsIdentical: rep.Identical, LaunchWallSeconds: rep.WallSeconds}
+	out := SummaryJSON{Format: SummaryFormat, Version: mirrored.Version(), Started: rep.Started.UTC().Format(time.RFC3339), RunInfo: rep.Info,
+		Workers: len(rep.Peers), ParamsIdentical: rep.Identical, LaunchWallSeconds: rep.WallSeconds}
 	for _, p := range rep.Peers {
+		out.Cluster = append(out.Cluster, p.Addr)
 		pj := PeerJSON{Addr: p.Addr, Error: p.Err}
 		pj.Rank = p.Rank
 		if p.Summary != nil {
@@ -105,6 +156,9 @@ func WriteSummary(path string, rep *Report) error {
 			}
 		}
 		out.Peers = append(out.Peers, pj)
+	}
+	if out.Run != nil && out.Run.Version != "" {
+		out.Version = out.Run.Version // the workers' build
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {

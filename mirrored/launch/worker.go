@@ -68,8 +68,17 @@ type WorkerConfig struct {
 	// Algo is the all-reduce algorithm (collective.Auto chooses by size);
 	// every peer must use the same.
 	Algo collective.Algo
+	// LinkFaults delays and paces this peer's outgoing frames (fault
+	// injection, see collective.DelayLinks); peers may differ.
+	LinkFaults collective.LinkFaults
 	// Report, if set, receives the worker's Summary as JSON at the end.
 	Report string
+	// Summary and Table, if set, receive on the chief the cluster's
+	// summary as launch writes it (WriteSummary, WriteTable), from every
+	// peer's figures gathered over the cluster's links at the end of a
+	// ring run (a gossip run's chief has only its own).
+	Summary string
+	Table   io.Writer
 	// Events, if set, receives the job's events as marked lines
 	// (EventPrefix + JSON), for a launcher reading the worker's stdout.
 	Events io.Writer
@@ -105,6 +114,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		log = zap.NewNop()
 	}
 	rank := cfg.Cluster.Rank
+	start := time.Now()
 	var emitMu sync.Mutex
 	emit := func(m Message) {
 		if cfg.Events == nil {
@@ -134,7 +144,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	m, t, err := p2p.Join(ctx, p2p.Config{
 		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
-	}, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, Logger: log.Named("collective")})
+	}, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")})
 	if err != nil {
 		return nil, err
 	}
@@ -148,12 +158,29 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	} else {
 		sum, gossip, err = mirrored.RunStrategy(ctx, cfg.Job, gc, m.Comm)
 	}
+	var all []*mirrored.Summary
+	if err == nil {
+		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
+		sum.Peer.Links = m.Links()
+		if gossip == nil { // a lost gossip replica could not take part
+			all, err = gatherSummaries(ctx, m.Comm, sum)
+		}
+	}
 	// Gossip replicas already left together (their final swap), and a
 	// barrier would fail over a peer that died.
 	if err := m.Leave(ctx, err, gossip == nil); err != nil {
 		return nil, err
 	}
-	sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
+	if gossip != nil {
+		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
+		sum.Peer.Links = m.Links()
+		all = []*mirrored.Summary{sum}
+	}
+	if rank == 0 {
+		if err := cfg.writeClusterSummary(all, start, gossip != nil); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Report != "" {
 		var report any = sum
 		if gossip != nil {
@@ -168,4 +195,53 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		}
 	}
 	return sum, nil
+}
+
+// gatherSummaries gives every rank every rank's summary, over the
+// cluster's own links.
+func gatherSummaries(ctx context.Context, c *collective.Comm, mine *mirrored.Summary) ([]*mirrored.Summary, error) {
+	all, err := collective.AllGatherJSON(ctx, c, mine)
+	if err != nil {
+		return nil, fmt.Errorf("gathering the peers' summaries: %w", err)
+	}
+	for r := range all {
+		if all[r] == nil || all[r].Run == nil {
+			return nil, fmt.Errorf("rank %d's summary has no run", r)
+		}
+	}
+	return all, nil
+}
+
+// writeClusterSummary writes, on the chief, the cluster's table and
+// summary from the summaries of ranks 0..len(all)-1 (the others are
+// shown without figures).
+func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time.Time, gossip bool) error {
+	if cfg.Summary == "" && cfg.Table == nil {
+		return nil
+	}
+	info := RunInfo{Strategy: cfg.Strategy.Strategy, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
+	if info.Strategy == "" {
+		info.Strategy = mirrored.StrategyRing
+	}
+	if info.Security == "" {
+		info.Security = string(p2p.SecurityTLS)
+	}
+	rep := &Report{WallSeconds: time.Since(start).Seconds(), Started: start, Gossip: gossip, Info: info}
+	for r, addr := range cfg.Cluster.Peers {
+		p := Peer{Rank: r, Addr: addr}
+		if r < len(all) {
+			p.Summary = all[r]
+		} else {
+			p.Err = "gossip: its figures are not gathered (see its own --report)"
+		}
+		rep.Peers = append(rep.Peers, p)
+	}
+	rep.Identical = identical(rep.Peers)
+	if cfg.Table != nil {
+		WriteTable(cfg.Table, rep)
+	}
+	if cfg.Summary != "" {
+		return WriteSummary(cfg.Summary, rep)
+	}
+	return nil
 }
