@@ -10,9 +10,11 @@
 //
 // Security: TCP + yamux with TLS 1.3 by default; Noise or QUIC on request;
 // plaintext only when asked for explicitly (SecurityPlaintext, for trusted
-// networks: peer IDs are then claimed, not proven). An optional pnet
-// pre-shared key (TCP only) keeps non-members from even completing a
-// handshake.
+// networks: peer IDs are then claimed, not proven, and frames carry no
+// MAC). An optional pnet pre-shared key (TCP only) keeps non-members from
+// even completing a handshake; plaintext always has one (derived from the
+// cluster secret, see DerivePSK, unless given), since over plaintext the
+// key is the only proof of membership, and warns at start-up.
 //
 // Resources: the resource manager keeps libp2p's default limits for everyone
 // but lifts them for cluster peers, cluster peers are protected in the

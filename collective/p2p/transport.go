@@ -86,6 +86,9 @@ type Config struct {
 	// Identity is this rank's key; nil derives it from ClusterSecret.
 	Identity crypto.PrivKey
 	// PSK, when set, is a 32-byte libp2p private-network key (TCP only).
+	// With SecurityPlaintext and no PSK, New derives one from ClusterSecret
+	// (DerivePSK): plaintext proves no peer ID, so the key is what proves
+	// membership.
 	PSK []byte
 	// Timeout bounds connecting in New and every Send.
 	Timeout time.Duration
@@ -146,6 +149,9 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 		return nil, fmt.Errorf("p2p: rank %d's key: %w", t.cfg.Rank, err)
 	}
 	if err := t.checkSelf(self); err != nil {
+		return nil, err
+	}
+	if err := t.plaintextPSK(); err != nil {
 		return nil, err
 	}
 	opts, err := t.hostOptions(key, addrs)
@@ -223,6 +229,29 @@ func (t *Transport) checkSelf(self peer.ID) error {
 	if want := t.ids[t.cfg.Rank]; self != want {
 		return fmt.Errorf("p2p: this rank's key has peer ID %s but the cluster spec lists %s for rank %d", self, want, t.cfg.Rank)
 	}
+	return nil
+}
+
+// plaintextPSK makes plaintext links prove membership: a peer ID over
+// plaintext is claimed, not proven (anyone knowing a member's public key
+// could take its place, and inject frames, which carry no MAC), so the
+// private-network key, derived from the cluster secret unless one is
+// given, is required; and it warns that the links are not authenticated.
+func (t *Transport) plaintextPSK() error {
+	if t.cfg.Security != SecurityPlaintext {
+		return nil
+	}
+	if len(t.cfg.PSK) == 0 {
+		if len(t.cfg.ClusterSecret) == 0 {
+			return errors.New("p2p: plaintext links with /p2p/ peer IDs and no cluster secret prove nobody's identity: any process that claims a listed peer ID would be admitted; give every peer the same cluster secret or private-network key (PSK), or choose tls or noise")
+		}
+		psk, err := DerivePSK(t.cfg.ClusterSecret)
+		if err != nil {
+			return err
+		}
+		t.cfg.PSK = psk
+	}
+	t.log.Warn("plaintext links: no TLS or Noise, so frames are not authenticated (an attacker on the network path can alter them) and are hidden only by the private-network key's stream cipher; membership is proven by that key. Use tls or noise on networks you do not trust")
 	return nil
 }
 
