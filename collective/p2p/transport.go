@@ -27,6 +27,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"github.com/libp2p/go-libp2p/x/rate"
 	goyamux "github.com/libp2p/go-yamux/v5"
@@ -160,7 +161,7 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: starting rank %d's host on %s: %w", t.cfg.Rank, addrs[t.cfg.Rank], err)
+		return nil, t.listenError(addrs[t.cfg.Rank], err)
 	}
 	t.ownHost = true
 	return t.start(ctx, h, addrs)
@@ -266,6 +267,7 @@ func (t *Transport) start(ctx context.Context, h host.Host, addrs []ma.Multiaddr
 			t.host.Peerstore().AddAddr(id, addrs[r], time.Hour*24*365)
 		}
 	}
+	t.host.SetStreamHandler(ClusterProtocolID, t.handleClusterView)
 	t.host.SetStreamHandler(ProtocolID, t.handleStream)
 	if err := t.connectAll(ctx, addrs); err != nil {
 		_ = t.Close()
@@ -363,18 +365,21 @@ func (t *Transport) hostOptions(key crypto.PrivKey, addrs []ma.Multiaddr) ([]lib
 		libp2p.Ping(false),
 		libp2p.Muxer(yamux.ID, muxer(t.cfg.StreamWindow)),
 	}
+	// No SO_REUSEPORT: a second process started as the same rank must
+	// fail to listen, not share the port and take half the connections.
+	tcpOnly := libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport())
 	switch t.cfg.Security {
 	case SecurityTLS:
-		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.Security(libp2ptls.ID, libp2ptls.New))
+		opts = append(opts, tcpOnly, libp2p.Security(libp2ptls.ID, libp2ptls.New))
 	case SecurityNoise:
-		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.Security(noise.ID, noise.New))
+		opts = append(opts, tcpOnly, libp2p.Security(noise.ID, noise.New))
 	case SecurityPlaintext:
-		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.NoSecurity)
+		opts = append(opts, tcpOnly, libp2p.NoSecurity)
 	case SecurityQUIC:
 		if len(t.cfg.PSK) > 0 {
 			return nil, errors.New("p2p: a private-network key (pnet) works over TCP only; choose tls, noise or plaintext, or drop the key")
 		}
-		opts = append(opts, libp2p.Transport(quic.NewTransport))
+		opts = append(opts, libp2p.Transport(quic.NewTransport), libp2p.QUICReuse(quicreuse.NewConnManager, quicreuse.DisableReuseport()))
 	}
 	if len(t.cfg.PSK) > 0 {
 		if len(t.cfg.PSK) != 32 {
@@ -482,14 +487,20 @@ func (t *Transport) connectAll(ctx context.Context, addrs []ma.Multiaddr) error 
 			s, err := t.openStream(ctx, r, addrs[r])
 			if err != nil {
 				errs[r] = fmt.Errorf("rank %d (%s at %s): %w", r, t.ids[r], addrs[r], err)
+				if firstPermanent(errs[r:r+1]) != nil {
+					cancel() // no use waiting for the others
+				}
 				return
 			}
 			t.out[r] = &outLink{sem: make(chan struct{}, 1), s: s}
 		}()
 	}
 	wg.Wait()
+	if err := firstPermanent(errs); err != nil {
+		return fmt.Errorf("p2p: rank %d cannot start: %w", t.cfg.Rank, err)
+	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("p2p: rank %d could not reach every peer within %v: %w", t.cfg.Rank, t.cfg.Timeout, err)
+		return fmt.Errorf("p2p: rank %d could not reach every peer within %v: %w%s", t.cfg.Rank, t.cfg.Timeout, err, t.timeoutHint(errs))
 	}
 	return nil
 }
@@ -498,6 +509,14 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 	var last error
 	for {
 		err := t.host.Connect(ctx, peer.AddrInfo{ID: t.ids[r], Addrs: []ma.Multiaddr{addr}})
+		if err == nil {
+			err = t.checkView(ctx, r)
+		} else {
+			err = t.dialError(r, err)
+		}
+		if firstPermanent([]error{err}) != nil {
+			return nil, err
+		}
 		if err == nil {
 			s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], ProtocolID)
 			if err == nil {
@@ -690,6 +709,7 @@ func (t *Transport) Close() error {
 	} else {
 		// The caller's host lives on: end what this transport added.
 		t.host.RemoveStreamHandler(ProtocolID)
+		t.host.RemoveStreamHandler(ClusterProtocolID)
 		for _, s := range inbound {
 			_ = s.Reset()
 		}
