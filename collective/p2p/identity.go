@@ -39,28 +39,6 @@ func DeriveIdentity(secret []byte, rank int) (crypto.PrivKey, error) {
 	return crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(seed))
 }
 
-// pskInfo is the HKDF info of DerivePSK: its own, so the key says nothing
-// about any rank's identity.
-const pskInfo = "private-network-key"
-
-// DerivePSK returns the libp2p private-network key (pnet) of a cluster
-// secret, as plaintext links use it to prove membership:
-//
-//	psk = HKDF-SHA256(ikm = secret, salt = "meshtrain/identity/v1", info = "private-network-key", 32 bytes)
-//
-// A connection between hosts with different keys fails in its first bytes,
-// before any peer ID is claimed.
-func DerivePSK(secret []byte) ([]byte, error) {
-	if len(secret) < 16 {
-		return nil, fmt.Errorf("p2p: cluster secret of %d bytes is too short: use at least 16 random bytes", len(secret))
-	}
-	psk, err := hkdf.Key(sha256.New, secret, []byte(identitySalt), pskInfo, 32)
-	if err != nil {
-		return nil, fmt.Errorf("p2p: deriving the private-network key: %w", err)
-	}
-	return psk, nil
-}
-
 // DerivePeerID is the peer ID of DeriveIdentity(secret, rank).
 func DerivePeerID(secret []byte, rank int) (peer.ID, error) {
 	k, err := DeriveIdentity(secret, rank)

@@ -3,7 +3,11 @@ package p2p
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +23,28 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 )
+
+// TestChallengeMACs: the two sides' MACs differ (no reflection) and
+// depend on every input.
+func TestChallengeMACs(t *testing.T) {
+	k, _ := DeriveAuthKey(testSecret)
+	d, _ := DerivePeerID(testSecret, 0)
+	l, _ := DerivePeerID(testSecret, 1)
+	nD, nL := make([]byte, authNonce), make([]byte, authNonce)
+	nL[0] = 1
+	base := string(authMAC(k, authListener, d, l, nD, nL))
+	k2, _ := DeriveAuthKey(append([]byte("x"), testSecret...))
+	for name, mac := range map[string][]byte{
+		"dialer label": authMAC(k, authDialer, d, l, nD, nL),
+		"swapped ids":  authMAC(k, authListener, l, d, nD, nL),
+		"other key":    authMAC(k2, authListener, d, l, nD, nL),
+		"other nonce":  authMAC(k, authListener, d, l, nL, nD),
+	} {
+		if string(mac) == base {
+			t.Errorf("%s: same MAC", name)
+		}
+	}
+}
 
 // claimedKey is a key of its own that presents another peer's public key:
 // all an impostor that knows a member's public key (not the secret) can
@@ -48,7 +74,8 @@ func waitListening(t *testing.T, ctx context.Context, addr string) {
 
 // TestPlaintextImpostorRefused: over plaintext, a process claiming rank
 // 1's peer ID (it knows the public key, not the cluster secret) and
-// connecting before rank 1 is refused, and the real rank 1 still joins.
+// opening rank 1's collective stream before rank 1 does is refused, and
+// the real rank 1 still joins.
 func TestPlaintextImpostorRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -77,13 +104,30 @@ func TestPlaintextImpostorRefused(t *testing.T) {
 	if want, _ := DerivePeerID(testSecret, 1); impostor.ID() != want {
 		t.Fatalf("the impostor claims %s, not rank 1's %s", impostor.ID(), want)
 	}
+	// It connects (plaintext checks nothing) and opens a collective
+	// stream as rank 1 would; rank 0 challenges it, and it cannot answer.
 	rank0, _ := DerivePeerID(testSecret, 0)
 	addr0, _ := hostPortAddr(peers[0], SecurityPlaintext)
-	cctx, ccancel := context.WithTimeout(ctx, 2*time.Second) // a local connection takes milliseconds
-	err = impostor.Connect(cctx, peer.AddrInfo{ID: rank0, Addrs: []ma.Multiaddr{addr0}})
-	ccancel()
-	if err == nil {
-		t.Fatal("rank 0 admitted a plaintext impostor claiming rank 1's public key")
+	if err := impostor.Connect(ctx, peer.AddrInfo{ID: rank0, Addrs: []ma.Multiaddr{addr0}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := impostor.NewStream(ctx, rank0, ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.SetDeadline(time.Now().Add(5 * time.Second))
+	nonce := make([]byte, authNonce)
+	if _, err := s.Write(nonce); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(s, make([]byte, authNonce+sha256.Size)); err != nil {
+		t.Fatalf("rank 0 did not challenge the stream: %v", err) // before the challenge, it waited for frames
+	}
+	if _, err := s.Write(make([]byte, sha256.Size)); err != nil { // no key, no answer
+		t.Fatal(err)
+	}
+	if _, err := s.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("rank 0 kept the impostor's stream: read %v", err)
 	}
 
 	go func() {
@@ -104,8 +148,11 @@ func TestPlaintextImpostorRefused(t *testing.T) {
 		}
 	}
 	checkAllReduce(t, comms)
-	if logs.FilterMessageSnippet("plaintext links: no TLS or Noise").Len() == 0 {
-		t.Error("no start-up warning that plaintext links are not authenticated")
+	if logs.FilterMessageSnippet("plaintext links: the data is not encrypted").Len() == 0 {
+		t.Error("no start-up warning that plaintext links are not encrypted")
+	}
+	if logs.FilterMessageSnippet("refused a collective stream from a peer claiming a rank's peer ID").Len() != 1 {
+		t.Errorf("the refusal was not logged once: %v", logs.All())
 	}
 }
 

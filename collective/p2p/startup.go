@@ -95,7 +95,8 @@ func permanent(err error) error { return permanentError{err} }
 // another identity was most likely started with another secret (or key).
 func (t *Transport) dialError(r int, err error) error {
 	var mm sec.ErrPeerIDMismatch
-	if !errors.As(err, &mm) && !strings.Contains(err.Error(), "peer id mismatch") { // QUIC's carries only the text
+	// QUIC's carries only the text, and plaintext's says it its own way.
+	if msg := err.Error(); !errors.As(err, &mm) && !strings.Contains(msg, "peer id mismatch") && !strings.Contains(msg, "sent unexpected peer ID") {
 		return err
 	}
 	hint := "was it started with a different cluster secret (MESHTRAIN_CLUSTER_SECRET)?"
@@ -114,16 +115,16 @@ func (t *Transport) listenError(addr fmt.Stringer, err error) error {
 	return fmt.Errorf("p2p: starting rank %d's host on %s: %w", t.cfg.Rank, addr, err)
 }
 
-// timeoutHint is what to add to a start-up that timed out: over plaintext
-// a peer with another private-network key (another cluster secret) hangs
-// in the handshake, with nothing to tell it from a slow peer.
+// timeoutHint is what to add to a start-up that timed out: a peer with
+// another private-network key hangs in the handshake, with nothing to tell
+// it from a slow peer.
 func (t *Transport) timeoutHint(errs []error) string {
-	if t.cfg.Security != SecurityPlaintext {
+	if len(t.cfg.PSK) == 0 {
 		return ""
 	}
 	for _, err := range errs {
 		if err != nil && !strings.Contains(err.Error(), "connection refused") {
-			return " (over plaintext, a peer started with a different cluster secret (MESHTRAIN_CLUSTER_SECRET) or private-network key (MESHTRAIN_PSK) cannot complete the handshake: check that every peer has the same)"
+			return " (a peer started with a different private-network key (MESHTRAIN_PSK) cannot complete the handshake: check that every peer has the same)"
 		}
 	}
 	return ""

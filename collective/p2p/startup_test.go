@@ -49,6 +49,13 @@ func TestStartupMistakes(t *testing.T) {
 			}
 			return c
 		}, 2, "identity does not match: was it started with a different cluster secret"},
+		{"different cluster secret over plaintext", SecurityPlaintext, func(peers []string, r int) Config {
+			c := Config{Rank: r, Peers: peers[:2], ClusterSecret: testSecret}
+			if r == 1 {
+				c.ClusterSecret = other
+			}
+			return c
+		}, 2, "identity does not match: was it started with a different cluster secret"},
 		{"2 and 3 workers", SecurityNoise, func(peers []string, r int) Config {
 			return Config{Rank: r, Peers: peers[:2+r], ClusterSecret: testSecret}
 		}, 2, "cluster list has 3 peers, this rank's has 2|cluster list has 2 peers, this rank's has 3"},
@@ -104,17 +111,18 @@ func TestStartupSameRankTwice(t *testing.T) {
 	}
 }
 
-// TestStartupPlaintextSecretHint: over plaintext a different secret cannot
-// be told apart from a slow peer, so the time-out says what to check.
-func TestStartupPlaintextSecretHint(t *testing.T) {
+// TestStartupPSKHint: a different private-network key cannot be told
+// apart from a slow peer, so the time-out says what to check.
+func TestStartupPSKHint(t *testing.T) {
 	peers := freeAddrs(t, 2, false)
+	psk := func(b byte) []byte { return slices.Repeat([]byte{b}, 32) }
 	cfgs := []Config{
-		{Rank: 0, Peers: peers, ClusterSecret: testSecret, Security: SecurityPlaintext, Timeout: 2 * time.Second},
-		{Rank: 1, Peers: peers, ClusterSecret: append(slices.Clone(testSecret), 'x'), Security: SecurityPlaintext, Timeout: 2 * time.Second},
+		{Rank: 0, Peers: peers, ClusterSecret: testSecret, PSK: psk(1), Timeout: 2 * time.Second},
+		{Rank: 1, Peers: peers, ClusterSecret: testSecret, PSK: psk(2), Timeout: 2 * time.Second},
 	}
 	errs, _ := startEach(cfgs)
 	for r, err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "a peer started with a different cluster secret (MESHTRAIN_CLUSTER_SECRET) or private-network key") {
+		if err == nil || !strings.Contains(err.Error(), "a peer started with a different private-network key (MESHTRAIN_PSK)") {
 			t.Errorf("rank %d: got %v", r, err)
 		}
 	}

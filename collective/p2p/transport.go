@@ -87,9 +87,9 @@ type Config struct {
 	// Identity is this rank's key; nil derives it from ClusterSecret.
 	Identity crypto.PrivKey
 	// PSK, when set, is a 32-byte libp2p private-network key (TCP only).
-	// With SecurityPlaintext and no PSK, New derives one from ClusterSecret
-	// (DerivePSK): plaintext proves no peer ID, so the key is what proves
-	// membership.
+	// Plaintext links need it or ClusterSecret: plaintext proves no peer
+	// ID, so without a PSK every collective stream starts with a challenge
+	// keyed by the secret (see auth.go).
 	PSK []byte
 	// Timeout bounds connecting in New and every Send.
 	Timeout time.Duration
@@ -116,6 +116,9 @@ type Transport struct {
 	stop  context.CancelFunc
 	// ownHost says that New made the host, so Close closes it.
 	ownHost bool
+	// auth, if set, is the key of the plaintext challenge every collective
+	// stream starts with (see DeriveAuthKey).
+	auth []byte
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
@@ -152,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	if err := t.checkSelf(self); err != nil {
 		return nil, err
 	}
-	if err := t.plaintextPSK(); err != nil {
+	if err := t.plaintextAuth(); err != nil {
 		return nil, err
 	}
 	opts, err := t.hostOptions(key, addrs)
@@ -233,26 +236,28 @@ func (t *Transport) checkSelf(self peer.ID) error {
 	return nil
 }
 
-// plaintextPSK makes plaintext links prove membership: a peer ID over
+// plaintextAuth makes plaintext links prove membership: a peer ID over
 // plaintext is claimed, not proven (anyone knowing a member's public key
-// could take its place, and inject frames, which carry no MAC), so the
-// private-network key, derived from the cluster secret unless one is
-// given, is required; and it warns that the links are not authenticated.
-func (t *Transport) plaintextPSK() error {
+// could take its place, and inject frames, which carry no MAC). A
+// private-network key, if given, proves it; otherwise every collective
+// stream starts with a challenge keyed by the cluster secret. It warns
+// that the links are not authenticated.
+func (t *Transport) plaintextAuth() error {
 	if t.cfg.Security != SecurityPlaintext {
 		return nil
 	}
+	proof := "the private-network key (PSK)"
 	if len(t.cfg.PSK) == 0 {
 		if len(t.cfg.ClusterSecret) == 0 {
 			return errors.New("p2p: plaintext links with /p2p/ peer IDs and no cluster secret prove nobody's identity: any process that claims a listed peer ID would be admitted; give every peer the same cluster secret or private-network key (PSK), or choose tls or noise")
 		}
-		psk, err := DerivePSK(t.cfg.ClusterSecret)
+		k, err := DeriveAuthKey(t.cfg.ClusterSecret)
 		if err != nil {
 			return err
 		}
-		t.cfg.PSK = psk
+		t.auth, proof = k, "a challenge keyed by the cluster secret"
 	}
-	t.log.Warn("plaintext links: no TLS or Noise, so frames are not authenticated (an attacker on the network path can alter them) and are hidden only by the private-network key's stream cipher; membership is proven by that key. Use tls or noise on networks you do not trust")
+	t.log.Warn("plaintext links: the data is not encrypted and frames are not authenticated (anyone on the network path can read or alter them); membership is proven by " + proof + ". Use tls or noise on networks you do not trust")
 	return nil
 }
 
@@ -525,11 +530,20 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 				// negotiating, and a peer slow to send its first frame (a
 				// large shard to count, a loaded host) would otherwise have
 				// its streams reset whatever the collective timeout says.
-				// An empty write sends the protocol header at once.
-				if _, err = s.Write(nil); err == nil {
+				// An empty write sends the protocol header at once (as
+				// does the plaintext challenge's first message).
+				if t.auth != nil {
+					err = t.proveDialer(s, r)
+				} else {
+					_, err = s.Write(nil)
+				}
+				if err == nil {
 					return s, nil
 				}
 				_ = s.Reset()
+				if errors.Is(err, errNoProof) {
+					_ = s.Conn().Close() // redial: the real peer may be elsewhere
+				}
 			}
 			last = err
 		} else {
@@ -555,6 +569,14 @@ func (t *Transport) handleStream(s network.Stream) {
 		t.log.Warn("refused a collective stream from a peer outside the cluster", zap.Stringer("peer", remote), zap.Stringer("addr", s.Conn().RemoteMultiaddr()))
 		_ = s.Reset()
 		return
+	}
+	if t.auth != nil {
+		if err := t.proveListener(s, r); err != nil {
+			t.log.Warn("refused a collective stream from a peer claiming a rank's peer ID", zap.Int("claimed_rank", r), zap.Stringer("addr", s.Conn().RemoteMultiaddr()), zap.Error(err))
+			_ = s.Reset()
+			_ = s.Conn().Close()
+			return
+		}
 	}
 	t.mu.Lock()
 	if t.stopped {
