@@ -27,43 +27,34 @@ func startEach(cfgs []Config) ([]error, time.Duration) {
 // TestStartupMistakes: configuration mistakes that used to end in a
 // time-out are errors at once that name the mistake, on every rank.
 func TestStartupMistakes(t *testing.T) {
-	other := append(slices.Clone(testSecret), 'x')
+	// otherSecretOn gives rank odd another secret than the others.
+	otherSecretOn := func(odd int) func(peers []string, r int) Config {
+		return func(peers []string, r int) Config {
+			c := Config{Rank: r, Peers: peers[:2], ClusterSecret: testSecret}
+			if r == odd {
+				c.ClusterSecret = append(slices.Clone(testSecret), 'x')
+			}
+			return c
+		}
+	}
+	const otherSecret = "identity does not match: was it started with a different cluster secret (MESHTRAIN_CLUSTER_SECRET)?"
 	tests := []struct {
-		name  string
-		sec   Security
-		cfg   func(peers []string, r int) Config
-		ranks int
-		want  string
+		name string
+		sec  Security
+		cfg  func(peers []string, r int) Config
+		want string
 	}{
-		{"different cluster secret", SecurityTLS, func(peers []string, r int) Config {
-			c := Config{Rank: r, Peers: peers[:2], ClusterSecret: testSecret}
-			if r == 1 {
-				c.ClusterSecret = other
-			}
-			return c
-		}, 2, "identity does not match: was it started with a different cluster secret (MESHTRAIN_CLUSTER_SECRET)?"},
-		{"different cluster secret over quic", SecurityQUIC, func(peers []string, r int) Config {
-			c := Config{Rank: r, Peers: peers[:2], ClusterSecret: testSecret}
-			if r == 0 {
-				c.ClusterSecret = other
-			}
-			return c
-		}, 2, "identity does not match: was it started with a different cluster secret"},
-		{"different cluster secret over plaintext", SecurityPlaintext, func(peers []string, r int) Config {
-			c := Config{Rank: r, Peers: peers[:2], ClusterSecret: testSecret}
-			if r == 1 {
-				c.ClusterSecret = other
-			}
-			return c
-		}, 2, "identity does not match: was it started with a different cluster secret"},
+		{"different cluster secret", SecurityTLS, otherSecretOn(1), otherSecret},
+		{"different cluster secret over quic", SecurityQUIC, otherSecretOn(0), otherSecret},
+		{"different cluster secret over plaintext", SecurityPlaintext, otherSecretOn(1), otherSecret},
 		{"2 and 3 workers", SecurityNoise, func(peers []string, r int) Config {
 			return Config{Rank: r, Peers: peers[:2+r], ClusterSecret: testSecret}
-		}, 2, "cluster list has 3 peers, this rank's has 2|cluster list has 2 peers, this rank's has 3"},
+		}, "cluster list has 3 peers, this rank's has 2|cluster list has 2 peers, this rank's has 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			peers := freeAddrs(t, 3, tt.sec == SecurityQUIC)
-			cfgs := make([]Config, tt.ranks)
+			cfgs := make([]Config, 2)
 			for r := range cfgs {
 				cfgs[r] = tt.cfg(peers, r)
 				cfgs[r].Security, cfgs[r].Timeout = tt.sec, 30*time.Second
