@@ -2,8 +2,10 @@ package mirrored
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -34,6 +36,11 @@ type EvalResult struct {
 	Correct    int     `json:"correct"`
 	Accuracy   float64 `json:"test_accuracy"`
 	Loss       float64 `json:"test_loss"` // mean
+	// RunSteps is the steps the run that saved it takes in all (its
+	// epochs × steps per epoch; 0 if the checkpoint does not say): a
+	// checkpoint at RunSteps is the run's last, unless a target ended the
+	// run sooner.
+	RunSteps int `json:"run_steps,omitempty"`
 	// Warning says the checkpoint could not be verified (no digest).
 	Warning string `json:"warning,omitempty"`
 }
@@ -51,6 +58,9 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	ck, err := checkpoint.Read(cfg.Checkpoint)
 	if err != nil {
 		return nil, err
+	}
+	if ck.Model == SparseModel {
+		return nil, fmt.Errorf("checkpoint %s is of a %s run: only MNIST models' checkpoints can be evaluated here (a sparse run evaluates on its test files every epoch)", cfg.Checkpoint, SparseModel)
 	}
 	model, err := checkpointModel(ck, cfg.Checkpoint)
 	if err != nil {
@@ -86,7 +96,7 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	return &EvalResult{
 		Checkpoint: cfg.Checkpoint, Model: ck.Model, Step: ck.Step, Epoch: epoch,
 		Examples: test.N, Correct: correct, Accuracy: float64(correct) / float64(test.N), Loss: lossSum / float64(test.N),
-		Warning: warning,
+		Warning: warning, RunSteps: runSteps(ck),
 	}, nil
 }
 
@@ -114,4 +124,20 @@ func checkpointModel(ck *checkpoint.Checkpoint, path string) (nn.Model, error) {
 	}
 	copy(model.Params(), ck.Params)
 	return model, nil
+}
+
+// runSteps is epochs × steps per epoch of the run that saved ck, from its
+// recorded settings; 0 if they do not say.
+func runSteps(ck *checkpoint.Checkpoint) int {
+	var settings struct {
+		Epochs string `json:"epochs"`
+	}
+	if json.Unmarshal([]byte(ck.Config), &settings) != nil {
+		return 0
+	}
+	epochs, err := strconv.Atoi(settings.Epochs)
+	if err != nil {
+		return 0
+	}
+	return epochs * ck.StepsPerEpoch
 }

@@ -31,7 +31,7 @@ func (j *Job) settings(params, replicas int, dataDigest string) []Setting {
 	c := &j.Config
 	math := func(name, v string) Setting { return Setting{name, v, true} }
 	proto := func(name, v string) Setting { return Setting{name, v, false} }
-	return []Setting{
+	return append([]Setting{
 		math("model", c.Model),
 		math("params", strconv.Itoa(params)),
 		math("replicas", strconv.Itoa(replicas)),
@@ -57,7 +57,12 @@ func (j *Job) settings(params, replicas int, dataDigest string) []Setting {
 		proto("hash_every", strconv.Itoa(j.HashEvery)),
 		proto("checkpoint_every", strconv.Itoa(j.CheckpointEvery)),
 		proto("measure_wait", strconv.FormatBool(j.MeasureWait)),
-	}
+	}, j.driverSettings()...)
+}
+
+// driverSettings are the Job's settings from its driver (see Job.Cluster).
+func (j *Job) driverSettings() []Setting {
+	return []Setting{{Name: "cluster", Value: j.Cluster}, {Name: "allreduce_algo", Value: j.AllReduceAlgo}}
 }
 
 // Fingerprint is the SHA-256 (hex) of the settings with Resume set: equal

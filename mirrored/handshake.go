@@ -77,7 +77,7 @@ func handshake(ctx context.Context, g Group, me hello) (cluster, error) {
 		return cluster{}, errors.Join(failed...)
 	}
 	if err := compareSettings(who, sets); err != nil {
-		return cluster{}, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags", err)
+		return cluster{}, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags and cluster list", err)
 	}
 	cl.resume = hellos[0].Resume
 	return cl, nil

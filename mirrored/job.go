@@ -78,6 +78,11 @@ type Job struct {
 	// OnEvent, if set, is called (on the calling goroutine) at start-up,
 	// after each epoch and after each checkpoint.
 	OnEvent func(Event)
+	// Cluster and AllReduceAlgo are the driver's settings that every
+	// replica must share too, compared at start-up like the others: the
+	// cluster list (a digest such as tfconfig.Cluster.Digest) and the
+	// all-reduce algorithm. Checkpoints do not record them.
+	Cluster, AllReduceAlgo string
 }
 
 // WaitSampleEvery is how often (in steps) Job.MeasureWait samples the time

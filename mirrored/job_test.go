@@ -204,6 +204,19 @@ func TestSettingsMismatch(t *testing.T) {
 			}
 		}
 	}
+	// The driver's settings: a cluster list and an all-reduce algorithm
+	// that differ (found, before, only at the first all-reduce, by rank 0).
+	jobs = same(3, job)
+	jobs[0].Cluster, jobs[1].Cluster, jobs[2].Cluster = "3 peers 0a1b2c3d", "3 peers 0a1b2c3d", "3 peers 99999999"
+	jobs[0].AllReduceAlgo, jobs[1].AllReduceAlgo, jobs[2].AllReduceAlgo = "ring", "tree", "ring"
+	_, errs = runGroup(t, jobs)
+	for r, err := range errs {
+		for _, w := range []string{"cluster is 3 peers 0a1b2c3d on ranks 0, 1 but 3 peers 99999999 on rank 2", "allreduce_algo is ring on ranks 0, 2 but tree on rank 1"} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("rank %d: %v\nwant it to contain %q", r, err, w)
+			}
+		}
+	}
 	// Different data on one rank is caught too.
 	jobs = same(2, job)
 	jobs[1].MNIST = synthMNIST(300, 50, 5)

@@ -267,7 +267,7 @@ func (j *SparseJob) settings(replicas int) ([]Setting, error) {
 	// arith: the settings a checkpoint must also match to be resumed.
 	arith := func(name, value string) Setting { return Setting{Name: name, Value: value, Resume: true} }
 	v := func(name, value string) Setting { return Setting{Name: name, Value: value} }
-	return []Setting{
+	return append([]Setting{
 		arith("model", SparseModel),
 		arith("features", strconv.Itoa(s.Features)),
 		arith("replicas", strconv.Itoa(replicas)),
@@ -292,7 +292,7 @@ func (j *SparseJob) settings(replicas int) ([]Setting, error) {
 		v("target_accuracy", f64(c.TargetAccuracy)),
 		v("hash_every", strconv.Itoa(j.HashEvery)),
 		v("measure_wait", strconv.FormatBool(j.MeasureWait)),
-	}, nil
+	}, j.driverSettings()...), nil
 }
 
 // optState returns the optimizer's state arrays and their total length.

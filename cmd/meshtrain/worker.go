@@ -186,6 +186,7 @@ func init() {
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
 		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "new-identity", Usage: "write a fresh key to this file, print its peer ID and exit"},
+		&cli.DurationFlag{Name: "evaluator-timeout", Value: launch.DefaultEvaluatorTimeout, Usage: "evaluator task: longest wait for a new checkpoint before stopping"},
 	)
 	register(&cli.Command{
 		Name:  "worker",
@@ -195,7 +196,10 @@ func init() {
 			"  " + launch.SecretEnv + "=<the same 64 hex digits on every peer> meshtrain worker --model lenet --epochs 10\n\n" +
 			"Worker 0 is the chief (rank 0); with a \"chief\" entry, the chief is rank 0 and worker i is rank i+1.\n" +
 			"The peers' libp2p identities are derived from " + launch.SecretEnv + "; entries may instead be\n" +
-			"multiaddrs ending in /p2p/<peer-id>, each peer given its key with --identity (made by --new-identity).\n" + launch.PSKEnv + " (64 hex digits) adds a private-network key.",
+			"multiaddrs ending in /p2p/<peer-id>, each peer given its key with --identity (made by --new-identity).\n" + launch.PSKEnv + " (64 hex digits) adds a private-network key.\n\n" +
+			"With task type \"evaluator\" (a cluster's \"evaluator\" entry) it joins no collective: it follows the chief's\n" +
+			"--checkpoint-dir, evaluates each new checkpoint on the test set and writes --logdir/evaluator/validation,\n" +
+			"until the run's last checkpoint (or --evaluator-timeout without a new one).",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -212,6 +216,9 @@ func init() {
 			cluster, err := tfconfig.Load(c.String("tf-config"))
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
+			}
+			if cluster.IsEvaluator() {
+				return runEvaluator(c)
 			}
 			job, sec, err := jobFromFlags(c, len(cluster.Peers))
 			if err != nil {
@@ -265,4 +272,15 @@ func init() {
 			return nil
 		},
 	})
+}
+
+// runEvaluator runs the evaluator task (see launch.RunEvaluator).
+func runEvaluator(c *cli.Context) error {
+	_, err := launch.RunEvaluator(c.Context, launch.EvaluatorConfig{
+		CheckpointDir: c.String("checkpoint-dir"), LogDir: c.String("logdir"), Model: c.String("model"),
+		DataDir: c.String("data-dir"), TestExamples: c.Int("test-examples"), Timeout: c.Duration("evaluator-timeout"),
+		AllowUnverified: c.Bool("allow-unverified"),
+		Out:             os.Stdout, Logger: logger(c, "evaluator"),
+	})
+	return err
 }

@@ -10,9 +10,12 @@
 //
 // Security: TCP + yamux with TLS 1.3 by default; Noise or QUIC on request;
 // plaintext only when asked for explicitly (SecurityPlaintext, for trusted
-// networks: peer IDs are then claimed, not proven). An optional pnet
-// pre-shared key (TCP only) keeps non-members from even completing a
-// handshake.
+// networks: peer IDs are then claimed, not proven, and frames carry no
+// MAC). An optional pnet pre-shared key (TCP only) keeps non-members from
+// even completing a handshake. Over plaintext without one, every
+// collective stream starts with a mutual challenge keyed by the cluster
+// secret (auth.go), since nothing else would prove membership; plaintext
+// with neither is refused, and plaintext warns at start-up.
 //
 // Resources: the resource manager keeps libp2p's default limits for everyone
 // but lifts them for cluster peers, cluster peers are protected in the
@@ -22,8 +25,12 @@
 // tuning experiments).
 //
 // Membership is cryptographic: a connection gater admits only the peer IDs
-// of the cluster, and a stranger's connection is refused and logged, so it
-// can never inject a frame. Peer IDs come either from /p2p/ components in
+// of the cluster (proven by TLS, Noise and QUIC; over plaintext, by the
+// challenge), and a stranger's connection or stream is refused and logged,
+// so it can never inject a frame. At start-up each rank also asks every
+// peer for its list of peer IDs (ClusterProtocolID), so that peers started
+// with different cluster lists, or a peer with another identity, fail at
+// once naming the mistake instead of timing out. Peer IDs come either from /p2p/ components in
 // the peer addresses or, for plain host:port entries (a TF_CONFIG), from the
 // cluster secret (see DeriveIdentity).
 //

@@ -27,6 +27,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"github.com/libp2p/go-libp2p/x/rate"
 	goyamux "github.com/libp2p/go-yamux/v5"
@@ -86,6 +87,9 @@ type Config struct {
 	// Identity is this rank's key; nil derives it from ClusterSecret.
 	Identity crypto.PrivKey
 	// PSK, when set, is a 32-byte libp2p private-network key (TCP only).
+	// Plaintext links need it or ClusterSecret: plaintext proves no peer
+	// ID, so without a PSK every collective stream starts with a challenge
+	// keyed by the secret (see auth.go).
 	PSK []byte
 	// Timeout bounds connecting in New and every Send.
 	Timeout time.Duration
@@ -112,6 +116,9 @@ type Transport struct {
 	stop  context.CancelFunc
 	// ownHost says that New made the host, so Close closes it.
 	ownHost bool
+	// auth, if set, is the key of the plaintext challenge every collective
+	// stream starts with (see DeriveAuthKey).
+	auth []byte
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
@@ -148,13 +155,16 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 	if err := t.checkSelf(self); err != nil {
 		return nil, err
 	}
+	if err := t.plaintextAuth(); err != nil {
+		return nil, err
+	}
 	opts, err := t.hostOptions(key, addrs)
 	if err != nil {
 		return nil, err
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: starting rank %d's host on %s: %w", t.cfg.Rank, addrs[t.cfg.Rank], err)
+		return nil, t.listenError(addrs[t.cfg.Rank], err)
 	}
 	t.ownHost = true
 	return t.start(ctx, h, addrs)
@@ -226,6 +236,31 @@ func (t *Transport) checkSelf(self peer.ID) error {
 	return nil
 }
 
+// plaintextAuth makes plaintext links prove membership: a peer ID over
+// plaintext is claimed, not proven (anyone knowing a member's public key
+// could take its place, and inject frames, which carry no MAC). A
+// private-network key, if given, proves it; otherwise every collective
+// stream starts with a challenge keyed by the cluster secret. It warns
+// that the links are not authenticated.
+func (t *Transport) plaintextAuth() error {
+	if t.cfg.Security != SecurityPlaintext {
+		return nil
+	}
+	proof := "the private-network key (PSK)"
+	if len(t.cfg.PSK) == 0 {
+		if len(t.cfg.ClusterSecret) == 0 {
+			return errors.New("p2p: plaintext links with /p2p/ peer IDs and no cluster secret prove nobody's identity: any process that claims a listed peer ID would be admitted; give every peer the same cluster secret or private-network key (PSK), or choose tls or noise")
+		}
+		k, err := DeriveAuthKey(t.cfg.ClusterSecret)
+		if err != nil {
+			return err
+		}
+		t.auth, proof = k, "a challenge keyed by the cluster secret"
+	}
+	t.log.Warn("plaintext links: the data is not encrypted and frames are not authenticated (anyone on the network path can read or alter them); membership is proven by " + proof + ". Use tls or noise on networks you do not trust")
+	return nil
+}
+
 // start takes the links to the other ranks up on h.
 func (t *Transport) start(ctx context.Context, h host.Host, addrs []ma.Multiaddr) (*Transport, error) {
 	t.host = h
@@ -237,6 +272,7 @@ func (t *Transport) start(ctx context.Context, h host.Host, addrs []ma.Multiaddr
 			t.host.Peerstore().AddAddr(id, addrs[r], time.Hour*24*365)
 		}
 	}
+	t.host.SetStreamHandler(ClusterProtocolID, t.handleClusterView)
 	t.host.SetStreamHandler(ProtocolID, t.handleStream)
 	if err := t.connectAll(ctx, addrs); err != nil {
 		_ = t.Close()
@@ -334,18 +370,21 @@ func (t *Transport) hostOptions(key crypto.PrivKey, addrs []ma.Multiaddr) ([]lib
 		libp2p.Ping(false),
 		libp2p.Muxer(yamux.ID, muxer(t.cfg.StreamWindow)),
 	}
+	// No SO_REUSEPORT: a second process started as the same rank must
+	// fail to listen, not share the port and take half the connections.
+	tcpOnly := libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport())
 	switch t.cfg.Security {
 	case SecurityTLS:
-		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.Security(libp2ptls.ID, libp2ptls.New))
+		opts = append(opts, tcpOnly, libp2p.Security(libp2ptls.ID, libp2ptls.New))
 	case SecurityNoise:
-		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.Security(noise.ID, noise.New))
+		opts = append(opts, tcpOnly, libp2p.Security(noise.ID, noise.New))
 	case SecurityPlaintext:
-		opts = append(opts, libp2p.Transport(tcp.NewTCPTransport), libp2p.NoSecurity)
+		opts = append(opts, tcpOnly, libp2p.NoSecurity)
 	case SecurityQUIC:
 		if len(t.cfg.PSK) > 0 {
 			return nil, errors.New("p2p: a private-network key (pnet) works over TCP only; choose tls, noise or plaintext, or drop the key")
 		}
-		opts = append(opts, libp2p.Transport(quic.NewTransport))
+		opts = append(opts, libp2p.Transport(quic.NewTransport), libp2p.QUICReuse(quicreuse.NewConnManager, quicreuse.DisableReuseport()))
 	}
 	if len(t.cfg.PSK) > 0 {
 		if len(t.cfg.PSK) != 32 {
@@ -453,14 +492,20 @@ func (t *Transport) connectAll(ctx context.Context, addrs []ma.Multiaddr) error 
 			s, err := t.openStream(ctx, r, addrs[r])
 			if err != nil {
 				errs[r] = fmt.Errorf("rank %d (%s at %s): %w", r, t.ids[r], addrs[r], err)
+				if firstPermanent(errs[r:r+1]) != nil {
+					cancel() // no use waiting for the others
+				}
 				return
 			}
 			t.out[r] = &outLink{sem: make(chan struct{}, 1), s: s}
 		}()
 	}
 	wg.Wait()
+	if err := firstPermanent(errs); err != nil {
+		return fmt.Errorf("p2p: rank %d cannot start: %w", t.cfg.Rank, err)
+	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("p2p: rank %d could not reach every peer within %v: %w", t.cfg.Rank, t.cfg.Timeout, err)
+		return fmt.Errorf("p2p: rank %d could not reach every peer within %v: %w%s", t.cfg.Rank, t.cfg.Timeout, err, t.timeoutHint(errs))
 	}
 	return nil
 }
@@ -470,6 +515,14 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 	for {
 		err := t.host.Connect(ctx, peer.AddrInfo{ID: t.ids[r], Addrs: []ma.Multiaddr{addr}})
 		if err == nil {
+			err = t.checkView(ctx, r)
+		} else {
+			err = t.dialError(r, err)
+		}
+		if firstPermanent([]error{err}) != nil {
+			return nil, err
+		}
+		if err == nil {
 			s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], ProtocolID)
 			if err == nil {
 				// Negotiate the protocol now, not lazily on the first frame:
@@ -477,11 +530,20 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 				// negotiating, and a peer slow to send its first frame (a
 				// large shard to count, a loaded host) would otherwise have
 				// its streams reset whatever the collective timeout says.
-				// An empty write sends the protocol header at once.
-				if _, err = s.Write(nil); err == nil {
+				// An empty write sends the protocol header at once (as
+				// does the plaintext challenge's first message).
+				if t.auth != nil {
+					err = t.proveDialer(s, r)
+				} else {
+					_, err = s.Write(nil)
+				}
+				if err == nil {
 					return s, nil
 				}
 				_ = s.Reset()
+				if errors.Is(err, errNoProof) {
+					_ = s.Conn().Close() // redial: the real peer may be elsewhere
+				}
 			}
 			last = err
 		} else {
@@ -507,6 +569,14 @@ func (t *Transport) handleStream(s network.Stream) {
 		t.log.Warn("refused a collective stream from a peer outside the cluster", zap.Stringer("peer", remote), zap.Stringer("addr", s.Conn().RemoteMultiaddr()))
 		_ = s.Reset()
 		return
+	}
+	if t.auth != nil {
+		if err := t.proveListener(s, r); err != nil {
+			t.log.Warn("refused a collective stream from a peer claiming a rank's peer ID", zap.Int("claimed_rank", r), zap.Stringer("addr", s.Conn().RemoteMultiaddr()), zap.Error(err))
+			_ = s.Reset()
+			_ = s.Conn().Close()
+			return
+		}
 	}
 	t.mu.Lock()
 	if t.stopped {
@@ -661,6 +731,7 @@ func (t *Transport) Close() error {
 	} else {
 		// The caller's host lives on: end what this transport added.
 		t.host.RemoveStreamHandler(ProtocolID)
+		t.host.RemoveStreamHandler(ClusterProtocolID)
 		for _, s := range inbound {
 			_ = s.Reset()
 		}

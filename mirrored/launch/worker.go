@@ -133,6 +133,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	if cfg.Job.Config.Progress == nil {
 		cfg.Job.Config.Progress = io.Discard
 	}
+	// Compared in the start-up handshake: found at once, by every peer.
+	cfg.Job.Cluster, cfg.Job.AllReduceAlgo = cfg.Cluster.Digest(), cfg.Algo.String()
 	prev := cfg.Job.OnEvent
 	cfg.Job.OnEvent = func(e mirrored.Event) {
 		emit(Message{Event: e})

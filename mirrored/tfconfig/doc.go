@@ -6,7 +6,9 @@
 //
 // Invariants of a Cluster from Load or Parse: Peers is non-empty, its
 // addresses are well-formed host:port or multiaddrs and pairwise distinct
-// (as endpoints and as /p2p/ peer IDs), the chief is rank 0, and Rank
-// indexes Peers. Every error names where the spec came from and, for
-// malformed JSON, the line and column.
+// (as endpoints, however spelled: localhost is 127.0.0.1 and port 07101 is
+// 7101; and as /p2p/ peer IDs), the chief is rank 0, and Rank indexes
+// Peers, except for the evaluator (Rank -1), which is no peer. No JSON
+// object repeats a key. Every error names where the spec came from and,
+// for malformed JSON, the line and column.
 package tfconfig

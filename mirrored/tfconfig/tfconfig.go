@@ -2,11 +2,13 @@ package tfconfig
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -22,10 +24,16 @@ const Env = "TF_CONFIG"
 const (
 	TaskWorker = "worker"
 	TaskChief  = "chief"
+	// TaskEvaluator is TensorFlow's side task: it follows the chief's
+	// checkpoints and evaluates them, outside the training collectives.
+	TaskEvaluator = "evaluator"
 )
 
 // Cluster is a validated TF_CONFIG: the addresses of every peer in rank
 // order and this process's rank.
+//
+// An "evaluator" entry is not a peer: it is not in Peers, and the
+// evaluator's own Cluster has Rank -1 (see IsEvaluator).
 //
 // Ranks: with no "chief" entry, worker i is rank i and worker 0 is the
 // chief. With a chief, the chief is rank 0 and worker i is rank i+1 (as in
@@ -35,13 +43,30 @@ type Cluster struct {
 	// Peers has one address per rank: "host:port" or a multiaddr,
 	// possibly ending in /p2p/<peer-id>.
 	Peers []string
-	// Rank is this process's rank in Peers.
+	// Rank is this process's rank in Peers; -1 for the evaluator.
 	Rank int
 	// TaskType and TaskIndex are this process's task as written.
 	TaskType  string
 	TaskIndex int
 	// HasChief says whether the spec listed a separate chief.
 	HasChief bool
+}
+
+// IsEvaluator says whether this process is the cluster's evaluator, which
+// joins no collective.
+func (c *Cluster) IsEvaluator() bool { return c.TaskType == TaskEvaluator }
+
+// Digest identifies the training peers' endpoints as every peer must list
+// them: their number and a hash of their normalised addresses in rank
+// order ("3 peers 1a2b3c4d"), so two spellings of one endpoint
+// (localhost and 127.0.0.1, port 07101 and 7101) digest alike.
+func (c *Cluster) Digest() string {
+	h := sha256.New()
+	for _, p := range c.Peers {
+		key, id, _ := normaliseAddr(p) // validated by Parse
+		fmt.Fprintf(h, "%s/%s\n", key, id)
+	}
+	return fmt.Sprintf("%d peers %x", len(c.Peers), h.Sum(nil)[:4])
 }
 
 // AllPeerIDs says whether every peer is listed with its /p2p/ peer ID (so
@@ -106,24 +131,16 @@ func parse(b []byte) (*Cluster, error) {
 		line, col := lineCol(b, dec.InputOffset())
 		return nil, fmt.Errorf("malformed JSON at line %d, column %d: unexpected data after the top-level object", line, col)
 	}
+	if err := duplicateKey(b); err != nil {
+		return nil, err
+	}
 	if len(tc.Cluster) == 0 {
 		return nil, errors.New(`no "cluster": want {"cluster": {"worker": ["host:port", ...]}, "task": {...}}`)
 	}
-	for typ := range tc.Cluster {
-		switch typ {
-		case TaskWorker, TaskChief:
-		case "ps":
-			return nil, errors.New(`cluster has "ps" entries: meshtrain has no parameter servers (peers all-reduce among themselves); list every training machine under "worker"`)
-		case "evaluator":
-			return nil, errors.New(`cluster has an "evaluator" entry: meshtrain evaluates on the workers themselves; remove it (use "meshtrain eval --checkpoint FILE" for a separate evaluation)`)
-		default:
-			return nil, fmt.Errorf("cluster has unknown task type %q: want \"worker\" and optionally \"chief\"", typ)
-		}
+	if err := checkTaskTypes(tc.Cluster); err != nil {
+		return nil, err
 	}
 	chief, workers := tc.Cluster[TaskChief], tc.Cluster[TaskWorker]
-	if _, ok := tc.Cluster[TaskChief]; ok && len(chief) != 1 {
-		return nil, fmt.Errorf("cluster.chief lists %d addresses: want exactly one (or no \"chief\" key, making worker 0 the chief)", len(chief))
-	}
 	if len(workers) == 0 && len(chief) == 0 {
 		return nil, errors.New(`cluster.worker is empty: list at least one "host:port"`)
 	}
@@ -132,11 +149,11 @@ func parse(b []byte) (*Cluster, error) {
 	}
 	typ := tc.Task.Type
 	switch typ {
-	case TaskWorker, TaskChief:
+	case TaskWorker, TaskChief, TaskEvaluator:
 	case "":
-		return nil, errors.New(`task.type is missing: want "worker" or "chief"`)
+		return nil, errors.New(`task.type is missing: want "worker", "chief" or "evaluator"`)
 	default:
-		return nil, fmt.Errorf("unknown task type %q: want \"worker\" or \"chief\"", typ)
+		return nil, fmt.Errorf("unknown task type %q: want \"worker\", \"chief\" or \"evaluator\"", typ)
 	}
 	if tc.Task.Index == nil {
 		return nil, fmt.Errorf(`task.index is missing: want the index of this process in cluster.%s`, typ)
@@ -151,6 +168,30 @@ func parse(b []byte) (*Cluster, error) {
 	}
 
 	c := &Cluster{TaskType: typ, TaskIndex: idx, HasChief: len(chief) == 1}
+	var err error
+	if c.Peers, err = peerList(chief, workers); err != nil {
+		return nil, err
+	}
+	for _, a := range tc.Cluster[TaskEvaluator] {
+		if _, _, err := normaliseAddr(a); err != nil {
+			return nil, fmt.Errorf("cluster evaluator 0 address %q: %w", a, err)
+		}
+	}
+	switch {
+	case typ == TaskEvaluator:
+		c.Rank = -1
+	case typ == TaskWorker && c.HasChief:
+		c.Rank = idx + 1
+	default:
+		c.Rank = idx
+	}
+	return c, nil
+}
+
+// peerList checks the training peers' addresses (well-formed, pairwise
+// distinct endpoints and peer IDs) and returns them in rank order.
+func peerList(chief, workers []string) ([]string, error) {
+	var peers []string
 	type entry struct{ name, addr string }
 	var all []entry
 	for i, a := range chief {
@@ -159,33 +200,106 @@ func parse(b []byte) (*Cluster, error) {
 	for i, a := range workers {
 		all = append(all, entry{fmt.Sprintf("worker %d", i), a})
 	}
-	seenAddr, seenID := map[string]string{}, map[string]string{}
+	seenAddr, seenID := map[string]entry{}, map[string]string{}
 	for _, e := range all {
 		key, id, err := normaliseAddr(e.addr)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s address %q: %w", e.name, e.addr, err)
 		}
-		if prev, dup := seenAddr[key]; dup {
-			return nil, fmt.Errorf("duplicate address: %s and %s are both %s; each peer needs its own host:port", prev, e.name, e.addr)
+		if prev, dup := seenAddr[key]; dup && prev.addr == e.addr {
+			return nil, fmt.Errorf("duplicate address: %s and %s are both %s; each peer needs its own host:port", prev.name, e.name, e.addr)
+		} else if dup {
+			return nil, fmt.Errorf("duplicate address: %s (%s) and %s (%s) are the same endpoint spelled differently; each peer needs its own host:port", prev.name, prev.addr, e.name, e.addr)
 		}
-		seenAddr[key] = e.name
+		seenAddr[key] = e
 		if id != "" {
 			if prev, dup := seenID[id]; dup {
 				return nil, fmt.Errorf("duplicate peer ID: %s and %s both have /p2p/%s; each peer needs its own identity", prev, e.name, id)
 			}
 			seenID[id] = e.name
 		}
-		c.Peers = append(c.Peers, e.addr)
+		peers = append(peers, e.addr)
 	}
-	c.Rank = idx
-	if typ == TaskWorker && c.HasChief {
-		c.Rank = idx + 1
+	return peers, nil
+}
+
+// checkTaskTypes checks the cluster's task types and how many addresses
+// the single-address ones list.
+func checkTaskTypes(cluster map[string][]string) error {
+	for typ := range cluster {
+		switch typ {
+		case TaskWorker, TaskChief, TaskEvaluator:
+		case "ps":
+			return errors.New(`cluster has "ps" entries: meshtrain has no parameter servers (the workers all-reduce the gradients among themselves, as TensorFlow's MultiWorkerMirroredStrategy does; "ps" belongs to ParameterServerStrategy); list every training machine under "worker"`)
+		default:
+			return fmt.Errorf("cluster has unknown task type %q: want \"worker\" and optionally \"chief\" and \"evaluator\"", typ)
+		}
 	}
-	return c, nil
+	if chief, ok := cluster[TaskChief]; ok && len(chief) != 1 {
+		return fmt.Errorf("cluster.chief lists %d addresses: want exactly one (or no \"chief\" key, making worker 0 the chief)", len(chief))
+	}
+	if ev, ok := cluster[TaskEvaluator]; ok && len(ev) != 1 {
+		return fmt.Errorf("cluster.evaluator lists %d addresses: want exactly one, as in TensorFlow", len(ev))
+	}
+	return nil
+}
+
+// duplicateKey reports the first key repeated within one JSON object of b
+// (well-formed), with its line and column: encoding/json, like TensorFlow's
+// parser, silently keeps the last, so a repeated "task" would make this
+// process another task than the one its author read first.
+func duplicateKey(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var walk func(in string) error
+	walk = func(in string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
+			seen := map[string]bool{}
+			for dec.More() {
+				inner := in
+				if d == '{' {
+					kt, err := dec.Token()
+					if err != nil {
+						return err
+					}
+					key := kt.(string) // an object's tokens alternate key, value
+					if seen[key] {
+						line, col := lineCol(b, valueStart(b, dec.InputOffset())+1)
+						return fmt.Errorf("duplicate key %q in %s at line %d, column %d: only the last would count; keep one", key, in, line, col)
+					}
+					seen[key], inner = true, fmt.Sprintf("the %q object", key)
+				}
+				if err := walk(inner); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token() // the closing delimiter
+		}
+		return err
+	}
+	return walk("the top-level object")
+}
+
+// normaliseHost returns a key equal for two spellings of one host: IP
+// addresses in their canonical form, names in lower case, and localhost as
+// 127.0.0.1 (where it resolves on every machine this runs on).
+func normaliseHost(h string) string {
+	h = strings.ToLower(h)
+	if h == "localhost" {
+		return "127.0.0.1"
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return ip.Unmap().String()
+	}
+	return h
 }
 
 // normaliseAddr checks one address and returns a key equal for two
-// spellings of the same endpoint, and the /p2p/ peer ID if any.
+// spellings of the same endpoint (see normaliseHost; ports as numbers, so
+// 07101 is 7101), and the /p2p/ peer ID if any.
 func normaliseAddr(s string) (key, id string, err error) {
 	if s == "" {
 		return "", "", errors.New("empty: want host:port or a multiaddr")
@@ -198,10 +312,11 @@ func normaliseAddr(s string) (key, id string, err error) {
 		if host == "" {
 			return "", "", errors.New("no host: want host:port")
 		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 {
 			return "", "", fmt.Errorf("port %q: want a number in 1..65535", port)
 		}
-		return strings.ToLower(host) + "|" + port, "", nil
+		return normaliseHost(host) + "|" + strconv.Itoa(p), "", nil
 	}
 	a, err := ma.NewMultiaddr(s)
 	if err != nil {
@@ -211,7 +326,7 @@ func normaliseAddr(s string) (key, id string, err error) {
 	ma.ForEach(a, func(c ma.Component) bool {
 		switch c.Protocol().Code {
 		case ma.P_IP4, ma.P_IP6, ma.P_DNS, ma.P_DNS4, ma.P_DNS6:
-			host = strings.ToLower(c.Value())
+			host = normaliseHost(c.Value())
 		case ma.P_TCP, ma.P_UDP:
 			port = c.Value()
 		case ma.P_P2P:

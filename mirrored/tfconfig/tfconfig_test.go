@@ -32,6 +32,10 @@ func TestParse(t *testing.T) {
 			[]string{"/ip4/10.0.0.1/tcp/7000/p2p/" + id0, "/ip4/10.0.0.2/tcp/7000/p2p/" + id1}, 1, false},
 		{"quic multiaddr, ipv6 and dns", `{"cluster": {"worker": ["/ip4/10.0.0.1/udp/7000/quic-v1", "[::1]:7000", "node-3.example:7000"]}, "task": {"type": "worker", "index": 0}}`,
 			[]string{"/ip4/10.0.0.1/udp/7000/quic-v1", "[::1]:7000", "node-3.example:7000"}, 0, false},
+		{"evaluator is no peer", `{"cluster": {"chief": ["c:9"], "worker": ["a:1"], "evaluator": ["e:5"]}, "task": {"type": "worker", "index": 0}}`,
+			[]string{"c:9", "a:1"}, 1, true},
+		{"the evaluator itself", `{"cluster": {"chief": ["c:9"], "worker": ["a:1"], "evaluator": ["e:5"]}, "task": {"type": "evaluator", "index": 0}}`,
+			[]string{"c:9", "a:1"}, -1, true},
 		{"tensorflow extras accepted", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}, "environment": "cloud", "rpc_layer": "grpc"}`,
 			[]string{"a:1"}, 0, false},
 	}
@@ -73,8 +77,20 @@ func TestParseErrors(t *testing.T) {
 		{"no workers", `{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}`, "src: cluster.worker is empty"},
 		{"parameter server", `{"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "worker", "index": 0}}`,
 			`src: cluster has "ps" entries: meshtrain has no parameter servers`},
-		{"evaluator", `{"cluster": {"worker": ["a:1"], "evaluator": ["b:2"]}, "task": {"type": "worker", "index": 0}}`,
-			`src: cluster has an "evaluator" entry`},
+		{"two evaluators", `{"cluster": {"worker": ["a:1"], "evaluator": ["b:2", "c:3"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster.evaluator lists 2 addresses: want exactly one`},
+		{"evaluator task without evaluator", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}`,
+			`src: task type "evaluator" but the cluster has no "evaluator" entries`},
+		{"evaluator alone", `{"cluster": {"evaluator": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}`,
+			"src: cluster.worker is empty"},
+		{"bad evaluator address", `{"cluster": {"worker": ["a:1"], "evaluator": ["b"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: cluster evaluator 0 address "b": want host:port`},
+		{"repeated task key", "{\"cluster\": {\"worker\": [\"a:1\", \"b:2\"]},\n \"task\": {\"type\": \"worker\", \"index\": 0},\n \"task\": {\"type\": \"worker\", \"index\": 1}}",
+			`src: duplicate key "task" in the top-level object at line 3, column 2: only the last would count; keep one`},
+		{"repeated key in the cluster", `{"cluster": {"worker": ["a:1"], "worker": ["b:2"]}, "task": {"type": "worker", "index": 0}}`,
+			`src: duplicate key "worker" in the "cluster" object at line 1, column 33`},
+		{"repeated key in the task", `{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0, "index": 1}}`,
+			`src: duplicate key "index" in the "task" object`},
 		{"unknown cluster task type", `{"cluster": {"worker": ["a:1"], "trainer": ["b:2"]}, "task": {"type": "worker", "index": 0}}`,
 			`src: cluster has unknown task type "trainer": want "worker" and optionally "chief"`},
 		{"two chiefs", `{"cluster": {"worker": ["a:1"], "chief": ["b:2", "c:3"]}, "task": {"type": "worker", "index": 0}}`,
@@ -82,7 +98,7 @@ func TestParseErrors(t *testing.T) {
 		{"no task", `{"cluster": {"worker": ["a:1"]}}`, `src: no "task"`},
 		{"no task type", `{"cluster": {"worker": ["a:1"]}, "task": {"index": 0}}`, "src: task.type is missing"},
 		{"unknown task type", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "ps", "index": 0}}`,
-			`src: unknown task type "ps": want "worker" or "chief"`},
+			`src: unknown task type "ps": want "worker", "chief" or "evaluator"`},
 		{"no index", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker"}}`, "src: task.index is missing"},
 		{"index out of range", `{"cluster": {"worker": ["a:1", "b:2", "c:3"]}, "task": {"type": "worker", "index": 3}}`,
 			"src: task index 3 out of range: cluster.worker has 3 entries (indices 0 to 2)"},
@@ -93,9 +109,17 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate workers", `{"cluster": {"worker": ["a:1", "b:2", "a:1"]}, "task": {"type": "worker", "index": 0}}`,
 			"src: duplicate address: worker 0 and worker 2 are both a:1; each peer needs its own host:port"},
 		{"duplicate chief and worker", `{"cluster": {"worker": ["A:1"], "chief": ["a:1"]}, "task": {"type": "worker", "index": 0}}`,
-			"src: duplicate address: chief 0 and worker 0 are both A:1"},
+			"src: duplicate address: chief 0 (a:1) and worker 0 (A:1) are the same endpoint spelled differently"},
 		{"duplicate in two spellings", `{"cluster": {"worker": ["10.0.0.1:7000", "/ip4/10.0.0.1/tcp/7000/p2p/` + id0 + `"]}, "task": {"type": "worker", "index": 0}}`,
-			"src: duplicate address: worker 0 and worker 1 are both /ip4/10.0.0.1/tcp/7000/p2p/"},
+			"src: duplicate address: worker 0 (10.0.0.1:7000) and worker 1 (/ip4/10.0.0.1/tcp/7000/p2p/" + id0 + ") are the same endpoint spelled differently"},
+		{"localhost is 127.0.0.1", `{"cluster": {"worker": ["localhost:7101", "127.0.0.1:7101"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: duplicate address: worker 0 (localhost:7101) and worker 1 (127.0.0.1:7101) are the same endpoint spelled differently"},
+		{"port with a leading zero", `{"cluster": {"worker": ["10.0.0.1:7101", "10.0.0.1:07101"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: duplicate address: worker 0 (10.0.0.1:7101) and worker 1 (10.0.0.1:07101) are the same endpoint spelled differently"},
+		{"ipv6 spellings", `{"cluster": {"worker": ["[::1]:7101", "/ip6/0:0::1/tcp/7101"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: duplicate address: worker 0 ([::1]:7101) and worker 1 (/ip6/0:0::1/tcp/7101) are the same endpoint"},
+		{"localhost multiaddr", `{"cluster": {"worker": ["/dns/LOCALHOST/tcp/7101", "127.0.0.1:7101"]}, "task": {"type": "worker", "index": 0}}`,
+			"src: duplicate address: worker 0 (/dns/LOCALHOST/tcp/7101) and worker 1 (127.0.0.1:7101) are the same endpoint"},
 		{"duplicate peer id", `{"cluster": {"worker": ["/ip4/10.0.0.1/tcp/7000/p2p/` + id0 + `", "/ip4/10.0.0.2/tcp/7000/p2p/` + id0 + `"]}, "task": {"type": "worker", "index": 0}}`,
 			"src: duplicate peer ID: worker 0 and worker 1 both have /p2p/" + id0},
 		{"no port", `{"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}}`,
@@ -123,6 +147,31 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error\n  %v\nwant it to start with\n  %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestDigest: the digest every peer compares says how many peers there
+// are and tells lists apart, but not two spellings of one list.
+func TestDigest(t *testing.T) {
+	digest := func(workers string) string {
+		t.Helper()
+		c, err := Parse([]byte(`{"cluster": {"worker": [`+workers+`]}, "task": {"type": "worker", "index": 0}}`), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Digest()
+	}
+	two := digest(`"localhost:7101", "10.0.0.2:7102"`)
+	if !strings.HasPrefix(two, "2 peers ") {
+		t.Errorf("digest %q does not start with the number of peers", two)
+	}
+	if same := digest(`"127.0.0.1:07101", "/ip4/10.0.0.2/tcp/7102"`); same != two {
+		t.Errorf("two spellings of one list digest differently: %q and %q", two, same)
+	}
+	for _, other := range []string{`"127.0.0.1:7101", "10.0.0.2:7103"`, `"10.0.0.2:7102", "127.0.0.1:7101"`, `"127.0.0.1:7101", "10.0.0.2:7102", "10.0.0.3:7103"`} {
+		if d := digest(other); d == two {
+			t.Errorf("%s digests as %s", other, two)
+		}
 	}
 }
 
@@ -165,7 +214,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if c.Rank < 0 || c.Rank >= len(c.Peers) {
+		if (c.Rank < 0 || c.Rank >= len(c.Peers)) && !(c.IsEvaluator() && c.Rank == -1) {
 			t.Fatalf("rank %d out of range for %d peers", c.Rank, len(c.Peers))
 		}
 	})
