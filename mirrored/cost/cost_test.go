@@ -1,0 +1,133 @@
+package cost
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/meshtrain/meshtrain/collective"
+)
+
+// base: α 100 µs, β 100 MB/s, γ 2 ns/B, 50 µs fixed, one core per rank,
+// a host per rank.
+var base = Params{Alpha: 100e-6, Beta: 1e8, Gamma: 2e-9, Fixed: 50e-6, RankCores: 1}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12+1e-9*math.Abs(b) }
+
+// TestEstimate checks each operation against times worked out by hand.
+func TestEstimate(t *testing.T) {
+	shared := base
+	shared.SharedCores, shared.Gamma = 2, 2e-8
+	for _, tc := range []struct {
+		name    string
+		p       Params
+		tr      Traffic
+		want    Traffic
+		seconds float64
+		bound   Bound
+	}{
+		// 2·3/4·4 MB = 6 MB per rank in 6 rounds: 50+600 µs + 60 ms.
+		{"ring n4 4MB", base, Ring(4, 4e6), Traffic{6, 6e6, 6e6, 24e6, 4}, 0.06065, Bandwidth},
+		// γ·24 MB over 2 shared cores = 240 ms, above the ring's 60.65 ms.
+		{"ring n4 4MB shared cores", shared, Ring(4, 4e6), Traffic{6, 6e6, 6e6, 24e6, 4}, 50e-6 + 0.24, CPU},
+		// 2 rounds of 1000 B: 250 µs + 20 µs.
+		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), Traffic{2, 2000, 2000, 8000, 4}, 270e-6, Latency},
+		// n=3: one exchange round plus hand-in and hand-back: 350 µs + 30 µs.
+		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), Traffic{3, 3000, 2000, 4000, 3}, 380e-6, Latency},
+		// The root's link: 3 MB in, then 3 MB out: 250 µs + 60 ms.
+		{"star n4 1MB", base, Star(4, 1e6), Traffic{2, 6e6, 3e6, 6e6, 4}, 0.06025, Bandwidth},
+		// One round, 3 × 1000 B out: 150 µs + 30 µs.
+		{"gather n4 1KB", base, AllGatherDirect(4, 1000), Traffic{1, 3000, 3000, 12000, 4}, 180e-6, Latency},
+		// 1000 pairs × 7 B + 8: 150 µs + 70.08 µs.
+		{"sparse n2 k1000", base, SparseAllGather(2, 1000, 7), Traffic{1, 7008, 7008, 14016, 2}, 220.08e-6, Latency},
+		// Request and reply of 1 MB: 250 µs + 20 ms.
+		{"gossip 1MB", base, GossipRound(4, 1e6), Traffic{2, 2e6, 2e6, 8e6, 4}, 0.02025, Bandwidth},
+		{"one rank", base, Ring(1, 1e6), Traffic{Ranks: 1}, 50e-6, Latency},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.tr != tc.want {
+				t.Errorf("traffic %+v, want %+v", tc.tr, tc.want)
+			}
+			e := tc.p.Estimate(tc.tr)
+			if !near(e.Seconds, tc.seconds) || e.Bound != tc.bound {
+				t.Errorf("%.9g s, %v bound; want %.9g s, %v", e.Seconds, e.Bound, tc.seconds, tc.bound)
+			}
+		})
+	}
+}
+
+// TestStep: compute plus exchange; ranks beyond the shared cores take
+// turns computing.
+func TestStep(t *testing.T) {
+	shared := base
+	shared.SharedCores = 2
+	for _, tc := range []struct {
+		name    string
+		p       Params
+		compute float64
+		seconds float64
+		bound   Bound
+	}{
+		// 4 ranks on 2 cores: 10 ms of compute takes 20; CPU of the ring
+		// γ·24 MB/2 = 24 ms is below its 60.65 ms of network.
+		{"shared", shared, 0.01, 0.02 + 0.06065, Bandwidth},
+		{"own hosts", base, 0.01, 0.01 + 0.06065, Bandwidth},
+		{"compute-bound", base, 1, 1.06065, Compute},
+	} {
+		e := tc.p.Step(tc.compute, Ring(4, 4e6))
+		if !near(e.Seconds, tc.seconds) || e.Bound != tc.bound {
+			t.Errorf("%s: %.9g s, %v bound; want %.9g s, %v", tc.name, e.Seconds, e.Bound, tc.seconds, tc.bound)
+		}
+	}
+}
+
+// TestAllReducePicks follows collective's Auto.
+func TestAllReducePicks(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		m    float64
+		want collective.Algo
+	}{{4, 4096, collective.Star}, {2, 4096, collective.Tree}, {16, 4096, collective.Tree}, {4, 1 << 20, collective.Ring}, {4, 128 << 10, collective.Tree}} {
+		if got, _ := AllReduce(tc.n, tc.m); got != tc.want {
+			t.Errorf("n %d, %g B: %v, want %v", tc.n, tc.m, got, tc.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := base.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Params{{Beta: 0, RankCores: 1}, {Beta: 1, RankCores: 0}, {Beta: 1, RankCores: 1, Alpha: -1}, {Beta: 1, RankCores: 1, Gamma: math.NaN()}, {Beta: 1, RankCores: 1, SharedCores: -2}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v: valid, want an error", bad)
+		}
+	}
+}
+
+func TestSizes(t *testing.T) {
+	if got, want := Sizes(12), []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 12}; !slices.Equal(got, want) {
+		t.Errorf("Sizes(12) = %v, want %v", got, want)
+	}
+	if got := Sizes(1000); got[len(got)-1] != 1000 || !slices.IsSorted(got) {
+		t.Errorf("Sizes(1000) = %v: want sorted, ending at 1000", got)
+	}
+}
+
+// TestWins: for M = 1 MB the ring's rounds grow with N and gossip's two
+// do not, so gossip wins from some N on; worked out by hand.
+func TestWins(t *testing.T) {
+	p := Params{Alpha: 1e-3, Beta: 1e8, RankCores: 1}
+	// Ring: 2(N−1)·1 ms + 2(N−1)/N·10 ms; gossip: 2 ms + 20 ms.
+	// N=2: 2+10=12 < 22; N=6: 10+16.7=26.7 > 22; N=5: 8+16=24 > 22;
+	// N=4: 6+15=21 < 22.
+	pts := p.Extrapolate([]int{2, 3, 4, 5, 6}, 1e6, 1e6, 100)
+	spans := Wins(pts, "ring", func(pt Point) float64 { return pt.Ring.Seconds }, "gossip", func(pt Point) float64 { return pt.Gossip.Seconds })
+	want := []Span{{"ring", 2, 4, 22.0 / 21}, {"gossip", 5, 6, (10 + 2*5*1e6/6/1e8*1e3) / 22}}
+	if len(spans) != 2 || spans[0].Winner != want[0].Winner || spans[0].To != 4 || spans[1].From != 5 || spans[1].To != 6 || !near(spans[0].Ratio, want[0].Ratio) || !near(spans[1].Ratio, want[1].Ratio) {
+		t.Errorf("spans %+v, want %+v", spans, want)
+	}
+	if got := Describe(spans); got != "ring wins for N = 2–4 (1.05× at 4); gossip wins for N = 5–6 (1.21× at 6)" {
+		t.Errorf("Describe: %q", got)
+	}
+}
