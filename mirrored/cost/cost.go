@@ -190,3 +190,55 @@ func (p Params) Step(compute float64, exchange Traffic) Estimate {
 	e.Seconds += compute
 	return e
 }
+
+// Sample is one measured all-reduce.
+type Sample struct {
+	Algo       collective.Algo `json:"algo"`
+	N          int             `json:"n"`
+	Bytes      float64         `json:"bytes"`
+	Seconds    float64         `json:"seconds"`
+	CPUSeconds float64         `json:"cpu_seconds"` // all ranks together
+}
+
+// Traffic is the sample's traffic under the model.
+func (s Sample) Traffic() Traffic {
+	switch s.Algo {
+	case collective.Ring:
+		return Ring(s.N, s.Bytes)
+	case collective.Star:
+		return Star(s.N, s.Bytes)
+	}
+	return RecursiveDoubling(s.N, s.Bytes)
+}
+
+// Measured is what calibration measures on one machine's loopback.
+type Measured struct {
+	// RTT is the median round trip of a small message on one stream, and
+	// LinkRate one stream's payload rate with both directions busy.
+	RTT, LinkRate float64
+	// Small is a latency-bound all-reduce (its time beyond α sets Fixed),
+	// Large a bandwidth-bound one (its CPU per byte moved sets γ).
+	Small, Large Sample
+	// Cores is the machine's core count.
+	Cores float64
+}
+
+// Fit derives the parameters from m: α is half the round trip, β the
+// stream's rate, γ the large all-reduce's CPU seconds per byte moved, and
+// Fixed what the small all-reduce took beyond its rounds of α and its
+// bytes at β. RankCores is 1 and SharedCores 0 (a host per rank): the
+// caller sets them for the cluster it predicts.
+func Fit(m Measured) (Params, error) {
+	p := Params{Alpha: m.RTT / 2, Beta: m.LinkRate, RankCores: 1}
+	if t := m.Large.Traffic(); t.Total > 0 {
+		p.Gamma = m.Large.CPUSeconds / t.Total
+	}
+	if p.Beta > 0 {
+		t := m.Small.Traffic()
+		p.Fixed = max(0, m.Small.Seconds-t.Rounds*p.Alpha-t.Link/p.Beta)
+	}
+	if err := p.Validate(); err != nil {
+		return Params{}, fmt.Errorf("cost: fitting %+v: %w", m, err)
+	}
+	return p, nil
+}

@@ -3,6 +3,7 @@ package cost
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/meshtrain/meshtrain/collective"
@@ -129,5 +130,70 @@ func TestWins(t *testing.T) {
 	}
 	if got := Describe(spans); got != "ring wins for N = 2–4 (1.05× at 4); gossip wins for N = 5–6 (1.21× at 6)" {
 		t.Errorf("Describe: %q", got)
+	}
+}
+
+// TestFit: α 100 µs from a 200 µs round trip; a 4 KiB tree all-reduce on
+// 2 ranks (1 round) of 400 µs leaves 400−100−4096/1e8 s = 259.04 µs fixed;
+// a 16 MB ring on 2 ranks moves 2·16 MB, so 64 ms of CPU is 2 ns/B.
+func TestFit(t *testing.T) {
+	p, err := Fit(Measured{RTT: 200e-6, LinkRate: 1e8,
+		Small: Sample{Algo: collective.Tree, N: 2, Bytes: 4096, Seconds: 400e-6},
+		Large: Sample{Algo: collective.Ring, N: 2, Bytes: 16e6, Seconds: 0.2, CPUSeconds: 0.064}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Params{Alpha: 100e-6, Beta: 1e8, Gamma: 2e-9, Fixed: 259.04e-6, RankCores: 1}
+	if !near(p.Alpha, want.Alpha) || p.Beta != want.Beta || !near(p.Gamma, want.Gamma) || !near(p.Fixed, want.Fixed) || p.RankCores != 1 {
+		t.Errorf("Fit = %+v, want %+v", p, want)
+	}
+	if _, err := Fit(Measured{RTT: 1e-4}); err == nil {
+		t.Error("Fit without a link rate: no error")
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]float64{"100mbit": 1e8, "1.8gbit": 1.8e9, " 1GBit ": 1e9, "500kbit": 5e5} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %g, %v; want %g", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "1g", "gbit", "-1gbit", "fast"} {
+		if _, err := ParseRate(bad); err == nil {
+			t.Errorf("ParseRate(%q): no error", bad)
+		}
+	}
+	// 1 Gbit/s is 125 MB/s on the wire, 119.55 MB/s of TCP payload.
+	if got := LinkBeta(1e9); !near(got, 125e6*1448/1514) {
+		t.Errorf("LinkBeta(1gbit) = %g", got)
+	}
+}
+
+// TestPredict: the rows a question asks for, the dense step on Auto's
+// algorithm (the ring above 128 KiB), the sparse step on the all-gather.
+func TestPredict(t *testing.T) {
+	rows := base.Predict(Question{N: 4, Bytes: 4e6, Touched: 1000, Compute: 0.01})
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	want := []string{"ring all-reduce", "recursive doubling", "star", "gossip round (dense)", "sparse all-gather (k=1000)",
+		"gossip round (k=1000 changed)", "step, dense exchange (ring)", "step, sparse exchange"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("rows %q, want %q", names, want)
+	}
+	// 10 ms + the ring's 60.65 ms; 10 ms + 150 µs + 3·(1000·7.4+8)/1e8 s.
+	if got := rows[6].Seconds; !near(got, 0.07065) {
+		t.Errorf("dense step %.9g s, want 0.07065", got)
+	}
+	if got, want := rows[7].Seconds, 0.01+150e-6+3*7408/1e8; !near(got, want) {
+		t.Errorf("sparse step %.9g s, want %.9g", got, want)
+	}
+	if n := len(base.Predict(Question{N: 2, Bytes: 1e6})); n != 4 {
+		t.Errorf("%d rows without touched features or compute, want 4", n)
+	}
+	var b strings.Builder
+	if err := WriteRows(&b, rows); err != nil || !strings.Contains(b.String(), "60.6 ms  bandwidth") {
+		t.Errorf("table %v:\n%s", err, b.String())
 	}
 }

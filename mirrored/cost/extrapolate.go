@@ -2,8 +2,10 @@ package cost
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strings"
+	"text/tabwriter"
 )
 
 // Point is one cluster size of an extrapolation: a model of M bytes
@@ -81,4 +83,26 @@ func Describe(spans []Span) string {
 		parts[i] = fmt.Sprintf("%s wins for N = %d–%d (%.2f× at %d)", s.Winner, s.From, s.To, s.Ratio, s.To)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// WriteExtrapolation prints each point's four times and bounds, then where
+// the ring beats gossip (per exchange: a gossip round averages one pair,
+// the ring all) and where the dense exchange beats the sparse one.
+func WriteExtrapolation(w io.Writer, pts []Point) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\tring\tgossip round\tdense exchange\tsparse exchange\t")
+	cell := func(e Estimate) string { return Seconds(e.Seconds) + " " + e.Bound.String() }
+	for _, pt := range pts {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t\n", pt.N, cell(pt.Ring), cell(pt.Gossip), cell(pt.Dense), cell(pt.Sparse))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	ring := func(pt Point) float64 { return pt.Ring.Seconds }
+	gossip := func(pt Point) float64 { return pt.Gossip.Seconds }
+	dense := func(pt Point) float64 { return pt.Dense.Seconds }
+	sparse := func(pt Point) float64 { return pt.Sparse.Seconds }
+	_, err := fmt.Fprintf(w, "per exchange (a gossip round averages one pair, the ring all): %s\ngradient exchange: %s\n",
+		Describe(Wins(pts, "ring", ring, "gossip", gossip)), Describe(Wins(pts, "dense", dense, "sparse", sparse)))
+	return err
 }

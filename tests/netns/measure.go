@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshtrain/meshtrain/internal/rusage"
 )
 
 // NetbenchPackage is the measuring program run on every host.
@@ -133,12 +134,5 @@ func MeasureAllReduce(ctx context.Context, h *Hosts, netbench, sec string, sizes
 	return out, nil
 }
 
-// LoadAverage is the first three fields of /proc/loadavg.
-func LoadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
+// LoadAverage is the machine's load average (rusage.LoadAverage).
+func LoadAverage() string { return rusage.LoadAverage() }
