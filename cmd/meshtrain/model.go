@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 
 	"github.com/urfave/cli/v2"
@@ -72,7 +73,11 @@ func modelCalibrate(c *cli.Context) error {
 	if err != nil || len(vol) != 1 {
 		return fmt.Errorf("--link-bytes %q: want one size like 256M", c.String("link-bytes"))
 	}
-	m, err := calibrate.Measure(c.Context, calibrate.Config{Security: sec, LinkBytes: vol[0], Logger: logger(c, "calibrate")})
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("calibrate: finding the meshtrain binary to run its bench commands: %w", err)
+	}
+	m, err := calibrate.Measure(c.Context, calibrate.Config{Meshtrain: exe, Security: sec, LinkBytes: vol[0]})
 	if err != nil {
 		return err
 	}

@@ -28,21 +28,24 @@ func TestEstimate(t *testing.T) {
 		bound   Bound
 	}{
 		// 2·3/4·4 MB = 6 MB per rank in 6 rounds: 50+600 µs + 60 ms.
-		{"ring n4 4MB", base, Ring(4, 4e6), Traffic{6, 6e6, 6e6, 24e6, 4}, 0.06065, Bandwidth},
+		{"ring n4 4MB", base, Ring(4, 4e6), Traffic{6, 6e6, 6e6, 24e6, 4, false}, 0.06065, Bandwidth},
 		// γ·24 MB over 2 shared cores = 240 ms, above the ring's 60.65 ms.
-		{"ring n4 4MB shared cores", shared, Ring(4, 4e6), Traffic{6, 6e6, 6e6, 24e6, 4}, 50e-6 + 0.24, CPU},
+		{"ring n4 4MB shared cores", shared, Ring(4, 4e6), Traffic{6, 6e6, 6e6, 24e6, 4, false}, 50e-6 + 0.24, CPU},
 		// 2 rounds of 1000 B: 250 µs + 20 µs.
-		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), Traffic{2, 2000, 2000, 8000, 4}, 270e-6, Latency},
+		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), Traffic{2, 2000, 2000, 8000, 4, false}, 270e-6, Latency},
 		// n=3: one exchange round plus hand-in and hand-back: 350 µs + 30 µs.
-		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), Traffic{3, 3000, 2000, 4000, 3}, 380e-6, Latency},
-		// The root's link: 3 MB in, then 3 MB out: 250 µs + 60 ms.
-		{"star n4 1MB", base, Star(4, 1e6), Traffic{2, 6e6, 3e6, 6e6, 4}, 0.06025, Bandwidth},
+		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), Traffic{3, 3000, 2000, 4000, 3, false}, 380e-6, Latency},
+		// The root's link: 3 MB in while 3 MB go out: 250 µs + 30 ms.
+		{"star n4 1MB", base, Star(4, 1e6), Traffic{2, 3e6, 3e6, 6e6, 4, false}, 0.03025, Bandwidth},
 		// One round, 3 × 1000 B out: 150 µs + 30 µs.
-		{"gather n4 1KB", base, AllGatherDirect(4, 1000), Traffic{1, 3000, 3000, 12000, 4}, 180e-6, Latency},
+		{"gather n4 1KB", base, AllGatherDirect(4, 1000), Traffic{1, 3000, 3000, 12000, 4, false}, 180e-6, Latency},
 		// 1000 pairs × 7 B + 8: 150 µs + 70.08 µs.
-		{"sparse n2 k1000", base, SparseAllGather(2, 1000, 7), Traffic{1, 7008, 7008, 14016, 2}, 220.08e-6, Latency},
-		// Request and reply of 1 MB: 250 µs + 20 ms.
-		{"gossip 1MB", base, GossipRound(4, 1e6), Traffic{2, 2e6, 2e6, 8e6, 4}, 0.02025, Bandwidth},
+		{"sparse n2 k1000", base, SparseAllGather(2, 1000, 7), Traffic{1, 7008, 7008, 14016, 2, false}, 220.08e-6, Latency},
+		// Request and reply of 1 MB: 250 µs + 20 ms, then γ·2 MB = 4 ms
+		// of CPU that does not overlap.
+		{"gossip 1MB", base, GossipRound(4, 1e6), Traffic{2, 2e6, 2e6, 8e6, 4, true}, 0.02425, Bandwidth},
+		// With γ 20 ns/B the 40 ms of CPU exceed the 20 ms transfer.
+		{"gossip 1MB cpu", shared, GossipRound(4, 1e6), Traffic{2, 2e6, 2e6, 8e6, 4, true}, 250e-6 + 0.02 + 0.08, CPU},
 		{"one rank", base, Ring(1, 1e6), Traffic{Ranks: 1}, 50e-6, Latency},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,8 +1,11 @@
 // Package calibrate measures the cost model's parameters (package cost) on
 // this machine: α and β with `bench link` (one libp2p stream between two
 // peers on 127.0.0.1), and γ and the fixed cost per operation from two
-// short `bench allreduce` runs. Its peers run in this process (over libp2p
-// on loopback all the same), so a command can call it more than once.
+// short `bench allreduce` runs, each run as its own `meshtrain bench`
+// process with one process per peer: peers in separate processes pay the
+// wake-ups and copies that peers on separate hosts pay, which peers in one
+// process partly do not (on this machine γ measured 1.8 ns/B in one
+// process against 3 ns/B across the emulated hosts).
 package calibrate
 
 import (
@@ -11,10 +14,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
@@ -32,10 +35,11 @@ const (
 
 // Config is how to calibrate.
 type Config struct {
+	// Meshtrain is the meshtrain binary whose bench commands measure.
+	Meshtrain string
 	Security  p2p.Security
 	LinkBytes int64         // volume of the link measurement each way (0: 256 MiB)
 	MinTime   time.Duration // per all-reduce size (0: 300 ms)
-	Logger    *zap.Logger
 }
 
 // Measure runs the measurements and returns them.
@@ -46,12 +50,10 @@ func Measure(ctx context.Context, cfg Config) (cost.Measured, error) {
 	if cfg.MinTime <= 0 {
 		cfg.MinTime = 300 * time.Millisecond
 	}
-	cl := bench.Cluster{N: 2, Security: cfg.Security, InProcess: true, Logger: cfg.Logger}
+	sec := "--security=" + string(cfg.Security)
 	var link bench.LinkResult
-	if err := runJSON(&link, func(b *bytes.Buffer) error {
-		return bench.Link(ctx, bench.LinkConfig{Cluster: cl, Bytes: cfg.LinkBytes, Pings: 1000, PingBytes: 64, JSON: true}, b)
-	}); err != nil {
-		return cost.Measured{}, fmt.Errorf("calibrate: bench link: %w", err)
+	if err := cfg.runJSON(ctx, &link, "link", sec, "--bytes", strconv.FormatInt(cfg.LinkBytes, 10), "--pings", "1000", "--ping-bytes", "64"); err != nil {
+		return cost.Measured{}, err
 	}
 	m := cost.Measured{RTT: link.RTTMedian * 1e-6, LinkRate: link.GBps * 1e9, Cores: float64(runtime.NumCPU())}
 	for _, s := range []struct {
@@ -60,10 +62,11 @@ func Measure(ctx context.Context, cfg Config) (cost.Measured, error) {
 		bytes int64
 	}{{&m.Small, collective.Tree, SmallBytes}, {&m.Large, collective.Ring, LargeBytes}} {
 		var rows []bench.Row
-		if err := runJSON(&rows, func(b *bytes.Buffer) error {
-			return bench.AllReduce(ctx, bench.AllReduceConfig{Cluster: cl, Sizes: []int64{s.bytes}, Algo: s.algo, MinTime: cfg.MinTime, JSON: true}, b)
-		}); err != nil || len(rows) != 1 {
-			return cost.Measured{}, fmt.Errorf("calibrate: bench allreduce of %d bytes (%v): %d rows, %w", s.bytes, s.algo, len(rows), err)
+		if err := cfg.runJSON(ctx, &rows, "allreduce", sec, "-n", "2", "--algo", s.algo.String(), "--sizes", strconv.FormatInt(s.bytes, 10), "--min-time", cfg.MinTime.String()); err != nil {
+			return cost.Measured{}, err
+		}
+		if len(rows) != 1 {
+			return cost.Measured{}, fmt.Errorf("calibrate: bench allreduce of %d bytes (%v) gave %d rows, want 1", s.bytes, s.algo, len(rows))
 		}
 		r := rows[0]
 		*s.dst = cost.Sample{Algo: s.algo, N: r.N, Bytes: float64(r.Bytes), Seconds: r.TimeUS * 1e-6, CPUSeconds: r.CPUUS * 1e-6}
@@ -71,14 +74,18 @@ func Measure(ctx context.Context, cfg Config) (cost.Measured, error) {
 	return m, nil
 }
 
-// runJSON runs a benchmark that writes JSON and decodes it into dst.
-func runJSON(dst any, run func(*bytes.Buffer) error) error {
-	var b bytes.Buffer
-	if err := run(&b); err != nil {
-		return err
+// runJSON runs `meshtrain bench CMD --json ARGS…` and decodes its output
+// into dst.
+func (cfg Config) runJSON(ctx context.Context, dst any, cmd string, args ...string) error {
+	c := exec.CommandContext(ctx, cfg.Meshtrain, append([]string{"bench", cmd, "--json"}, args...)...)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return fmt.Errorf("calibrate: meshtrain bench %s: %w\n%s", cmd, err, stderr.Bytes())
 	}
-	if err := json.Unmarshal(b.Bytes(), dst); err != nil {
-		return fmt.Errorf("reading its JSON %q: %w", b.String(), err)
+	if err := json.Unmarshal(out, dst); err != nil {
+		return fmt.Errorf("calibrate: meshtrain bench %s printed %q, not its JSON: %w", cmd, out, err)
 	}
 	return nil
 }

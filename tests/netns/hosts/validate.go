@@ -34,6 +34,7 @@ type Point struct {
 	Predicted float64 `json:"predicted_s"`
 	Error     float64 `json:"error"` // (measured − predicted) / measured
 	Bound     string  `json:"bound"`
+	Alpha     float64 `json:"alpha_s"` // α measured on this cluster
 	CPU       float64 `json:"cpu_s"`
 	Load      string  `json:"load"`
 }
@@ -47,6 +48,9 @@ type validation struct {
 	touched     []int
 	reps        int
 	maxBytesSec float64 // skip sizes whose transfer would take longer
+	// gamma, when it points to 0, is fitted on the first cluster from its
+	// largest ring all-reduce's CPU time and used for every cluster.
+	gamma *float64
 }
 
 // validate measures every operation of the model on emulated hosts at
@@ -59,6 +63,7 @@ func validate(ctx context.Context, args []string) error {
 	paramsFile := fs.String("params", "meshtrain-cost.json", "calibration (meshtrain model calibrate)")
 	out := fs.String("out", ".", "directory for points.json and cost-model.png")
 	reps := fs.Int("reps", 5, "timed repetitions per point (the median counts)")
+	fitGamma := fs.Bool("fit-gamma", true, "fit γ on the first cluster (the emulated links' 1500-byte packets cost more CPU per byte than loopback's 64 KiB ones) instead of taking the calibrated one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +74,10 @@ func validate(ctx context.Context, args []string) error {
 	v := validation{params: f.Params, out: *out, reps: *reps, maxBytesSec: 4,
 		ringSizes: []int64{4 << 10, 256 << 10, 4 << 20, 64 << 20}, smallSizes: []int64{4 << 10, 64 << 10, 1 << 20}, touched: []int{100, 1000, 10000}}
 	v.params.SharedCores = float64(runtime.NumCPU()) // the hosts share this machine's cores
+	v.gamma = &v.params.Gamma
+	if *fitGamma {
+		v.gamma = new(float64)
+	}
 	dir, err := os.MkdirTemp("", "meshtrain-validate-")
 	if err != nil {
 		return err
@@ -109,30 +118,41 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	defer h.Down()
 	p := v.params
 	p.Beta = cost.LinkBeta(float64(rate))
-	fits := func(t cost.Traffic) bool { return t.Link/p.Beta <= v.maxBytesSec }
+	// α of these links: a one-round all-gather of one feature takes Fixed
+	// + α (its bytes take under a microsecond).
+	probe, err := netns.MeasureGather(ctx, h, v.bin, []int{1}, 5*v.reps)
+	if err != nil {
+		return nil, err
+	}
+	p.Alpha = max(0, probe[0].Median()-p.Fixed)
+	ring, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", v.sizes(collective.Ring, n, v.ringSizes, p), v.reps, "-algo", "ring")
+	if err != nil {
+		return nil, err
+	}
+	if last := ring[len(ring)-1]; *v.gamma == 0 {
+		*v.gamma = last.CPUSeconds / cost.Ring(n, float64(last.Bytes)).Total
+		fmt.Printf("# γ fitted here: %.2f ns/B (%.3f CPU s for a %d-byte ring all-reduce)\n", *v.gamma*1e9, last.CPUSeconds, last.Bytes)
+	}
+	p.Gamma = *v.gamma
+	fmt.Printf("# %s, N=%d: α of the emulated links %s (probe %s), γ %.2f ns/B\n", rate, n, cost.Seconds(p.Alpha), cost.Seconds(probe[0].Median()), p.Gamma*1e9)
 	var pts []Point
 	add := func(op string, bytes int64, touched int, med, cpu float64, t cost.Traffic) {
 		e := p.Estimate(t)
 		pts = append(pts, Point{Rate: rate.String(), N: n, Op: op, Bytes: bytes, Touched: touched, Measured: med, Predicted: e.Seconds,
-			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), CPU: cpu, Load: netns.LoadAverage()})
+			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Alpha: p.Alpha, CPU: cpu, Load: netns.LoadAverage()})
 	}
-	for _, a := range []struct {
-		algo  collective.Algo
-		sizes []int64
-	}{{collective.Ring, v.ringSizes}, {collective.Tree, v.smallSizes}, {collective.Star, v.smallSizes}} {
-		var sizes []int64
-		for _, s := range a.sizes {
-			if fits(traffic(a.algo, n, float64(s))) {
-				sizes = append(sizes, s)
-			}
+	addAll := func(algo collective.Algo, res []netns.AllReduceResult) {
+		for _, r := range res {
+			add(algo.String(), r.Bytes, 0, float64(r.Bytes)*2*float64(n-1)/float64(n)/r.Median(), r.CPUSeconds, traffic(algo, n, float64(r.Bytes)))
 		}
-		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", sizes, v.reps, "-algo", a.algo.String())
+	}
+	addAll(collective.Ring, ring)
+	for _, algo := range []collective.Algo{collective.Tree, collective.Star} {
+		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", v.sizes(algo, n, v.smallSizes, p), v.reps, "-algo", algo.String())
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range res {
-			add(a.algo.String(), r.Bytes, 0, float64(r.Bytes)*2*float64(n-1)/float64(n)/r.Median(), r.CPUSeconds, traffic(a.algo, n, float64(r.Bytes)))
-		}
+		addAll(algo, res)
 	}
 	gather, err := netns.MeasureGather(ctx, h, v.bin, v.touched, 3*v.reps)
 	if err != nil {
@@ -143,7 +163,7 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	}
 	var gsizes []int
 	for _, s := range v.ringSizes {
-		if fits(cost.GossipRound(n, float64(s))) {
+		if cost.GossipRound(n, float64(s)).Link/p.Beta <= v.maxBytesSec {
 			gsizes = append(gsizes, int(s))
 		}
 	}
@@ -155,6 +175,17 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 		add("gossip", r.Bytes, 0, r.Median(), r.CPUSeconds, cost.GossipRound(n, float64(r.Bytes)))
 	}
 	return pts, h.Down()
+}
+
+// sizes are those of sizes whose transfer takes at most maxBytesSec.
+func (v validation) sizes(a collective.Algo, n int, sizes []int64, p cost.Params) []int64 {
+	var out []int64
+	for _, s := range sizes {
+		if traffic(a, n, float64(s)).Link/p.Beta <= v.maxBytesSec {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // traffic is the model's traffic of an all-reduce algorithm.
@@ -199,7 +230,7 @@ func (v validation) save(pts []Point) error {
 func (v validation) series(pts []Point, rate string) []chart.Series {
 	bits, _ := cost.ParseRate(rate)
 	p := v.params
-	p.Beta = cost.LinkBeta(bits)
+	p.Beta, p.Gamma = cost.LinkBeta(bits), *v.gamma
 	maxN := 2
 	for _, pt := range pts {
 		maxN = max(maxN, pt.N)
@@ -208,6 +239,12 @@ func (v validation) series(pts []Point, rate string) []chart.Series {
 	for _, op := range []string{"ring", "tree", "star", "gossip", "gather"} {
 		for _, n := range []int{2, maxN} {
 			s := chart.Series{Name: fmt.Sprintf("%s N=%d", op, n)}
+			for _, pt := range pts {
+				if pt.Rate == rate && pt.N == n && pt.Op == op {
+					p.Alpha = pt.Alpha
+					s.Measured = append(s.Measured, plotter.XY{X: float64(pt.Bytes), Y: pt.Measured})
+				}
+			}
 			for x := 4096.0; x <= 64<<20; x *= math.Sqrt2 {
 				var t cost.Traffic
 				switch op {
@@ -220,11 +257,6 @@ func (v validation) series(pts []Point, rate string) []chart.Series {
 					t = traffic(a, n, x)
 				}
 				s.Predicted = append(s.Predicted, plotter.XY{X: x, Y: p.Estimate(t).Seconds})
-			}
-			for _, pt := range pts {
-				if pt.Rate == rate && pt.N == n && pt.Op == op {
-					s.Measured = append(s.Measured, plotter.XY{X: float64(pt.Bytes), Y: pt.Measured})
-				}
 			}
 			if len(s.Measured) > 0 {
 				out = append(out, s)

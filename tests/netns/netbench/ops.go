@@ -127,6 +127,11 @@ func gossipRound(ctx context.Context, c *collective.Comm, sizes []int64, reps in
 		}
 		g.Finish(ctx)
 		g.Close()
+		if err == nil {
+			// No rank starts the next size's node (whose messages the old
+			// receivers would take) until every old one is closed.
+			err = c.Barrier(ctx)
+		}
 		if err != nil {
 			return fmt.Errorf("gossip round of %d bytes: %w", size, err)
 		}
