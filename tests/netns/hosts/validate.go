@@ -35,6 +35,10 @@ type Point struct {
 	Error     float64 `json:"error"` // (measured − predicted) / measured
 	Bound     string  `json:"bound"`
 	Alpha     float64 `json:"alpha_s"` // α measured on this cluster
+	// Transfer is the predicted transfer time: above the tbf bucket
+	// (2 ms of the rate) a bandwidth-bound point counts as bandwidth-
+	// dominated in the summary.
+	Transfer float64 `json:"transfer_s"`
 	CPU       float64 `json:"cpu_s"`
 	Load      string  `json:"load"`
 }
@@ -59,7 +63,7 @@ type validation struct {
 func validate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	ns := fs.String("n", "2,3,4", "numbers of hosts")
-	rates := fs.String("rate", "100mbit,1gbit,1.8gbit", "link rates")
+	rates := fs.String("rate", "1.8gbit,1gbit,100mbit", "link rates; with -fit-gamma the first rate's first cluster fits γ, so give the fastest first")
 	paramsFile := fs.String("params", "meshtrain-cost.json", "calibration (meshtrain model calibrate)")
 	out := fs.String("out", ".", "directory for points.json and cost-model.png")
 	reps := fs.Int("reps", 5, "timed repetitions per point (the median counts)")
@@ -106,7 +110,30 @@ func validate(ctx context.Context, args []string) error {
 			pts = append(pts, got...)
 		}
 	}
+	summarize(os.Stdout, pts)
 	return v.save(pts)
+}
+
+// summarize prints how many points meet the goals: within 15% where
+// bandwidth dominates (bound bandwidth, transfer above 2 ms: beyond the
+// tbf bucket, which lets smaller bursts through at the veth's speed), and
+// within 25% where CPU or latency does.
+func summarize(w *os.File, pts []Point) {
+	var bw, other, bwOK, otherOK int
+	for _, p := range pts {
+		if p.Bound == cost.Bandwidth.String() && p.Transfer > 2e-3 {
+			bw++
+			if math.Abs(p.Error) <= 0.15 {
+				bwOK++
+			}
+			continue
+		}
+		other++
+		if math.Abs(p.Error) <= 0.25 {
+			otherOK++
+		}
+	}
+	fmt.Fprintf(w, "bandwidth-dominated: %d of %d points within 15%%; CPU- or latency-dominated: %d of %d within 25%%\n", bwOK, bw, otherOK, other)
 }
 
 // cluster measures one rate and N.
@@ -129,7 +156,7 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	if err != nil {
 		return nil, err
 	}
-	if last := ring[len(ring)-1]; *v.gamma == 0 {
+	if last := ring[len(ring)-1]; *v.gamma == 0 && last.Bytes >= 16<<20 {
 		*v.gamma = last.CPUSeconds / cost.Ring(n, float64(last.Bytes)).Total
 		fmt.Printf("# γ fitted here: %.2f ns/B (%.3f CPU s for a %d-byte ring all-reduce)\n", *v.gamma*1e9, last.CPUSeconds, last.Bytes)
 	}
@@ -139,7 +166,7 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	add := func(op string, bytes int64, touched int, med, cpu float64, t cost.Traffic) {
 		e := p.Estimate(t)
 		pts = append(pts, Point{Rate: rate.String(), N: n, Op: op, Bytes: bytes, Touched: touched, Measured: med, Predicted: e.Seconds,
-			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Alpha: p.Alpha, CPU: cpu, Load: netns.LoadAverage()})
+			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Alpha: p.Alpha, Transfer: e.Transfer, CPU: cpu, Load: netns.LoadAverage()})
 	}
 	addAll := func(algo collective.Algo, res []netns.AllReduceResult) {
 		for _, r := range res {
