@@ -39,8 +39,8 @@ type Point struct {
 	// (2 ms of the rate) a bandwidth-bound point counts as bandwidth-
 	// dominated in the summary.
 	Transfer float64 `json:"transfer_s"`
-	CPU       float64 `json:"cpu_s"`
-	Load      string  `json:"load"`
+	CPU      float64 `json:"cpu_s"`
+	Load     string  `json:"load"`
 }
 
 // validation is the sweep's configuration.
