@@ -1,6 +1,7 @@
 package rusage
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -47,5 +48,18 @@ func TestMemoryLimit(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" && machine <= 1<<20 {
 		t.Errorf("without a Go limit: %d bytes, want the machine's or the cgroup's", machine)
+	}
+}
+
+func TestLoadAverage(t *testing.T) {
+	got := LoadAverage()
+	if _, err := os.Stat("/proc/loadavg"); err != nil {
+		if got != "?" {
+			t.Errorf("LoadAverage without /proc/loadavg = %q, want ?", got)
+		}
+		return
+	}
+	if f := strings.Fields(got); len(f) != 3 {
+		t.Errorf("LoadAverage = %q, want three figures", got)
 	}
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshtrain/meshtrain/internal/rusage"
 )
 
 // NetbenchPackage is the measuring program run on every host.
@@ -36,6 +37,7 @@ type AllReduceResult struct {
 	N        int    `json:"n"`
 	Bytes    int64  `json:"bytes"`
 	Security string `json:"security"`
+	Algo     string `json:"algo,omitempty"`
 	// BusBW is each repetition's bus bandwidth in bytes/s (nccl-tests:
 	// size × 2(N−1)/N ÷ the slowest rank's time).
 	BusBW []float64 `json:"busbw_bytes_per_s"`
@@ -104,41 +106,41 @@ func MeanRate(rs []TCPResult) float64 {
 // MeasureAllReduce runs a float32 sum all-reduce of each size among the
 // hosts over meshtrain's libp2p transport with security sec (tls, noise,
 // plaintext), reps timed repetitions per size. extra goes to every
-// netbench process (e.g. -yamux-window N).
+// netbench process (e.g. -yamux-window N, -algo ring).
 func MeasureAllReduce(ctx context.Context, h *Hosts, netbench, sec string, sizes []int64, reps int, extra ...string) ([]AllReduceResult, error) {
 	sz := make([]string, len(sizes))
 	for i, s := range sizes {
 		sz[i] = strconv.FormatInt(s, 10)
 	}
+	return runNetbench[AllReduceResult](ctx, h, netbench, "allreduce", len(sizes),
+		append([]string{"-security", sec, "-sizes", strings.Join(sz, ","), "-reps", strconv.Itoa(reps)}, extra...)...)
+}
+
+// runNetbench runs netbench's mode on every host with args and returns the
+// want results host 0 printed, one JSON object each (every rank took part
+// in the same timings; rank 0 reports).
+func runNetbench[T any](ctx context.Context, h *Hosts, netbench, mode string, want int, args ...string) ([]T, error) {
 	res, err := h.RunOnAll(ctx, func(i int) Proc {
-		return Proc{Args: append([]string{netbench, "allreduce", "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
-			"-port", strconv.Itoa(AllReducePort), "-security", sec, "-sizes", strings.Join(sz, ","), "-reps", strconv.Itoa(reps)}, extra...)}
+		return Proc{Args: append([]string{netbench, mode, "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
+			"-port", strconv.Itoa(AllReducePort)}, args...)}
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Rank 0 reports; every rank took part in the same timings.
-	var out []AllReduceResult
+	var out []T
 	dec := json.NewDecoder(strings.NewReader(res[0].Stdout))
 	for dec.More() {
-		var r AllReduceResult
+		var r T
 		if err := dec.Decode(&r); err != nil {
-			return nil, fmt.Errorf("netns: host 0's all-reduce results %q: %w", res[0].Stdout, err)
+			return nil, fmt.Errorf("netns: host 0's %s results %q: %w", mode, res[0].Stdout, err)
 		}
 		out = append(out, r)
 	}
-	if len(out) != len(sizes) {
-		return nil, fmt.Errorf("netns: host 0 reported %d sizes, want %d:\n%s", len(out), len(sizes), res[0])
+	if len(out) != want {
+		return nil, fmt.Errorf("netns: host 0 reported %d %s results, want %d:\n%s", len(out), mode, want, res[0])
 	}
 	return out, nil
 }
 
-// LoadAverage is the first three fields of /proc/loadavg.
-func LoadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
+// LoadAverage is the machine's load average (rusage.LoadAverage).
+func LoadAverage() string { return rusage.LoadAverage() }

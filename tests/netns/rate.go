@@ -3,7 +3,8 @@ package netns
 import (
 	"fmt"
 	"strconv"
-	"strings"
+
+	"github.com/meshtrain/meshtrain/mirrored/cost"
 )
 
 // Rate is a link rate in bits per second.
@@ -21,26 +22,17 @@ var rateUnits = []struct {
 	scale  Rate
 }{{"gbit", Gbit}, {"mbit", Mbit}, {"kbit", 1000}, {"bit", 1}}
 
-// ParseRate parses a rate written the way tc(8) writes one: a number and
-// one of bit, kbit, mbit, gbit (decimal: 1gbit = 10^9 bit/s), e.g. 100mbit,
-// 1gbit, 1.8gbit.
+// ParseRate parses a rate written the way tc(8) writes one (see
+// cost.ParseRate), e.g. 100mbit, 1gbit, 1.8gbit, of at least 8kbit.
 func ParseRate(s string) (Rate, error) {
-	low := strings.ToLower(strings.TrimSpace(s))
-	for _, u := range rateUnits {
-		num, ok := strings.CutSuffix(low, u.suffix)
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(num, 64)
-		if err != nil || v <= 0 {
-			break
-		}
-		if r := Rate(v * float64(u.scale)); r >= 8*1000 {
-			return r, nil
-		}
+	v, err := cost.ParseRate(s)
+	if err != nil {
+		return 0, fmt.Errorf("netns: %w", err)
+	}
+	if v < 8*1000 {
 		return 0, fmt.Errorf("netns: rate %q is below 8kbit: give at least 8kbit", s)
 	}
-	return 0, fmt.Errorf("netns: rate %q: want a number and bit, kbit, mbit or gbit, e.g. 100mbit, 1gbit, 1.8gbit", s)
+	return Rate(v), nil
 }
 
 // String writes the rate in tc's units, e.g. 1.8gbit.

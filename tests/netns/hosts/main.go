@@ -4,6 +4,8 @@
 //	go run ./tests/netns/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
 //	go run ./tests/netns/hosts down        # removes them (and clusters left by killed tests)
 //	go run ./tests/netns/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
+//	go run ./tests/netns/hosts validate [-n 2,3,4] [-rate 100mbit,1gbit,1.8gbit] [-params meshtrain-cost.json] [-out DIR]
+//	go run ./tests/netns/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json]
 //
 // Between up and down, run anything on host i with
 // `ip netns exec mtncli-h<i> COMMAND`, e.g. one `meshtrain worker` a host
@@ -16,6 +18,20 @@
 // rate (mean over the hosts), their ratio, the CPU time of all peers per
 // all-reduce and the load average. -yamux-window overrides meshtrain's
 // yamux stream window in the measuring processes, for experiments.
+//
+// validate checks the cost model (mirrored/cost) against the hosts: for
+// each rate and N it times the ring, recursive doubling and star
+// all-reduces, the sparse all-gather of a step and a gossip round at
+// several sizes (sizes whose transfer would take over 4 s are skipped),
+// and prints each point with the model's prediction (β from the rate, the
+// rest from `meshtrain model calibrate`), the error and the bound; every
+// point goes to OUT/points.json, the figure to OUT/cost-model.png.
+//
+// course is the course experiment: `meshtrain worker --model sparse-lr` at
+// Criteo's width (33,762,578 features, generated data) on N hosts, first
+// with the dense exchange, then the sparse one; each peer's steps/s, bytes
+// sent and compute/comm/wait per step, with the model's step (the peer's
+// measured compute + the predicted exchange) and its bound beside them.
 package main
 
 import (
@@ -47,7 +63,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: hosts up N RATE | down | bench [flags]")
+		return errors.New("usage: hosts up N RATE | down | bench [flags] | validate [flags] | course [flags]")
 	}
 	if err := netns.Available(); err != nil {
 		return err
@@ -59,8 +75,12 @@ func run(ctx context.Context, args []string) error {
 		return errors.Join(netns.Remove(tag), netns.RemoveStale())
 	case "bench":
 		return bench(ctx, args[1:])
+	case "validate":
+		return validate(ctx, args[1:])
+	case "course":
+		return course(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown command %q: want up, down or bench", args[0])
+	return fmt.Errorf("unknown command %q: want up, down, bench, validate or course", args[0])
 }
 
 func up(ctx context.Context, args []string) error {

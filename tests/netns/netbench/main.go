@@ -2,13 +2,18 @@
 // (one process per namespace) by package netns:
 //
 //	netbench tcp -rank R -hosts IP0,IP1,… -port P -duration D
-//	netbench allreduce -rank R -hosts IP0,IP1,… -port P -security tls -sizes 16777216,67108864 -reps 3
+//	netbench allreduce -rank R -hosts IP0,IP1,… -port P -security tls -sizes 16777216,67108864 -reps 3 [-algo ring]
+//	netbench gather -rank R -hosts IP0,IP1,… -port P -touched 100,1000 -reps 9
+//	netbench gossip -rank R -hosts IP0,IP1,… -port P -sizes 4096,1048576 -reps 9
 //
 // tcp sends raw TCP to the next host in the ring for D while receiving
 // from the previous one, and prints what it received as one JSON object
 // (netns.TCPResult). allreduce runs float32 sum all-reduces over
 // meshtrain's libp2p transport; rank 0 prints one netns.AllReduceResult a
-// size.
+// size. gather times the sparse gradient exchange (each rank's -touched
+// random features encoded, all-gathered in one round, decoded) and gossip
+// one pairwise gossip round of each size; rank 0 prints one
+// netns.OpResult a size.
 package main
 
 import (
@@ -21,6 +26,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,8 +54,8 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
-	if len(args) == 0 || (args[0] != "tcp" && args[0] != "allreduce") {
-		return errors.New("usage: netbench tcp|allreduce -rank R -hosts IP0,IP1,… [flags]")
+	if len(args) == 0 || !slices.Contains([]string{"tcp", "allreduce", "gather", "gossip"}, args[0]) {
+		return errors.New("usage: netbench tcp|allreduce|gather|gossip -rank R -hosts IP0,IP1,… [flags]")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	rank := fs.Int("rank", 0, "this host's index into -hosts")
@@ -60,6 +66,8 @@ func run(ctx context.Context, args []string) error {
 	sizeList := fs.String("sizes", "16777216", "allreduce: sizes in bytes, comma-separated")
 	reps := fs.Int("reps", 3, "allreduce: timed repetitions per size")
 	window := fs.Int("yamux-window", 0, "allreduce: yamux stream window in bytes (0: p2p's default; for experiments)")
+	algoName := fs.String("algo", "auto", "allreduce: ring, tree, star or auto")
+	touchedList := fs.String("touched", "1000", "gather: touched features per rank, comma-separated")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -76,7 +84,7 @@ func run(ctx context.Context, args []string) error {
 	if args[0] == "tcp" {
 		return rawTCP(ctx, *rank, addrs, *duration)
 	}
-	var sizes []int64
+	var sizes, touched []int64
 	for _, s := range strings.Split(*sizeList, ",") {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || v < 4 || v%4 != 0 {
@@ -84,7 +92,33 @@ func run(ctx context.Context, args []string) error {
 		}
 		sizes = append(sizes, v)
 	}
-	return allReduce(ctx, *rank, addrs, p2p.Security(*security), uint32(*window), sizes, max(*reps, 1))
+	for _, s := range strings.Split(*touchedList, ",") {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 1 {
+			return fmt.Errorf("-touched: %q is not a positive count", s)
+		}
+		touched = append(touched, v)
+	}
+	algo, err := collective.ParseAlgo(*algoName)
+	if err != nil {
+		return err
+	}
+	tr, err := p2p.New(ctx, p2p.Config{Rank: *rank, Peers: addrs, Security: p2p.Security(*security), ClusterSecret: secret, Timeout: timeout, StreamWindow: uint32(*window)})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	c, err := collective.New(tr, collective.Options{Timeout: timeout, Algo: algo})
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "gather":
+		return sparseGather(ctx, c, touched, max(*reps, 1))
+	case "gossip":
+		return gossipRound(ctx, c, sizes, max(*reps, 1))
+	}
+	return allReduce(ctx, c, p2p.Security(*security), sizes, max(*reps, 1))
 }
 
 // rawTCP sends to the next rank for d while receiving from the previous
@@ -163,24 +197,15 @@ func receive(conn net.Conn) (netns.TCPResult, error) {
 	return netns.TCPResult{Bytes: total, Seconds: secs, Rate: float64(total) / secs}, nil
 }
 
-// allReduce connects the cluster and times each size; rank 0 prints.
-func allReduce(ctx context.Context, rank int, addrs []string, sec p2p.Security, window uint32, sizes []int64, reps int) error {
-	tr, err := p2p.New(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: sec, ClusterSecret: secret, Timeout: timeout, StreamWindow: window})
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	c, err := collective.New(tr, collective.Options{Timeout: timeout})
-	if err != nil {
-		return err
-	}
+// allReduce times each size; rank 0 prints.
+func allReduce(ctx context.Context, c *collective.Comm, sec p2p.Security, sizes []int64, reps int) error {
 	for _, size := range sizes {
 		r, err := timeAllReduce(ctx, c, size, reps)
 		if err != nil {
 			return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
 		}
-		r.Security = string(sec)
-		if rank == 0 {
+		r.Security, r.Algo = string(sec), c.AlgoFor(int(size)).String()
+		if c.Rank() == 0 {
 			if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
 				return err
 			}

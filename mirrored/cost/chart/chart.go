@@ -1,0 +1,117 @@
+// Package chart draws the cost model's figures with gonum/plot: predicted
+// curves as lines, measurements as points on them, on log-log axes, one
+// panel per link rate (or one panel for an extrapolation).
+package chart
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/meshtrain/meshtrain/mirrored/cost"
+)
+
+// Series is one predicted curve and the measurements that go with it.
+type Series struct {
+	Name      string
+	Predicted plotter.XYs // drawn as a line
+	Measured  plotter.XYs // drawn as points; may be empty
+}
+
+// Panel is one plot.
+type Panel struct {
+	Title, X, Y string
+	Series      []Series
+}
+
+// panelWidth and panelHeight are each panel's size.
+const (
+	panelWidth  = 5.5 * vg.Inch
+	panelHeight = 4.5 * vg.Inch
+)
+
+// Save draws the panels side by side on log-log axes and writes a PNG.
+func Save(path string, panels ...Panel) error {
+	if len(panels) == 0 {
+		return errors.New("chart: no panels to draw")
+	}
+	img := vgimg.New(panelWidth*vg.Length(len(panels)), panelHeight)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Millimeter, PadY: vg.Millimeter}
+	for i, pn := range panels {
+		p, err := panel(pn)
+		if err != nil {
+			return err
+		}
+		p.Draw(tiles.At(dc, i, 0))
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	_, werr := vgimg.PngCanvas{Canvas: img}.WriteTo(f)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("chart: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func panel(pn Panel) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = pn.Title, pn.X, pn.Y
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	for i, s := range pn.Series {
+		c := plotutil.Color(i)
+		l, err := plotter.NewLine(s.Predicted)
+		if err != nil {
+			return nil, fmt.Errorf("chart: %s: %w", s.Name, err)
+		}
+		l.Color = c
+		p.Add(l)
+		p.Legend.Add(s.Name, l)
+		if len(s.Measured) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(s.Measured)
+		if err != nil {
+			return nil, fmt.Errorf("chart: %s: %w", s.Name, err)
+		}
+		sc.Color, sc.Shape, sc.Radius = c, draw.CircleGlyph{}, vg.Points(2.5)
+		p.Add(sc)
+	}
+	return p, nil
+}
+
+// Extrapolation is the panel of an extrapolation: time per exchange
+// against the number of peers, for the ring and a gossip round, and for
+// the dense and sparse gradient exchange.
+func Extrapolation(pts []cost.Point) Panel {
+	pn := Panel{Title: "predicted time per exchange (a host per peer)", X: "peers", Y: "seconds"}
+	for _, s := range []struct {
+		name string
+		get  func(cost.Point) cost.Estimate
+	}{
+		{"ring all-reduce (model)", func(pt cost.Point) cost.Estimate { return pt.Ring }},
+		{"gossip round (model)", func(pt cost.Point) cost.Estimate { return pt.Gossip }},
+		{"dense exchange (model)", func(pt cost.Point) cost.Estimate { return pt.Dense }},
+		{"sparse exchange (model)", func(pt cost.Point) cost.Estimate { return pt.Sparse }},
+	} {
+		xys := make(plotter.XYs, len(pts))
+		for i, pt := range pts {
+			xys[i] = plotter.XY{X: float64(pt.N), Y: s.get(pt).Seconds}
+		}
+		pn.Series = append(pn.Series, Series{Name: s.name, Predicted: xys})
+	}
+	return pn
+}

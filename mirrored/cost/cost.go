@@ -1,0 +1,254 @@
+package cost
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/meshtrain/meshtrain/collective"
+)
+
+// PayloadShare is the share of a shaped Ethernet link's rate left for TCP
+// payload: 1448 bytes of a 1514-byte frame (a 1500-byte MTU, 20 bytes of
+// IP, 32 of TCP with timestamps, 14 of Ethernet header, which is what tc
+// counts). Raw TCP on the emulated hosts measures 0.95× the shaped rate.
+const PayloadShare = 1448.0 / 1514.0
+
+// Params are the measured parameters of a cluster (see the package doc).
+type Params struct {
+	Alpha float64 `json:"alpha_s"`
+	Beta  float64 `json:"beta_bytes_per_s"`
+	Gamma float64 `json:"gamma_cpu_s_per_byte"`
+	Fixed float64 `json:"fixed_s"`
+	// RankCores is how many cores one rank's work can use at once (≥ 1).
+	RankCores float64 `json:"rank_cores"`
+	// SharedCores is how many cores all ranks share; 0: every rank has its
+	// own host.
+	SharedCores float64 `json:"shared_cores,omitempty"`
+}
+
+// Validate reports the first parameter the model cannot use.
+func (p Params) Validate() error {
+	switch {
+	case !(p.Alpha >= 0) || !(p.Fixed >= 0) || !(p.Gamma >= 0):
+		return fmt.Errorf("cost: α %g s, fixed %g s, γ %g s/B: want ≥ 0 (recalibrate)", p.Alpha, p.Fixed, p.Gamma)
+	case !(p.Beta > 0) || math.IsInf(p.Beta, 0):
+		return fmt.Errorf("cost: β %g B/s: want a positive link rate (give --rate or recalibrate)", p.Beta)
+	case !(p.RankCores >= 1):
+		return fmt.Errorf("cost: %g cores per rank: want ≥ 1", p.RankCores)
+	case !(p.SharedCores >= 0):
+		return fmt.Errorf("cost: %g shared cores: want ≥ 0 (0: a host per rank)", p.SharedCores)
+	}
+	return nil
+}
+
+// Bound names the term that sets an estimate's time.
+type Bound int
+
+// The bounds.
+const (
+	Bandwidth Bound = iota // the busiest link direction's bytes ÷ β
+	Latency                // Fixed + messages on the critical path × α
+	CPU                    // γ × bytes, over the cores that do the work
+	Compute                // a step's computation
+)
+
+func (b Bound) String() string { return [...]string{"bandwidth", "latency", "cpu", "compute"}[b] }
+
+// Traffic is what one operation moves: the input of every estimate.
+type Traffic struct {
+	Rounds float64 // one-way message latencies on the critical path
+	Link   float64 // bytes the busiest link direction carries, in sequence
+	Rank   float64 // bytes the busiest rank sends
+	Total  float64 // bytes all ranks send together
+	Ranks  int     // ranks taking part
+	// Serial says the CPU work does not overlap the transfer: each message
+	// is built whole before it is sent and merged whole after it arrives.
+	Serial bool
+}
+
+// Estimate is a predicted time and how it splits.
+type Estimate struct {
+	Seconds  float64 `json:"seconds"`
+	Latency  float64 `json:"latency_s"`
+	Transfer float64 `json:"transfer_s"`
+	CPU      float64 `json:"cpu_s"`
+	Compute  float64 `json:"compute_s,omitempty"` // a step's computation
+	Bound    Bound   `json:"-"`
+	Traffic  Traffic `json:"-"`
+}
+
+// Estimate prices t with p.
+func (p Params) Estimate(t Traffic) Estimate {
+	e := Estimate{Traffic: t, Latency: p.Fixed + t.Rounds*p.Alpha, Transfer: t.Link / p.Beta}
+	e.CPU = p.Gamma * t.Rank / max(p.RankCores, 1)
+	if p.SharedCores > 0 {
+		e.CPU = max(e.CPU, p.Gamma*t.Total/p.SharedCores)
+	}
+	net := e.Latency + e.Transfer
+	e.Seconds = max(net, p.Fixed+e.CPU)
+	if t.Serial {
+		e.Seconds = net + e.CPU
+	}
+	switch {
+	case p.Fixed+e.CPU > net, t.Serial && e.CPU > max(e.Latency, e.Transfer):
+		e.Bound = CPU
+	case e.Latency >= e.Transfer:
+		e.Bound = Latency
+	default:
+		e.Bound = Bandwidth
+	}
+	return e
+}
+
+// Ring is the pipelined ring all-reduce of m bytes among n ranks: 2(n−1)
+// steps, each passing m/n to the next rank while receiving from the last.
+func Ring(n int, m float64) Traffic {
+	if n < 2 {
+		return Traffic{Ranks: max(n, 1)}
+	}
+	per := 2 * float64(n-1) / float64(n) * m
+	return Traffic{Rounds: 2 * float64(n-1), Link: per, Rank: per, Total: float64(n) * per, Ranks: n}
+}
+
+// RecursiveDoubling is collective's Tree: with p the largest power of two
+// ≤ n, log2 p rounds exchanging all m bytes, plus a hand-in and a
+// hand-back round when n is not a power of two.
+func RecursiveDoubling(n int, m float64) Traffic {
+	if n < 2 {
+		return Traffic{Ranks: max(n, 1)}
+	}
+	lg := bits.Len(uint(n)) - 1
+	p, rem := 1<<lg, n-1<<lg
+	rounds := float64(lg)
+	rank := rounds * m
+	if rem > 0 {
+		rounds += 2
+		rank += m // an odd rank hands the result back
+	}
+	return Traffic{Rounds: rounds, Link: rounds * m, Rank: rank, Total: float64(p*lg)*m + 2*float64(rem)*m, Ranks: n}
+}
+
+// Star is collective's Star: every rank sends m bytes to the root, which
+// reduces and sends the result back. The root's link carries 2(n−1)m,
+// (n−1)m each way; the root folds and returns each chunk while the next
+// arrives, so the two directions overlap (measured: on 2 ranks at 1 Gbit a
+// 1 MiB star takes m/β, as recursive doubling does, not 2m/β).
+func Star(n int, m float64) Traffic {
+	if n < 2 {
+		return Traffic{Ranks: max(n, 1)}
+	}
+	in := float64(n-1) * m
+	return Traffic{Rounds: 2, Link: in, Rank: in, Total: 2 * in, Ranks: n}
+}
+
+// AllReduce is the algorithm collective's Auto picks for m bytes on n
+// ranks (with the default thresholds) and its traffic.
+func AllReduce(n int, m float64) (collective.Algo, Traffic) {
+	switch {
+	case m > collective.DefaultSmallBytes:
+		return collective.Ring, Ring(n, m)
+	case n >= 3 && n <= collective.StarMaxRanks && m <= collective.DefaultStarBytes:
+		return collective.Star, Star(n, m)
+	}
+	return collective.Tree, RecursiveDoubling(n, m)
+}
+
+// AllGatherDirect is collective's one-round all-gather: each rank sends
+// its b bytes to each of the n−1 others, all at once.
+func AllGatherDirect(n int, b float64) Traffic {
+	if n < 2 {
+		return Traffic{Ranks: max(n, 1)}
+	}
+	out := float64(n-1) * b
+	return Traffic{Rounds: 1, Link: out, Rank: out, Total: float64(n) * out, Ranks: n}
+}
+
+// SparseBytesPerPair is what one touched feature costs on the wire in
+// sparse.AppendVector's encoding: a float32 value and a varint index gap
+// (1 to 3 bytes for the head-heavy gradients of Criteo-like data; 3.4 is
+// the mean measured by `meshtrain bench sparse`).
+const SparseBytesPerPair = 7.4
+
+// SparseAllGather is the sparse gradient exchange of a step: a direct
+// all-gather of k touched features per rank at bytesPerPair each.
+func SparseAllGather(n int, k, bytesPerPair float64) Traffic {
+	return AllGatherDirect(n, k*bytesPerPair+8) // + the pair count and frame header
+}
+
+// GossipRound is one pairwise average of b bytes (the dense vector, or the
+// changed coordinates): a request, then the reply. Every rank starts one
+// and, on average, answers one, so each sends 2b a round. Messages are
+// encoded whole before they leave and averaged whole when they arrive, so
+// its CPU work adds to the transfer (Serial).
+func GossipRound(n int, b float64) Traffic {
+	return Traffic{Rounds: 2, Link: 2 * b, Rank: 2 * b, Total: float64(max(n, 1)) * 2 * b, Ranks: max(n, 2), Serial: true}
+}
+
+// Step is one synchronous training step: compute seconds measured on one
+// rank with a core to itself, then the exchange. When more ranks compute
+// at once than there are shared cores, they take turns.
+func (p Params) Step(compute float64, exchange Traffic) Estimate {
+	if p.SharedCores > 0 {
+		compute *= max(1, float64(exchange.Ranks)/p.SharedCores)
+	}
+	e := p.Estimate(exchange)
+	if compute > e.Seconds {
+		e.Bound = Compute
+	}
+	e.Compute = compute
+	e.Seconds += compute
+	return e
+}
+
+// Sample is one measured all-reduce.
+type Sample struct {
+	Algo       collective.Algo `json:"algo"`
+	N          int             `json:"n"`
+	Bytes      float64         `json:"bytes"`
+	Seconds    float64         `json:"seconds"`
+	CPUSeconds float64         `json:"cpu_seconds"` // all ranks together
+}
+
+// Traffic is the sample's traffic under the model.
+func (s Sample) Traffic() Traffic {
+	switch s.Algo {
+	case collective.Ring:
+		return Ring(s.N, s.Bytes)
+	case collective.Star:
+		return Star(s.N, s.Bytes)
+	}
+	return RecursiveDoubling(s.N, s.Bytes)
+}
+
+// Measured is what calibration measures on one machine's loopback.
+type Measured struct {
+	// RTT is the median round trip of a small message on one stream, and
+	// LinkRate one stream's payload rate with both directions busy.
+	RTT, LinkRate float64
+	// Small is a latency-bound all-reduce (its time beyond α sets Fixed),
+	// Large a bandwidth-bound one (its CPU per byte moved sets γ).
+	Small, Large Sample
+	// Cores is the machine's core count.
+	Cores float64
+}
+
+// Fit derives the parameters from m: α is half the round trip, β the
+// stream's rate, γ the large all-reduce's CPU seconds per byte moved, and
+// Fixed what the small all-reduce took beyond its rounds of α and its
+// bytes at β. RankCores is 1 and SharedCores 0 (a host per rank): the
+// caller sets them for the cluster it predicts.
+func Fit(m Measured) (Params, error) {
+	p := Params{Alpha: m.RTT / 2, Beta: m.LinkRate, RankCores: 1}
+	if t := m.Large.Traffic(); t.Total > 0 {
+		p.Gamma = m.Large.CPUSeconds / t.Total
+	}
+	if p.Beta > 0 {
+		t := m.Small.Traffic()
+		p.Fixed = max(0, m.Small.Seconds-t.Rounds*p.Alpha-t.Link/p.Beta)
+	}
+	if err := p.Validate(); err != nil {
+		return Params{}, fmt.Errorf("cost: fitting %+v: %w", m, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/mirrored/cost"
+	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
+	"github.com/meshtrain/meshtrain/mirrored/cost/chart"
+	"github.com/meshtrain/meshtrain/tests/netns"
+)
+
+// Point is one validated measurement: what ran, what it took (median of
+// the reps), what the model predicted and its bound.
+type Point struct {
+	Rate      string  `json:"rate"`
+	N         int     `json:"n"`
+	Op        string  `json:"op"` // ring, tree, star, gather, gossip
+	Bytes     int64   `json:"bytes"`
+	Touched   int     `json:"touched,omitempty"`
+	Measured  float64 `json:"measured_s"`
+	Predicted float64 `json:"predicted_s"`
+	Error     float64 `json:"error"` // (measured − predicted) / measured
+	Bound     string  `json:"bound"`
+	Alpha     float64 `json:"alpha_s"` // α measured on this cluster
+	// Transfer is the predicted transfer time: above the tbf bucket
+	// (2 ms of the rate) a bandwidth-bound point counts as bandwidth-
+	// dominated in the summary.
+	Transfer float64 `json:"transfer_s"`
+	CPU      float64 `json:"cpu_s"`
+	Load     string  `json:"load"`
+}
+
+// validation is the sweep's configuration.
+type validation struct {
+	params      cost.Params
+	bin, out    string
+	ringSizes   []int64 // also the gossip sizes
+	smallSizes  []int64 // recursive doubling and star
+	touched     []int
+	reps        int
+	maxBytesSec float64 // skip sizes whose transfer would take longer
+	// gamma, when it points to 0, is fitted on the first cluster from its
+	// largest ring all-reduce's CPU time and used for every cluster.
+	gamma *float64
+}
+
+// validate measures every operation of the model on emulated hosts at
+// each rate and N and compares with the predictions of -params: a table
+// on stdout, every point in OUT/points.json and the figure in OUT/cost-model.png.
+func validate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	ns := fs.String("n", "2,3,4", "numbers of hosts")
+	rates := fs.String("rate", "1.8gbit,1gbit,100mbit", "link rates; with -fit-gamma the first rate's first cluster fits γ, so give the fastest first")
+	paramsFile := fs.String("params", "meshtrain-cost.json", "calibration (meshtrain model calibrate)")
+	out := fs.String("out", ".", "directory for points.json and cost-model.png")
+	reps := fs.Int("reps", 5, "timed repetitions per point (the median counts)")
+	fitGamma := fs.Bool("fit-gamma", true, "fit γ on the first cluster (the emulated links' 1500-byte packets cost more CPU per byte than loopback's 64 KiB ones) instead of taking the calibrated one")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f, err := calibrate.Load(*paramsFile)
+	if err != nil {
+		return err
+	}
+	v := validation{params: f.Params, out: *out, reps: *reps, maxBytesSec: 4,
+		ringSizes: []int64{4 << 10, 256 << 10, 4 << 20, 64 << 20}, smallSizes: []int64{4 << 10, 64 << 10, 1 << 20}, touched: []int{100, 1000, 10000}}
+	v.params.SharedCores = float64(runtime.NumCPU()) // the hosts share this machine's cores
+	v.gamma = &v.params.Gamma
+	if *fitGamma {
+		v.gamma = new(float64)
+	}
+	dir, err := os.MkdirTemp("", "meshtrain-validate-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if v.bin, err = netns.Build(ctx, dir, netns.NetbenchPackage); err != nil {
+		return err
+	}
+	fmt.Printf("# %s (calibrated under load %s); shared cores %g\n", v.params, f.Load, v.params.SharedCores)
+	var pts []Point
+	for _, rs := range strings.Split(*rates, ",") {
+		rate, err := netns.ParseRate(rs)
+		if err != nil {
+			return err
+		}
+		for _, s := range strings.Split(*ns, ",") {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return fmt.Errorf("-n %q: want numbers of hosts", s)
+			}
+			got, err := v.cluster(ctx, rate, n)
+			if err != nil {
+				return err
+			}
+			writePoints(os.Stdout, got)
+			pts = append(pts, got...)
+		}
+	}
+	summarize(os.Stdout, pts)
+	return v.save(pts)
+}
+
+// summarize prints how many points meet the goals: within 15% where
+// bandwidth dominates (bound bandwidth, transfer above 2 ms: beyond the
+// tbf bucket, which lets smaller bursts through at the veth's speed), and
+// within 25% where CPU or latency does.
+func summarize(w *os.File, pts []Point) {
+	var bw, other, bwOK, otherOK int
+	for _, p := range pts {
+		if p.Bound == cost.Bandwidth.String() && p.Transfer > 2e-3 {
+			bw++
+			if math.Abs(p.Error) <= 0.15 {
+				bwOK++
+			}
+			continue
+		}
+		other++
+		if math.Abs(p.Error) <= 0.25 {
+			otherOK++
+		}
+	}
+	fmt.Fprintf(w, "bandwidth-dominated: %d of %d points within 15%%; CPU- or latency-dominated: %d of %d within 25%%\n", bwOK, bw, otherOK, other)
+}
+
+// cluster measures one rate and N.
+func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Point, error) {
+	h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Down()
+	p := v.params
+	p.Beta = cost.LinkBeta(float64(rate))
+	// α of these links: a one-round all-gather of one feature takes Fixed
+	// + α (its bytes take under a microsecond).
+	probe, err := netns.MeasureGather(ctx, h, v.bin, []int{1}, 5*v.reps)
+	if err != nil {
+		return nil, err
+	}
+	p.Alpha = max(0, probe[0].Median()-p.Fixed)
+	ring, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", v.sizes(collective.Ring, n, v.ringSizes, p), v.reps, "-algo", "ring")
+	if err != nil {
+		return nil, err
+	}
+	if last := ring[len(ring)-1]; *v.gamma == 0 && last.Bytes >= 16<<20 {
+		*v.gamma = last.CPUSeconds / cost.Ring(n, float64(last.Bytes)).Total
+		fmt.Printf("# γ fitted here: %.2f ns/B (%.3f CPU s for a %d-byte ring all-reduce)\n", *v.gamma*1e9, last.CPUSeconds, last.Bytes)
+	}
+	p.Gamma = *v.gamma
+	fmt.Printf("# %s, N=%d: α of the emulated links %s (probe %s), γ %.2f ns/B\n", rate, n, cost.Seconds(p.Alpha), cost.Seconds(probe[0].Median()), p.Gamma*1e9)
+	var pts []Point
+	add := func(op string, bytes int64, touched int, med, cpu float64, t cost.Traffic) {
+		e := p.Estimate(t)
+		pts = append(pts, Point{Rate: rate.String(), N: n, Op: op, Bytes: bytes, Touched: touched, Measured: med, Predicted: e.Seconds,
+			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Alpha: p.Alpha, Transfer: e.Transfer, CPU: cpu, Load: netns.LoadAverage()})
+	}
+	addAll := func(algo collective.Algo, res []netns.AllReduceResult) {
+		for _, r := range res {
+			add(algo.String(), r.Bytes, 0, float64(r.Bytes)*2*float64(n-1)/float64(n)/r.Median(), r.CPUSeconds, traffic(algo, n, float64(r.Bytes)))
+		}
+	}
+	addAll(collective.Ring, ring)
+	for _, algo := range []collective.Algo{collective.Tree, collective.Star} {
+		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", v.sizes(algo, n, v.smallSizes, p), v.reps, "-algo", algo.String())
+		if err != nil {
+			return nil, err
+		}
+		addAll(algo, res)
+	}
+	gather, err := netns.MeasureGather(ctx, h, v.bin, v.touched, 3*v.reps)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range gather {
+		add("gather", r.Bytes, r.Touched, r.Median(), r.CPUSeconds, cost.AllGatherDirect(n, float64(r.Bytes)))
+	}
+	var gsizes []int
+	for _, s := range v.ringSizes {
+		if cost.GossipRound(n, float64(s)).Link/p.Beta <= v.maxBytesSec {
+			gsizes = append(gsizes, int(s))
+		}
+	}
+	gossip, err := netns.MeasureGossip(ctx, h, v.bin, gsizes, v.reps)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range gossip {
+		add("gossip", r.Bytes, 0, r.Median(), r.CPUSeconds, cost.GossipRound(n, float64(r.Bytes)))
+	}
+	return pts, h.Down()
+}
+
+// sizes are those of sizes whose transfer takes at most maxBytesSec.
+func (v validation) sizes(a collective.Algo, n int, sizes []int64, p cost.Params) []int64 {
+	var out []int64
+	for _, s := range sizes {
+		if traffic(a, n, float64(s)).Link/p.Beta <= v.maxBytesSec {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// traffic is the model's traffic of an all-reduce algorithm.
+func traffic(a collective.Algo, n int, m float64) cost.Traffic {
+	return cost.Sample{Algo: a, N: n, Bytes: m}.Traffic()
+}
+
+func writePoints(w *os.File, pts []Point) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rate\tN\top\tbytes\ttouched\tmeasured\tpredicted\terror\tbound\tcpu s\tload\t")
+	for _, p := range pts {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%+.0f%%\t%s\t%.3f\t%s\t\n", p.Rate, p.N, p.Op, p.Bytes, p.Touched,
+			cost.Seconds(p.Measured), cost.Seconds(p.Predicted), 100*p.Error, p.Bound, p.CPU, p.Load)
+	}
+	tw.Flush()
+}
+
+// save writes the points and the figure: one panel per rate, the model's
+// curves for each operation at N=2 and the largest N, the measured points
+// on them.
+func (v validation) save(pts []Point) error {
+	b, err := json.MarshalIndent(pts, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(v.out, "points.json"), b, 0o644); err != nil {
+		return err
+	}
+	var panels []chart.Panel
+	for _, pt := range pts {
+		if len(panels) == 0 || panels[len(panels)-1].Title != pt.Rate {
+			panels = append(panels, chart.Panel{Title: pt.Rate, X: "bytes per rank (vector, or gathered payload)", Y: "seconds"})
+		}
+	}
+	for i := range panels {
+		panels[i].Series = v.series(pts, panels[i].Title)
+	}
+	return chart.Save(filepath.Join(v.out, "cost-model.png"), panels...)
+}
+
+// series are one rate's curves and points, for N=2 and the largest N.
+func (v validation) series(pts []Point, rate string) []chart.Series {
+	bits, _ := cost.ParseRate(rate)
+	p := v.params
+	p.Beta, p.Gamma = cost.LinkBeta(bits), *v.gamma
+	maxN := 2
+	for _, pt := range pts {
+		maxN = max(maxN, pt.N)
+	}
+	var out []chart.Series
+	for _, op := range []string{"ring", "tree", "star", "gossip", "gather"} {
+		for _, n := range []int{2, maxN} {
+			s := chart.Series{Name: fmt.Sprintf("%s N=%d", op, n)}
+			for _, pt := range pts {
+				if pt.Rate == rate && pt.N == n && pt.Op == op {
+					p.Alpha = pt.Alpha
+					s.Measured = append(s.Measured, plotter.XY{X: float64(pt.Bytes), Y: pt.Measured})
+				}
+			}
+			for x := 4096.0; x <= 64<<20; x *= math.Sqrt2 {
+				var t cost.Traffic
+				switch op {
+				case "gossip":
+					t = cost.GossipRound(n, x)
+				case "gather":
+					t = cost.AllGatherDirect(n, x)
+				default:
+					a, _ := collective.ParseAlgo(op)
+					t = traffic(a, n, x)
+				}
+				s.Predicted = append(s.Predicted, plotter.XY{X: x, Y: p.Estimate(t).Seconds})
+			}
+			if len(s.Measured) > 0 {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
