@@ -182,6 +182,11 @@ func credentials(c *cli.Context, cluster *tfconfig.Cluster) (secret, psk []byte,
 	return secret, psk, identity, err
 }
 
+// slurmHelp is worker's help on running under srun.
+const slurmHelp = "With no TF_CONFIG, under srun (SLURM_PROCID set), the cluster is the job step: rank SLURM_PROCID, the step's\n" +
+	"nodes under block distribution, task i on a node at --slurm-base-port + i:\n\n" +
+	"  srun meshtrain worker --secret-file ~/.meshtrain-secret --model lenet --epochs 10 --summary summary.json\n\n"
+
 // loadCluster reads the cluster from its one source, the first of:
 // --tf-config, TF_CONFIG, Slurm's environment when SLURM_PROCID is set
 // (srun).
@@ -217,9 +222,7 @@ func init() {
 			"Worker 0 is the chief (rank 0); with a \"chief\" entry, the chief is rank 0 and worker i is rank i+1.\n" +
 			"The peers' libp2p identities are derived from " + launch.SecretEnv + "; entries may instead be\n" +
 			"multiaddrs ending in /p2p/<peer-id>, each peer given its key with --identity (made by --new-identity).\n" + launch.PSKEnv + " (64 hex digits) adds a private-network key.\n\n" +
-			"With no TF_CONFIG, under srun (SLURM_PROCID set), the cluster is the job step: rank SLURM_PROCID, the step's\n" +
-			"nodes under block distribution, task i on a node at --slurm-base-port + i:\n\n" +
-			"  srun meshtrain worker --secret-file ~/.meshtrain-secret --model lenet --epochs 10 --summary summary.json\n\n" +
+			slurmHelp +
 			"With task type \"evaluator\" (a cluster's \"evaluator\" entry) it joins no collective: it follows the chief's\n" +
 			"--checkpoint-dir, evaluates each new checkpoint on the test set and writes --logdir/evaluator/validation,\n" +
 			"until the run's last checkpoint (or --evaluator-timeout without a new one).",
