@@ -19,9 +19,9 @@ const (
 	SlurmBasePortEnv = "MESHTRAIN_SLURM_BASE_PORT"
 	// DefaultSlurmBasePort is the base port when neither is given.
 	DefaultSlurmBasePort = 7000
-	// maxSlurmHosts bounds a node list's expansion (and a tasks-per-node
-	// list's), so a malformed "n[0-999999999]" fails instead of
-	// allocating gigabytes.
+	// maxSlurmHosts bounds a node list's expansion, a tasks-per-node
+	// list's and each of its counts, so a malformed "n[0-999999999]"
+	// fails instead of allocating gigabytes.
 	maxSlurmHosts = 1 << 16
 )
 
@@ -216,13 +216,13 @@ func ExpandTasksPerNode(s string) ([]int, error) {
 			r, closed := strings.CutSuffix(r, ")")
 			n, err := strconv.Atoi(r)
 			if !closed || err != nil || n < 1 {
-				return nil, fmt.Errorf("%q: want N or N(xM) with counts of at least 1", item)
+				return nil, fmt.Errorf("%q: want N or N(xM) with counts from 1 to %d", item, maxSlurmHosts)
 			}
 			count, rep = base, n
 		}
 		n, err := strconv.Atoi(count)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%q: want N or N(xM) with counts of at least 1", item)
+		if err != nil || n < 1 || n > maxSlurmHosts {
+			return nil, fmt.Errorf("%q: want N or N(xM) with counts from 1 to %d", item, maxSlurmHosts)
 		}
 		if len(out)+rep > maxSlurmHosts {
 			return nil, fmt.Errorf("more than %d nodes", maxSlurmHosts)

@@ -65,6 +65,7 @@ func TestExpandTasksPerNode(t *testing.T) {
 		{"2(x0)", nil, `"2(x0)": want N or N(xM)`},
 		{"", nil, `"": want N`},
 		{"1(x70000)", nil, "more than 65536 nodes"},
+		{"9223372036854775807", nil, "with counts from 1 to 65536"},
 	}
 	for _, tt := range tests {
 		got, err := ExpandTasksPerNode(tt.s)
@@ -195,6 +196,23 @@ func FuzzExpandNodeList(f *testing.F) {
 		again, err := ExpandNodeList(strings.Join(names, ","))
 		if err != nil || !slices.Equal(again, names) {
 			t.Fatalf("%q: names %q expand to %q, %v", s, names, again, err)
+		}
+	})
+}
+
+// FuzzExpandTasksPerNode checks that no tasks-per-node value panics and
+// that an accepted one has counts of at least 1, within the bound.
+func FuzzExpandTasksPerNode(f *testing.F) {
+	for _, s := range []string{"3", "2(x3),1", "2(x3", "1(x70000)", "0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		counts, err := ExpandTasksPerNode(s)
+		if err != nil {
+			return
+		}
+		if len(counts) == 0 || len(counts) > maxSlurmHosts || slices.Min(counts) < 1 || slices.Max(counts) > maxSlurmHosts {
+			t.Fatalf("%q: %v", s, counts)
 		}
 	})
 }
