@@ -61,6 +61,7 @@ func TestWorkerClusterSource(t *testing.T) {
 		{"TF_CONFIG before slurm", append([]string{"TF_CONFIG={"}, srun...), nil, "TF_CONFIG (environment): malformed JSON"},
 		{"--tf-config before slurm", srun, []string{"--tf-config", "/nonexistent/tf.json"}, "reading the cluster spec"},
 		{"empty TF_CONFIG is none", append([]string{"TF_CONFIG= "}, srun...), []string{"--slurm-base-port", "65534"}, "Slurm environment: base port 65534"},
+		{"no secret", srun, nil, "MESHTRAIN_CLUSTER_SECRET is not set: every peer needs the same cluster secret (e.g. MESHTRAIN_CLUSTER_SECRET=$(openssl rand -hex 32) on every host, or in a private file given with --secret-file)"},
 		{"secret file", srun, []string{"--secret-file", shared}, "cluster secret file " + shared + " has permissions 0640"},
 		// Last: a flag's value read from the environment stays in the
 		// command's flag (urfave/cli sets it), which every newApp shares.

@@ -92,7 +92,7 @@ func SecretFromEnv(optional bool) (secret, psk []byte, err error) {
 	switch s := strings.TrimSpace(os.Getenv(SecretEnv)); {
 	case s == "" && optional:
 	case s == "":
-		return nil, nil, fmt.Errorf("%s is not set: every peer needs the same cluster secret (e.g. %s=$(openssl rand -hex 32) on every host), from which the peers' identities are derived; or give every peer's /p2p/ ID in TF_CONFIG and this peer's key with --identity", SecretEnv, SecretEnv)
+		return nil, nil, fmt.Errorf("%s is not set: every peer needs the same cluster secret (e.g. %s=$(openssl rand -hex 32) on every host, or in a private file given with --secret-file), from which the peers' identities are derived; or give every peer's /p2p/ ID in TF_CONFIG and this peer's key with --identity", SecretEnv, SecretEnv)
 	default:
 		if secret, err = parseSecret(s, SecretEnv); err != nil {
 			return nil, nil, err
