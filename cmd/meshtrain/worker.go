@@ -176,13 +176,38 @@ func credentials(c *cli.Context, cluster *tfconfig.Cluster) (secret, psk []byte,
 			return nil, nil, nil, fmt.Errorf("--identity: %w (make a key with meshtrain worker --new-identity FILE)", err)
 		}
 	}
+	if path := c.String("secret-file"); path != "" {
+		secret, psk, err = launch.SecretFromFile(path)
+		return secret, psk, identity, err
+	}
 	secret, psk, err = launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())
 	return secret, psk, identity, err
 }
 
+// slurmHelp is worker's help on running under srun.
+const slurmHelp = "With no TF_CONFIG, under srun (SLURM_PROCID set), the cluster is the job step: rank SLURM_PROCID, the step's\n" +
+	"nodes under block distribution, task i on a node at --slurm-base-port + i:\n\n" +
+	"  srun meshtrain worker --secret-file ~/.meshtrain-secret --model lenet --epochs 10 --summary summary.json\n\n"
+
+// loadCluster reads the cluster from its one source, the first of:
+// --tf-config, TF_CONFIG, Slurm's environment when SLURM_PROCID is set
+// (srun).
+func loadCluster(c *cli.Context) (*tfconfig.Cluster, error) {
+	if c.String("tf-config") != "" || strings.TrimSpace(os.Getenv(tfconfig.Env)) != "" {
+		return tfconfig.Load(c.String("tf-config"))
+	}
+	if _, ok := os.LookupEnv(tfconfig.SlurmProcIDEnv); ok {
+		return tfconfig.FromSlurm(os.LookupEnv, c.Int("slurm-base-port"))
+	}
+	_, err := tfconfig.Load("")
+	return nil, fmt.Errorf("%w, or start the workers with srun inside a Slurm allocation", err)
+}
+
 func init() {
 	flags := append(append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
-		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable)"},
+		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable, else Slurm's environment under srun)"},
+		&cli.IntFlag{Name: "slurm-base-port", Value: tfconfig.DefaultSlurmBasePort, EnvVars: []string{tfconfig.SlurmBasePortEnv}, Usage: "under srun: task i on a node listens on this port plus i"},
+		&cli.StringFlag{Name: "secret-file", EnvVars: []string{launch.SecretFileEnv}, Usage: "read the cluster secret from this file (mode 600) instead of " + launch.SecretEnv},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
 		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file, and print launch's table"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
@@ -192,13 +217,14 @@ func init() {
 	)
 	register(&cli.Command{
 		Name:  "worker",
-		Usage: "run one peer of a multi-worker training cluster described by TF_CONFIG",
+		Usage: "run one peer of a multi-worker training cluster described by TF_CONFIG or started by srun",
 		Description: "Every peer runs the same command with the same training flags and its own TF_CONFIG:\n\n" +
 			"  TF_CONFIG='{\"cluster\": {\"worker\": [\"host1:7000\", \"host2:7000\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}' \\\n" +
 			"  " + launch.SecretEnv + "=<the same 64 hex digits on every peer> meshtrain worker --model lenet --epochs 10\n\n" +
 			"Worker 0 is the chief (rank 0); with a \"chief\" entry, the chief is rank 0 and worker i is rank i+1.\n" +
 			"The peers' libp2p identities are derived from " + launch.SecretEnv + "; entries may instead be\n" +
 			"multiaddrs ending in /p2p/<peer-id>, each peer given its key with --identity (made by --new-identity).\n" + launch.PSKEnv + " (64 hex digits) adds a private-network key.\n\n" +
+			slurmHelp +
 			"With task type \"evaluator\" (a cluster's \"evaluator\" entry) it joins no collective: it follows the chief's\n" +
 			"--checkpoint-dir, evaluates each new checkpoint on the test set and writes --logdir/evaluator/validation,\n" +
 			"until the run's last checkpoint (or --evaluator-timeout without a new one).",
@@ -216,7 +242,7 @@ func init() {
 				fmt.Println(id)
 				return nil
 			}
-			cluster, err := tfconfig.Load(c.String("tf-config"))
+			cluster, err := loadCluster(c)
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,5 +32,58 @@ func TestClusterCommandsBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want it to mention %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestWorkerClusterSource: worker takes its cluster from --tf-config, else
+// TF_CONFIG, else Slurm's environment when SLURM_PROCID is set, and reads
+// --slurm-base-port and --secret-file there (each case fails at a point
+// that shows which source and setting it used).
+func TestWorkerClusterSource(t *testing.T) {
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "shared-secret")
+	if err := os.WriteFile(shared, []byte("00112233445566778899aabbccddeeff"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	srun := []string{"SLURM_PROCID=0", "SLURM_STEP_ID=0", "SLURM_STEP_NUM_TASKS=3", "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=3"}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"nothing", nil, nil, "no cluster spec: set TF_CONFIG"},
+		{"nothing names srun", nil, nil, "or start the workers with srun inside a Slurm allocation"},
+		{"slurm", []string{"SLURM_PROCID=0"}, nil, "Slurm environment: neither SLURM_STEP_NUM_TASKS nor SLURM_NTASKS is set"},
+		{"TF_CONFIG before slurm", append([]string{"TF_CONFIG={"}, srun...), nil, "TF_CONFIG (environment): malformed JSON"},
+		{"--tf-config before slurm", srun, []string{"--tf-config", "/nonexistent/tf.json"}, "reading the cluster spec"},
+		{"empty TF_CONFIG is none", append([]string{"TF_CONFIG= "}, srun...), []string{"--slurm-base-port", "65534"}, "Slurm environment: base port 65534"},
+		{"no secret", srun, nil, "MESHTRAIN_CLUSTER_SECRET is not set: every peer needs the same cluster secret (e.g. MESHTRAIN_CLUSTER_SECRET=$(openssl rand -hex 32) on every host, or in a private file given with --secret-file)"},
+		{"secret file", srun, []string{"--secret-file", shared}, "cluster secret file " + shared + " has permissions 0640"},
+		// Last: a flag's value read from the environment stays in the
+		// command's flag (urfave/cli sets it), which every newApp shares.
+		{"secret file from the environment", append([]string{"MESHTRAIN_CLUSTER_SECRET_FILE=" + shared}, srun...), nil, "has permissions 0640"},
+		{"base port from the environment", append([]string{"MESHTRAIN_SLURM_BASE_PORT=65535"}, srun...), nil, "Slurm environment: base port 65535"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, kv := range os.Environ() {
+				if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SLURM") || strings.HasPrefix(k, "MESHTRAIN_") || k == "TF_CONFIG" {
+					t.Setenv(k, "") // restored after the test
+					os.Unsetenv(k)
+				}
+			}
+			for _, kv := range tc.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			args := append([]string{"meshtrain", "--log-level", "error", "worker", "--model", "softmax"}, tc.args...)
+			err := newApp().Run(args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
 	}
 }

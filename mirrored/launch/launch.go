@@ -307,19 +307,31 @@ func (c *cluster) start(runDir string, r int, addrs []string, secret []byte) err
 }
 
 // stopAll sends sig to every worker still running.
-func (c *cluster) stopAll(sig os.Signal) {
+func (c *cluster) stopAll(sig os.Signal) { c.stopAllBut(sig, nil) }
+
+// stopAllBut signals every running worker but spare.
+func (c *cluster) stopAllBut(sig os.Signal, spare *worker) {
 	for _, w := range c.workers {
-		if w == nil {
-			continue
+		if w != nil && w != spare {
+			w.stop(sig)
 		}
-		w.mu.Lock()
-		if !w.exited {
-			w.stopped = true
-			_ = w.cmd.Process.Signal(sig)
-		}
-		w.mu.Unlock()
 	}
 }
+
+// stop signals w if it is still running, and marks it stopped by us.
+func (w *worker) stop(sig os.Signal) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.exited {
+		w.stopped = true
+		_ = w.cmd.Process.Signal(sig)
+	}
+}
+
+// RootCauseGrace is how long the rank a failed worker says it waited for
+// may run on, after the others are stopped, to report its own error (a
+// chief that could not start says why) before it is stopped too.
+const RootCauseGrace = 2 * time.Second
 
 // reap waits (a bounded time) for the workers started so far to exit,
 // after a failed start killed them.
@@ -336,9 +348,12 @@ func (c *cluster) reap() {
 
 // outcome is how the workers ended, as supervise saw it.
 type outcome struct {
-	failed      *worker   // the first to fail (ring)
-	lost        []*worker // gossip: failed while others ran on
-	abandoned   []*worker // still running StopGrace after the others: killed
+	failed    *worker   // the first to fail (ring)
+	lost      []*worker // gossip: failed while others ran on
+	abandoned []*worker // still running StopGrace after the others: killed
+	// spared is the rank the first failure says it waited for, left
+	// running for RootCauseGrace so that its own error is the one named.
+	spared      *worker
 	interrupted bool
 }
 
@@ -348,7 +363,7 @@ type outcome struct {
 // hung) is killed and named.
 func (c *cluster) supervise(ctx context.Context) outcome {
 	var o outcome
-	var deadline <-chan time.Time
+	var deadline, spareEnds <-chan time.Time
 	status := newStatus(c.cfg.N)
 	for running := c.cfg.N; running > 0; {
 		select {
@@ -364,6 +379,11 @@ func (c *cluster) supervise(ctx context.Context) outcome {
 			if deadline == nil && (e.err == nil || !c.cfg.Gossip) {
 				deadline = time.After(c.cfg.StopGrace)
 			}
+			if o.spared != nil && spareEnds == nil {
+				spareEnds = time.After(min(RootCauseGrace, c.cfg.StopGrace))
+			}
+		case <-spareEnds:
+			o.spared.stop(os.Interrupt)
 		case <-ctx.Done():
 			if !o.interrupted {
 				o.interrupted = true
@@ -417,7 +437,10 @@ func (c *cluster) exited(o *outcome, e exit, running int) {
 	case o.failed == nil:
 		o.failed = e.w
 		c.cfg.Logger.Debug("worker failed", zap.Int("rank", e.w.rank), zap.Error(e.err))
-		c.stopAll(os.Interrupt)
+		if r, ok := namedRank(e.w.lastErr, e.w.rank, len(c.workers)); ok {
+			o.spared = c.workers[r]
+		}
+		c.stopAllBut(os.Interrupt, o.spared)
 	}
 }
 
@@ -559,12 +582,8 @@ func blame(workers []*worker, first *worker) error {
 func waitedFor(workers []*worker) (map[int][]int, map[int]time.Time) {
 	waiting, first := map[int][]int{}, map[int]time.Time{}
 	for _, w := range workers {
-		m := waitingFor.FindStringSubmatch(w.lastErr)
-		if m == nil {
-			continue
-		}
-		r, err := strconv.Atoi(m[1] + m[2])
-		if err != nil || r < 0 || r >= len(workers) || r == w.rank {
+		r, ok := namedRank(w.lastErr, w.rank, len(workers))
+		if !ok {
 			continue
 		}
 		waiting[r] = append(waiting[r], w.rank)
@@ -573,6 +592,20 @@ func waitedFor(workers []*worker) (map[int][]int, map[int]time.Time) {
 		}
 	}
 	return waiting, first
+}
+
+// namedRank is the rank of n that a worker's error (of rank self) says it
+// was waiting for, if any.
+func namedRank(lastErr string, self, n int) (int, bool) {
+	m := waitingFor.FindStringSubmatch(lastErr)
+	if m == nil {
+		return 0, false
+	}
+	r, err := strconv.Atoi(m[1] + m[2])
+	if err != nil || r < 0 || r >= n || r == self {
+		return 0, false
+	}
+	return r, true
 }
 
 // mostNamed is the rank the most others were waiting for.

@@ -92,18 +92,35 @@ func SecretFromEnv(optional bool) (secret, psk []byte, err error) {
 	switch s := strings.TrimSpace(os.Getenv(SecretEnv)); {
 	case s == "" && optional:
 	case s == "":
-		return nil, nil, fmt.Errorf("%s is not set: every peer needs the same cluster secret (e.g. %s=$(openssl rand -hex 32) on every host), from which the peers' identities are derived; or give every peer's /p2p/ ID in TF_CONFIG and this peer's key with --identity", SecretEnv, SecretEnv)
+		return nil, nil, fmt.Errorf("%s is not set: every peer needs the same cluster secret (e.g. %s=$(openssl rand -hex 32) on every host, or in a private file given with --secret-file), from which the peers' identities are derived; or give every peer's /p2p/ ID in TF_CONFIG and this peer's key with --identity", SecretEnv, SecretEnv)
 	default:
-		if secret, err = hex.DecodeString(s); err != nil || len(secret) < 16 {
-			return nil, nil, fmt.Errorf("%s: want at least 32 hex digits (16 bytes), e.g. from openssl rand -hex 32", SecretEnv)
+		if secret, err = parseSecret(s, SecretEnv); err != nil {
+			return nil, nil, err
 		}
 	}
-	if p := strings.TrimSpace(os.Getenv(PSKEnv)); p != "" {
-		if psk, err = hex.DecodeString(p); err != nil || len(psk) != 32 {
-			return nil, nil, fmt.Errorf("%s: want exactly 64 hex digits (a 32-byte private-network key)", PSKEnv)
-		}
+	if psk, err = pskFromEnv(); err != nil {
+		return nil, nil, err
 	}
 	return secret, psk, nil
+}
+
+// parseSecret decodes a cluster secret read from source.
+func parseSecret(s, source string) ([]byte, error) {
+	secret, err := hex.DecodeString(s)
+	if err != nil || len(secret) < 16 {
+		return nil, fmt.Errorf("%s: want at least 32 hex digits (16 bytes), e.g. from openssl rand -hex 32", source)
+	}
+	return secret, nil
+}
+
+// pskFromEnv reads the optional private-network key.
+func pskFromEnv() (psk []byte, err error) {
+	if p := strings.TrimSpace(os.Getenv(PSKEnv)); p != "" {
+		if psk, err = hex.DecodeString(p); err != nil || len(psk) != 32 {
+			return nil, fmt.Errorf("%s: want exactly 64 hex digits (a 32-byte private-network key)", PSKEnv)
+		}
+	}
+	return psk, nil
 }
 
 // RunWorker connects to the cluster over libp2p and runs the job as this

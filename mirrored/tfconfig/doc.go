@@ -2,7 +2,9 @@
 // TensorFlow's TF_CONFIG format ({"cluster": {"worker": [...], "chief":
 // [...]}, "task": {"type": "worker", "index": 0}}), from a file or the
 // TF_CONFIG environment variable, and validates it into a Cluster: the
-// peers' addresses in rank order and this process's rank.
+// peers' addresses in rank order and this process's rank. FromSlurm
+// builds the same Cluster from the environment srun gives a job step's
+// tasks (slurm.go), so every later check applies to both.
 //
 // Invariants of a Cluster from Load or Parse: Peers is non-empty, its
 // addresses are well-formed host:port or multiaddrs and pairwise distinct
