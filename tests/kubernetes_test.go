@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -586,5 +587,94 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// httpStatus is the status of GET url, or 0 if it cannot be had.
+func httpStatus(url string) int {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitStatus waits, until ctx ends, for GET url to answer code.
+func waitStatus(t *testing.T, ctx context.Context, url string, code int) {
+	t.Helper()
+	for httpStatus(url) != code {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never answered %d (last %d)", url, code, httpStatus(url))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestWorkerSIGTERM runs two workers as pods would run them (JSON logs,
+// probes on --health-addr, a shared --checkpoint-dir): /readyz answers 503
+// while a peer is missing and 200 once the cluster has formed. SIGTERM to
+// both (the job deleted) stops both after the same step, exit 0, the
+// chief's checkpoint there; SIGTERM to one (an eviction) exits it 0 and
+// the other 143 naming it; the restarted job resumes from that step.
+func TestWorkerSIGTERM(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ckdir := t.TempDir()
+	start := func(signalled ...int) (steps []int, codes []int, logs []string) {
+		addrs, health := freePorts(t, 2), freePorts(t, 2)
+		procs := make([]*podProc, 2)
+		for i := range procs {
+			args := append([]string{"--log-format", "json", "worker", "--checkpoint-dir", ckdir, "--health-addr", health[i], "--link-delay", "1ms"},
+				append(slices.Clone(shortPodRun), "--epochs", "30")...)
+			procs[i] = startProc(t, exec.CommandContext(ctx, binary, args...), []string{e2eSecret, "TF_CONFIG=" + tfConfig(addrs, i)}, nil)
+			if i == 0 { // alive, not ready: its peer is missing
+				waitStatus(t, ctx, "http://"+health[0]+"/healthz", 200)
+				if code := httpStatus("http://" + health[0] + "/readyz"); code != 503 {
+					t.Errorf("/readyz answered %d with one peer missing, want 503", code)
+				}
+			}
+		}
+		for i := range procs {
+			waitStatus(t, ctx, "http://"+health[i]+"/readyz", 200)
+		}
+		for _, i := range signalled {
+			if err := procs[i].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, p := range procs {
+			codes = append(codes, p.wait(t, ctx, fmt.Sprintf("worker %d", i)))
+			m := regexp.MustCompile(`rank \d done: (\d+) steps`).FindStringSubmatch(p.stdout.String()) // since the start or resume
+			if m == nil {
+				t.Fatalf("worker %d: no result line:\n%s", i, p)
+			}
+			n, _ := strconv.Atoi(m[1])
+			steps, logs = append(steps, n), append(logs, p.stderr.String())
+			checkJSONLines(t, fmt.Sprintf("worker %d", i), p.stderr.String())
+		}
+		return steps, codes, logs
+	}
+
+	steps, codes, logs := start(0, 1) // the job deleted
+	s := steps[0]
+	for i := range steps {
+		if codes[i] != 0 || steps[i] != s || s%mirrored.StopVoteEvery != 0 || !strings.Contains(logs[i], "stopped on SIGTERM: rank ") {
+			t.Errorf("worker %d: exit %d after %d steps (worker 0: %d), want 0 after the same step and the stop logged:\n%s", i, codes[i], steps[i], s, logs[i])
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ckdir, fmt.Sprintf("ckpt-%09d.safetensors", s))); err != nil {
+		t.Errorf("no checkpoint at step %d: %v", s, err)
+	}
+
+	steps, codes, logs = start(1) // worker 1 evicted; the run resumes at s
+	want := fmt.Sprintf("rank 1 asked to stop (SIGTERM): every peer stopped after step %d", s+steps[0])
+	if codes[0] != 143 || codes[1] != 0 || steps[0] != steps[1] || steps[0] == 0 || !strings.Contains(logs[0], want) {
+		t.Errorf("exits %v after steps %v (resumed at %d), want 143 and 0 after the same step, and worker 0 saying %q:\n%s", codes, steps, s, want, logs[0])
+	}
+	if !strings.Contains(logs[0], `"msg":"resumed"`) {
+		t.Errorf("worker 0 did not log its resume:\n%s", logs[0])
 	}
 }

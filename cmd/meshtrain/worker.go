@@ -336,13 +336,19 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 			100*p.ComputeShare, 100*p.CommShare, 100*p.WaitShare, p.ParamsSHA256)
 	}
 	st := sum.Run.Stopped
+	asked := false // this peer got SIGTERM, if only after the vote (the job deleted: SIGTERMs race)
+	select {
+	case <-stopping:
+		asked = true
+	default:
+	}
 	switch {
 	case st == nil:
 		return nil
-	case slices.Contains(st.Ranks, wc.Cluster.Rank) && c.Int("sigterm-exit-code") == 0:
+	case asked && c.Int("sigterm-exit-code") == 0:
 		wc.Logger.Info("stopped on SIGTERM: " + st.String())
 		return nil
-	case slices.Contains(st.Ranks, wc.Cluster.Rank):
+	case asked:
 		return exitError{c.Int("sigterm-exit-code"), fmt.Errorf("worker: stopped on SIGTERM: %s; exiting %d (--sigterm-exit-code)", st, c.Int("sigterm-exit-code"))}
 	}
 	return exitError{exitTerminated, fmt.Errorf("worker: stopped early: %s; this peer was not asked to stop, so it exits %d for the job to restart it", st, exitTerminated)}
