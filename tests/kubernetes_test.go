@@ -614,8 +614,9 @@ func waitStatus(t *testing.T, ctx context.Context, url string, code int) {
 }
 
 // TestWorkerSIGTERM runs two workers as pods would run them (JSON logs,
-// probes on --health-addr, a shared --checkpoint-dir): /readyz answers 503
-// while a peer is missing and 200 once the cluster has formed. SIGTERM to
+// probes on --health-addr, a shared --checkpoint-dir): /readyz answers
+// 200 once a worker listens, /readyz/cluster 503 while a peer is missing
+// and 200 once the cluster has formed. SIGTERM to
 // both (the job deleted) stops both after the same step, exit 0, the
 // chief's checkpoint there; SIGTERM to one (an eviction) exits it 0 and
 // the other 143 naming it; the restarted job resumes from that step.
@@ -630,15 +631,15 @@ func TestWorkerSIGTERM(t *testing.T) {
 			args := append([]string{"--log-format", "json", "worker", "--checkpoint-dir", ckdir, "--health-addr", health[i], "--link-delay", "1ms"},
 				append(slices.Clone(shortPodRun), "--epochs", "30")...)
 			procs[i] = startProc(t, exec.CommandContext(ctx, binary, args...), []string{e2eSecret, "TF_CONFIG=" + tfConfig(addrs, i)}, nil)
-			if i == 0 { // alive, not ready: its peer is missing
-				waitStatus(t, ctx, "http://"+health[0]+"/healthz", 200)
-				if code := httpStatus("http://" + health[0] + "/readyz"); code != 503 {
-					t.Errorf("/readyz answered %d with one peer missing, want 503", code)
+			if i == 0 { // listening (ready to be dialled), its cluster not formed: its peer is missing
+				waitStatus(t, ctx, "http://"+health[0]+"/readyz", 200)
+				if code := httpStatus("http://" + health[0] + "/readyz/cluster"); code != 503 {
+					t.Errorf("/readyz/cluster answered %d with one peer missing, want 503", code)
 				}
 			}
 		}
 		for i := range procs {
-			waitStatus(t, ctx, "http://"+health[i]+"/readyz", 200)
+			waitStatus(t, ctx, "http://"+health[i]+"/readyz/cluster", 200)
 		}
 		for _, i := range signalled {
 			if err := procs[i].cmd.Process.Signal(syscall.SIGTERM); err != nil {

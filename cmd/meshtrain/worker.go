@@ -189,7 +189,7 @@ func init() {
 		&cli.DurationFlag{Name: "evaluator-timeout", Value: launch.DefaultEvaluatorTimeout, Usage: "evaluator task: longest wait for a new checkpoint before stopping"},
 		&cli.StringFlag{Name: "peer-pattern", EnvVars: []string{tfconfig.PeerPatternEnv}, Usage: "Kubernetes Indexed Job (with " + tfconfig.JobIndexEnv + " set, no TF_CONFIG): the peers' host:port with " + tfconfig.IndexPlaceholder + " for each pod's index, e.g. 'train-{index}.train:7000' (Job train, headless Service train)"},
 		&cli.IntFlag{Name: "num-workers", EnvVars: []string{tfconfig.NumWorkersEnv}, Usage: "Kubernetes Indexed Job: the number of workers (the Job's completions)"},
-		&cli.StringFlag{Name: "health-addr", EnvVars: []string{"MESHTRAIN_HEALTH_ADDR"}, Usage: "serve HTTP probes here (e.g. :8080): /healthz 200 while running, /readyz 200 once the cluster has formed"},
+		&cli.StringFlag{Name: "health-addr", EnvVars: []string{"MESHTRAIN_HEALTH_ADDR"}, Usage: "serve HTTP probes here (e.g. :8080): /healthz 200 while running, /readyz 200 once this peer listens (the readinessProbe: a pod's DNS name is published once it is ready), /readyz/cluster 200 once the cluster has formed; both 503 after SIGTERM"},
 		&cli.IntFlag{Name: "sigterm-exit-code", Usage: "exit code of the peer that got SIGTERM, once stopped cleanly (e.g. 143 in an Indexed Job, where an evicted pod that exits 0 would count as its index done)"},
 		&cli.DurationFlag{Name: "stop-timeout", Value: 25 * time.Second, Usage: "after SIGTERM: the peers stop together within " + fmt.Sprint(mirrored.StopVoteEvery) + " steps, the chief writes a checkpoint (with --checkpoint-dir) and this peer exits 0; past this long it exits at once (keep it under the pod's terminationGracePeriodSeconds)"},
 	)
@@ -308,10 +308,11 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 			return fmt.Errorf("worker: %w", err)
 		}
 		defer h.Close()
+		wc.OnListening = h.Listening
 		prev := wc.Job.OnEvent
 		wc.Job.OnEvent = func(e mirrored.Event) {
 			if e.Kind == mirrored.EventStart {
-				h.SetReady(true)
+				h.Formed()
 			}
 			if prev != nil {
 				prev(e)
@@ -320,7 +321,7 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 		go func() { // a stopping pod takes no more traffic
 			select {
 			case <-stopping:
-				h.SetReady(false)
+				h.Stopping()
 			case <-c.Context.Done():
 			}
 		}()

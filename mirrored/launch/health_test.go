@@ -28,21 +28,27 @@ func TestHealth(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	steps := []struct {
-		ready bool
-		path  string
-		code  int
-		body  string
+		do         func()
+		path, body string
+		code       int
 	}{
-		{false, "/healthz", 200, "ok\n"},
-		{false, "/readyz", 503, "not ready: the cluster has not formed\n"},
-		{true, "/readyz", 200, "ready: the cluster formed\n"},
-		{true, "/healthz", 200, "ok\n"},
-		{false, "/readyz", 503, "not ready: the cluster has not formed\n"},
+		{nil, "/healthz", "ok\n", 200},
+		{nil, "/readyz", "not ready: not listening yet\n", 503},
+		{nil, "/readyz/cluster", "not ready: the cluster has not formed\n", 503},
+		{h.Listening, "/readyz", "ready: listening\n", 200},
+		{nil, "/readyz/cluster", "not ready: the cluster has not formed\n", 503},
+		{h.Formed, "/readyz/cluster", "ready: the cluster formed\n", 200},
+		{nil, "/healthz", "ok\n", 200},
+		{h.Stopping, "/readyz", "not ready: stopping\n", 503},
+		{nil, "/readyz/cluster", "not ready: stopping\n", 503},
+		{nil, "/healthz", "ok\n", 200},
 	}
 	for i, s := range steps {
-		h.SetReady(s.ready)
+		if s.do != nil {
+			s.do()
+		}
 		if code, body := get(s.path); code != s.code || body != s.body {
-			t.Errorf("%d: ready %v, %s: %d %q, want %d %q", i, s.ready, s.path, code, body, s.code, s.body)
+			t.Errorf("%d: %s: %d %q, want %d %q", i, s.path, code, body, s.code, s.body)
 		}
 	}
 	if _, err := ServeHealth(ctx, h.Addr().String(), zaptest.NewLogger(t)); err == nil {
