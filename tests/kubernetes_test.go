@@ -679,3 +679,45 @@ func TestWorkerSIGTERM(t *testing.T) {
 		t.Errorf("worker 0 did not log its resume:\n%s", logs[0])
 	}
 }
+
+// TestKubernetesLatePod: the Indexed Job's last pod is scheduled late, and
+// its name resolves only from then on (its DNS record appears with its
+// IP): the others keep dialling its name until it resolves, and the run
+// ends as usual.
+func TestKubernetesLatePod(t *testing.T) {
+	_, pods := readmePods(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	n := len(pods)
+	h := emulatedHosts(t, ctx, n, netns.Gbit)
+	early := podNames(pods[:n-1], func(i int) int { return i })
+	if err := h.SetNames(early); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	procs := make([]*podProc, n)
+	for i, p := range pods {
+		if i == n-1 {
+			// Past the resolver's 5 s cache of /etc/hosts, so the name is
+			// looked up again after it failed.
+			select {
+			case <-time.After(6 * time.Second):
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+			if err := h.SetNames(podNames(pods, func(i int) int { return i })); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := podArgs(p.args, dir, append(slices.Clone(shortPodRun), "--report", filepath.Join(dir, fmt.Sprintf("report%d.json", i)))...)
+		procs[i] = startProc(t, h.Command(ctx, i, binary, args...), append([]string{"TF_CONFIG="}, p.env...), nil)
+	}
+	res := make([]netns.Result, n)
+	for i, p := range procs {
+		if code := p.wait(t, ctx, fmt.Sprintf("pod %d", i)); code != 0 {
+			t.Fatalf("pod %d: exit %d\n%s", i, code, p)
+		}
+		res[i] = netns.Result{Host: i, Stdout: p.stdout.String(), Stderr: p.stderr.String()}
+	}
+	checkReports(t, dir, res)
+}
