@@ -37,26 +37,32 @@ func signalContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case s := <-sigs:
-				g := gracefulStop.Load()
-				if s != syscall.SIGTERM || g == nil {
-					cancel()
-					continue
-				}
-				first := false
-				g.once.Do(func() { first = true; close(g.stop) })
-				if !first {
-					cancel()
-					continue
-				}
-				time.AfterFunc(g.timeout, cancel)
-			}
-		}
-	}()
+	go handleSignals(ctx, cancel, sigs)
 	return ctx, func() { signal.Stop(sigs); cancel() }
+}
+
+// handleSignals acts on each signal from sigs until ctx ends: SIGTERM
+// with a graceful command (gracefulStop) closes its stop channel the
+// first time and cancels its timeout later; any other signal, or a
+// second SIGTERM, cancels at once.
+func handleSignals(ctx context.Context, cancel context.CancelFunc, sigs <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-sigs:
+			g := gracefulStop.Load()
+			if s != syscall.SIGTERM || g == nil {
+				cancel()
+				continue
+			}
+			first := false
+			g.once.Do(func() { first = true; close(g.stop) })
+			if !first {
+				cancel()
+				continue
+			}
+			time.AfterFunc(g.timeout, cancel)
+		}
+	}
 }
