@@ -18,6 +18,10 @@ type hello struct {
 	Shard    int        `json:"shard"`
 	Resume   *resumePos `json:"resume,omitempty"`
 	Error    string     `json:"error,omitempty"`
+	// Checkpoints is the newest checkpoint this replica sees in its
+	// --checkpoint-dir (see Job.newestSeen): every replica must see the
+	// chief's.
+	Checkpoints string `json:"checkpoints,omitempty"`
 }
 
 // resumePos is the chief's checkpoint, as every replica needs to know it.
@@ -78,6 +82,9 @@ func handshake(ctx context.Context, g Group, me hello) (cluster, error) {
 	}
 	if err := compareSettings(who, sets); err != nil {
 		return cluster{}, fmt.Errorf("the peers were started with different settings: %w: start every peer with the same training flags and cluster list", err)
+	}
+	if err := compareCheckpointDirs(hellos); err != nil {
+		return cluster{}, err
 	}
 	cl.resume = hellos[0].Resume
 	return cl, nil

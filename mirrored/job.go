@@ -75,6 +75,13 @@ type Job struct {
 	// NoShuffle keeps each shard in data-set order (for tests that compare
 	// against one replica on the whole batch).
 	NoShuffle bool
+	// Stop, if set, is closed to stop the run early and gracefully (the
+	// worker closes it on SIGTERM). The replicas vote every StopVoteEvery
+	// steps; all stop after the same step, the chief writes a checkpoint
+	// there (with CheckpointDir), and the run ends as usual (final hash
+	// comparison, Summary) with Result.Stopped saying who asked. Gossip
+	// runs do not vote.
+	Stop <-chan struct{}
 	// OnEvent, if set, is called (on the calling goroutine) at start-up,
 	// after each epoch and after each checkpoint, and with the training
 	// steps at a bounded rate (see SampleInterval).

@@ -88,7 +88,7 @@ func runSync(ctx context.Context, job *Job, g Group, run *syncRun) (*Summary, er
 func (l *syncLoop) start(ctx context.Context) error {
 	cfg, run := &l.job.Config, l.run
 	l.fp = Fingerprint(run.settings)
-	me := hello{Settings: run.settings, Shard: run.shard}
+	me := hello{Settings: run.settings, Shard: run.shard, Checkpoints: l.job.newestSeen()}
 	var ck *checkpoint.Checkpoint
 	if l.rank == 0 {
 		var nstate int
@@ -260,6 +260,18 @@ func (l *syncLoop) epoch(ctx context.Context, pipe *data.Pipeline, epoch, first 
 	start := time.Now()
 	var sums epochSums
 	for step := first; step < l.steps && l.global < l.total; step++ {
+		if l.job.Stop != nil && step > first && l.global%StopVoteEvery == 0 {
+			ranks, err := l.voteStop(ctx)
+			if err != nil {
+				return false, err
+			}
+			if len(ranks) > 0 {
+				l.trainTime += time.Since(start)
+				l.peer.Steps += sums.ran
+				l.peer.Examples += sums.examples
+				return true, l.stopNow(ranks, epoch, step)
+			}
+		}
 		if err := l.step(ctx, pipe, epoch, step, &sums); err != nil {
 			return false, err
 		}

@@ -226,6 +226,8 @@ type Result struct {
 	// ParamsSHA256 is the SHA-256 of the final parameters as little-endian
 	// float32 bytes, hex: equal hashes mean bitwise-equal models.
 	ParamsSHA256 string `json:"params_sha256"`
+	// Stopped, if set, says the run stopped early, on request (Job.Stop).
+	Stopped *EarlyStop `json:"stopped,omitempty"`
 }
 
 // accuracyMarks are the accuracies whose time-to is recorded.

@@ -397,7 +397,7 @@ func TestMalformedTFConfig(t *testing.T) {
 			"task index 2 out of range: cluster.worker has 2 entries (indices 0 to 1)"},
 		{"duplicate", `{"cluster": {"worker": ["127.0.0.1:7000", "127.0.0.1:7000"]}, "task": {"type": "worker", "index": 0}}`,
 			"duplicate address: worker 0 and worker 1 are both 127.0.0.1:7000"},
-		{"evaluator task without evaluator", `{"cluster": {"worker": ["127.0.0.1:7000"]}, "task": {"type": "evaluator", "index": 0}}`,
+		{"evaluator 1 without evaluator", `{"cluster": {"worker": ["127.0.0.1:7000"]}, "task": {"type": "evaluator", "index": 1}}`,
 			`task type "evaluator" but the cluster has no "evaluator" entries`},
 		{"repeated task", "{\"cluster\": {\"worker\": [\"127.0.0.1:7000\", \"127.0.0.1:7001\"]},\n \"task\": {\"type\": \"worker\", \"index\": 0}, \"task\": {\"type\": \"worker\", \"index\": 1}}",
 			`duplicate key "task" in the top-level object at line 2, column 42`},

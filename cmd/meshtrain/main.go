@@ -1,7 +1,8 @@
 // Command meshtrain is the CLI of meshtrain: peer-to-peer data-parallel
 // training over libp2p. Each subcommand lives in its own file and registers
 // itself with register; this file only builds the app, the logger and the
-// root context (cancelled by Ctrl-C / SIGTERM).
+// root context (cancelled by Ctrl-C / SIGTERM; see signals.go for the
+// worker's graceful SIGTERM).
 package main
 
 import (
@@ -9,10 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"go.uber.org/zap"
@@ -77,6 +76,11 @@ func newApp() *cli.App {
 				return err
 			}
 			c.App.Metadata = map[string]any{loggerKey: log}
+			if c.String("log-format") == "json" {
+				// Every line on stderr is then JSON, the last one too.
+				last := log.WithOptions(zap.AddStacktrace(zapcore.FatalLevel))
+				reportError = func(msg string) { last.Error(msg); _ = last.Sync() }
+			}
 			return nil
 		},
 		After: func(c *cli.Context) error {
@@ -134,7 +138,24 @@ func logger(c *cli.Context, name string) *zap.Logger {
 const (
 	exitUsage       = 2   // a bad command line: nothing was run
 	exitInterrupted = 130 // 128 + SIGINT
+	// exitTerminated (128 + SIGTERM) is a worker's that stopped because
+	// another peer was asked to stop: retryable, as Kubeflow's ExitCode
+	// restart policy reads 128-255, so the job restarts and resumes.
+	exitTerminated = 143
 )
+
+// exitError is an error with its own exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// reportError writes the process's last line, its error, on stderr (as
+// JSON with --log-format json).
+var reportError = func(msg string) { fmt.Fprintln(os.Stderr, msg) }
 
 // usageError is a mistake in the command line.
 type usageError struct{ err error }
@@ -214,23 +235,27 @@ func exitCode(ctx context.Context, err error) int {
 	}
 	var ue usageError
 	var ec cli.ExitCoder
+	var ee exitError
 	switch {
+	case errors.As(err, &ee):
+		reportError("meshtrain: " + err.Error())
+		return ee.code
 	case ctx.Err() != nil:
-		fmt.Fprintln(os.Stderr, "meshtrain: interrupted")
+		reportError("meshtrain: interrupted")
 		return exitInterrupted
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "meshtrain: %v (see meshtrain --help)\n", err)
+		reportError(fmt.Sprintf("meshtrain: %v (see meshtrain --help)", err))
 		return exitUsage
 	case errors.As(err, &ec) && ec.ExitCode() == 3: // cli: no such command
-		fmt.Fprintf(os.Stderr, "meshtrain: %v\n", strings.Replace(err.Error(), "No help topic for", "unknown command", 1))
+		reportError("meshtrain: " + strings.Replace(err.Error(), "No help topic for", "unknown command", 1))
 		return exitUsage
 	}
-	fmt.Fprintln(os.Stderr, "meshtrain:", err)
+	reportError(fmt.Sprint("meshtrain: ", err))
 	return 1
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	err := newApp().RunContext(ctx, hoistGlobalFlags(os.Args))
 	os.Exit(exitCode(ctx, err))

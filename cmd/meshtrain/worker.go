@@ -189,20 +189,6 @@ const slurmHelp = "With no TF_CONFIG, under srun (SLURM_PROCID set), the cluster
 	"nodes under block distribution, task i on a node at --slurm-base-port + i:\n\n" +
 	"  srun meshtrain worker --secret-file ~/.meshtrain-secret --model lenet --epochs 10 --summary summary.json\n\n"
 
-// loadCluster reads the cluster from its one source, the first of:
-// --tf-config, TF_CONFIG, Slurm's environment when SLURM_PROCID is set
-// (srun).
-func loadCluster(c *cli.Context) (*tfconfig.Cluster, error) {
-	if c.String("tf-config") != "" || strings.TrimSpace(os.Getenv(tfconfig.Env)) != "" {
-		return tfconfig.Load(c.String("tf-config"))
-	}
-	if _, ok := os.LookupEnv(tfconfig.SlurmProcIDEnv); ok {
-		return tfconfig.FromSlurm(os.LookupEnv, c.Int("slurm-base-port"))
-	}
-	_, err := tfconfig.Load("")
-	return nil, fmt.Errorf("%w, or start the workers with srun inside a Slurm allocation", err)
-}
-
 func init() {
 	flags := append(append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable, else Slurm's environment under srun)"},
@@ -214,6 +200,11 @@ func init() {
 		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "new-identity", Usage: "write a fresh key to this file, print its peer ID and exit"},
 		&cli.DurationFlag{Name: "evaluator-timeout", Value: launch.DefaultEvaluatorTimeout, Usage: "evaluator task: longest wait for a new checkpoint before stopping"},
+		&cli.StringFlag{Name: "peer-pattern", EnvVars: []string{tfconfig.PeerPatternEnv}, Usage: "Kubernetes Indexed Job (with " + tfconfig.JobIndexEnv + " set, no TF_CONFIG): the peers' host:port with " + tfconfig.IndexPlaceholder + " for each pod's index, e.g. 'train-{index}.train:7000' (Job train, headless Service train)"},
+		&cli.IntFlag{Name: "num-workers", EnvVars: []string{tfconfig.NumWorkersEnv}, Usage: "Kubernetes Indexed Job: the number of workers (the Job's completions)"},
+		&cli.StringFlag{Name: "health-addr", EnvVars: []string{"MESHTRAIN_HEALTH_ADDR"}, Usage: "serve HTTP probes here (e.g. :8080): /healthz 200 while running, /readyz 200 once this peer listens (the readinessProbe: a pod's DNS name is published once it is ready), /readyz/cluster 200 once the cluster has formed; both 503 after SIGTERM"},
+		&cli.IntFlag{Name: "sigterm-exit-code", Usage: "exit code of the peer that got SIGTERM, once stopped cleanly (e.g. 143 in an Indexed Job, where an evicted pod that exits 0 would count as its index done)"},
+		&cli.DurationFlag{Name: "stop-timeout", Value: 25 * time.Second, Usage: "after SIGTERM: the peers stop together within " + fmt.Sprint(mirrored.StopVoteEvery) + " steps, the chief writes a checkpoint (with --checkpoint-dir) and this peer exits 0; past this long it exits at once (keep it under the pod's terminationGracePeriodSeconds)"},
 	)
 	register(&cli.Command{
 		Name:  "worker",
@@ -294,19 +285,99 @@ func init() {
 				wc.Events = os.Stdout
 				wc.Job.Progress = nil // the launcher prints the progress
 			}
-			sum, err := launch.RunWorker(c.Context, wc)
-			if err != nil {
-				return fmt.Errorf("worker: %w", err)
-			}
-			if !c.Bool("events") {
-				p := sum.Peer
-				fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %d B, received %d B, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",
-					p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, p.BytesSent, p.BytesReceived, p.CPUSeconds,
-					100*p.ComputeShare, 100*p.CommShare, 100*p.WaitShare, p.ParamsSHA256)
-			}
-			return nil
+			return runPeer(c, wc)
 		},
 	})
+}
+
+// loadCluster finds this peer's cluster: the --tf-config file, else
+// TF_CONFIG (as Kubeflow's TFJob sets it; empty counts as unset), else
+// Slurm's environment when SLURM_PROCID is set (srun), else a Kubernetes
+// Indexed Job's (JOB_COMPLETION_INDEX with --peer-pattern and
+// --num-workers).
+func loadCluster(c *cli.Context) (*tfconfig.Cluster, error) {
+	if f := c.String("tf-config"); f != "" || strings.TrimSpace(os.Getenv(tfconfig.Env)) != "" {
+		return tfconfig.Load(f)
+	}
+	if _, ok := os.LookupEnv(tfconfig.SlurmProcIDEnv); ok {
+		return tfconfig.FromSlurm(os.LookupEnv, c.Int("slurm-base-port"))
+	}
+	cl, ok, err := tfconfig.FromIndexedJob(func(key string) (string, bool) {
+		switch key {
+		case tfconfig.PeerPatternEnv:
+			return c.String("peer-pattern"), true
+		case tfconfig.NumWorkersEnv:
+			if n := c.Int("num-workers"); n != 0 {
+				return fmt.Sprint(n), true
+			}
+			return "", false
+		}
+		return os.LookupEnv(key)
+	})
+	if ok {
+		return cl, err
+	}
+	_, err = tfconfig.Load("") // fails, saying how to write TF_CONFIG
+	return nil, fmt.Errorf("%w; or start the workers with srun inside a Slurm allocation; or, in a Kubernetes Indexed Job, %s with --peer-pattern and --num-workers", err, tfconfig.JobIndexEnv)
+}
+
+// runPeer runs this peer (launch.RunWorker) with the pod's side: the
+// health probes (--health-addr), the graceful SIGTERM (wc.Job.Stop; the
+// peers all stop after one step), and the line saying how it ended.
+func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
+	stopping := stopGracefully(c.Duration("stop-timeout"))
+	wc.Job.Stop = stopping
+	if addr := c.String("health-addr"); addr != "" {
+		h, err := launch.ServeHealth(c.Context, addr, wc.Logger.Named("health"))
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		defer h.Close()
+		wc.OnListening = h.Listening
+		prev := wc.Job.OnEvent
+		wc.Job.OnEvent = func(e mirrored.Event) {
+			if e.Kind == mirrored.EventStart {
+				h.Formed()
+			}
+			if prev != nil {
+				prev(e)
+			}
+		}
+		go func() { // a stopping pod takes no more traffic
+			select {
+			case <-stopping:
+				h.Stopping()
+			case <-c.Context.Done():
+			}
+		}()
+	}
+	sum, err := launch.RunWorker(c.Context, wc)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if !c.Bool("events") {
+		p := sum.Peer
+		fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %d B, received %d B, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",
+			p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, p.BytesSent, p.BytesReceived, p.CPUSeconds,
+			100*p.ComputeShare, 100*p.CommShare, 100*p.WaitShare, p.ParamsSHA256)
+	}
+	st := sum.Run.Stopped
+	asked := false // this peer got SIGTERM, if only after the vote (the job deleted: SIGTERMs race)
+	select {
+	case <-stopping:
+		asked = true
+	default:
+	}
+	switch {
+	case st == nil:
+		return nil
+	case asked && c.Int("sigterm-exit-code") == 0:
+		wc.Logger.Info("stopped on SIGTERM: " + st.String())
+		return nil
+	case asked:
+		return exitError{c.Int("sigterm-exit-code"), fmt.Errorf("worker: stopped on SIGTERM: %s; exiting %d (--sigterm-exit-code)", st, c.Int("sigterm-exit-code"))}
+	}
+	return exitError{exitTerminated, fmt.Errorf("worker: stopped early: %s; this peer was not asked to stop, so it exits %d for the job to restart it", st, exitTerminated)}
 }
 
 // runEvaluator runs the evaluator task (see launch.RunEvaluator).

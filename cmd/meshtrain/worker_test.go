@@ -87,3 +87,41 @@ func TestWorkerClusterSource(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerClusterSourceIndexedJob: --tf-config, then TF_CONFIG, then an Indexed
+// Job's environment (flags or their variables); with none, the error says
+// how to give each. (The cases run in one app's flags, which keep the
+// values last set: the one without --num-workers comes first.)
+func TestWorkerClusterSourceIndexedJob(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"nothing", nil, nil, "no cluster spec: set TF_CONFIG"},
+		{"nothing names the Indexed Job", nil, nil, "or, in a Kubernetes Indexed Job, JOB_COMPLETION_INDEX with --peer-pattern and --num-workers"},
+		{"Indexed Job, no count", map[string]string{"JOB_COMPLETION_INDEX": "0"}, []string{"--peer-pattern", "t-{index}.t:7000"},
+			"no worker count: set MESHTRAIN_NUM_WORKERS (or --num-workers)"},
+		{"TF_CONFIG before the Indexed Job", map[string]string{"TF_CONFIG": `{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}`, "JOB_COMPLETION_INDEX": "0"},
+			nil, "TF_CONFIG (environment): task index 3 out of range"},
+		{"--tf-config before TF_CONFIG", map[string]string{"TF_CONFIG": `{}`}, []string{"--tf-config", "/nonexistent/tf.json"}, "reading the cluster spec"},
+		{"Indexed Job, flags", map[string]string{"JOB_COMPLETION_INDEX": "4"}, []string{"--peer-pattern", "t-{index}.t:7000", "--num-workers", "3"},
+			"Indexed Job (JOB_COMPLETION_INDEX=4): index 4 out of range: MESHTRAIN_NUM_WORKERS=3"},
+		{"Indexed Job, environment", map[string]string{"JOB_COMPLETION_INDEX": "0", "MESHTRAIN_PEER_PATTERN": "t.t:7000", "MESHTRAIN_NUM_WORKERS": "3"}, nil,
+			`peer pattern "t.t:7000" has no {index}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"TF_CONFIG", "JOB_COMPLETION_INDEX", "MESHTRAIN_PEER_PATTERN", "MESHTRAIN_NUM_WORKERS"} {
+				t.Setenv(k, tc.env[k])
+				if _, ok := tc.env[k]; !ok {
+					os.Unsetenv(k)
+				}
+			}
+			err := newApp().Run(append([]string{"meshtrain", "--log-level", "error", "worker"}, tc.args...))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -101,6 +101,10 @@ type Config struct {
 	MaxFrame int
 	// Logger receives refusals and link failures.
 	Logger *zap.Logger
+	// OnListening, if set, is called once this rank's host listens, before
+	// it connects to the others (New only): a pod is then reachable, and
+	// ready for the Service that publishes its name.
+	OnListening func()
 }
 
 // Transport is a collective.Transport over libp2p streams.
@@ -167,6 +171,9 @@ func New(ctx context.Context, cfg Config) (*Transport, error) {
 		return nil, t.listenError(addrs[t.cfg.Rank], err)
 	}
 	t.ownHost = true
+	if cfg.OnListening != nil {
+		cfg.OnListening()
+	}
 	return t.start(ctx, h, addrs)
 }
 

@@ -83,6 +83,9 @@ type WorkerConfig struct {
 	// (EventPrefix + JSON), for a launcher reading the worker's stdout.
 	Events io.Writer
 	Logger *zap.Logger
+	// OnListening, if set, is called once this peer listens, before it
+	// connects to the others (a pod's readiness, see Health).
+	OnListening func()
 }
 
 // SecretFromEnv reads the cluster secret and the optional PSK from the
@@ -163,6 +166,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	m, t, err := p2p.Join(ctx, p2p.Config{
 		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
+		OnListening: cfg.OnListening,
 	}, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")})
 	if err != nil {
 		return nil, err

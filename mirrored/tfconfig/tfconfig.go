@@ -160,6 +160,11 @@ func parse(b []byte) (*Cluster, error) {
 	}
 	idx := *tc.Task.Index
 	entries := tc.Cluster[typ]
+	if typ == TaskEvaluator && len(entries) == 0 && idx == 0 {
+		// Kubeflow's training operator leaves the evaluator out of the
+		// cluster it writes into every replica's TF_CONFIG.
+		entries = []string{""}
+	}
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("task type %q but the cluster has no %q entries", typ, typ)
 	}

@@ -79,7 +79,7 @@ func TestParseErrors(t *testing.T) {
 			`src: cluster has "ps" entries: meshtrain has no parameter servers`},
 		{"two evaluators", `{"cluster": {"worker": ["a:1"], "evaluator": ["b:2", "c:3"]}, "task": {"type": "worker", "index": 0}}`,
 			`src: cluster.evaluator lists 2 addresses: want exactly one`},
-		{"evaluator task without evaluator", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}`,
+		{"evaluator 1 without evaluator (Kubeflow leaves out evaluator 0 only)", `{"cluster": {"worker": ["a:1"]}, "task": {"type": "evaluator", "index": 1}}`,
 			`src: task type "evaluator" but the cluster has no "evaluator" entries`},
 		{"evaluator alone", `{"cluster": {"evaluator": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}`,
 			"src: cluster.worker is empty"},

@@ -166,7 +166,7 @@ func (h *Hosts) Down() error {
 }
 
 // removeNamespace kills the processes in ns (all started by this package's
-// users) and deletes it.
+// users) and deletes it, with its names (SetNames).
 func removeNamespace(ns string) error {
 	out, err := exec.Command("ip", "netns", "pids", ns).Output()
 	if err == nil {
@@ -178,7 +178,7 @@ func removeNamespace(ns string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	return run(ctx, []string{"ip", "netns", "del", ns})
+	return errors.Join(run(ctx, []string{"ip", "netns", "del", ns}), removeNames(ns))
 }
 
 // run runs each command in turn, stopping at the first failure.

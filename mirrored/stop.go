@@ -1,0 +1,121 @@
+package mirrored
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+)
+
+// StopVoteEvery is how often (in global steps) the replicas of a run with
+// Job.Stop vote on stopping: a tiny all-reduce of one flag per rank. A
+// replica asked to stop is heard at the next vote, so the run stops at
+// most StopVoteEvery steps (plus a checkpoint) after the request; between
+// votes a step costs nothing more.
+const StopVoteEvery = 8
+
+// EarlyStop says why and where a run stopped before its end: Ranks were
+// asked to stop (Job.Stop closed: SIGTERM in a pod), every replica stopped
+// after Step, and the chief wrote Checkpoint there ("" without a
+// Job.CheckpointDir).
+type EarlyStop struct {
+	Step       int    `json:"step"`
+	Ranks      []int  `json:"ranks"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// String names the ranks asked to stop and where every replica stopped.
+func (s *EarlyStop) String() string {
+	ranks := make([]string, len(s.Ranks))
+	for i, r := range s.Ranks {
+		ranks[i] = fmt.Sprint(r)
+	}
+	who := "rank " + strings.Join(ranks, ", rank ")
+	where := "no checkpoint (no --checkpoint-dir): a restart begins afresh"
+	if s.Checkpoint != "" {
+		where = "the chief wrote " + s.Checkpoint + ": a restart resumes there"
+	}
+	return fmt.Sprintf("%s asked to stop (SIGTERM): every peer stopped after step %d; %s", who, s.Step, where)
+}
+
+// voteStop (a run with Job.Stop, every StopVoteEvery steps) all-reduces
+// which replicas were asked to stop; a non-empty result stops them all
+// at this step.
+func (l *syncLoop) voteStop(ctx context.Context) ([]int, error) {
+	flags := make([]float32, l.world)
+	select {
+	case <-l.job.Stop:
+		flags[l.rank] = 1
+	default:
+	}
+	if err := l.g.AllReduceSum(ctx, flags); err != nil {
+		return nil, fmt.Errorf("step %d: voting on stopping: %w", l.global, err)
+	}
+	var ranks []int
+	for r, f := range flags {
+		if f > 0 {
+			ranks = append(ranks, r)
+		}
+	}
+	return ranks, nil
+}
+
+// stopNow ends the run early at pipeline position (epoch, stepInEpoch):
+// every replica settles, the chief writes the checkpoint.
+func (l *syncLoop) stopNow(ranks []int, epoch, stepInEpoch int) error {
+	l.run.rep.Settle()
+	l.res.Stopped = &EarlyStop{Step: l.global, Ranks: ranks}
+	if l.job.CheckpointDir == "" {
+		return nil
+	}
+	if err := l.checkpoint(epoch, stepInEpoch); err != nil {
+		return err
+	}
+	l.res.Stopped.Checkpoint = filepath.Join(l.job.CheckpointDir, checkpoint.FileName(l.global))
+	return nil
+}
+
+// newestSeen is what this replica finds newest in Job.CheckpointDir, for
+// the handshake to compare ("" when there is no directory to compare, or
+// the chief resumes from --restore): "none", or the file's name and size.
+func (j *Job) newestSeen() string {
+	if j.CheckpointDir == "" || j.Restore != "" {
+		return ""
+	}
+	path, err := checkpoint.Latest(j.CheckpointDir)
+	if err != nil {
+		return "unreadable (" + err.Error() + ")"
+	}
+	if path == "" {
+		return "none"
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "unreadable (" + err.Error() + ")"
+	}
+	return fmt.Sprintf("%s (%d bytes)", filepath.Base(path), fi.Size())
+}
+
+// compareCheckpointDirs fails when the replicas see different newest
+// checkpoints in their --checkpoint-dir: the directory is not shared, and
+// a restart would resume from whatever the chief's node holds (or start
+// afresh) while a newer state sits elsewhere.
+func compareCheckpointDirs(hellos []hello) error {
+	chief := hellos[0].Checkpoints
+	var differ []string
+	for r, h := range hellos[1:] {
+		if h.Checkpoints != "" && chief != "" && h.Checkpoints != chief {
+			differ = append(differ, fmt.Sprintf("rank %d sees %s", r+1, h.Checkpoints))
+		}
+	}
+	if len(differ) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--checkpoint-dir differs between the peers: rank 0 (the chief) sees %s as the newest checkpoint, %s: "+
+		"it is not one shared directory, and resuming from the chief's alone could lose or mix up progress; "+
+		"put --checkpoint-dir on storage every peer mounts (NFS, a ReadWriteMany PersistentVolume), or copy the newest checkpoint there and pass --restore FILE",
+		chief, strings.Join(differ, ", "))
+}

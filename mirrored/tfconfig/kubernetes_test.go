@@ -1,0 +1,99 @@
+package tfconfig
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestKubeflowTFConfig parses the TF_CONFIG Kubeflow's training operator
+// writes into each replica of a TFJob, byte for byte as it marshals it.
+func TestKubeflowTFConfig(t *testing.T) {
+	chief := map[string]int{"Chief": 1, "Worker": 2, "Evaluator": 1}
+	tests := []struct {
+		name     string
+		replicas map[string]int
+		domain   string
+		typ      string
+		index    int
+		rank     int
+		peers    []string
+	}{
+		{"worker 0 of workers only is the chief", map[string]int{"Worker": 3}, "", "Worker", 0, 0,
+			[]string{"mnist-worker-0.ml.svc:2222", "mnist-worker-1.ml.svc:2222", "mnist-worker-2.ml.svc:2222"}},
+		{"worker 2 of workers only", map[string]int{"Worker": 3}, "", "Worker", 2, 2,
+			[]string{"mnist-worker-0.ml.svc:2222", "mnist-worker-1.ml.svc:2222", "mnist-worker-2.ml.svc:2222"}},
+		{"the chief", chief, "", "Chief", 0, 0,
+			[]string{"mnist-chief-0.ml.svc:2222", "mnist-worker-0.ml.svc:2222", "mnist-worker-1.ml.svc:2222"}},
+		{"a worker beside a chief", chief, "", "Worker", 1, 2,
+			[]string{"mnist-chief-0.ml.svc:2222", "mnist-worker-0.ml.svc:2222", "mnist-worker-1.ml.svc:2222"}},
+		{"the evaluator, left out of the cluster", chief, "", "Evaluator", 0, -1,
+			[]string{"mnist-chief-0.ml.svc:2222", "mnist-worker-0.ml.svc:2222", "mnist-worker-1.ml.svc:2222"}},
+		{"CUSTOM_CLUSTER_DOMAIN", map[string]int{"Worker": 2}, "cluster.local", "Worker", 1, 1,
+			[]string{"mnist-worker-0.ml.svc.cluster.local:2222", "mnist-worker-1.ml.svc.cluster.local:2222"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := KubeflowTFConfig("mnist", "ml", tt.domain, tt.replicas, nil, tt.typ, tt.index)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(string(b), `"environment":"cloud"}`) {
+				t.Errorf("not the operator's shape: %s", b)
+			}
+			c, err := Parse(b, "TF_CONFIG")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, b)
+			}
+			if c.Rank != tt.rank || !slices.Equal(c.Peers, tt.peers) {
+				t.Errorf("rank %d peers %q, want rank %d peers %q\n%s", c.Rank, c.Peers, tt.rank, tt.peers, b)
+			}
+		})
+	}
+	// The operator's exact text for one pod, as its own tests pin it.
+	const literal = `{"cluster":{"chief":["mnist-chief-0.ml.svc:2222"],"worker":["mnist-worker-0.ml.svc:2222"]},"task":{"type":"worker","index":0},"environment":"cloud"}`
+	if b, _ := KubeflowTFConfig("mnist", "ml", "", map[string]int{"Chief": 1, "Worker": 1}, nil, "Worker", 0); string(b) != literal {
+		t.Errorf("got %s\nwant %s", b, literal)
+	}
+	if c, err := Parse([]byte(literal), "TF_CONFIG"); err != nil || c.Rank != 1 {
+		t.Errorf("rank %v, %v", c, err)
+	}
+}
+
+func TestFromIndexedJob(t *testing.T) {
+	env := func(kv ...string) func(string) (string, bool) {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	c, ok, err := FromIndexedJob(env(JobIndexEnv, "2", PeerPatternEnv, "train-{index}.train:7000", NumWorkersEnv, "3"))
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	want := []string{"train-0.train:7000", "train-1.train:7000", "train-2.train:7000"}
+	if c.Rank != 2 || c.TaskType != TaskWorker || !slices.Equal(c.Peers, want) {
+		t.Errorf("got %+v, want rank 2 of %q", c, want)
+	}
+	if c, ok, err := FromIndexedJob(env(PeerPatternEnv, "x-{index}:1")); c != nil || ok || err != nil {
+		t.Errorf("no JOB_COMPLETION_INDEX: got %v %v %v, want no cluster and no error", c, ok, err)
+	}
+	errs := []struct{ name, index, pattern, n, want string }{
+		{"no pattern", "0", "", "2", "no peer pattern: set MESHTRAIN_PEER_PATTERN (or --peer-pattern)"},
+		{"no placeholder", "0", "train.train:7000", "2", `peer pattern "train.train:7000" has no {index}`},
+		{"no count", "0", "t-{index}:7000", "", "no worker count: set MESHTRAIN_NUM_WORKERS"},
+		{"bad count", "0", "t-{index}:7000", "zero", `MESHTRAIN_NUM_WORKERS="zero": want a number ≥ 1`},
+		{"index past the count", "3", "t-{index}:7000", "3", "index 3 out of range: MESHTRAIN_NUM_WORKERS=3"},
+		{"bad index", "-1", "t-{index}:7000", "3", "Indexed Job (JOB_COMPLETION_INDEX=-1): want a number ≥ 0"},
+		{"bad address", "0", "t-{index}", "2", `peer pattern "t-{index}": cluster worker 0 address "t-0"`},
+	}
+	for _, tt := range errs {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ok, err := FromIndexedJob(env(JobIndexEnv, tt.index, PeerPatternEnv, tt.pattern, NumWorkersEnv, tt.n))
+			if !ok || err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
