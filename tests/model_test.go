@@ -37,6 +37,14 @@ func TestModelCalibrateThenPredict(t *testing.T) {
 	if m.Large.Bytes != calibrate.LargeBytes || m.Large.Seconds <= m.Small.Seconds || m.Large.CPUSeconds <= 0 {
 		t.Errorf("samples: small %+v, large %+v", m.Small, m.Large)
 	}
+	// The small all-reduce again on 4 ranks, and sparse pairs coded
+	// somewhere between 0.1 and 1000 ns each.
+	if m.Many.N != calibrate.ManyRanks || m.Many.Bytes != calibrate.SmallBytes || m.Many.Seconds <= 0 || p.Message < 0 {
+		t.Errorf("many ranks: %+v, %g s a message", m.Many, p.Message)
+	}
+	if p.Pair < 0.1e-9 || p.Pair > 1e-6 || p.Pair != m.PairSeconds {
+		t.Errorf("%g s a sparse pair (measured %g)", p.Pair, m.PairSeconds)
+	}
 	r = meshtrain(ctx, nil, "--log-level", "error", "model", "predict", "--params", path, "-n", "4", "--bytes", "16M")
 	if r.err != nil || !strings.Contains(r.stdout, "ring all-reduce") {
 		t.Fatalf("predict from the calibration: %v", r)

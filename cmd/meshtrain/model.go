@@ -92,9 +92,9 @@ func modelCalibrate(c *cli.Context) error {
 	if err := calibrate.Save(c.String("out"), calibrate.File{Params: p, Measured: m, Security: string(sec), Load: rusage.LoadAverage()}); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "round trip %s, stream %.1f MB/s each way, %s all-reduce of %.0f B in %s, %s all-reduce of %.0f B: %s CPU (N=%d, %s, %d cores)\n%s\nwritten to %s\n",
-		cost.Seconds(m.RTT), m.LinkRate/1e6, m.Small.Algo, m.Small.Bytes, cost.Seconds(m.Small.Seconds), m.Large.Algo, m.Large.Bytes, cost.Seconds(m.Large.CPUSeconds),
-		m.Large.N, sec, runtime.NumCPU(), p, c.String("out"))
+	fmt.Fprintf(c.App.Writer, "round trip %s, stream %.1f MB/s each way, %s all-reduce of %.0f B in %s (N=%d) and %s (N=%d), %s all-reduce of %.0f B: %s CPU (N=%d), a sparse pair coded in %.1f ns (%s, %d cores)\n%s\nwritten to %s\n",
+		cost.Seconds(m.RTT), m.LinkRate/1e6, m.Small.Algo, m.Small.Bytes, cost.Seconds(m.Small.Seconds), m.Small.N, cost.Seconds(m.Many.Seconds), m.Many.N,
+		m.Large.Algo, m.Large.Bytes, cost.Seconds(m.Large.CPUSeconds), m.Large.N, m.PairSeconds*1e9, sec, runtime.NumCPU(), p, c.String("out"))
 	return nil
 }
 

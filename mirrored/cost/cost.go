@@ -20,6 +20,13 @@ type Params struct {
 	Beta  float64 `json:"beta_bytes_per_s"`
 	Gamma float64 `json:"gamma_cpu_s_per_byte"`
 	Fixed float64 `json:"fixed_s"`
+	// Message is the CPU seconds one message costs beyond its bytes, both
+	// ends together (the frame, the TLS record, the system calls, waking
+	// the receiver): what makes many small messages on few cores slow.
+	Message float64 `json:"message_cpu_s"`
+	// Pair is the CPU seconds to encode or to decode one sparse (index,
+	// value) pair of a sparse gradient exchange.
+	Pair float64 `json:"pair_cpu_s"`
 	// RankCores is how many cores one rank's work can use at once (≥ 1).
 	RankCores float64 `json:"rank_cores"`
 	// SharedCores is how many cores all ranks share; 0: every rank has its
@@ -30,8 +37,8 @@ type Params struct {
 // Validate reports the first parameter the model cannot use.
 func (p Params) Validate() error {
 	switch {
-	case !(p.Alpha >= 0) || !(p.Fixed >= 0) || !(p.Gamma >= 0):
-		return fmt.Errorf("cost: α %g s, fixed %g s, γ %g s/B: want ≥ 0 (recalibrate)", p.Alpha, p.Fixed, p.Gamma)
+	case !(p.Alpha >= 0) || !(p.Fixed >= 0) || !(p.Gamma >= 0) || !(p.Message >= 0) || !(p.Pair >= 0):
+		return fmt.Errorf("cost: α %g s, fixed %g s, γ %g s/B, %g s a message, %g s a pair: want ≥ 0 (recalibrate)", p.Alpha, p.Fixed, p.Gamma, p.Message, p.Pair)
 	case !(p.Beta > 0) || math.IsInf(p.Beta, 0):
 		return fmt.Errorf("cost: β %g B/s: want a positive link rate (give --rate or recalibrate)", p.Beta)
 	case !(p.RankCores >= 1):
@@ -48,7 +55,7 @@ type Bound int
 // The bounds.
 const (
 	Bandwidth Bound = iota // the busiest link direction's bytes ÷ β
-	Latency                // Fixed + messages on the critical path × α
+	Latency                // Fixed + rounds × α + the messages' CPU
 	CPU                    // γ × bytes, over the cores that do the work
 	Compute                // a step's computation
 )
@@ -62,6 +69,13 @@ type Traffic struct {
 	Rank   float64 // bytes the busiest rank sends
 	Total  float64 // bytes all ranks send together
 	Ranks  int     // ranks taking part
+	// RankMessages is the busiest rank's share of the messages (what it
+	// sends plus what it receives, halved: a message costs Message at
+	// both ends together), Messages what all ranks send.
+	RankMessages, Messages float64
+	// RankPairs and Pairs are the sparse pairs the busiest rank and all
+	// ranks encode and decode.
+	RankPairs, Pairs float64
 	// Serial says the CPU work does not overlap the transfer: each message
 	// is built whole before it is sent and merged whole after it arrives.
 	Serial bool
@@ -80,11 +94,9 @@ type Estimate struct {
 
 // Estimate prices t with p.
 func (p Params) Estimate(t Traffic) Estimate {
-	e := Estimate{Traffic: t, Latency: p.Fixed + t.Rounds*p.Alpha, Transfer: t.Link / p.Beta}
-	e.CPU = p.Gamma * t.Rank / max(p.RankCores, 1)
-	if p.SharedCores > 0 {
-		e.CPU = max(e.CPU, p.Gamma*t.Total/p.SharedCores)
-	}
+	e := Estimate{Traffic: t, Transfer: t.Link / p.Beta}
+	e.Latency = p.Fixed + t.Rounds*p.Alpha + p.Message*p.spread(t.RankMessages, t.Messages)
+	e.CPU = p.Gamma*p.spread(t.Rank, t.Total) + p.Pair*p.spread(t.RankPairs, t.Pairs)
 	net := e.Latency + e.Transfer
 	e.Seconds = max(net, p.Fixed+e.CPU)
 	if t.Serial {
@@ -101,6 +113,17 @@ func (p Params) Estimate(t Traffic) Estimate {
 	return e
 }
 
+// spread is the time of work of which the busiest rank does rank and all
+// ranks together all: the busiest rank's on its cores, or, when the ranks
+// share cores, everyone's on those, whichever is longer.
+func (p Params) spread(rank, all float64) float64 {
+	t := rank / max(p.RankCores, 1)
+	if p.SharedCores > 0 {
+		t = max(t, all/p.SharedCores)
+	}
+	return t
+}
+
 // Ring is the pipelined ring all-reduce of m bytes among n ranks: 2(n−1)
 // steps, each passing m/n to the next rank while receiving from the last.
 func Ring(n int, m float64) Traffic {
@@ -108,7 +131,8 @@ func Ring(n int, m float64) Traffic {
 		return Traffic{Ranks: max(n, 1)}
 	}
 	per := 2 * float64(n-1) / float64(n) * m
-	return Traffic{Rounds: 2 * float64(n-1), Link: per, Rank: per, Total: float64(n) * per, Ranks: n}
+	steps := 2 * float64(n-1)
+	return Traffic{Rounds: steps, Link: per, Rank: per, Total: float64(n) * per, Ranks: n, RankMessages: steps, Messages: float64(n) * steps}
 }
 
 // RecursiveDoubling is collective's Tree: with p the largest power of two
@@ -121,12 +145,14 @@ func RecursiveDoubling(n int, m float64) Traffic {
 	lg := bits.Len(uint(n)) - 1
 	p, rem := 1<<lg, n-1<<lg
 	rounds := float64(lg)
-	rank := rounds * m
+	rank, msgs := rounds*m, rounds
 	if rem > 0 {
 		rounds += 2
 		rank += m // an odd rank hands the result back
+		msgs++    // its partner takes one in and hands one back
 	}
-	return Traffic{Rounds: rounds, Link: rounds * m, Rank: rank, Total: float64(p*lg)*m + 2*float64(rem)*m, Ranks: n}
+	all := float64(p*lg + 2*rem)
+	return Traffic{Rounds: rounds, Link: rounds * m, Rank: rank, Total: all * m, Ranks: n, RankMessages: msgs, Messages: all}
 }
 
 // Star is collective's Star: every rank sends m bytes to the root, which
@@ -139,7 +165,7 @@ func Star(n int, m float64) Traffic {
 		return Traffic{Ranks: max(n, 1)}
 	}
 	in := float64(n-1) * m
-	return Traffic{Rounds: 2, Link: in, Rank: in, Total: 2 * in, Ranks: n}
+	return Traffic{Rounds: 2, Link: in, Rank: in, Total: 2 * in, Ranks: n, RankMessages: float64(n - 1), Messages: 2 * float64(n-1)}
 }
 
 // AllReduce is the algorithm collective's Auto picks for m bytes on n
@@ -161,7 +187,7 @@ func AllGatherDirect(n int, b float64) Traffic {
 		return Traffic{Ranks: max(n, 1)}
 	}
 	out := float64(n-1) * b
-	return Traffic{Rounds: 1, Link: out, Rank: out, Total: float64(n) * out, Ranks: n}
+	return Traffic{Rounds: 1, Link: out, Rank: out, Total: float64(n) * out, Ranks: n, RankMessages: float64(n - 1), Messages: float64(n * (n - 1))}
 }
 
 // SparseBytesPerPair is what one touched feature costs on the wire in
@@ -171,9 +197,16 @@ func AllGatherDirect(n int, b float64) Traffic {
 const SparseBytesPerPair = 7.4
 
 // SparseAllGather is the sparse gradient exchange of a step: a direct
-// all-gather of k touched features per rank at bytesPerPair each.
+// all-gather of k touched features per rank at bytesPerPair each. Each
+// rank encodes its k pairs and decodes the (n−1)k of the others; a rank's
+// part is encoded whole before it leaves and decoded after it arrives, so
+// that work adds to the transfer (Serial).
 func SparseAllGather(n int, k, bytesPerPair float64) Traffic {
-	return AllGatherDirect(n, k*bytesPerPair+8) // + the pair count and frame header
+	t := AllGatherDirect(n, k*bytesPerPair+8) // + the pair count and frame header
+	if n >= 2 {
+		t.RankPairs, t.Pairs, t.Serial = float64(n)*k, float64(n*n)*k, true
+	}
+	return t
 }
 
 // GossipRound is one pairwise average of b bytes (the dense vector, or the
@@ -182,7 +215,8 @@ func SparseAllGather(n int, k, bytesPerPair float64) Traffic {
 // encoded whole before they leave and averaged whole when they arrive, so
 // its CPU work adds to the transfer (Serial).
 func GossipRound(n int, b float64) Traffic {
-	return Traffic{Rounds: 2, Link: 2 * b, Rank: 2 * b, Total: float64(max(n, 1)) * 2 * b, Ranks: max(n, 2), Serial: true}
+	return Traffic{Rounds: 2, Link: 2 * b, Rank: 2 * b, Total: float64(max(n, 1)) * 2 * b, Ranks: max(n, 2), Serial: true,
+		RankMessages: 2, Messages: 2 * float64(max(n, 2))}
 }
 
 // Step is one synchronous training step: compute seconds measured on one
@@ -226,26 +260,42 @@ type Measured struct {
 	// RTT is the median round trip of a small message on one stream, and
 	// LinkRate one stream's payload rate with both directions busy.
 	RTT, LinkRate float64
-	// Small is a latency-bound all-reduce (its time beyond α sets Fixed),
-	// Large a bandwidth-bound one (its CPU per byte moved sets γ).
-	Small, Large Sample
-	// Cores is the machine's core count.
+	// Small and Many are latency-bound all-reduces on few and on more
+	// ranks than cores (recursive doubling on 2 and 4): what they took
+	// beyond their rounds of α splits into Fixed and Message. Large is a
+	// bandwidth-bound one (its CPU per byte moved sets γ).
+	Small, Many, Large Sample
+	// PairSeconds is the CPU time to encode or decode one sparse pair.
+	PairSeconds float64 `json:",omitempty"`
+	// Cores is the machine's core count: the calibration's ranks share them.
 	Cores float64
 }
 
 // Fit derives the parameters from m: α is half the round trip, β the
-// stream's rate, γ the large all-reduce's CPU seconds per byte moved, and
-// Fixed what the small all-reduce took beyond its rounds of α and its
-// bytes at β. RankCores is 1 and SharedCores 0 (a host per rank): the
-// caller sets them for the cluster it predicts.
+// stream's rate, γ the large all-reduce's CPU seconds per byte moved, Pair
+// the measured one. Small and Many, on ranks that share m.Cores cores,
+// took their bytes at β, their rounds of α, Fixed, and Message for each
+// message of theirs the busiest core handles (Estimate's spread): two
+// equations for Fixed and Message (Message 0 without Many). RankCores is 1
+// and SharedCores 0 (a host per rank): the caller sets them for the
+// cluster it predicts.
 func Fit(m Measured) (Params, error) {
-	p := Params{Alpha: m.RTT / 2, Beta: m.LinkRate, RankCores: 1}
+	p := Params{Alpha: m.RTT / 2, Beta: m.LinkRate, RankCores: 1, Pair: m.PairSeconds}
 	if t := m.Large.Traffic(); t.Total > 0 {
 		p.Gamma = m.Large.CPUSeconds / t.Total
 	}
 	if p.Beta > 0 {
-		t := m.Small.Traffic()
-		p.Fixed = max(0, m.Small.Seconds-t.Rounds*p.Alpha-t.Link/p.Beta)
+		shared := Params{RankCores: 1, SharedCores: m.Cores}
+		// beyond is what s took beyond α and β, and its messages' share.
+		beyond := func(s Sample) (float64, float64) {
+			t := s.Traffic()
+			return s.Seconds - t.Rounds*p.Alpha - t.Link/p.Beta, shared.spread(t.RankMessages, t.Messages)
+		}
+		small, msgs := beyond(m.Small)
+		if many, more := beyond(m.Many); m.Many.N > 0 && more > msgs {
+			p.Message = max(0, (many-small)/(more-msgs))
+		}
+		p.Fixed = max(0, small-msgs*p.Message)
 	}
 	if err := p.Validate(); err != nil {
 		return Params{}, fmt.Errorf("cost: fitting %+v: %w", m, err)

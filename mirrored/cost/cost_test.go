@@ -15,10 +15,20 @@ var base = Params{Alpha: 100e-6, Beta: 1e8, Gamma: 2e-9, Fixed: 50e-6, RankCores
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12+1e-9*math.Abs(b) }
 
+// tr is a Traffic with its message counts (no sparse pairs).
+func tr(rounds, link, rank, total float64, ranks int, serial bool, rankMsgs, msgs float64) Traffic {
+	return Traffic{Rounds: rounds, Link: link, Rank: rank, Total: total, Ranks: ranks, Serial: serial, RankMessages: rankMsgs, Messages: msgs}
+}
+
 // TestEstimate checks each operation against times worked out by hand.
 func TestEstimate(t *testing.T) {
 	shared := base
 	shared.SharedCores, shared.Gamma = 2, 2e-8
+	msg := base
+	msg.SharedCores, msg.Message = 2, 10e-6
+	pairs := base
+	pairs.SharedCores, pairs.Pair = 2, 20e-9
+	sparse := SparseAllGather(4, 10000, 6)
 	for _, tc := range []struct {
 		name    string
 		p       Params
@@ -28,24 +38,34 @@ func TestEstimate(t *testing.T) {
 		bound   Bound
 	}{
 		// 2·3/4·4 MB = 6 MB per rank in 6 rounds: 50+600 µs + 60 ms.
-		{"ring n4 4MB", base, Ring(4, 4e6), Traffic{6, 6e6, 6e6, 24e6, 4, false}, 0.06065, Bandwidth},
+		{"ring n4 4MB", base, Ring(4, 4e6), tr(6, 6e6, 6e6, 24e6, 4, false, 6, 24), 0.06065, Bandwidth},
 		// γ·24 MB over 2 shared cores = 240 ms, above the ring's 60.65 ms.
-		{"ring n4 4MB shared cores", shared, Ring(4, 4e6), Traffic{6, 6e6, 6e6, 24e6, 4, false}, 50e-6 + 0.24, CPU},
+		{"ring n4 4MB shared cores", shared, Ring(4, 4e6), tr(6, 6e6, 6e6, 24e6, 4, false, 6, 24), 50e-6 + 0.24, CPU},
 		// 2 rounds of 1000 B: 250 µs + 20 µs.
-		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), Traffic{2, 2000, 2000, 8000, 4, false}, 270e-6, Latency},
+		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), tr(2, 2000, 2000, 8000, 4, false, 2, 8), 270e-6, Latency},
+		// 8 messages on 2 shared cores at 10 µs outweigh the busiest rank's
+		// 2: 50 + 200 + 40 µs of latency, 81.92 µs of transfer (CPU
+		// 2e-9·32768/2 = 32.8 µs is hidden).
+		{"tree n4 4KiB messages", msg, RecursiveDoubling(4, 4096), tr(2, 8192, 8192, 32768, 4, false, 2, 8), 371.92e-6, Latency},
 		// n=3: one exchange round plus hand-in and hand-back: 350 µs + 30 µs.
-		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), Traffic{3, 3000, 2000, 4000, 3, false}, 380e-6, Latency},
+		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), tr(3, 3000, 2000, 4000, 3, false, 2, 4), 380e-6, Latency},
 		// The root's link: 3 MB in while 3 MB go out: 250 µs + 30 ms.
-		{"star n4 1MB", base, Star(4, 1e6), Traffic{2, 3e6, 3e6, 6e6, 4, false}, 0.03025, Bandwidth},
+		{"star n4 1MB", base, Star(4, 1e6), tr(2, 3e6, 3e6, 6e6, 4, false, 3, 6), 0.03025, Bandwidth},
 		// One round, 3 × 1000 B out: 150 µs + 30 µs.
-		{"gather n4 1KB", base, AllGatherDirect(4, 1000), Traffic{1, 3000, 3000, 12000, 4, false}, 180e-6, Latency},
-		// 1000 pairs × 7 B + 8: 150 µs + 70.08 µs.
-		{"sparse n2 k1000", base, SparseAllGather(2, 1000, 7), Traffic{1, 7008, 7008, 14016, 2, false}, 220.08e-6, Latency},
+		{"gather n4 1KB", base, AllGatherDirect(4, 1000), tr(1, 3000, 3000, 12000, 4, false, 3, 12), 180e-6, Latency},
+		// 1000 pairs × 7 B + 8: 150 µs + 70.08 µs, then γ·7008 B = 14.016
+		// µs of coding that does not overlap.
+		{"sparse n2 k1000", base, SparseAllGather(2, 1000, 7), Traffic{Rounds: 1, Link: 7008, Rank: 7008, Total: 14016, Ranks: 2,
+			RankMessages: 1, Messages: 2, RankPairs: 2000, Pairs: 4000, Serial: true}, 234.096e-6, Latency},
+		// 160,000 pairs coded on 2 cores at 20 ns: 1.6 ms, plus γ·720,096/2
+		// B = 720.096 µs, after 150 µs + 3·60,008 B at 1e8 = 1,800.24 µs.
+		{"sparse n4 k10000 pairs", pairs, sparse, Traffic{Rounds: 1, Link: 180024, Rank: 180024, Total: 720096, Ranks: 4,
+			RankMessages: 3, Messages: 12, RankPairs: 40000, Pairs: 160000, Serial: true}, 150e-6 + 1800.24e-6 + 2320.096e-6, CPU},
 		// Request and reply of 1 MB: 250 µs + 20 ms, then γ·2 MB = 4 ms
 		// of CPU that does not overlap.
-		{"gossip 1MB", base, GossipRound(4, 1e6), Traffic{2, 2e6, 2e6, 8e6, 4, true}, 0.02425, Bandwidth},
+		{"gossip 1MB", base, GossipRound(4, 1e6), tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 0.02425, Bandwidth},
 		// With γ 20 ns/B the 40 ms of CPU exceed the 20 ms transfer.
-		{"gossip 1MB cpu", shared, GossipRound(4, 1e6), Traffic{2, 2e6, 2e6, 8e6, 4, true}, 250e-6 + 0.02 + 0.08, CPU},
+		{"gossip 1MB cpu", shared, GossipRound(4, 1e6), tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 250e-6 + 0.02 + 0.08, CPU},
 		{"one rank", base, Ring(1, 1e6), Traffic{Ranks: 1}, 50e-6, Latency},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,6 +170,20 @@ func TestFit(t *testing.T) {
 	if !near(p.Alpha, want.Alpha) || p.Beta != want.Beta || !near(p.Gamma, want.Gamma) || !near(p.Fixed, want.Fixed) || p.RankCores != 1 {
 		t.Errorf("Fit = %+v, want %+v", p, want)
 	}
+	// With Many on 2 shared cores: the 4 KiB tree on 4 ranks (2 rounds,
+	// 8192 B, 800 µs) leaves 800−200−81.92 = 518.08 µs for Fixed and the
+	// busiest core's 8/2 messages; the 2-rank one 259.04 µs for Fixed and
+	// max(1, 2/2) message: Message = (518.08−259.04)/3 µs, Fixed the rest.
+	p, err = Fit(Measured{RTT: 200e-6, LinkRate: 1e8, Cores: 2, PairSeconds: 15e-9,
+		Small: Sample{Algo: collective.Tree, N: 2, Bytes: 4096, Seconds: 400e-6},
+		Many:  Sample{Algo: collective.Tree, N: 4, Bytes: 4096, Seconds: 800e-6},
+		Large: Sample{Algo: collective.Ring, N: 2, Bytes: 16e6, Seconds: 0.2, CPUSeconds: 0.064}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := 259.04e-6 / 3; !near(p.Message, m) || !near(p.Fixed, 259.04e-6-m) || p.Pair != 15e-9 {
+		t.Errorf("Fit with Many = %+v, want Message %g s, Fixed %g s, Pair 15 ns", p, m, 259.04e-6-m)
+	}
 	if _, err := Fit(Measured{RTT: 1e-4}); err == nil {
 		t.Error("Fit without a link rate: no error")
 	}
@@ -185,11 +219,12 @@ func TestPredict(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Fatalf("rows %q, want %q", names, want)
 	}
-	// 10 ms + the ring's 60.65 ms; 10 ms + 150 µs + 3·(1000·7.4+8)/1e8 s.
+	// 10 ms + the ring's 60.65 ms; 10 ms + 150 µs + 3·(1000·7.4+8)/1e8 s
+	// + the sending rank's γ·3·7408 B of serial CPU.
 	if got := rows[6].Seconds; !near(got, 0.07065) {
 		t.Errorf("dense step %.9g s, want 0.07065", got)
 	}
-	if got, want := rows[7].Seconds, 0.01+150e-6+3*7408/1e8; !near(got, want) {
+	if got, want := rows[7].Seconds, 0.01+150e-6+3*7408/1e8+2e-9*3*7408; !near(got, want) {
 		t.Errorf("sparse step %.9g s, want %.9g", got, want)
 	}
 	if n := len(base.Predict(Question{N: 2, Bytes: 1e6})); n != 4 {

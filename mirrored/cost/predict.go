@@ -71,7 +71,8 @@ func Seconds(s float64) string {
 
 // String writes p in the units it is read in.
 func (p Params) String() string {
-	s := fmt.Sprintf("α %s, β %.1f MB/s, γ %.2f ns/B, fixed %s, %g core(s) per rank", Seconds(p.Alpha), p.Beta/1e6, p.Gamma*1e9, Seconds(p.Fixed), p.RankCores)
+	s := fmt.Sprintf("α %s, β %.1f MB/s, γ %.2f ns/B, fixed %s, %s a message, %.1f ns a sparse pair, %g core(s) per rank",
+		Seconds(p.Alpha), p.Beta/1e6, p.Gamma*1e9, Seconds(p.Fixed), Seconds(p.Message), p.Pair*1e9, p.RankCores)
 	if p.SharedCores > 0 {
 		s += fmt.Sprintf(", %g cores shared by all ranks", p.SharedCores)
 	}

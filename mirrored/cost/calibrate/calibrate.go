@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
@@ -21,16 +22,25 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/data/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored/bench"
 	"github.com/meshtrain/meshtrain/mirrored/cost"
+	"github.com/meshtrain/meshtrain/sparse"
 )
 
 // Sizes of the calibration runs: a latency-bound all-reduce (recursive
-// doubling, one round at N=2) and a bandwidth-bound one (the ring).
+// doubling, one round at N=2, two at N=4) and a bandwidth-bound one (the
+// ring).
 const (
 	SmallBytes = 4 << 10
 	LargeBytes = 16 << 20
+	// ManyRanks runs the small all-reduce a second time on more ranks than
+	// most machines' cores per rank: the messages' CPU then queues.
+	ManyRanks = 4
+	// PairCount is the size of the sparse gradient MeasurePairs codes:
+	// what 10 batches of 100 Criteo-like examples touch.
+	PairCount = 10000
 )
 
 // Config is how to calibrate.
@@ -60,10 +70,11 @@ func Measure(ctx context.Context, cfg Config) (cost.Measured, error) {
 	for _, s := range []struct {
 		dst   *cost.Sample
 		algo  collective.Algo
+		n     int
 		bytes int64
-	}{{&m.Small, collective.Tree, SmallBytes}, {&m.Large, collective.Ring, LargeBytes}} {
+	}{{&m.Small, collective.Tree, 2, SmallBytes}, {&m.Many, collective.Tree, ManyRanks, SmallBytes}, {&m.Large, collective.Ring, 2, LargeBytes}} {
 		var res bench.AllReduceResult
-		if err := cfg.runJSON(ctx, &res, "allreduce", sec, "-n", "2", "--algo", s.algo.String(), "--sizes", strconv.FormatInt(s.bytes, 10), "--min-time", cfg.MinTime.String()); err != nil {
+		if err := cfg.runJSON(ctx, &res, "allreduce", sec, "-n", strconv.Itoa(s.n), "--algo", s.algo.String(), "--sizes", strconv.FormatInt(s.bytes, 10), "--min-time", cfg.MinTime.String()); err != nil {
 			return cost.Measured{}, err
 		}
 		if len(res.Rows) != 1 {
@@ -73,7 +84,31 @@ func Measure(ctx context.Context, cfg Config) (cost.Measured, error) {
 		// In place, as training all-reduces its gradients.
 		*s.dst = cost.Sample{Algo: s.algo, N: r.N, Bytes: float64(r.Bytes), Seconds: r.InPlace.TimeUS * 1e-6, CPUSeconds: r.CPUUS * 1e-6}
 	}
+	m.PairSeconds = MeasurePairs(cfg.MinTime)
 	return m, nil
+}
+
+// MeasurePairs times encoding and decoding a sparse gradient of PairCount
+// pairs of Criteo's width (sparse.AppendVector, sparse.DecodeVector) for
+// at least d, and returns the seconds per pair encoded or decoded.
+func MeasurePairs(d time.Duration) float64 {
+	rng := rand.New(rand.NewPCG(1, 2))
+	v := sparse.Vector{Values: make([]float32, PairCount)}
+	for i := range PairCount {
+		v.Indices = append(v.Indices, int32(i*(data.CriteoFeatures/PairCount)+rng.IntN(data.CriteoFeatures/PairCount)))
+		v.Values[i] = rng.Float32()
+	}
+	var enc []byte
+	var got sparse.Vector
+	start, coded := time.Now(), 0
+	for time.Since(start) < d || coded == 0 {
+		enc = sparse.AppendVector(enc[:0], v)
+		if err := sparse.DecodeVector(&got, enc, data.CriteoFeatures); err != nil {
+			panic(err) // AppendVector's output always decodes
+		}
+		coded += 2 * PairCount
+	}
+	return time.Since(start).Seconds() / float64(coded)
 }
 
 // runJSON runs `meshtrain bench CMD --json ARGS…` and decodes its output

@@ -58,7 +58,7 @@ func report(c *collective.Comm, r netns.OpResult) error {
 // sparseGather times the sparse gradient exchange of a step: each rank
 // encodes touched random features of data.CriteoFeatures
 // (sparse.AppendVector), all-gathers the encodings in one round
-// (AllGatherDirect) and decodes every rank's.
+// (AllGatherDirect) and decodes the others', as training does.
 func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps int) error {
 	for _, k64 := range touched {
 		k := int(k64)
@@ -84,6 +84,9 @@ func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps
 				return err
 			}
 			for r, p := range parts {
+				if r == c.Rank() {
+					continue // training merges its own part from memory
+				}
 				if err := sparse.DecodeVector(&got, p, data.CriteoFeatures); err != nil {
 					return fmt.Errorf("rank %d's gradient: %w", r, err)
 				}

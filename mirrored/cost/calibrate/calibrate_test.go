@@ -1,0 +1,16 @@
+package calibrate
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMeasurePairs: coding a pair takes some nanoseconds on any machine
+// this runs on, and one pass happens even with no time to spend.
+func TestMeasurePairs(t *testing.T) {
+	for _, d := range []time.Duration{0, 20 * time.Millisecond} {
+		if s := MeasurePairs(d); !(s > 0.1e-9 && s < 1e-6) {
+			t.Errorf("MeasurePairs(%v) = %g s a pair, want 0.1 ns to 1 µs", d, s)
+		}
+	}
+}
