@@ -185,7 +185,7 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	p := v.params
 	p.Beta = cost.LinkBeta(float64(rate))
 	if !v.fit.done {
-		if err := v.fitAlpha(ctx, h, p); err != nil {
+		if v.fit.alpha, err = fitAlpha(ctx, h, v.bin, p, 2*smallReps*v.reps); err != nil {
 			return nil, err
 		}
 	}
@@ -233,20 +233,21 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	return pts, h.Down()
 }
 
-// fitAlpha fits α: a 4 KiB recursive doubling all-reduce on h (one round
-// at N=2) takes Fixed + α + its messages and bytes.
-func (v validation) fitAlpha(ctx context.Context, h *netns.Hosts, p cost.Params) error {
+// fitAlpha fits α of h's links: a 4 KiB recursive doubling all-reduce
+// (one round at N=2, two at N=4) takes Fixed, its rounds of α, its
+// messages' CPU and its bytes; reps repetitions, the median counts.
+func fitAlpha(ctx context.Context, h *netns.Hosts, netbench string, p cost.Params, reps int) (float64, error) {
 	const size = 4 << 10
-	probe, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{size}, 2*smallReps*v.reps, "-algo", collective.Tree.String())
+	probe, err := netns.MeasureAllReduce(ctx, h, netbench, "tls", []int64{size}, reps, "-algo", collective.Tree.String())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	t := cost.RecursiveDoubling(h.N, size)
 	took := t.Link / probe[0].Median()
 	p.Alpha = 0
-	v.fit.alpha = max(0, took-p.Estimate(t).Seconds) / t.Rounds
-	fmt.Printf("# α fitted here: %s (a %d-byte tree all-reduce on %d hosts took %s)\n", cost.Seconds(v.fit.alpha), size, h.N, cost.Seconds(took))
-	return nil
+	alpha := max(0, took-p.Estimate(t).Seconds) / t.Rounds
+	fmt.Printf("# α fitted: %s (a %d-byte tree all-reduce on %d hosts took %s, load %s)\n", cost.Seconds(alpha), size, h.N, cost.Seconds(took), netns.LoadAverage())
+	return alpha, nil
 }
 
 // allReduce measures algo at each of sizes whose transfer is short enough,
