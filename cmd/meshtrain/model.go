@@ -60,6 +60,7 @@ func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "params", Value: defaultCostFile, Usage: "calibration file (from meshtrain model calibrate)"},
 		&cli.StringFlag{Name: "rate", Usage: "link rate, e.g. 100mbit, 1.8gbit (default: the calibrated loopback stream rate)"},
+		&cli.DurationFlag{Name: "rtt", Usage: "the cluster's round trip, e.g. bench link's median RTT across hosts: α is half of it (default: the calibrated loopback one)"},
 		&cli.StringFlag{Name: "bytes", Value: "135M", Usage: "dense vector size (K/M/G = KiB/MiB/GiB)"},
 		&cli.IntFlag{Name: "features", Usage: "sparse-lr features D: the dense vector is 4·D bytes (overrides --bytes)"},
 		&cli.Float64Flag{Name: "touched", Value: 1000, Usage: "distinct features each peer touches per step, for the sparse rows (0: none; a batch of 100 Criteo-like examples touches about 1,000)"},
@@ -112,6 +113,9 @@ func modelParams(c *cli.Context) (cost.Params, float64, error) {
 			return p, 0, fmt.Errorf("--rate: %w", err)
 		}
 		p.Beta = cost.LinkBeta(bits)
+	}
+	if rtt := c.Duration("rtt"); rtt > 0 {
+		p.Alpha = rtt.Seconds() / 2
 	}
 	p.SharedCores, p.RankCores = c.Float64("shared-cores"), c.Float64("rank-cores")
 	bytes := 4 * float64(c.Int("features"))

@@ -37,6 +37,10 @@ func TestModelPredictAndExtrapolate(t *testing.T) {
 			t.Errorf("predict: no %q in\n%s", want, out)
 		}
 	}
+	// --rtt 1ms: α 500 µs instead of the file's 50.
+	if out := run("predict", "--params", params, "-n", "2", "--rtt", "1ms", "--touched", "0"); !strings.Contains(out, "α 500 µs") {
+		t.Errorf("predict --rtt 1ms: no α of 500 µs in\n%s", out)
+	}
 	png := filepath.Join(dir, "x.png")
 	out = run("extrapolate", "--params", params, "--rate", "1gbit", "--max-n", "1000", "--png", png)
 	if !strings.Contains(out, "gradient exchange: sparse wins for N = 2–1000") || !strings.Contains(out, "1000  2.47 s bandwidth") {

@@ -379,7 +379,7 @@ func (v validation) series(pts []Point, rate string) []chart.Series {
 					}
 				}
 			}
-			for x := 4096.0; x <= 64<<20; x *= math.Sqrt2 {
+			for x := 512.0; x <= 1.01*(64<<20); x *= math.Sqrt2 { // 512 B to 64 MiB, the points' range
 				var t cost.Traffic
 				switch op {
 				case "gossip":
