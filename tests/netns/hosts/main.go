@@ -5,7 +5,7 @@
 //	go run ./tests/netns/hosts down        # removes them (and clusters left by killed tests)
 //	go run ./tests/netns/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
 //	go run ./tests/netns/hosts validate [-n 2,3,4] [-rate 100mbit,1gbit,1.8gbit] [-params meshtrain-cost.json] [-out DIR]
-//	go run ./tests/netns/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json]
+//	go run ./tests/netns/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json] [-gamma NS] [-dense-runs 5]
 //
 // Between up and down, run anything on host i with
 // `ip netns exec mtncli-h<i> COMMAND`, e.g. one `meshtrain worker` a host
@@ -23,15 +23,18 @@
 // each rate and N it times the ring, recursive doubling and star
 // all-reduces, the sparse all-gather of a step and a gossip round at
 // several sizes (sizes whose transfer would take over 4 s are skipped),
-// and prints each point with the model's prediction (β from the rate, the
-// rest from `meshtrain model calibrate`), the error and the bound; every
+// and prints each point with the model's prediction (β from the rate; α
+// and γ fitted on the first cluster, the rest from `meshtrain model
+// calibrate`), the error, the bound and the goal it counts towards; every
 // point goes to OUT/points.json, the figure to OUT/cost-model.png.
 //
 // course is the course experiment: `meshtrain worker --model sparse-lr` at
 // Criteo's width (33,762,578 features, generated data) on N hosts, first
 // with the dense exchange, then the sparse one; each peer's steps/s, bytes
 // sent and compute/comm/wait per step, with the model's step (the peer's
-// measured compute + the predicted exchange) and its bound beside them.
+// measured compute and input wait + the predicted exchange) and its bound
+// beside them; for the dense runs, the exchange against the ring's
+// bandwidth bound and the CPU a step beyond a short start-up run.
 package main
 
 import (
