@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/mirrored/cost"
+	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
+	"github.com/meshtrain/meshtrain/tests/netns"
+)
+
+// TestPointClass: tbf's bucket at 1.8 Gbit is 450 kB (2 ms), at 100 Mbit
+// the 64 KiB floor; a point counts as in the bucket only when its bytes
+// both fit and matter.
+func TestPointClass(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Point
+		want string
+	}{
+		// 1 ms of 2 ms at 225 MB/s: 225 kB on the wire, in the bucket.
+		{"mid-size", Point{Rate: "1.8gbit", Bound: "bandwidth", Transfer: 1e-3, Predicted: 2e-3}, classBucket},
+		// 3 ms: 675 kB, beyond the bucket.
+		{"large", Point{Rate: "1.8gbit", Bound: "bandwidth", Transfer: 3e-3, Predicted: 3.5e-3}, classBandwidth},
+		// 20 µs of 200 µs: the bytes do not matter.
+		{"latency", Point{Rate: "1.8gbit", Bound: "latency", Transfer: 20e-6, Predicted: 200e-6}, classOther},
+		// 6 ms at 12.5 MB/s is 75 kB, over the 64 KiB floor.
+		{"100mbit", Point{Rate: "100mbit", Bound: "bandwidth", Transfer: 6e-3, Predicted: 6.2e-3}, classBandwidth},
+		{"cpu", Point{Rate: "1gbit", Bound: "cpu", Transfer: 0.5, Predicted: 0.6}, classOther},
+	} {
+		if got := tc.p.class(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCourseOnTwoHosts runs the course experiment small (2 hosts, a
+// 1-step baseline, one dense run of 3 steps, 20 sparse steps) and checks
+// every part of its report is there.
+func TestCourseOnTwoHosts(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		t.Skipf("no emulated hosts here: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("-short: 2 workers with 135 MB models")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	params := filepath.Join(dir, "cost.json")
+	p := cost.Params{Alpha: 20e-6, Beta: 1e9, Gamma: 2e-9, Message: 40e-6, Pair: 3e-9, RankCores: 1}
+	if err := calibrate.Save(params, calibrate.File{Params: p, Security: "tls"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(dir, "out.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = out
+	err = course(ctx, []string{"-n", "2", "-params", params, "-examples", "2000", "-baseline-steps", "1", "-dense-steps", "3", "-sparse-steps", "20"})
+	os.Stdout = stdout
+	b, _ := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatalf("course: %v\n%s", err, b)
+	}
+	for _, want := range []string{"1 steps (start-up baseline)", "run 2: dense exchange, 3 steps", "bandwidth bound 628 ms",
+		"CPU beyond the 1-step baseline", "run 3: sparse exchange, 20 steps", "model: step"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no %q in\n%s", want, b)
+		}
+	}
+}
