@@ -17,6 +17,7 @@ func benchClusterFlags(defaultN int) []cli.Flag {
 		&cli.IntFlag{Name: "n", Value: defaultN, Usage: "number of local peers (without --tf-config)"},
 		&cli.StringFlag{Name: "tf-config", Usage: "run as one peer of a cluster across hosts described by this TF_CONFIG file (one bench per host, as with worker; " + launch.SecretEnv + " as for worker); rank 0 prints the results"},
 		&cli.StringFlag{Name: "identity", Usage: "with --tf-config: this peer's libp2p key file, for a TF_CONFIG of /p2p/ multiaddrs"},
+		&cli.StringFlag{Name: "secret-file", EnvVars: []string{launch.SecretFileEnv}, Usage: "with --tf-config: read the cluster secret from this file (mode 600) instead of " + launch.SecretEnv + ", as worker does"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "link security: tls, noise, quic or plaintext"},
 		&cli.BoolFlag{Name: "in-process", Usage: "run the peers as goroutines of this process instead of separate processes"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: collective.DefaultTimeout, Usage: "deadline of every collective and of connecting"},

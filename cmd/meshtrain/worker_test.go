@@ -125,3 +125,23 @@ func TestWorkerClusterSourceIndexedJob(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchSecretFile: bench across hosts takes the cluster secret from a
+// file as worker does, and refuses one that others may read.
+func TestBenchSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tf.json")
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(cfg, []byte(`{"cluster": {"worker": ["127.0.0.1:7901", "127.0.0.1:7902"]}, "task": {"type": "worker", "index": 0}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte(strings.Repeat("ab", 32)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"link", "allreduce"} {
+		err := newApp().Run([]string{"meshtrain", "--log-level", "error", "bench", cmd, "--tf-config", cfg, "--secret-file", secret})
+		if err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("bench %s with a world-readable secret file: %v, want it refused", cmd, err)
+		}
+	}
+}
