@@ -4,7 +4,7 @@
 //	go run ./tests/netns/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
 //	go run ./tests/netns/hosts down        # removes them (and clusters left by killed tests)
 //	go run ./tests/netns/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
-//	go run ./tests/netns/hosts validate [-n 2,3,4] [-rate 100mbit,1gbit,1.8gbit] [-params meshtrain-cost.json] [-out DIR]
+//	go run ./tests/netns/hosts validate [-n 2,3,4] [-rate 1.8gbit,1gbit,100mbit] [-params meshtrain-cost.json] [-out DIR] [-replot POINTS]
 //	go run ./tests/netns/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json] [-gamma NS] [-dense-runs 5]
 //
 // Between up and down, run anything on host i with

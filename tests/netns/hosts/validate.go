@@ -34,7 +34,8 @@ type Point struct {
 	Predicted float64 `json:"predicted_s"`
 	Error     float64 `json:"error"` // (measured − predicted) / measured
 	Bound     string  `json:"bound"`
-	Alpha     float64 `json:"alpha_s"` // α of the emulated links (fitted on the first cluster)
+	Alpha     float64 `json:"alpha_s"`                    // α of the emulated links (fitted on the first cluster)
+	Gamma     float64 `json:"gamma_s_per_byte,omitempty"` // γ the prediction used
 	// Transfer is the predicted transfer time: above the tbf bucket
 	// (2 ms of the rate) a bandwidth-bound point counts as bandwidth-
 	// dominated in the summary.
@@ -86,6 +87,7 @@ func validate(ctx context.Context, args []string) error {
 	paramsFile := fs.String("params", "meshtrain-cost.json", "calibration (meshtrain model calibrate)")
 	out := fs.String("out", ".", "directory for points.json and cost-model.png")
 	reps := fs.Int("reps", 5, "timed repetitions per point (the median counts)")
+	replot := fs.String("replot", "", "draw OUT/cost-model.png again from this points.json, with its α and γ, measuring nothing")
 	fitGamma := fs.Bool("fit-gamma", true, "fit γ on the first cluster (the emulated links' 1500-byte packets cost more CPU per byte than loopback's 64 KiB ones) instead of taking the calibrated one")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -100,6 +102,9 @@ func validate(ctx context.Context, args []string) error {
 	v.fit = &fitted{gamma: v.params.Gamma}
 	if *fitGamma {
 		v.fit.gamma = 0
+	}
+	if *replot != "" {
+		return v.replot(*replot)
 	}
 	dir, err := os.MkdirTemp("", "meshtrain-validate-")
 	if err != nil {
@@ -204,7 +209,7 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	add := func(op string, bytes int64, touched int, med, cpu float64, t cost.Traffic) {
 		e := p.Estimate(t)
 		pts = append(pts, Point{Rate: rate.String(), N: n, Op: op, Bytes: bytes, Touched: touched, Measured: med, Predicted: e.Seconds,
-			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Alpha: p.Alpha, Transfer: e.Transfer, CPU: cpu, Load: netns.LoadAverage()})
+			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Alpha: p.Alpha, Gamma: p.Gamma, Transfer: e.Transfer, CPU: cpu, Load: netns.LoadAverage()})
 	}
 	addAll := func(algo collective.Algo, res []netns.AllReduceResult) {
 		for _, r := range res {
@@ -332,6 +337,24 @@ func writePoints(w *os.File, pts []Point) {
 			cost.Seconds(p.Measured), cost.Seconds(p.Predicted), 100*p.Error, p.Bound, p.class(), p.CPU, p.Load)
 	}
 	tw.Flush()
+}
+
+// replot draws the figure of the points in file again, with the α and γ
+// they were predicted with (the calibration gives the rest).
+func (v validation) replot(file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var pts []Point
+	if err := json.Unmarshal(b, &pts); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if len(pts) == 0 || pts[0].Gamma == 0 {
+		return fmt.Errorf("%s: no points, or no γ in them (written before validate recorded it)", file)
+	}
+	v.fit.alpha, v.fit.gamma = pts[0].Alpha, pts[0].Gamma
+	return v.save(pts)
 }
 
 // save writes the points and the figure: one panel per rate, the model's
