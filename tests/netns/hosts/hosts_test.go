@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +74,38 @@ func TestCourseOnTwoHosts(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("no %q in\n%s", want, b)
 		}
+	}
+}
+
+// TestReplot draws the figure from a points file without measuring, and
+// refuses points that do not say their γ.
+func TestReplot(t *testing.T) {
+	dir := t.TempDir()
+	params := filepath.Join(dir, "cost.json")
+	if err := calibrate.Save(params, calibrate.File{Params: cost.Params{Alpha: 20e-6, Beta: 1e9, Gamma: 2e-9, RankCores: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(pts []Point) string {
+		b, err := json.Marshal(pts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "in.json")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	pt := Point{Rate: "1gbit", N: 2, Op: "ring", Bytes: 1 << 20, Measured: 0.01, Alpha: 60e-6, Gamma: 2.4e-9}
+	in := write([]Point{pt, {Rate: "1gbit", N: 4, Op: "gather", Bytes: 6000, Touched: 1000, Measured: 5e-4, Alpha: 60e-6, Gamma: 2.4e-9}})
+	if err := validate(context.Background(), []string{"-params", params, "-replot", in, "-out", dir}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "cost-model.png")); err != nil || st.Size() < 1000 {
+		t.Errorf("figure: %v", err)
+	}
+	pt.Gamma = 0
+	if err := validate(context.Background(), []string{"-params", params, "-replot", write([]Point{pt}), "-out", dir}); err == nil || !strings.Contains(err.Error(), "no γ") {
+		t.Errorf("points without γ: %v, want an error saying so", err)
 	}
 }
