@@ -204,7 +204,7 @@ func init() {
 		&cli.IntFlag{Name: "num-workers", EnvVars: []string{tfconfig.NumWorkersEnv}, Usage: "Kubernetes Indexed Job: the number of workers (the Job's completions)"},
 		&cli.StringFlag{Name: "health-addr", EnvVars: []string{"MESHTRAIN_HEALTH_ADDR"}, Usage: "serve HTTP probes here (e.g. :8080): /healthz 200 while running, /readyz 200 once this peer listens (the readinessProbe: a pod's DNS name is published once it is ready), /readyz/cluster 200 once the cluster has formed; both 503 after SIGTERM"},
 		&cli.IntFlag{Name: "sigterm-exit-code", Usage: "exit code of the peer that got SIGTERM, once stopped cleanly (e.g. 143 in an Indexed Job, where an evicted pod that exits 0 would count as its index done)"},
-		&cli.DurationFlag{Name: "stop-timeout", Value: 25 * time.Second, Usage: "after SIGTERM: the peers stop together within " + fmt.Sprint(mirrored.StopVoteEvery) + " steps, the chief writes a checkpoint (with --checkpoint-dir) and this peer exits 0; past this long it exits at once (keep it under the pod's terminationGracePeriodSeconds)"},
+		&cli.DurationFlag{Name: "stop-timeout", Value: 25 * time.Second, Usage: "after SIGTERM: the peers stop together within " + fmt.Sprint(mirrored.StopVoteEvery) + " steps (gossip: at their next step), the chief writes a checkpoint (with --checkpoint-dir) and this peer exits 0; past this long it exits at once (keep it under the pod's terminationGracePeriodSeconds)"},
 	)
 	register(&cli.Command{
 		Name:  "worker",
