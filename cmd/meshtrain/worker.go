@@ -380,8 +380,16 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 	return exitError{exitTerminated, fmt.Errorf("worker: stopped early: %s; this peer was not asked to stop, so it exits %d for the job to restart it", st, exitTerminated)}
 }
 
-// runEvaluator runs the evaluator task (see launch.RunEvaluator).
+// runEvaluator runs the evaluator task (see launch.RunEvaluator), once its
+// output (--logdir: it reads --checkpoint-dir, which may be mounted
+// read-only) is checked and the ignored flags warned about.
 func runEvaluator(c *cli.Context) error {
+	if err := checkOutputs(c, output{name: "logdir", dir: true}); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if !c.Bool("events") {
+		warnIgnored(c)
+	}
 	_, err := launch.RunEvaluator(c.Context, launch.EvaluatorConfig{
 		CheckpointDir: c.String("checkpoint-dir"), LogDir: c.String("logdir"), Model: c.String("model"),
 		DataDir: c.String("data-dir"), TestExamples: c.Int("test-examples"), Timeout: c.Duration("evaluator-timeout"),
