@@ -137,6 +137,7 @@ func TestReportPerRank(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	t.Setenv("TF_CONFIG", "")
+	t.Setenv("MESHTRAIN_SLURM_BASE_PORT", "7000") // the flag keeps an earlier test's value from its environment
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
