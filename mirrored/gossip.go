@@ -142,7 +142,8 @@ type GossipReport struct {
 	StepsPerSec float64 `json:"steps_per_sec"`
 	// StoppedBy says why training ended: "budget" (the cluster did as
 	// many steps as the synchronous run would), "target" (this replica
-	// reached the target) or "peer" (another one did).
+	// reached the target), "peer" (another one did) or "sigterm" (a
+	// replica was asked to stop, Job.Stop: Result.Stopped names it).
 	StoppedBy string `json:"stopped_by"`
 	// Survivors are the ranks whose final parameters this replica
 	// received (itself included); FinalConsensus is the exact consensus
@@ -269,10 +270,13 @@ func (g *GossipConfig) settings() []Setting {
 }
 
 // stopped records why a gossip run's loop ends (the step budget, or a
-// peer's stop request), unless reaching the target already did.
-func (r *GossipReport) stopped(byPeer bool) {
+// stop request: a peer's at its target, or a replica's asked from
+// outside), unless reaching the target already did.
+func (r *GossipReport) stopped(byPeer, asked bool) {
 	switch {
 	case r.StoppedBy != "":
+	case asked:
+		r.StoppedBy = "sigterm"
 	case byPeer:
 		r.StoppedBy = "peer"
 	default:

@@ -72,6 +72,7 @@ type gossipLoop struct {
 	skipped   int // rounds skipped in a row
 	lastStep  time.Duration
 	lr        float64 // the last step's
+	asked     bool    // Job.Stop was heard and the cluster told
 	// Since the last evaluation:
 	lossSum                                  float64
 	sinceEval                                int
@@ -95,9 +96,10 @@ func runGossip(ctx context.Context, job *Job, gc *GossipConfig, c *collective.Co
 	}
 	defer pipe.Close()
 	for {
+		l.heedStop()
 		total, stop := l.gos.Progress()
 		if stop || total >= l.budget {
-			l.rep.stopped(stop)
+			l.stopped(stop)
 			break
 		}
 		if err := l.step(ctx, pipe, total); err != nil {
@@ -108,6 +110,35 @@ func runGossip(ctx context.Context, job *Job, gc *GossipConfig, c *collective.Co
 		}
 	}
 	return l.finish(ctx, wallStart)
+}
+
+// heedStop asks the cluster to stop, through the gossip stop flag, once
+// Job.Stop is closed (SIGTERM): every replica ends at its next step and
+// they finish as at the end of a normal run (the final swap).
+func (l *gossipLoop) heedStop() {
+	if l.asked || l.job.Stop == nil {
+		return
+	}
+	select {
+	case <-l.job.Stop:
+		l.asked = true
+		l.log.Info("asked to stop: telling the other gossip replicas", zap.Int("local_step", l.local))
+		l.gos.AskStop()
+	default:
+	}
+}
+
+// stopped records why the loop ended (see GossipReport.stopped) and, when
+// a rank asked from outside (SIGTERM), Result.Stopped naming it.
+func (l *gossipLoop) stopped(stop bool) {
+	asker := -1
+	if stop {
+		asker = l.gos.StopAsker()
+	}
+	l.rep.stopped(stop, asker >= 0)
+	if asker >= 0 {
+		l.res.Stopped = &EarlyStop{Step: l.local, Ranks: []int{asker}, Gossip: true}
+	}
 }
 
 // start runs the handshake, agrees on the steps per pass, gives everyone

@@ -80,7 +80,9 @@ type Job struct {
 	// steps; all stop after the same step, the chief writes a checkpoint
 	// there (with CheckpointDir), and the run ends as usual (final hash
 	// comparison, Summary) with Result.Stopped saying who asked. Gossip
-	// runs do not vote.
+	// runs do not vote: the replica sets the gossip stop flag, which
+	// spreads with the averages, and every replica ends at its next step
+	// with the final swap.
 	Stop <-chan struct{}
 	// OnEvent, if set, is called (on the calling goroutine) at start-up,
 	// after each epoch and after each checkpoint, and with the training

@@ -23,9 +23,11 @@ func DefaultConfigFor(model string) Config {
 // constant and cosine schedules, Adam and plain SGD: after 10 epochs every
 // good recipe ends at 92.3-92.6% (seeds 1-3: LeNet's rate 92.41, 92.59,
 // 92.57%; 0.02 92.30, 92.45, 92.52%), within the seeds' spread, but 0.02
-// has the lowest test log-loss on every seed (0.2695 against LeNet's
-// rate's 0.2741-0.2760) and a first epoch a point better (91.4-91.5%
-// against 89.6-90.7%): a convex model does not need LeNet's larger steps.
+// has the lowest test log-loss on every seed (0.2695-0.2696 against
+// LeNet's rate's 0.2741-0.2760) and a first epoch about a point better
+// (90.8-91.5% against 89.6-90.7%; 0.7-1.3 points per seed): a convex
+// model does not need LeNet's larger steps. BENCHMARKS.md's "Default
+// recipes" lists these runs and their commands.
 func DefaultSoftmaxConfig() Config {
 	c := DefaultConfig()
 	c.Model, c.LR = nn.Softmax, 0.02
@@ -45,6 +47,7 @@ func DefaultSoftmaxConfig() Config {
 // and log-loss 0.4825, 0.05 at 77.45% and 0.4839, 0.5 at 77.02% and
 // 0.4916), and smaller or larger batches are no better. FTRL and SGD
 // prefer about 1 on the same data but are also better at 0.2 than at 0.05.
+// BENCHMARKS.md's "Default recipes" lists the SpamAssassin runs.
 func DefaultSparseConfig() Config {
 	return Config{Model: SparseModel, Epochs: 10, BatchSize: 64, LR: 0.2, Schedule: nn.ScheduleConstant, Seed: 1}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
@@ -145,5 +146,45 @@ func TestCheckpointDirsNotShared(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGossipStopSpreads: a gossip replica asked to stop (rank 2 after the
+// cluster's first epoch) tells the others through the gossip stop flag:
+// every replica ends long before the budget, with the final swap among all
+// three, and each Result names rank 2 (its own report "sigterm").
+func TestGossipStopSpreads(t *testing.T) {
+	job := testJob(t, nn.Softmax, synthMNIST(1200, 100, 7), 16, 20) // a budget of 20 epochs
+	job.HashEvery, job.MeasureWait = 0, false
+	jobs := same(3, job)
+	stop := make(chan struct{})
+	var once sync.Once
+	for r := range jobs {
+		jobs[r].Stop = make(chan struct{}) // never closed: not asked
+	}
+	jobs[2].Stop = stop
+	jobs[2].OnEvent = func(e Event) {
+		if e.Kind == EventEpoch {
+			once.Do(func() { close(stop) })
+		}
+	}
+	sums, errs := runGossipGroup(t, jobs, sameGC(3, GossipConfig{}), nil)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for r, s := range sums {
+		st := s.Run.Stopped
+		if st == nil || !slices.Equal(st.Ranks, []int{2}) || !st.Gossip || st.Step != s.Peer.Steps {
+			t.Fatalf("rank %d: stopped %+v after %d local steps, want rank 2 named, at its own steps", r, st, s.Peer.Steps)
+		}
+		if want := "rank 2 asked to stop (SIGTERM): every gossip replica stopped"; !strings.Contains(st.String(), want) {
+			t.Errorf("rank %d: %q, want it to contain %q", r, st, want)
+		}
+		if s.Gossip.StoppedBy != "sigterm" || !slices.Equal(s.Gossip.Survivors, []int{0, 1, 2}) {
+			t.Errorf("rank %d: stopped by %q, survivors %v; want sigterm and all three (the final swap)", r, s.Gossip.StoppedBy, s.Gossip.Survivors)
+		}
+		if s.Peer.Steps > 20*25 { // the budget is 20 × 25 × 3 local steps
+			t.Errorf("rank %d ran %d local steps: the stop did not spread", r, s.Peer.Steps)
+		}
 	}
 }

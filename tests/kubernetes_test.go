@@ -724,3 +724,55 @@ func TestKubernetesLatePod(t *testing.T) {
 	}
 	checkReports(t, dir, res)
 }
+
+// TestWorkerSIGTERMGossip: SIGTERM to one of three gossip workers (an
+// eviction) spreads through the gossip stop flag: every worker ends within
+// seconds with the final swap among all three, the signalled one exits 0,
+// the others 143 naming it, and the chief's summary says who asked.
+func TestWorkerSIGTERMGossip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	addrs, health := freePorts(t, 3), freePorts(t, 3)
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	procs := make([]*podProc, 3)
+	for i := range procs {
+		args := append([]string{"worker", "--strategy", "gossip", "--health-addr", health[i], "--summary", summary},
+			append(slices.Clone(shortPodRun), "--epochs", "1000")...)
+		procs[i] = startProc(t, exec.CommandContext(ctx, binary, args...), []string{e2eSecret, "TF_CONFIG=" + tfConfig(addrs, i)}, nil)
+	}
+	for i := range procs {
+		waitStatus(t, ctx, "http://"+health[i]+"/readyz/cluster", 200)
+	}
+	signalled := time.Now()
+	if err := procs[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	want := "rank 1 asked to stop (SIGTERM): every gossip replica stopped"
+	for i, p := range procs {
+		code := p.wait(t, ctx, fmt.Sprintf("worker %d", i))
+		if wantCode := map[bool]int{true: 0, false: 143}[i == 1]; code != wantCode {
+			t.Errorf("worker %d: exit %d, want %d:\n%s", i, code, wantCode, p)
+		}
+		if i != 1 && !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("worker %d does not say %q:\n%s", i, want, p)
+		}
+	}
+	if took := time.Since(signalled); took > 15*time.Second { // --stop-timeout is 25 s
+		t.Errorf("the workers took %v to end after the SIGTERM, want a few seconds", took)
+	}
+	if !strings.Contains(procs[0].stdout.String(), "stopped early: "+want) {
+		t.Errorf("the chief's table does not say who asked:\n%s", procs[0])
+	}
+	var sum struct {
+		Run struct {
+			Stopped *mirrored.EarlyStop `json:"stopped"`
+		} `json:"run"`
+	}
+	b, err := os.ReadFile(summary)
+	if err == nil {
+		err = json.Unmarshal(b, &sum)
+	}
+	if err != nil || sum.Run.Stopped == nil || !slices.Equal(sum.Run.Stopped.Ranks, []int{1}) || !sum.Run.Stopped.Gossip {
+		t.Errorf("summary %s: stopped %+v (%v), want rank 1 named, gossip", summary, sum.Run.Stopped, err)
+	}
+}

@@ -40,6 +40,9 @@ func init() {
 			if c.NArg() > 0 {
 				return fmt.Errorf("bench sparse takes no arguments, got %q", c.Args().Slice())
 			}
+			if err := checkOutputs(c, output{name: "cpuprofile", suffix: "-local.pprof"}); err != nil {
+				return fmt.Errorf("bench sparse: %w", err)
+			}
 			var peers []int
 			for _, f := range strings.Split(c.String("peers"), ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))

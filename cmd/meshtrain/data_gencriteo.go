@@ -35,6 +35,9 @@ func init() {
 			if c.NArg() > 0 {
 				return fmt.Errorf("gen-criteo takes no arguments, got %q", c.Args().Slice())
 			}
+			if err := checkOutputs(c, output{name: "out", dir: true}); err != nil {
+				return fmt.Errorf("gen-criteo: %w", err)
+			}
 			info, err := data.GenerateCriteo(c.Context, data.CriteoConfig{
 				Out: c.String("out"), Examples: c.Int("examples"), Files: c.Int("files"), Format: c.String("format"),
 				Seed: c.Uint64("seed"), Zipf: c.Float64("zipf"), WeightStd: c.Float64("weight-std"),

@@ -39,6 +39,9 @@ func init() {
 			if c.NArg() > 0 {
 				return fmt.Errorf("text-libsvm takes no arguments, got %q", c.Args().Slice())
 			}
+			if err := checkOutputs(c, output{name: "out", dir: true}); err != nil {
+				return fmt.Errorf("text-libsvm: %w", err)
+			}
 			cfg := data.TextConfig{Out: c.String("out"), TestPercent: c.Int("test-percent"),
 				Bag: data.BagOfWords{Features: c.Int("features"), Values: c.String("values")}}
 			corpora, err := textCorpora(c, &cfg)

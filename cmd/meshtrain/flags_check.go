@@ -119,29 +119,44 @@ func rejectFlags(c *cli.Context, why string, flags ...string) error {
 	return nil
 }
 
-// Output flags: files and directories a command writes, checked before it
-// starts so that a typo in a path fails at once, not after the training
-// whose results it was to hold.
-var (
-	outputFiles = []string{"summary", "report"}
-	outputDirs  = []string{"logdir", "checkpoint-dir", "run-dir", "out"}
-)
+// output is an output flag: the file or the directory (created if
+// missing) its path names; suffix, if set, is added to the path (a
+// prefix of files, as bench sparse's --cpuprofile).
+type output struct {
+	name   string
+	dir    bool
+	suffix string
+}
 
-// checkOutputs checks every output flag set on c; a path that cannot be
-// written is a usage error (exit 2: nothing was run).
-func checkOutputs(c *cli.Context) error {
+// runOutputs are train's, launch's, worker's and compare's output flags
+// (those a command does not have read as unset).
+var runOutputs = []output{{name: "summary"}, {name: "report"}, {name: "logdir", dir: true}, {name: "checkpoint-dir", dir: true},
+	{name: "run-dir", dir: true}, {name: "out", dir: true}}
+
+// checkOutputs checks the output flags outs (files and directories a
+// command writes, runOutputs if none are given) before the command starts,
+// so that a typo in a path fails at once, not after the work whose results
+// it was to hold. A path that cannot be written is a usage error (exit 2:
+// nothing was run) naming the flag. A default value is checked too (it is
+// written as well).
+func checkOutputs(c *cli.Context, outs ...output) error {
+	if len(outs) == 0 {
+		outs = runOutputs
+	}
 	var errs []error
-	check := func(names []string, f func(string) error) {
-		for _, name := range names {
-			if path := c.String(name); c.IsSet(name) && path != "" {
-				if err := f(path); err != nil {
-					errs = append(errs, fmt.Errorf("--%s: %w", name, err))
-				}
-			}
+	for _, o := range outs {
+		path := c.String(o.name)
+		if path == "" {
+			continue
+		}
+		check := writable.File
+		if o.dir {
+			check = writable.Dir
+		}
+		if err := check(path + o.suffix); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", o.name, err))
 		}
 	}
-	check(outputFiles, writable.File)
-	check(outputDirs, writable.Dir)
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}

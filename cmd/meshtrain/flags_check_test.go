@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -47,5 +51,38 @@ func TestIgnoredFlags(t *testing.T) {
 		if !slices.Equal(named, tc.want) {
 			t.Errorf("%s %q: ignored %q, want %v", tc.command, tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestOutputsCheckedBeforeWork: every command that writes a file or a
+// directory refuses a path that cannot be written with a usage error
+// (exit 2) naming the flag, before any work: each case also has a
+// mistake the work would hit first (an unreadable input, a bad value).
+func TestOutputsCheckedBeforeWork(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(file, "out") // under a file: even root cannot write it
+	missing := filepath.Join(t.TempDir(), "missing")
+	t.Setenv("TF_CONFIG", `{"cluster": {"worker": ["127.0.0.1:1"], "evaluator": ["127.0.0.1:2"]}, "task": {"type": "evaluator", "index": 0}}`)
+	for _, tc := range []struct {
+		flag string
+		args []string
+	}{
+		{"--out", []string{"model", "calibrate", "--out", bad, "--security", "bogus"}},
+		{"--png", []string{"model", "extrapolate", "--png", bad, "--params", missing}},
+		{"--out", []string{"data", "text-libsvm", "--out", bad, "--pos", missing, "--neg", missing}},
+		{"--out", []string{"data", "gen-criteo", "--out", bad, "--files", "1"}},
+		{"--cpuprofile", []string{"bench", "sparse", "--cpuprofile", bad, "--peers", "bogus"}},
+		{"--logdir", []string{"worker", "--logdir", bad, "--checkpoint-dir", missing, "--evaluator-timeout", "1ms"}}, // the evaluator task
+	} {
+		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+			err := newApp().RunContext(context.Background(), append([]string{"meshtrain", "--log-level", "error"}, tc.args...))
+			var ue usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.flag+": ") || !strings.Contains(err.Error(), bad) {
+				t.Fatalf("error %v, want a usage error (exit 2) naming %s %s", err, tc.flag, bad)
+			}
+		})
 	}
 }

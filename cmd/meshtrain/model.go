@@ -70,6 +70,9 @@ func modelFlags() []cli.Flag {
 }
 
 func modelCalibrate(c *cli.Context) error {
+	if err := checkOutputs(c, output{name: "out"}); err != nil {
+		return err
+	}
 	sec, err := p2p.ParseSecurity(c.String("security"))
 	if err != nil {
 		return err
@@ -143,6 +146,9 @@ func modelPredict(c *cli.Context) error {
 }
 
 func modelExtrapolate(c *cli.Context) error {
+	if err := checkOutputs(c, output{name: "png"}); err != nil {
+		return err
+	}
 	p, bytes, err := modelParams(c)
 	if err != nil {
 		return err

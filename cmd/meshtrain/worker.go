@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -194,7 +195,7 @@ func init() {
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable, else Slurm's environment under srun)"},
 		&cli.IntFlag{Name: "slurm-base-port", Value: tfconfig.DefaultSlurmBasePort, EnvVars: []string{tfconfig.SlurmBasePortEnv}, Usage: "under srun: task i on a node listens on this port plus i"},
 		&cli.StringFlag{Name: "secret-file", EnvVars: []string{launch.SecretFileEnv}, Usage: "read the cluster secret from this file (mode 600) instead of " + launch.SecretEnv},
-		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file"},
+		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file; " + rankPlaceholder + " in it is replaced by this peer's rank (one srun gives every task the same arguments: --report peer-" + rankPlaceholder + ".json)"},
 		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file, and print launch's table"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
 		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
@@ -204,7 +205,7 @@ func init() {
 		&cli.IntFlag{Name: "num-workers", EnvVars: []string{tfconfig.NumWorkersEnv}, Usage: "Kubernetes Indexed Job: the number of workers (the Job's completions)"},
 		&cli.StringFlag{Name: "health-addr", EnvVars: []string{"MESHTRAIN_HEALTH_ADDR"}, Usage: "serve HTTP probes here (e.g. :8080): /healthz 200 while running, /readyz 200 once this peer listens (the readinessProbe: a pod's DNS name is published once it is ready), /readyz/cluster 200 once the cluster has formed; both 503 after SIGTERM"},
 		&cli.IntFlag{Name: "sigterm-exit-code", Usage: "exit code of the peer that got SIGTERM, once stopped cleanly (e.g. 143 in an Indexed Job, where an evicted pod that exits 0 would count as its index done)"},
-		&cli.DurationFlag{Name: "stop-timeout", Value: 25 * time.Second, Usage: "after SIGTERM: the peers stop together within " + fmt.Sprint(mirrored.StopVoteEvery) + " steps, the chief writes a checkpoint (with --checkpoint-dir) and this peer exits 0; past this long it exits at once (keep it under the pod's terminationGracePeriodSeconds)"},
+		&cli.DurationFlag{Name: "stop-timeout", Value: 25 * time.Second, Usage: "after SIGTERM: the peers stop together within " + fmt.Sprint(mirrored.StopVoteEvery) + " steps (gossip: at their next step), the chief writes a checkpoint (with --checkpoint-dir) and this peer exits 0; past this long it exits at once (keep it under the pod's terminationGracePeriodSeconds)"},
 	)
 	register(&cli.Command{
 		Name:  "worker",
@@ -239,6 +240,11 @@ func init() {
 			}
 			if cluster.IsEvaluator() {
 				return runEvaluator(c)
+			}
+			if r := c.String("report"); strings.Contains(r, rankPlaceholder) {
+				if err := c.Set("report", perRank(r, cluster.Rank)); err != nil {
+					return fmt.Errorf("worker: --report: %w", err)
+				}
 			}
 			job, sec, err := jobFromFlags(c, len(cluster.Peers))
 			if err != nil {
@@ -288,6 +294,20 @@ func init() {
 			return runPeer(c, wc)
 		},
 	})
+}
+
+// rankPlaceholder in --report stands for the peer's rank. Every task of
+// one srun gets the same arguments, and nothing between the batch script
+// and meshtrain expands a per-task name there: Slurm's own %t is expanded
+// by srun in its --output, --error and --input only, a shell's
+// $SLURM_PROCID once for all tasks (before srun starts them), and
+// urfave/cli expands nothing. So meshtrain expands it, in the spelling of
+// --peer-pattern's {index}, which a shell and srun both leave alone.
+const rankPlaceholder = "{rank}"
+
+// perRank is path with every rankPlaceholder replaced by rank.
+func perRank(path string, rank int) string {
+	return strings.ReplaceAll(path, rankPlaceholder, strconv.Itoa(rank))
 }
 
 // loadCluster finds this peer's cluster: the --tf-config file, else
@@ -380,8 +400,16 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 	return exitError{exitTerminated, fmt.Errorf("worker: stopped early: %s; this peer was not asked to stop, so it exits %d for the job to restart it", st, exitTerminated)}
 }
 
-// runEvaluator runs the evaluator task (see launch.RunEvaluator).
+// runEvaluator runs the evaluator task (see launch.RunEvaluator), once its
+// output (--logdir: it reads --checkpoint-dir, which may be mounted
+// read-only) is checked and the ignored flags warned about.
 func runEvaluator(c *cli.Context) error {
+	if err := checkOutputs(c, output{name: "logdir", dir: true}); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if !c.Bool("events") {
+		warnIgnored(c)
+	}
 	_, err := launch.RunEvaluator(c.Context, launch.EvaluatorConfig{
 		CheckpointDir: c.String("checkpoint-dir"), LogDir: c.String("logdir"), Model: c.String("model"),
 		DataDir: c.String("data-dir"), TestExamples: c.Int("test-examples"), Timeout: c.Duration("evaluator-timeout"),

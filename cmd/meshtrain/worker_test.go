@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +124,43 @@ func TestWorkerClusterSourceIndexedJob(t *testing.T) {
 				t.Errorf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestReportPerRank: --report's {rank} becomes the peer's rank, every
+// occurrence; a path without it is left as it is (every peer of one
+// machine then writes the same file, as before). The worker expands it
+// before checking it: task 2 of an srun is refused naming peer-2.json.
+func TestReportPerRank(t *testing.T) {
+	for _, kv := range []string{"SLURM_PROCID=2", "SLURM_STEP_ID=0", "SLURM_STEP_NUM_TASKS=3", "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=3", "SLURM_LOCALID=2"} {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	t.Setenv("TF_CONFIG", "")
+	t.Setenv("MESHTRAIN_SLURM_BASE_PORT", "7000") // the flag keeps an earlier test's value from its environment
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := newApp().RunContext(context.Background(), []string{"meshtrain", "--log-level", "error", "worker", "--report", filepath.Join(file, "peer-{rank}.json")})
+	if want := filepath.Join(file, "peer-2.json") + " cannot be written"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("worker under srun as task 2: %v, want an error containing %q", err, want)
+	}
+
+	for _, tc := range []struct {
+		path string
+		rank int
+		want string
+	}{
+		{"peer-{rank}.json", 3, "peer-3.json"},
+		{"run-{rank}/peer-{rank}.json", 12, "run-12/peer-12.json"},
+		{"peer.json", 1, "peer.json"},
+		{"", 0, ""},
+		{"peer-%t-{RANK}.json", 2, "peer-%t-{RANK}.json"}, // only {rank}, as spelled
+	} {
+		if got := perRank(tc.path, tc.rank); got != tc.want {
+			t.Errorf("perRank(%q, %d) = %q, want %q", tc.path, tc.rank, got, tc.want)
+		}
 	}
 }
 

@@ -132,6 +132,7 @@ type machine struct {
 	merged    int  // merges absorbed by the step in flight
 	finished  bool // parameters frozen
 	stop      bool
+	asker     int      // the lowest rank asked from outside to stop, -1 for none
 	counts    []uint64 // local steps per rank, as last heard
 	state     []peerState
 	finals    [][]float32
@@ -147,7 +148,7 @@ type machine struct {
 // updated in place). opts must be valid.
 func newMachine(rank, size int, params []float32, opts Options, log *zap.Logger) *machine {
 	m := &machine{
-		rank: rank, size: size, opts: opts, log: log, params: params,
+		rank: rank, size: size, opts: opts, log: log, params: params, asker: -1,
 		counts: make([]uint64, size), state: make([]peerState, size), finals: make([][]float32, size),
 	}
 	if opts.Sparse {
@@ -198,11 +199,21 @@ func (m *machine) statsCopy() Stats {
 	return s
 }
 
-// encode stamps msg with this rank's step counts and stop flag and returns
-// its bytes.
+// encode stamps msg with this rank's step counts, stop flag and the stop's
+// asker, and returns its bytes.
 func (m *machine) encode(msg message) []byte {
 	msg.counts, msg.stop = m.counts, m.stop
+	if m.asker >= 0 && m.asker < math.MaxUint16 { // beyond, the asker goes unnamed
+		msg.asker = uint16(m.asker + 1)
+	}
 	return msg.encode()
+}
+
+// heardAsker takes a stop's asker, keeping the lowest (-1: none).
+func (m *machine) heardAsker(r int) {
+	if r >= 0 && (m.asker < 0 || r < m.asker) {
+		m.asker = r
+	}
 }
 
 // queue adds msg for p to e, unless p is dead.
@@ -297,9 +308,13 @@ func (m *machine) markDirty(u int32, except int) {
 }
 
 // requestStop sets the stop flag and tells every usable peer at once; the
-// flag also travels on every later message.
-func (m *machine) requestStop() effects {
+// flag also travels on every later message. asked says this rank was asked
+// from outside (SIGTERM): it is then named as the stop's asker.
+func (m *machine) requestStop(asked bool) effects {
 	m.stop = true
+	if asked {
+		m.heardAsker(m.rank)
+	}
 	var e effects
 	msg := m.encode(message{kind: msgStop})
 	for _, p := range m.peers() {
@@ -400,6 +415,7 @@ func (m *machine) receive(from int, msg *message, now time.Time) effects {
 		m.counts[r] = max(m.counts[r], c)
 	}
 	m.stop = m.stop || msg.stop
+	m.heardAsker(int(msg.asker) - 1)
 	var e effects
 	switch msg.kind {
 	case msgRequest:

@@ -438,7 +438,7 @@ func TestMachineDeadPeer(t *testing.T) {
 		w.deliver(0, 1)
 		w.deliver(1, 0)
 	}
-	w.do(0, w.ms[0].requestStop())
+	w.do(0, w.ms[0].requestStop(false))
 	w.do(0, w.ms[0].finish())
 	if w.queued(0, 2) != 1 || w.queued(0, 1) != 2 {
 		t.Errorf("after stop and finish: %d messages for the dead rank (want only the request sent before), %d for rank 1 (want 2)", w.queued(0, 2), w.queued(0, 1))
@@ -467,8 +467,9 @@ func TestMachineAbandonedAnswerIgnored(t *testing.T) {
 	}
 }
 
-// TestMachineStopAndCountsTravel: the stop flag and step counts ride on
-// every message and each rank keeps the largest count it heard.
+// TestMachineStopAndCountsTravel: the stop flag, its asker and the step
+// counts ride on every message; each rank keeps the largest count and the
+// lowest asker it heard.
 func TestMachineStopAndCountsTravel(t *testing.T) {
 	o := options(func(o *Options) { o.Schedule = Rotate })
 	w := newWired(t, [][]float32{{0}, {1}, {2}}, o)
@@ -485,9 +486,25 @@ func TestMachineStopAndCountsTravel(t *testing.T) {
 	if total, stop := w.ms[2].progress(); total != 12 || !stop {
 		t.Errorf("rank 2 heard %d steps, stop %v: want 12 (its own 7 and rank 0's 5 via rank 1) and true", total, stop)
 	}
-	w.do(2, w.ms[2].requestStop())
+	if w.ms[2].asker != -1 {
+		t.Errorf("rank 2 heard rank %d asked to stop, want none (-1): rank 0's stop was not asked from outside", w.ms[2].asker)
+	}
+	w.do(2, w.ms[2].requestStop(true))
 	if w.queued(2, 0) != 1 || w.queued(2, 1) != 1 {
 		t.Errorf("stop request queued %d and %d times for ranks 0 and 1, want once each", w.queued(2, 0), w.queued(2, 1))
+	}
+	w.drain()
+	for r, m := range w.ms {
+		if m.asker != 2 {
+			t.Errorf("rank %d heard rank %d asked to stop, want 2 (its SIGTERM)", r, m.asker)
+		}
+	}
+	w.do(1, w.ms[1].requestStop(true)) // a second asker: everyone keeps the lowest
+	w.drain()
+	for r, m := range w.ms {
+		if m.asker != 1 {
+			t.Errorf("after rank 1 asked too, rank %d names rank %d, want 1 (the lowest)", r, m.asker)
+		}
 	}
 }
 

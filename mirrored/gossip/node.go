@@ -266,6 +266,22 @@ func (g *Node) Snapshot(dst []float32) {
 // flag also travels on every later message.
 func (g *Node) RequestStop() {
 	g.mu.Lock()
-	g.carryOutLocked(g.m.requestStop())
+	g.carryOutLocked(g.m.requestStop(false))
 	g.mu.Unlock()
+}
+
+// AskStop is RequestStop for a rank asked from outside to stop (SIGTERM):
+// the messages also name it, so every rank can tell who asked (StopAsker).
+func (g *Node) AskStop() {
+	g.mu.Lock()
+	g.carryOutLocked(g.m.requestStop(true))
+	g.mu.Unlock()
+}
+
+// StopAsker returns the lowest rank heard to have asked to stop with
+// AskStop (itself included), or -1 if none has.
+func (g *Node) StopAsker() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m.asker
 }

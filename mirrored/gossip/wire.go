@@ -35,7 +35,9 @@ const (
 	flagSparse = 1 << 1
 )
 
-// headerSize is kind, flags, 2 reserved bytes, id, distance², norm²; then
+// headerSize is kind, flags, the stop's asker (uint16: rank+1 of the
+// lowest rank asked from outside to stop, e.g. by SIGTERM; 0 for none),
+// id, distance², norm²; then
 // come one uint64 step count per rank, a uint32 element count and the
 // elements: float32 values (dense), or int32 indices then float32 values
 // (sparse).
@@ -46,6 +48,9 @@ const headerSize = 1 + 1 + 2 + 4 + 8 + 8
 type message struct {
 	kind         kind
 	stop, sparse bool
+	// asker is rank+1 of the lowest rank asked from outside (SIGTERM) to
+	// stop, 0 if none was; only with stop.
+	asker        uint16
 	id           uint32 // matches a reply or busy to its request
 	dist2, norm2 float64
 	counts       []uint64 // the sender's step count of every rank, as last heard
@@ -71,6 +76,7 @@ func (m *message) encode() []byte {
 	if m.sparse {
 		b[1] |= flagSparse
 	}
+	binary.LittleEndian.PutUint16(b[2:], m.asker)
 	binary.LittleEndian.PutUint32(b[4:], m.id)
 	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(m.dist2))
 	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(m.norm2))
@@ -103,10 +109,14 @@ func decode(b []byte, ranks, maxElems int) (message, error) {
 	if m.kind < msgRequest || m.kind > msgFinal {
 		return m, fmt.Errorf("unknown message kind %d", b[0])
 	}
-	if b[1]&^(flagStop|flagSparse) != 0 || b[2]|b[3] != 0 {
-		return m, fmt.Errorf("%s message with unknown flags %#x", m.kind, b[1:4])
+	if b[1]&^(flagStop|flagSparse) != 0 {
+		return m, fmt.Errorf("%s message with unknown flags %#x", m.kind, b[1])
 	}
 	m.stop, m.sparse = b[1]&flagStop != 0, b[1]&flagSparse != 0
+	m.asker = binary.LittleEndian.Uint16(b[2:])
+	if m.asker != 0 && (!m.stop || int(m.asker) > ranks) {
+		return m, fmt.Errorf("%s message names rank %d as asking to stop (stop flag %v) among %d ranks", m.kind, int(m.asker)-1, m.stop, ranks)
+	}
 	m.id = binary.LittleEndian.Uint32(b[4:])
 	m.dist2 = math.Float64frombits(binary.LittleEndian.Uint64(b[8:]))
 	m.norm2 = math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))

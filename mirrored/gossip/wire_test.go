@@ -19,6 +19,7 @@ func TestWireRoundTrip(t *testing.T) {
 		{"sparse request of nothing", message{kind: msgRequest, id: 2, sparse: true, idx: []int32{}}},
 		{"busy with stop", message{kind: msgBusy, id: 3, stop: true}},
 		{"stop", message{kind: msgStop, stop: true}},
+		{"stop asked by rank 2", message{kind: msgStop, stop: true, asker: 3}},
 		{"empty final", message{kind: msgFinal}},
 		{"dense final", message{kind: msgFinal, vals: []float32{9, 8, 7, 6, 5, 4, 3, 2}}},
 		{"NaN distance", message{kind: msgReply, dist2: math.NaN(), vals: make([]float32, 8)}},
@@ -59,7 +60,9 @@ func TestWireRejects(t *testing.T) {
 		{"kind 0", mod(func(b []byte) []byte { b[0] = 0; return b })},
 		{"kind 6", mod(func(b []byte) []byte { b[0] = 6; return b })},
 		{"unknown flag", mod(func(b []byte) []byte { b[1] |= 4; return b })},
-		{"reserved byte", mod(func(b []byte) []byte { b[3] = 1; return b })},
+		{"asker without stop", mod(func(b []byte) []byte { b[2] = 1; return b })},
+		{"asker beyond the ranks", mod(func(b []byte) []byte { b[1] |= flagStop; b[2] = 4; return b })},
+		{"asker's high byte", mod(func(b []byte) []byte { b[1] |= flagStop; b[3] = 1; return b })},
 		{"truncated element", good[:len(good)-1]},
 		{"trailing byte", append(bytes.Clone(good), 0)},
 		{"huge count", mod(func(b []byte) []byte { b[headerSize+8*3+3] = 0xff; return b })},
@@ -89,6 +92,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add((&message{kind: msgReply, id: 2, dist2: 1, norm2: 1, sparse: true, counts: counts, idx: []int32{1, 7}, vals: []float32{1, 2}}).encode())
 	f.Add((&message{kind: msgFinal, counts: counts}).encode())
 	f.Add((&message{kind: msgBusy, stop: true, counts: counts}).encode())
+	f.Add((&message{kind: msgStop, stop: true, asker: 2, counts: counts}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decode(b, 3, 8)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 // WriteTable prints one row per peer: steps, examples/s, test accuracy,
 // bytes sent and received, CPU seconds, peak RSS, and the shares of step
 // time spent computing, communicating and waiting; then whether the
-// replicas ended identical.
+// replicas ended identical, and who asked to stop if the run stopped early.
 func WriteTable(w io.Writer, rep *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rank\tsteps\texamples/s\ttest acc\tsent\treceived\tCPU s\tpeak RSS\tcompute\tcomm\twait\t")
@@ -58,6 +58,9 @@ func WriteTable(w io.Writer, rep *Report) {
 		}
 		fmt.Fprintf(w, "final test accuracy %.2f%% after %d steps (global batch %d), %.1fs training, %.1fs wall; parameters %s (sha256 %.16s…)\n",
 			100*run.FinalAccuracy, run.Steps, run.BatchSize*run.Replicas, run.TrainSeconds, rep.WallSeconds, verdict, run.ParamsSHA256)
+		if run.Stopped != nil {
+			fmt.Fprintf(w, "stopped early: %s\n", run.Stopped)
+		}
 	}
 }
 
