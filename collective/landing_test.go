@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// landingCase drives one link of an Inbox the way the p2p transport's
+// TestLanding drives one link of an Inbox the way the p2p transport's
 // reader does (Claim, then Fill or a plain read, then Deliver) while the
 // executor side takes the frame with RecvInto.
 func TestLanding(t *testing.T) {
