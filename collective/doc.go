@@ -55,5 +55,14 @@
 // AllGatherV a ring over per-rank blocks after a ring exchange of lengths.
 //
 // Payloads are the in-memory bytes of the slices (little-endian hosts only;
-// New refuses a big-endian host), so no element is encoded one by one.
+// New refuses a big-endian host), so no element is encoded one by one. On
+// the receiving side the executor offers its own buffer for the next frame
+// of a link (a Landing, landing.go): the link's reader copies the payload
+// straight into it, or folds it in from a 64 KiB piece still in cache, so a
+// ring's payload is not staged in a pooled buffer and copied again. A frame
+// that arrives before the offer is staged as before. While an operation
+// takes a link's frames this way the link's reader waits for each offer
+// rather than reading ahead, so a transport that waits must buffer at least
+// a frame of what the peer sends (libp2p's stream window does); the
+// in-memory transport lands only frames already offered, and never waits.
 package collective

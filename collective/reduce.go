@@ -41,7 +41,7 @@ func fold[T number](op Op, dst, src []T, srcFirst bool) {
 	switch op {
 	case Sum, Avg:
 		// Addition commutes exactly, so operand order does not matter.
-		i := 0
+		i := addVector(dst, src)
 		for ; i+4 <= len(dst); i += 4 {
 			d, s := dst[i:i+4:i+4], src[i:i+4:i+4]
 			d[0] += s[0]
@@ -75,6 +75,23 @@ func fold[T number](op Op, dst, src []T, srcFirst bool) {
 			dst[i] = a
 		}
 	}
+}
+
+// addVector adds src into dst with the AVX2 kernels where there are any
+// (float32 and float64) and returns how many leading elements it did; the
+// caller does the rest. The kernels add element by element like the
+// scalar loop, so the bits are the same.
+func addVector[T number](dst, src []T) int {
+	if !haveAddAsm || len(dst) == 0 {
+		return 0
+	}
+	switch any(dst[0]).(type) {
+	case float32:
+		return addFloat32s((*float32)(unsafe.Pointer(&dst[0])), (*float32)(unsafe.Pointer(&src[0])), len(dst))
+	case float64:
+		return addFloat64s((*float64)(unsafe.Pointer(&dst[0])), (*float64)(unsafe.Pointer(&src[0])), len(dst))
+	}
+	return 0
 }
 
 // divide scales an Avg result: the division (not a multiplication by 1/n)
