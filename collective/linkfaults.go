@@ -114,15 +114,7 @@ type delayTransport struct {
 	closeErr  error
 }
 
-var (
-	_ Transport      = (*delayTransport)(nil)
-	_ DirectReceiver = (*delayTransport)(nil)
-)
-
-// RecvInto implements DirectReceiver: faults delay sending only.
-func (d *delayTransport) RecvInto(ctx context.Context, from int, l *Landing) (Frame, error) {
-	return recvInto(ctx, d.Transport, from, l)
-}
+var _ Transport = (*delayTransport)(nil)
 
 // delayLink is one outgoing link's queue.
 type delayLink struct {
