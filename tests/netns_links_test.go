@@ -131,8 +131,12 @@ func TestEmulatedHostsBenchDelayAndAllReduce(t *testing.T) {
 	if err := json.Unmarshal([]byte(res[0].Stdout), &ar); err != nil || len(ar.Rows) != 2 || ar.Peers != 2 {
 		t.Fatalf("rank 0's JSON: %v\n%s", err, res[0])
 	}
+	// The rows are right and measured through the shaped link: no faster
+	// than it, give or take tbf's bucket, which lets part of a 1 MiB
+	// all-reduce's bytes through at veth speed (0.127 GB/s was seen at
+	// 1 Gbit's 0.125).
 	for _, r := range ar.Rows {
-		if r.InPlace.Wrong != 0 || r.OutOfPlace.Wrong != 0 || r.InPlace.BusBW <= 0 || r.InPlace.BusBW > netns.Gbit.BytesPerSecond()/1e9 {
+		if r.InPlace.Wrong != 0 || r.OutOfPlace.Wrong != 0 || r.InPlace.BusBW <= 0 || r.InPlace.BusBW > 1.25*netns.Gbit.BytesPerSecond()/1e9 {
 			t.Errorf("row %+v", r)
 		}
 	}
