@@ -143,17 +143,25 @@ func bench(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Println("rate\tN\trun\tsize\tbusbw(MB/s)\treps(MB/s)\trawTCP(MB/s)\tratio\tcpu(s)\tload")
-	for _, rs := range strings.Split(*rates, ",") {
+	return eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
+		return benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-yamux-window", strconv.Itoa(*window))
+	})
+}
+
+// eachCluster calls f for every rate in rates and number of hosts in ns
+// (comma-separated flags), rate by rate.
+func eachCluster(rates, ns string, f func(rate netns.Rate, n int) error) error {
+	for _, rs := range strings.Split(rates, ",") {
 		rate, err := netns.ParseRate(rs)
 		if err != nil {
 			return err
 		}
-		for _, s := range strings.Split(*ns, ",") {
+		for _, s := range strings.Split(ns, ",") {
 			n, err := strconv.Atoi(s)
 			if err != nil {
 				return fmt.Errorf("-n %q: want numbers of hosts", s)
 			}
-			if err := benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-yamux-window", strconv.Itoa(*window)); err != nil {
+			if err := f(rate, n); err != nil {
 				return err
 			}
 		}

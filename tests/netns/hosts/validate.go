@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"gonum.org/v1/plot/plotter"
@@ -116,23 +114,17 @@ func validate(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("# %s (calibrated under load %s); shared cores %g\n", v.params, f.Load, v.params.SharedCores)
 	var pts []Point
-	for _, rs := range strings.Split(*rates, ",") {
-		rate, err := netns.ParseRate(rs)
+	err = eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
+		got, err := v.cluster(ctx, rate, n)
 		if err != nil {
 			return err
 		}
-		for _, s := range strings.Split(*ns, ",") {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				return fmt.Errorf("-n %q: want numbers of hosts", s)
-			}
-			got, err := v.cluster(ctx, rate, n)
-			if err != nil {
-				return err
-			}
-			writePoints(os.Stdout, got)
-			pts = append(pts, got...)
-		}
+		writePoints(os.Stdout, got)
+		pts = append(pts, got...)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	summarize(os.Stdout, pts)
 	return v.save(pts)
