@@ -131,7 +131,10 @@ type Transport struct {
 	readers sync.WaitGroup
 }
 
-var _ collective.Transport = (*Transport)(nil)
+var (
+	_ collective.Transport      = (*Transport)(nil)
+	_ collective.DirectReceiver = (*Transport)(nil)
+)
 
 type outLink struct {
 	sem chan struct{} // one writer at a time, ctx-aware
@@ -606,8 +609,19 @@ func (t *Transport) handleStream(s network.Stream) {
 func (t *Transport) readLoop(r int, s network.Stream) {
 	defer t.readers.Done()
 	maxFrame := uint32(t.cfg.MaxFrame)
+	interrupt := func() { _ = s.Reset() }
 	for {
-		f, err := collective.ReadFrame(s, maxFrame)
+		h, err := collective.ReadHeader(s, maxFrame)
+		var f collective.Frame
+		if err == nil {
+			if l := t.inbox.Claim(r, h, true); l != nil {
+				// The executor waits for this payload in its own buffer:
+				// read it there, with no copy through a pooled buffer.
+				f, err = l.Fill(s, interrupt)
+			} else {
+				f, err = collective.ReadPayload(s, h)
+			}
+		}
 		if err != nil {
 			t.inbox.LinkDown(r, err)
 			if t.ctx.Err() == nil && !errors.Is(err, network.ErrReset) {
@@ -678,6 +692,12 @@ func (t *Transport) Failed() context.Context { return t.inbox.Failed() }
 
 // Failure implements collective.Transport.
 func (t *Transport) Failure() error { return t.inbox.Failure() }
+
+// RecvInto implements collective.DirectReceiver: the link's reader lands
+// the payload in the executor's buffer.
+func (t *Transport) RecvInto(ctx context.Context, from int, l *collective.Landing) (collective.Frame, error) {
+	return t.inbox.RecvInto(ctx, from, l)
+}
 
 // Recv implements collective.Transport.
 func (t *Transport) Recv(ctx context.Context, from int, ch collective.Channel) (collective.Frame, error) {
