@@ -3,6 +3,7 @@ package collective
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -47,32 +48,46 @@ func newLanding(ctx context.Context, want Header, dst []byte, fn foldFunc, srcFi
 
 // Fill reads the landing's payload from r: straight into the destination,
 // or for a fold in pieces of landPiece bytes, each folded in as it
-// arrives. If the collective's context ends first, Fill calls interrupt,
-// which must make r's reads fail (a stream reset), since the executor waits
-// for Fill before it gives its buffer back. It returns the frame to
-// deliver: the header, with Landed set.
-func (l *Landing) Fill(r io.Reader, interrupt func()) (Frame, error) {
+// arrives. If the collective's context ends first, the payload still has
+// FrameGrace to arrive (the link then stays in step, for the abort that
+// follows); after that Fill calls interrupt, which must make r's reads fail
+// (a stream reset), since the executor waits for Fill before it gives its
+// buffer back. It returns the frame to deliver: the header, with Landed
+// set; deliver is false when the collective ended meanwhile, so that no
+// executor takes the frame any more.
+func (l *Landing) Fill(r io.Reader, interrupt func()) (f Frame, deliver bool, err error) {
 	defer close(l.done)
-	stop := context.AfterFunc(l.ctx, interrupt)
-	defer stop()
-	f := Frame{Header: l.want, Landed: true}
+	finish := AfterGrace(l.ctx, interrupt)
+	err = l.read(r)
+	if finish() && err == nil {
+		err = l.readError(errors.New("interrupted as the read ended"))
+	}
+	if err != nil {
+		return Frame{}, false, err
+	}
+	return Frame{Header: l.want, Landed: true}, l.ctx.Err() == nil, nil
+}
+
+// read reads the payload into the destination, or folds it in piece by
+// piece.
+func (l *Landing) read(r io.Reader) error {
 	if l.fn == nil {
 		if _, err := io.ReadFull(r, l.dst); err != nil {
-			return Frame{}, l.readError(err)
+			return l.readError(err)
 		}
-		return f, nil
+		return nil
 	}
 	bp := getBuf(min(landPiece, len(l.dst)))
 	defer putBuf(bp)
 	for off := 0; off < len(l.dst); {
 		piece := (*bp)[:min(len(*bp), len(l.dst)-off)]
 		if _, err := io.ReadFull(r, piece); err != nil {
-			return Frame{}, l.readError(err)
+			return l.readError(err)
 		}
 		l.fn(l.dst[off:off+len(piece)], piece, l.srcFirst)
 		off += len(piece)
 	}
-	return f, nil
+	return nil
 }
 
 func (l *Landing) readError(err error) error {
@@ -113,8 +128,9 @@ func (ib *Inbox) RecvInto(ctx context.Context, from int, l *Landing) (Frame, err
 	claimed := l.claimed
 	il.mu.Unlock()
 	if err != nil && claimed {
-		// A reader is writing into the caller's buffer: wait for it (its
-		// read is interrupted, since ctx ended or the link went down).
+		// A reader is writing into the caller's buffer: wait for it (since
+		// ctx ended or the link went down, its read ends within
+		// FrameGrace, interrupted if the payload is still not in).
 		<-l.done
 	}
 	return f, err
@@ -185,8 +201,8 @@ func recvInto(ctx context.Context, t Transport, from int, l *Landing) (Frame, er
 func deliverOrLand(ctx context.Context, ib *Inbox, from int, h Header, payload []byte) error {
 	h.Len = uint32(len(payload))
 	if l := ib.Claim(from, h, false); l != nil {
-		f, err := l.Fill(bytes.NewReader(payload), func() {})
-		if err != nil {
+		f, deliver, err := l.Fill(bytes.NewReader(payload), func() {})
+		if err != nil || !deliver {
 			return err
 		}
 		return ib.Deliver(ctx, from, f)

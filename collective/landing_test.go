@@ -59,9 +59,9 @@ func TestLanding(t *testing.T) {
 				h.Len = uint32(len(src))
 				// A reader that waits sees the offer once it is made.
 				if l := ib.Claim(1, h, true); l != nil {
-					f, err := l.Fill(bytes.NewReader(src), func() {})
-					if err != nil {
-						t.Fatal(err)
+					f, deliver, err := l.Fill(bytes.NewReader(src), func() {})
+					if err != nil || !deliver {
+						t.Fatal(deliver, err)
 					}
 					if err := ib.Deliver(ctx, 1, f); err != nil {
 						t.Fatal(err)
@@ -121,51 +121,91 @@ func slicesEqual(a, b []float32) bool {
 }
 
 // TestLandingAbandoned: when the collective's context ends while a reader
-// fills the executor's buffer, the reader is interrupted and RecvInto
-// returns only once the reader let go of the buffer.
+// fills the executor's buffer, the payload still has FrameGrace to arrive:
+// if it does, the reader has read the whole frame (its link stays in step,
+// for the abort that follows) and drops it; if not, the reader is
+// interrupted. Either way RecvInto returns only once the reader let go of
+// the buffer.
 func TestLandingAbandoned(t *testing.T) {
-	ib := NewInbox(2)
-	want := Header{Kind: KindAllReduceRing, DType: Bytes, Seq: 1, Count: 8}
-	ctx, cancel := context.WithCancel(context.Background())
-	dst := make([]byte, 8)
-	res := make(chan error, 1)
-	go func() {
-		_, err := ib.RecvInto(ctx, 1, newLanding(ctx, want, dst, nil, false))
-		res <- err
-	}()
-	waitOffered(t, ib, 1)
-	h := want
-	h.Len = 8
-	l := ib.Claim(1, h, true)
-	if l == nil {
-		t.Fatal("the offered landing was not claimed")
-	}
-	pr, pw := io.Pipe()
-	interrupted := make(chan struct{})
-	filled := make(chan error, 1)
-	go func() {
-		_, err := l.Fill(pr, func() { close(interrupted); _ = pw.CloseWithError(errors.New("reset")) })
-		filled <- err
-	}()
-	if _, err := pw.Write([]byte{1, 2, 3}); err != nil { // part of the payload
-		t.Fatal(err)
-	}
-	cancel()
-	deadline := time.After(10 * time.Second)
-	select {
-	case <-interrupted:
-	case <-deadline:
-		t.Fatal("Fill was not interrupted when the collective's context ended")
-	}
-	if err := <-filled; err == nil {
-		t.Fatal("Fill of an interrupted read returned no error")
-	}
-	select {
-	case err := <-res:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("RecvInto: %v, want context.Canceled", err)
-		}
-	case <-deadline:
-		t.Fatal("RecvInto did not return after the reader let go")
+	for _, tc := range []struct {
+		name   string
+		finish bool // the rest of the payload arrives after the cancel
+	}{
+		{name: "payload finishes within the grace", finish: true},
+		{name: "payload never finishes", finish: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ib := NewInbox(2)
+			want := Header{Kind: KindAllReduceRing, DType: Bytes, Seq: 1, Count: 8}
+			ctx, cancel := context.WithCancel(context.Background())
+			dst := make([]byte, 8)
+			res := make(chan error, 1)
+			go func() {
+				_, err := ib.RecvInto(ctx, 1, newLanding(ctx, want, dst, nil, false))
+				res <- err
+			}()
+			waitOffered(t, ib, 1)
+			h := want
+			h.Len = 8
+			l := ib.Claim(1, h, true)
+			if l == nil {
+				t.Fatal("the offered landing was not claimed")
+			}
+			pr, pw := io.Pipe()
+			interrupted := make(chan struct{})
+			type filled struct {
+				deliver bool
+				err     error
+			}
+			fill := make(chan filled, 1)
+			go func() {
+				_, deliver, err := l.Fill(pr, func() { close(interrupted); _ = pw.CloseWithError(errors.New("reset")) })
+				fill <- filled{deliver, err}
+			}()
+			if _, err := pw.Write([]byte{1, 2, 3}); err != nil { // part of the payload
+				t.Fatal(err)
+			}
+			cancel()
+			if tc.finish {
+				// The rest, then the next frame's first byte: still in step.
+				go func() { _, _ = pw.Write([]byte{4, 5, 6, 7, 8, 9}) }()
+			}
+			deadline := time.After(10 * time.Second)
+			var got filled
+			select {
+			case got = <-fill:
+			case <-deadline:
+				t.Fatal("Fill did not return after the collective's context ended")
+			}
+			select {
+			case <-interrupted:
+				if tc.finish {
+					t.Fatal("a payload that arrived within the grace was interrupted")
+				}
+			default:
+				if !tc.finish {
+					t.Fatal("Fill returned without being interrupted")
+				}
+			}
+			if tc.finish {
+				var next [1]byte
+				if got.err != nil || got.deliver {
+					t.Fatalf("Fill = deliver %v, %v; want the frame read and dropped", got.deliver, got.err)
+				}
+				if _, err := io.ReadFull(pr, next[:]); err != nil || next[0] != 9 {
+					t.Fatalf("after the dropped frame the stream reads %v, %v; want 9", next[0], err)
+				}
+			} else if got.err == nil {
+				t.Fatal("Fill of an interrupted read returned no error")
+			}
+			select {
+			case err := <-res:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("RecvInto: %v, want context.Canceled", err)
+				}
+			case <-deadline:
+				t.Fatal("RecvInto did not return after the reader let go")
+			}
+		})
 	}
 }

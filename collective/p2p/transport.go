@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/netip"
@@ -123,6 +124,8 @@ type Transport struct {
 	// auth, if set, is the key of the plaintext challenge every collective
 	// stream starts with (see DeriveAuthKey).
 	auth []byte
+	// writeHook, if set (by tests), wraps the writer of every Send.
+	writeHook func(to int, w io.Writer) io.Writer
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
@@ -613,11 +616,12 @@ func (t *Transport) readLoop(r int, s network.Stream) {
 	for {
 		h, err := collective.ReadHeader(s, maxFrame)
 		var f collective.Frame
+		deliver := true
 		if err == nil {
 			if l := t.inbox.Claim(r, h, true); l != nil {
 				// The executor waits for this payload in its own buffer:
 				// read it there, with no copy through a pooled buffer.
-				f, err = l.Fill(s, interrupt)
+				f, deliver, err = l.Fill(s, interrupt)
 			} else {
 				f, err = collective.ReadPayload(s, h)
 			}
@@ -629,6 +633,9 @@ func (t *Transport) readLoop(r int, s network.Stream) {
 			}
 			_ = s.Reset()
 			return
+		}
+		if !deliver {
+			continue // its collective ended while it arrived
 		}
 		if err := t.inbox.Deliver(t.ctx, r, f); err != nil {
 			_ = s.Reset()
@@ -649,16 +656,21 @@ func (t *Transport) MaxFrame() int { return t.cfg.MaxFrame }
 // Host is the libp2p host (for tests and diagnostics).
 func (t *Transport) Host() host.Host { return t.host }
 
-// Send implements collective.Transport. A write that fails, or that ctx
-// ends, resets the stream, so the link is then down for good: a partly
-// written frame must never be followed by another one, which the peer would
-// read as garbage.
+// Send implements collective.Transport. A write that fails resets the
+// stream, so the link is then down for good: a partly written frame must
+// never be followed by another one, which the peer would read as garbage.
+// A write that ctx ends mid-frame has collective.FrameGrace to finish
+// before the stream is reset: a collective that failed for another rank's
+// reason then leaves this link whole, for the abort that follows.
 func (t *Transport) Send(ctx context.Context, to int, h collective.Header, payload []byte) error {
 	if to < 0 || to >= len(t.out) || to == t.cfg.Rank || t.out[to] == nil {
 		return fmt.Errorf("p2p: rank %d has no link to rank %d", t.cfg.Rank, to)
 	}
 	if len(payload) > t.cfg.MaxFrame {
 		return fmt.Errorf("p2p: %d-byte payload exceeds the %d-byte frame limit", len(payload), t.cfg.MaxFrame)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("before writing to rank %d: %w", to, err)
 	}
 	l := t.out[to]
 	select {
@@ -667,14 +679,15 @@ func (t *Transport) Send(ctx context.Context, to int, h collective.Header, paylo
 		return fmt.Errorf("waiting to write to rank %d: %w", to, ctx.Err())
 	}
 	defer func() { <-l.sem }()
-	stop := func() bool { return true }
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { _ = l.s.Reset() })
+	var w io.Writer = l.s
+	if t.writeHook != nil {
+		w = t.writeHook(to, w)
 	}
-	err := collective.WriteFrame(l.s, h, payload)
-	if !stop() && err == nil {
-		// ctx ended just as the write finished and the reset already
-		// ran: the frame may never arrive, and the link is gone.
+	finish := collective.AfterGrace(ctx, func() { _ = l.s.Reset() })
+	err := collective.WriteFrame(w, h, payload)
+	if finish() && err == nil {
+		// The grace ran out just as the write finished and the reset
+		// already ran: the frame may never arrive, and the link is gone.
 		err = errors.New("stream reset as the write ended")
 	}
 	if err != nil {

@@ -1,9 +1,11 @@
 package p2p
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -628,5 +630,55 @@ func TestPayloadsLand(t *testing.T) {
 		if frames == 0 || landed*2 < frames {
 			t.Errorf("rank %d: only %d of %d frames landed in place", r, landed, frames)
 		}
+	}
+}
+
+// cancelMidFrame is a Send's writer that ends the Send's context once the
+// frame's header is written, before its payload: what a collective that
+// fails for another rank's reason does to a write under way.
+type cancelMidFrame struct {
+	io.Writer
+	cancel context.CancelFunc
+}
+
+func (c *cancelMidFrame) Write(b []byte) (int, error) {
+	n, err := c.Writer.Write(b)
+	c.cancel()
+	return n, err
+}
+
+// TestSendFinishesFrameAfterCancel: a Send whose context ends mid-frame
+// finishes the frame (within collective.FrameGrace) instead of resetting
+// the stream, so the link to a healthy peer stays up and in step: the
+// frame after it (in a collective, the abort naming the rank that failed)
+// arrives. Before, the reset made the peer see this rank's link go down.
+func TestSendFinishesFrameAfterCancel(t *testing.T) {
+	_, ts := startCluster(t, 2, SecurityPlaintext, zap.NewNop(), collective.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	ts[0].writeHook = func(_ int, w io.Writer) io.Writer { return &cancelMidFrame{Writer: w, cancel: cancel} }
+	h := collective.Header{Kind: collective.KindAllReduceRing, DType: collective.Bytes, Seq: 1, Count: 1 << 20}
+	payload := bytes.Repeat([]byte{7}, 1<<20)
+	if err := ts[0].Send(ctx, 1, h, payload); err != nil {
+		t.Fatalf("a frame cancelled mid-write did not finish: %v", err)
+	}
+	ts[0].writeHook = nil
+	h.Seq = 2
+	if err := ts[0].Send(context.Background(), 1, h, []byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	for seq, want := range [][]byte{payload, []byte("next")} {
+		f, err := ts[1].Recv(rctx, 0, collective.Collective)
+		if err != nil {
+			t.Fatalf("frame %d: %v", seq+1, err)
+		}
+		if f.Seq != uint64(seq+1) || !bytes.Equal(f.Payload, want) {
+			t.Fatalf("frame %d: got seq %d with %d bytes", seq+1, f.Seq, len(f.Payload))
+		}
+		f.Release()
+	}
+	if err := ts[1].Failure(); err != nil {
+		t.Fatalf("the receiver saw a failure: %v", err)
 	}
 }
