@@ -124,6 +124,14 @@ type Transport struct {
 	// auth, if set, is the key of the plaintext challenge every collective
 	// stream starts with (see DeriveAuthKey).
 	auth []byte
+	// holdMax is the largest payload a link's reader holds back, unread,
+	// for the executor's next offer (Inbox.Claim's wait): the smallest
+	// receive window a stream starts with, so that the peer's send of a
+	// held frame always completes into the window. A held frame that did
+	// not fit would leave that send unfinished, and an exchange in which
+	// each rank's next offer waits for its own send would wait out the
+	// timeout.
+	holdMax uint32
 	// writeHook, if set (by tests), wraps the writer of every Send.
 	writeHook func(to int, w io.Writer) io.Writer
 
@@ -220,6 +228,9 @@ func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 		return nil, nil, err
 	}
 	cfg.Security = sec
+	if cfg.StreamWindow > 0 && cfg.StreamWindow < minStreamWindow {
+		return nil, nil, fmt.Errorf("p2p: StreamWindow of %d bytes is below yamux's %d-byte minimum: raise it, or leave it 0 for the default", cfg.StreamWindow, minStreamWindow)
+	}
 	n := len(cfg.Peers)
 	if n == 0 || cfg.Rank < 0 || cfg.Rank >= n {
 		return nil, nil, fmt.Errorf("p2p: rank %d out of range for %d peers", cfg.Rank, n)
@@ -231,6 +242,7 @@ func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 	t := &Transport{
 		cfg: cfg, ids: ids, ranks: map[peer.ID]int{}, inbox: collective.NewInbox(n),
 		log: cfg.Logger.With(zap.Int("rank", cfg.Rank)), inbound: map[int]network.Stream{},
+		holdMax: initialWindow(cfg),
 	}
 	for r, id := range ids {
 		if prev, dup := t.ranks[id]; dup {
@@ -426,6 +438,26 @@ var (
 	yamuxMaxMessage    uint32 = 1 << 20
 )
 
+// minStreamWindow is go-yamux's smallest stream window;
+// quicInitialWindow is the receive window a QUIC stream starts with
+// (quic-go's default, which libp2p keeps; it grows only as data is read).
+const (
+	minStreamWindow   = 256 << 10
+	quicInitialWindow = 512 << 10
+)
+
+// initialWindow is the receive window every collective stream of cfg
+// starts with.
+func initialWindow(cfg Config) uint32 {
+	switch {
+	case cfg.Security == SecurityQUIC:
+		return quicInitialWindow
+	case cfg.StreamWindow > 0:
+		return cfg.StreamWindow
+	}
+	return yamuxInitialWindow
+}
+
 func muxer(window uint32) *yamux.Transport {
 	cfg := *(*goyamux.Config)(yamux.DefaultTransport)
 	cfg.InitialStreamWindowSize = yamuxInitialWindow
@@ -618,7 +650,7 @@ func (t *Transport) readLoop(r int, s network.Stream) {
 		var f collective.Frame
 		deliver := true
 		if err == nil {
-			if l := t.inbox.Claim(r, h, true); l != nil {
+			if l := t.inbox.Claim(r, h, h.Len <= t.holdMax); l != nil {
 				// The executor waits for this payload in its own buffer:
 				// read it there, with no copy through a pooled buffer.
 				f, deliver, err = l.Fill(s, interrupt)

@@ -315,6 +315,7 @@ func TestBadConfig(t *testing.T) {
 		"quic over tcp": {Rank: 0, Peers: []string{"/ip4/127.0.0.1/tcp/1"}, Security: SecurityQUIC, ClusterSecret: testSecret},
 		"bad security":  {Rank: 0, Peers: []string{"127.0.0.1:1"}, Security: "rot13", ClusterSecret: testSecret},
 		"short psk":     {Rank: 0, Peers: []string{"127.0.0.1:0"}, ClusterSecret: testSecret, PSK: []byte("x")},
+		"tiny window":   {Rank: 0, Peers: []string{"127.0.0.1:0"}, ClusterSecret: testSecret, StreamWindow: 64 << 10},
 	} {
 		if tr, err := New(context.Background(), cfg); err == nil {
 			_ = tr.Close()
@@ -680,5 +681,59 @@ func TestSendFinishesFrameAfterCancel(t *testing.T) {
 	}
 	if err := ts[1].Failure(); err != nil {
 		t.Fatalf("the receiver saw a failure: %v", err)
+	}
+}
+
+// TestSmallStreamWindow: a link's reader holds a collective frame back
+// (its payload unread, in the stream window) until the executor offers
+// its destination. With a window smaller than a frame the peer's send of
+// that frame cannot finish meanwhile; this must never close a cycle of
+// waits (each rank's next offer waiting on its own unfinished send). It
+// does not: ring, chain and all-gather offers wait only on sends of
+// earlier steps, and the exchanges of recursive doubling and star, where
+// both sides send the same step, use frames of at most 64 KiB, below any
+// window yamux accepts. Every collective over 4 chunks of 4 windows each
+// must finish.
+func TestSmallStreamWindow(t *testing.T) {
+	const n, window, chunk = 3, 256 << 10, 1 << 20
+	peers := freeAddrs(t, n, false)
+	comms, ts := startWith(t, n, collective.Options{}, func(r int) (*Transport, error) {
+		return New(context.Background(), Config{Rank: r, Peers: peers, Security: SecurityPlaintext, ClusterSecret: testSecret, Timeout: 20 * time.Second, StreamWindow: window})
+	})
+	const floats = 4 * chunk / 4
+	for _, algo := range []collective.Algo{collective.Ring, collective.Tree, collective.Star} {
+		for r := range comms {
+			var err error
+			if comms[r], err = collective.New(ts[r], collective.Options{Timeout: 10 * time.Second, Algo: algo, ChunkBytes: chunk}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+			buf := make([]float32, floats)
+			for i := range buf {
+				buf[i] = float32(c.Rank() + 1)
+			}
+			if err := c.AllReduceFloat32(context.Background(), buf, collective.Sum); err != nil {
+				return err
+			}
+			if buf[0] != 6 || buf[floats-1] != 6 {
+				return fmt.Errorf("rank %d: got %v…%v, want 6", c.Rank(), buf[0], buf[floats-1])
+			}
+			if algo != collective.Ring {
+				return nil
+			}
+			if err := c.BroadcastFloat32(context.Background(), buf, 1); err != nil {
+				return fmt.Errorf("broadcast: %w", err)
+			}
+			all, err := c.AllGatherV(context.Background(), make([]byte, 4*chunk))
+			if err != nil || len(all) != n || len(all[n-1]) != 4*chunk {
+				return fmt.Errorf("all-gather: %d parts, %w", len(all), err)
+			}
+			return nil
+		})...); err != nil {
+			t.Fatalf("%s: %v", algo, err)
+		}
+		t.Logf("%s: %v", algo, time.Since(start))
 	}
 }
