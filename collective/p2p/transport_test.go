@@ -686,14 +686,11 @@ func TestSendFinishesFrameAfterCancel(t *testing.T) {
 
 // TestSmallStreamWindow: a link's reader holds a collective frame back
 // (its payload unread, in the stream window) until the executor offers
-// its destination. With a window smaller than a frame the peer's send of
-// that frame cannot finish meanwhile; this must never close a cycle of
-// waits (each rank's next offer waiting on its own unfinished send). It
-// does not: ring, chain and all-gather offers wait only on sends of
-// earlier steps, and the exchanges of recursive doubling and star, where
-// both sides send the same step, use frames of at most 64 KiB, below any
-// window yamux accepts. Every collective over 4 chunks of 4 windows each
-// must finish.
+// its destination. With a window smaller than the frame the peer's send
+// of it could not finish meanwhile, and an exchange in which each rank's
+// next offer waits for its own send would wait out the timeout; readers
+// hold back only frames that fit (Transport.holdMax). Every collective,
+// with 1 MiB chunks over yamux's smallest window (256 KiB), must finish.
 func TestSmallStreamWindow(t *testing.T) {
 	const n, window, chunk = 3, 256 << 10, 1 << 20
 	peers := freeAddrs(t, n, false)
