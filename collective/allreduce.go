@@ -137,25 +137,21 @@ func (fr frames) sendAll(ctx context.Context, peer int, sent *progress) error {
 // recvAll receives every frame from st.peer and folds it in (or copies it
 // over, for rdRecvCopy).
 func (fr frames) recvAll(ctx context.Context, st rdStep, sent *progress) error {
+	fn := fr.fn
+	if st.move == rdRecvCopy {
+		fn = nil
+	}
 	for i, sp := range fr.cs {
-		f, err := fr.o.recv(ctx, st.peer, sp, fr.esize)
-		if err != nil {
-			return err
-		}
 		if sent != nil {
 			// Fold or overwrite chunk i only once it left: the send reads
-			// the old value.
+			// the old value (and the payload lands in it as it is read).
 			if err := sent.waitFor(ctx, i); err != nil {
-				f.Release()
 				return fr.o.wrapPeer(ctx, "finishing sending to", st.peer, err)
 			}
 		}
-		if st.move == rdRecvCopy {
-			copy(fr.bytesOf(sp), f.Payload)
-		} else {
-			fr.fn(fr.bytesOf(sp), f.Payload, st.peerFirst)
+		if err := fr.o.recvInto(ctx, st.peer, sp, fr.esize, fr.bytesOf(sp), fn, st.peerFirst); err != nil {
+			return err
 		}
-		f.Release()
 	}
 	return nil
 }

@@ -21,7 +21,10 @@ func CountTraffic(t Transport) *CountingTransport {
 	return &CountingTransport{Transport: t, to: make([]atomic.Int64, t.Size()), from: make([]atomic.Int64, t.Size())}
 }
 
-var _ Transport = (*CountingTransport)(nil)
+var (
+	_ Transport      = (*CountingTransport)(nil)
+	_ DirectReceiver = (*CountingTransport)(nil)
+)
 
 // Send implements Transport.
 func (t *CountingTransport) Send(ctx context.Context, to int, h Header, payload []byte) error {
@@ -37,12 +40,24 @@ func (t *CountingTransport) Send(ctx context.Context, to int, h Header, payload 
 // Recv implements Transport.
 func (t *CountingTransport) Recv(ctx context.Context, from int, ch Channel) (Frame, error) {
 	f, err := t.Transport.Recv(ctx, from, ch)
+	t.countRecv(from, f, err)
+	return f, err
+}
+
+// RecvInto implements DirectReceiver (falling back to Recv when the
+// wrapped transport does not).
+func (t *CountingTransport) RecvInto(ctx context.Context, from int, l *Landing) (Frame, error) {
+	f, err := recvInto(ctx, t.Transport, from, l)
+	t.countRecv(from, f, err)
+	return f, err
+}
+
+func (t *CountingTransport) countRecv(from int, f Frame, err error) {
 	if err == nil {
-		n := int64(HeaderSize + len(f.Payload))
+		n := int64(HeaderSize) + int64(f.Len)
 		t.received.Add(n)
 		t.from[from].Add(n)
 	}
-	return f, err
 }
 
 // Traffic returns the bytes sent and received so far.

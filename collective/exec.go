@@ -52,7 +52,7 @@ type op struct {
 // runLinear executes a ring or chain plan over buf (elements of esize
 // bytes): a sender goroutine walks p.sends, each waiting for the receive it
 // depends on, while this goroutine walks p.recvs, folding or copying each
-// frame straight from the receive buffer into buf.
+// frame into buf as it is read (see recvInto).
 func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int, fn foldFunc) error {
 	if len(p.sends) == 0 && len(p.recvs) == 0 {
 		return nil
@@ -91,18 +91,15 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 			}
 		}
 		dst := buf[r.span.off*esize : (r.span.off+r.span.n)*esize]
-		f, err := o.recv(ctx, p.from, r.span, esize)
-		if err != nil {
+		into := fn
+		if !r.reduce {
+			into = nil
+		}
+		if err := o.recvInto(ctx, p.from, r.span, esize, dst, into, true); err != nil {
 			recvErr = err
 			cancel()
 			break
 		}
-		if r.reduce {
-			fn(dst, f.Payload, true)
-		} else {
-			copy(dst, f.Payload)
-		}
-		f.Release()
 		recvd.advance()
 	}
 	wg.Wait()
@@ -139,4 +136,31 @@ func (o *op) recv(ctx context.Context, from int, sp span, esize int) (Frame, err
 		return Frame{}, err
 	}
 	return f, nil
+}
+
+// recvInto receives the chunk sp from rank from into dst: folded in with fn
+// (srcFirst as for foldFunc), or copied over when fn is nil. The transport
+// reads the payload straight into dst where it can (DirectReceiver);
+// otherwise, or when the frame was read before dst was offered, it is
+// folded or copied from the receive buffer here. dst must be free to
+// overwrite: anything still to be sent from it has been sent.
+func (o *op) recvInto(ctx context.Context, from int, sp span, esize int, dst []byte, fn foldFunc, srcFirst bool) error {
+	want := o.hdr
+	want.Offset = uint64(sp.off)
+	f, err := recvInto(ctx, o.c.t, from, newLanding(ctx, want, dst, fn, srcFirst))
+	if err != nil {
+		return o.wrapPeer(ctx, "waiting for", from, err)
+	}
+	defer f.Release()
+	if err := o.check(from, f.Header, sp, esize); err != nil {
+		return err
+	}
+	switch {
+	case f.Landed:
+	case fn != nil:
+		fn(dst, f.Payload, srcFirst)
+	default:
+		copy(dst, f.Payload)
+	}
+	return nil
 }

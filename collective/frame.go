@@ -172,7 +172,10 @@ func decodeHeader(b []byte, maxLen uint32) (Header, error) {
 type Frame struct {
 	Header
 	Payload []byte
-	buf     *[]byte
+	// Landed says that the payload went straight into the buffer the
+	// executor offered (see Landing); Payload is then nil.
+	Landed bool
+	buf    *[]byte
 }
 
 // Release returns the payload buffer to the pool. The payload must not be
@@ -188,14 +191,25 @@ func (f *Frame) Release() {
 // ReadFrame reads one frame from r. The payload length is checked against
 // maxLen before the buffer is taken from the pool.
 func ReadFrame(r io.Reader, maxLen uint32) (Frame, error) {
-	var hb [HeaderSize]byte
-	if _, err := io.ReadFull(r, hb[:]); err != nil {
-		return Frame{}, err
-	}
-	h, err := decodeHeader(hb[:], maxLen)
+	h, err := ReadHeader(r, maxLen)
 	if err != nil {
 		return Frame{}, err
 	}
+	return ReadPayload(r, h)
+}
+
+// ReadHeader reads and checks one frame header from r (the payload length
+// against maxLen); ReadPayload or a Landing's Fill then reads the payload.
+func ReadHeader(r io.Reader, maxLen uint32) (Header, error) {
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		return Header{}, err
+	}
+	return decodeHeader(hb[:], maxLen)
+}
+
+// ReadPayload reads h's payload from r into a pooled buffer.
+func ReadPayload(r io.Reader, h Header) (Frame, error) {
 	f := Frame{Header: h}
 	if h.Len > 0 {
 		f.buf = getBuf(int(h.Len))

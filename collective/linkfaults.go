@@ -114,7 +114,15 @@ type delayTransport struct {
 	closeErr  error
 }
 
-var _ Transport = (*delayTransport)(nil)
+var (
+	_ Transport      = (*delayTransport)(nil)
+	_ DirectReceiver = (*delayTransport)(nil)
+)
+
+// RecvInto implements DirectReceiver: faults delay sending only.
+func (d *delayTransport) RecvInto(ctx context.Context, from int, l *Landing) (Frame, error) {
+	return recvInto(ctx, d.Transport, from, l)
+}
 
 // delayLink is one outgoing link's queue.
 type delayLink struct {

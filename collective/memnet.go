@@ -14,12 +14,16 @@ type MemNetwork struct {
 	n        int
 	maxFrame int
 	ends     []*memEnd
+	links    [][]chan struct{} // [from][to]: one Send at a time per link
 	mu       sync.Mutex
 	cut      map[[2]int]bool
 	drop     map[[2]int]bool
 }
 
-var _ Transport = (*memEnd)(nil)
+var (
+	_ Transport      = (*memEnd)(nil)
+	_ DirectReceiver = (*memEnd)(nil)
+)
 
 // DefaultMaxFrame is the default bound on a frame's payload.
 const DefaultMaxFrame = 16 << 20
@@ -29,6 +33,10 @@ func NewMemNetwork(n int) *MemNetwork {
 	m := &MemNetwork{n: n, maxFrame: DefaultMaxFrame, cut: map[[2]int]bool{}, drop: map[[2]int]bool{}}
 	for r := 0; r < n; r++ {
 		m.ends = append(m.ends, &memEnd{net: m, rank: r, inbox: NewInbox(n)})
+		m.links = append(m.links, make([]chan struct{}, n))
+		for q := range m.links[r] {
+			m.links[r][q] = make(chan struct{}, 1)
+		}
 	}
 	return m
 }
@@ -91,14 +99,22 @@ func (e *memEnd) Send(ctx context.Context, to int, h Header, payload []byte) err
 		return &PeerError{Rank: to, Reason: "closed its communicator"}
 	default:
 	}
-	h.Len = uint32(len(payload))
-	f := Frame{Header: h}
-	if len(payload) > 0 {
-		f.buf = getBuf(len(payload))
-		f.Payload = (*f.buf)[:len(payload)]
-		copy(f.Payload, payload)
+	// One frame at a time per link, as on a stream: a landing must take
+	// the very next frame (see Inbox.Claim).
+	l := e.net.links[e.rank][to]
+	select {
+	case l <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return e.net.ends[to].inbox.Deliver(ctx, e.rank, f)
+	defer func() { <-l }()
+	return deliverOrLand(ctx, e.net.ends[to].inbox, e.rank, h, payload)
+}
+
+// RecvInto implements DirectReceiver: Send lands a frame straight in the
+// receiver's buffer when it is offered.
+func (e *memEnd) RecvInto(ctx context.Context, from int, l *Landing) (Frame, error) {
+	return e.inbox.RecvInto(ctx, from, l)
 }
 
 func (e *memEnd) Failed() context.Context { return e.inbox.Failed() }

@@ -87,6 +87,11 @@ type inLink struct {
 	coll, p2p chan Frame
 	mu        sync.Mutex
 	bye       bool
+	post      *Landing      // offered for the next collective frame (landing.go)
+	last      *Landing      // the latest offered, for Claim's wait
+	offered   chan struct{} // signalled on every offer
+	delivered uint64        // collective frames queued so far
+	taken     uint64        // collective frames the executor took so far
 	down      chan struct{}
 	downErr   error
 }
@@ -96,14 +101,14 @@ func NewInbox(n int) *Inbox {
 	ib := &Inbox{links: make([]*inLink, n), closed: make(chan struct{}), aborted: make(chan struct{})}
 	ib.failCtx, ib.failStop = context.WithCancel(context.Background())
 	for i := range ib.links {
-		ib.links[i] = &inLink{coll: make(chan Frame, inboxDepth), p2p: make(chan Frame, inboxDepth), down: make(chan struct{})}
+		ib.links[i] = &inLink{coll: make(chan Frame, inboxDepth), p2p: make(chan Frame, inboxDepth), down: make(chan struct{}), offered: make(chan struct{}, 1)}
 	}
 	return ib
 }
 
 // Deliver hands a frame read from rank from to the executor, blocking while
 // that queue is full. Abort and bye frames are consumed here.
-func (ib *Inbox) Deliver(ctx context.Context, from int, f Frame) error {
+func (ib *Inbox) Deliver(ctx context.Context, from int, f Frame) (err error) {
 	l := ib.links[from]
 	var q chan Frame
 	switch f.Kind {
@@ -122,16 +127,23 @@ func (ib *Inbox) Deliver(ctx context.Context, from int, f Frame) error {
 	default:
 		q = l.coll
 	}
+	coll := f.Kind != KindP2P
+	if coll {
+		ib.count(from, &l.delivered, 1)
+	}
 	select {
 	case q <- f:
 		return nil
 	case <-ib.closed:
-		f.Release()
-		return ErrClosed
+		err = ErrClosed
 	case <-ctx.Done():
-		f.Release()
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	f.Release()
+	if coll {
+		ib.count(from, &l.delivered, -1)
+	}
+	return err
 }
 
 // LinkDown records that the link from rank from ended. Unless that rank said
@@ -185,6 +197,14 @@ func (ib *Inbox) Failure() error {
 
 // Recv implements Transport.Recv.
 func (ib *Inbox) Recv(ctx context.Context, from int, ch Channel) (Frame, error) {
+	f, err := ib.recv(ctx, from, ch)
+	if err == nil && ch == Collective {
+		ib.count(from, &ib.links[from].taken, 1)
+	}
+	return f, err
+}
+
+func (ib *Inbox) recv(ctx context.Context, from int, ch Channel) (Frame, error) {
 	l := ib.links[from]
 	q, aborted := l.coll, ib.aborted
 	if ch == PointToPoint {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/netip"
@@ -123,6 +124,16 @@ type Transport struct {
 	// auth, if set, is the key of the plaintext challenge every collective
 	// stream starts with (see DeriveAuthKey).
 	auth []byte
+	// holdMax is the largest payload a link's reader holds back, unread,
+	// for the executor's next offer (Inbox.Claim's wait): the smallest
+	// receive window a stream starts with, so that the peer's send of a
+	// held frame always completes into the window. A held frame that did
+	// not fit would leave that send unfinished, and an exchange in which
+	// each rank's next offer waits for its own send would wait out the
+	// timeout.
+	holdMax uint32
+	// writeHook, if set (by tests), wraps the writer of every Send.
+	writeHook func(to int, w io.Writer) io.Writer
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
@@ -131,7 +142,10 @@ type Transport struct {
 	readers sync.WaitGroup
 }
 
-var _ collective.Transport = (*Transport)(nil)
+var (
+	_ collective.Transport      = (*Transport)(nil)
+	_ collective.DirectReceiver = (*Transport)(nil)
+)
 
 type outLink struct {
 	sem chan struct{} // one writer at a time, ctx-aware
@@ -214,6 +228,9 @@ func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 		return nil, nil, err
 	}
 	cfg.Security = sec
+	if cfg.StreamWindow > 0 && cfg.StreamWindow < minStreamWindow {
+		return nil, nil, fmt.Errorf("p2p: StreamWindow of %d bytes is below yamux's %d-byte minimum: raise it, or leave it 0 for the default", cfg.StreamWindow, minStreamWindow)
+	}
 	n := len(cfg.Peers)
 	if n == 0 || cfg.Rank < 0 || cfg.Rank >= n {
 		return nil, nil, fmt.Errorf("p2p: rank %d out of range for %d peers", cfg.Rank, n)
@@ -225,6 +242,7 @@ func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 	t := &Transport{
 		cfg: cfg, ids: ids, ranks: map[peer.ID]int{}, inbox: collective.NewInbox(n),
 		log: cfg.Logger.With(zap.Int("rank", cfg.Rank)), inbound: map[int]network.Stream{},
+		holdMax: initialWindow(cfg),
 	}
 	for r, id := range ids {
 		if prev, dup := t.ranks[id]; dup {
@@ -420,6 +438,26 @@ var (
 	yamuxMaxMessage    uint32 = 1 << 20
 )
 
+// minStreamWindow is go-yamux's smallest stream window;
+// quicInitialWindow is the receive window a QUIC stream starts with
+// (quic-go's default, which libp2p keeps; it grows only as data is read).
+const (
+	minStreamWindow   = 256 << 10
+	quicInitialWindow = 512 << 10
+)
+
+// initialWindow is the receive window every collective stream of cfg
+// starts with.
+func initialWindow(cfg Config) uint32 {
+	switch {
+	case cfg.Security == SecurityQUIC:
+		return quicInitialWindow
+	case cfg.StreamWindow > 0:
+		return cfg.StreamWindow
+	}
+	return yamuxInitialWindow
+}
+
 func muxer(window uint32) *yamux.Transport {
 	cfg := *(*goyamux.Config)(yamux.DefaultTransport)
 	cfg.InitialStreamWindowSize = yamuxInitialWindow
@@ -606,8 +644,20 @@ func (t *Transport) handleStream(s network.Stream) {
 func (t *Transport) readLoop(r int, s network.Stream) {
 	defer t.readers.Done()
 	maxFrame := uint32(t.cfg.MaxFrame)
+	interrupt := func() { _ = s.Reset() }
 	for {
-		f, err := collective.ReadFrame(s, maxFrame)
+		h, err := collective.ReadHeader(s, maxFrame)
+		var f collective.Frame
+		deliver := true
+		if err == nil {
+			if l := t.inbox.Claim(r, h, h.Len <= t.holdMax); l != nil {
+				// The executor waits for this payload in its own buffer:
+				// read it there, with no copy through a pooled buffer.
+				f, deliver, err = l.Fill(s, interrupt)
+			} else {
+				f, err = collective.ReadPayload(s, h)
+			}
+		}
 		if err != nil {
 			t.inbox.LinkDown(r, err)
 			if t.ctx.Err() == nil && !errors.Is(err, network.ErrReset) {
@@ -615,6 +665,9 @@ func (t *Transport) readLoop(r int, s network.Stream) {
 			}
 			_ = s.Reset()
 			return
+		}
+		if !deliver {
+			continue // its collective ended while it arrived
 		}
 		if err := t.inbox.Deliver(t.ctx, r, f); err != nil {
 			_ = s.Reset()
@@ -635,16 +688,21 @@ func (t *Transport) MaxFrame() int { return t.cfg.MaxFrame }
 // Host is the libp2p host (for tests and diagnostics).
 func (t *Transport) Host() host.Host { return t.host }
 
-// Send implements collective.Transport. A write that fails, or that ctx
-// ends, resets the stream, so the link is then down for good: a partly
-// written frame must never be followed by another one, which the peer would
-// read as garbage.
+// Send implements collective.Transport. A write that fails resets the
+// stream, so the link is then down for good: a partly written frame must
+// never be followed by another one, which the peer would read as garbage.
+// A write that ctx ends mid-frame has collective.FrameGrace to finish
+// before the stream is reset: a collective that failed for another rank's
+// reason then leaves this link whole, for the abort that follows.
 func (t *Transport) Send(ctx context.Context, to int, h collective.Header, payload []byte) error {
 	if to < 0 || to >= len(t.out) || to == t.cfg.Rank || t.out[to] == nil {
 		return fmt.Errorf("p2p: rank %d has no link to rank %d", t.cfg.Rank, to)
 	}
 	if len(payload) > t.cfg.MaxFrame {
 		return fmt.Errorf("p2p: %d-byte payload exceeds the %d-byte frame limit", len(payload), t.cfg.MaxFrame)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("before writing to rank %d: %w", to, err)
 	}
 	l := t.out[to]
 	select {
@@ -653,14 +711,15 @@ func (t *Transport) Send(ctx context.Context, to int, h collective.Header, paylo
 		return fmt.Errorf("waiting to write to rank %d: %w", to, ctx.Err())
 	}
 	defer func() { <-l.sem }()
-	stop := func() bool { return true }
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { _ = l.s.Reset() })
+	var w io.Writer = l.s
+	if t.writeHook != nil {
+		w = t.writeHook(to, w)
 	}
-	err := collective.WriteFrame(l.s, h, payload)
-	if !stop() && err == nil {
-		// ctx ended just as the write finished and the reset already
-		// ran: the frame may never arrive, and the link is gone.
+	finish := collective.AfterGrace(ctx, func() { _ = l.s.Reset() })
+	err := collective.WriteFrame(w, h, payload)
+	if finish() && err == nil {
+		// The grace ran out just as the write finished and the reset
+		// already ran: the frame may never arrive, and the link is gone.
 		err = errors.New("stream reset as the write ended")
 	}
 	if err != nil {
@@ -678,6 +737,12 @@ func (t *Transport) Failed() context.Context { return t.inbox.Failed() }
 
 // Failure implements collective.Transport.
 func (t *Transport) Failure() error { return t.inbox.Failure() }
+
+// RecvInto implements collective.DirectReceiver: the link's reader lands
+// the payload in the executor's buffer.
+func (t *Transport) RecvInto(ctx context.Context, from int, l *collective.Landing) (collective.Frame, error) {
+	return t.inbox.RecvInto(ctx, from, l)
+}
 
 // Recv implements collective.Transport.
 func (t *Transport) Recv(ctx context.Context, from int, ch collective.Channel) (collective.Frame, error) {

@@ -1,13 +1,16 @@
 package p2p
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -312,6 +315,7 @@ func TestBadConfig(t *testing.T) {
 		"quic over tcp": {Rank: 0, Peers: []string{"/ip4/127.0.0.1/tcp/1"}, Security: SecurityQUIC, ClusterSecret: testSecret},
 		"bad security":  {Rank: 0, Peers: []string{"127.0.0.1:1"}, Security: "rot13", ClusterSecret: testSecret},
 		"short psk":     {Rank: 0, Peers: []string{"127.0.0.1:0"}, ClusterSecret: testSecret, PSK: []byte("x")},
+		"tiny window":   {Rank: 0, Peers: []string{"127.0.0.1:0"}, ClusterSecret: testSecret, StreamWindow: 64 << 10},
 	} {
 		if tr, err := New(context.Background(), cfg); err == nil {
 			_ = tr.Close()
@@ -559,5 +563,174 @@ func TestNewOnHost(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		closeAll(ts)
+	}
+}
+
+// landCounter counts the collective frames whose payload the reader put
+// straight into the executor's buffer.
+type landCounter struct {
+	*Transport
+	landed, frames atomic.Int64
+}
+
+func (l *landCounter) RecvInto(ctx context.Context, from int, ld *collective.Landing) (collective.Frame, error) {
+	f, err := l.Transport.RecvInto(ctx, from, ld)
+	if err == nil {
+		l.frames.Add(1)
+		if f.Landed {
+			l.landed.Add(1)
+		}
+	}
+	return f, err
+}
+
+// TestPayloadsLand: in a ring all-reduce over libp2p, the links' readers
+// read most payloads straight into the destination (copied in the
+// all-gather, folded from a small piece in the reduce-scatter) rather than
+// into a pooled buffer the executor copies from, and the result is exact.
+func TestPayloadsLand(t *testing.T) {
+	const n, floats = 3, 1 << 20
+	_, ts := startCluster(t, n, SecurityPlaintext, zap.NewNop(), collective.Options{})
+	counters := make([]*landCounter, n)
+	comms := make([]*collective.Comm, n)
+	for r := range n {
+		counters[r] = &landCounter{Transport: ts[r]}
+		var err error
+		if comms[r], err = collective.New(counters[r], collective.Options{Timeout: 20 * time.Second, ChunkBytes: 64 << 10, Algo: collective.Ring}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bufs := make([][]float32, n)
+	for rep := range 3 {
+		for r := range bufs {
+			bufs[r] = make([]float32, floats)
+			for i := range bufs[r] {
+				bufs[r][i] = float32((i+r+rep)%1000) * 0.5
+			}
+		}
+		if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+			return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
+		})...); err != nil {
+			t.Fatal(err)
+		}
+		for r := range bufs {
+			for i, v := range bufs[r] {
+				var want float32
+				for q := range n {
+					want += float32((i+q+rep)%1000) * 0.5
+				}
+				if v != want {
+					t.Fatalf("rep %d rank %d element %d = %v, want %v", rep, r, i, v, want)
+				}
+			}
+		}
+	}
+	for r, c := range counters {
+		landed, frames := c.landed.Load(), c.frames.Load()
+		t.Logf("rank %d: %d of %d frames landed", r, landed, frames)
+		if frames == 0 || landed*2 < frames {
+			t.Errorf("rank %d: only %d of %d frames landed in place", r, landed, frames)
+		}
+	}
+}
+
+// cancelMidFrame is a Send's writer that ends the Send's context once the
+// frame's header is written, before its payload: what a collective that
+// fails for another rank's reason does to a write under way.
+type cancelMidFrame struct {
+	io.Writer
+	cancel context.CancelFunc
+}
+
+func (c *cancelMidFrame) Write(b []byte) (int, error) {
+	n, err := c.Writer.Write(b)
+	c.cancel()
+	return n, err
+}
+
+// TestSendFinishesFrameAfterCancel: a Send whose context ends mid-frame
+// finishes the frame (within collective.FrameGrace) instead of resetting
+// the stream, so the link to a healthy peer stays up and in step: the
+// frame after it (in a collective, the abort naming the rank that failed)
+// arrives. Before, the reset made the peer see this rank's link go down.
+func TestSendFinishesFrameAfterCancel(t *testing.T) {
+	_, ts := startCluster(t, 2, SecurityPlaintext, zap.NewNop(), collective.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	ts[0].writeHook = func(_ int, w io.Writer) io.Writer { return &cancelMidFrame{Writer: w, cancel: cancel} }
+	h := collective.Header{Kind: collective.KindAllReduceRing, DType: collective.Bytes, Seq: 1, Count: 1 << 20}
+	payload := bytes.Repeat([]byte{7}, 1<<20)
+	if err := ts[0].Send(ctx, 1, h, payload); err != nil {
+		t.Fatalf("a frame cancelled mid-write did not finish: %v", err)
+	}
+	ts[0].writeHook = nil
+	h.Seq = 2
+	if err := ts[0].Send(context.Background(), 1, h, []byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	for seq, want := range [][]byte{payload, []byte("next")} {
+		f, err := ts[1].Recv(rctx, 0, collective.Collective)
+		if err != nil {
+			t.Fatalf("frame %d: %v", seq+1, err)
+		}
+		if f.Seq != uint64(seq+1) || !bytes.Equal(f.Payload, want) {
+			t.Fatalf("frame %d: got seq %d with %d bytes", seq+1, f.Seq, len(f.Payload))
+		}
+		f.Release()
+	}
+	if err := ts[1].Failure(); err != nil {
+		t.Fatalf("the receiver saw a failure: %v", err)
+	}
+}
+
+// TestSmallStreamWindow: a link's reader holds a collective frame back
+// (its payload unread, in the stream window) until the executor offers
+// its destination. With a window smaller than the frame the peer's send
+// of it could not finish meanwhile, and an exchange in which each rank's
+// next offer waits for its own send would wait out the timeout; readers
+// hold back only frames that fit (Transport.holdMax). Every collective,
+// with 1 MiB chunks over yamux's smallest window (256 KiB), must finish.
+func TestSmallStreamWindow(t *testing.T) {
+	const n, window, chunk = 3, 256 << 10, 1 << 20
+	peers := freeAddrs(t, n, false)
+	comms, ts := startWith(t, n, collective.Options{}, func(r int) (*Transport, error) {
+		return New(context.Background(), Config{Rank: r, Peers: peers, Security: SecurityPlaintext, ClusterSecret: testSecret, Timeout: 20 * time.Second, StreamWindow: window})
+	})
+	const floats = 4 * chunk / 4
+	for _, algo := range []collective.Algo{collective.Ring, collective.Tree, collective.Star} {
+		for r := range comms {
+			var err error
+			if comms[r], err = collective.New(ts[r], collective.Options{Timeout: 10 * time.Second, Algo: algo, ChunkBytes: chunk}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+			buf := make([]float32, floats)
+			for i := range buf {
+				buf[i] = float32(c.Rank() + 1)
+			}
+			if err := c.AllReduceFloat32(context.Background(), buf, collective.Sum); err != nil {
+				return err
+			}
+			if buf[0] != 6 || buf[floats-1] != 6 {
+				return fmt.Errorf("rank %d: got %v…%v, want 6", c.Rank(), buf[0], buf[floats-1])
+			}
+			if algo != collective.Ring {
+				return nil
+			}
+			if err := c.BroadcastFloat32(context.Background(), buf, 1); err != nil {
+				return fmt.Errorf("broadcast: %w", err)
+			}
+			all, err := c.AllGatherV(context.Background(), make([]byte, 4*chunk))
+			if err != nil || len(all) != n || len(all[n-1]) != 4*chunk {
+				return fmt.Errorf("all-gather: %d parts, %w", len(all), err)
+			}
+			return nil
+		})...); err != nil {
+			t.Fatalf("%s: %v", algo, err)
+		}
+		t.Logf("%s: %v", algo, time.Since(start))
 	}
 }
