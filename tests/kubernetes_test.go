@@ -489,7 +489,7 @@ func TestKubernetesRescheduled(t *testing.T) {
 	defer cancel()
 	h := emulatedHosts(t, ctx, len(pods), netns.Gbit)
 	n, shared := len(pods), t.TempDir()
-	run := append(slices.Clone(shortPodRun), "--epochs", "30")
+	run := slices.Clip(append(slices.Clone(shortPodRun), "--epochs", "30")) // clipped: each pod appends its own --report
 	if err := h.SetNames(podNames(pods, func(i int) int { return i })); err != nil {
 		t.Fatal(err)
 	}
