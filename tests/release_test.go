@@ -25,6 +25,10 @@ const releaseCommand = "CGO_ENABLED=0 go build -trimpath -buildvcs=true -o OUT .
 // OUT and extra environment.
 func releaseBuild(t *testing.T, ctx context.Context, src, out string, env ...string) {
 	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(src, "README.md"))
+	if err != nil || !strings.Contains(string(readme), "\n"+strings.Replace(releaseCommand, "OUT", "meshtrain", 1)+"\n") {
+		t.Fatalf("README.md does not show the release build %q (%v)", releaseCommand, err)
+	}
 	f := strings.Fields(strings.Replace(releaseCommand, "OUT", out, 1))
 	cmd := exec.CommandContext(ctx, f[1], f[2:]...)
 	cmd.Dir = src
