@@ -196,7 +196,7 @@ func TestLinkRatesBeforeRoundTrips(t *testing.T) {
 	}
 	ls := strings.Split(out.String(), "\n")
 	if len(ls) != 4 || !strings.HasPrefix(ls[0], "# meshtrain link: one libp2p stream each way, security plaintext") || !strings.HasPrefix(ls[1], "# pairs one at a time") ||
-		strings.Join(strings.Fields(ls[2]), " ") != "link A→B alone B→A alone A→B both B→A both rtt median(us) p10 p90" {
+		strings.Join(strings.Fields(ls[2]), " ") != "link A→B alone B→A alone A→B both B→A both rtt Median(us) p10 p90" {
 		t.Fatalf("output of a run cancelled after its first rates:\n%s", out.String())
 	}
 	if f := strings.Fields(ls[3]); len(f) != 5 || f[0] != "0-1" {

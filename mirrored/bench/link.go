@@ -141,7 +141,7 @@ func (r *LinkResult) summarize() {
 			r.MinBothGBps = both
 		}
 	}
-	r.MedianAloneGBps, r.MedianRTTMicros = median(alone), median(rtts)
+	r.MedianAloneGBps, r.MedianRTTMicros = Median(alone), Median(rtts)
 	if len(alone) > 0 {
 		r.FastestGBps = slices.Max(alone)
 	}
@@ -150,7 +150,9 @@ func (r *LinkResult) summarize() {
 	}
 }
 
-func median(v []float64) float64 {
+// Median is the middle of v once sorted (the upper one of an even count),
+// 0 for none; v is left as it is.
+func Median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
@@ -163,7 +165,7 @@ func median(v []float64) float64 {
 // trips.
 var linkColumns = []column{
 	{"link", "%s", 4}, {"A→B alone", "%.3f", 6}, {"B→A alone", "%.3f", 6}, {"A→B both", "%.3f", 6}, {"B→A both", "%.3f", 6},
-	{"rtt median(us)", "%.1f", 8}, {"p10", "%.1f", 8}, {"p90", "%.1f", 8},
+	{"rtt Median(us)", "%.1f", 8}, {"p10", "%.1f", 8}, {"p90", "%.1f", 8},
 }
 
 // linkTable writes the text header: what runs (all known before it runs)

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/meshtrain/meshtrain/internal/rusage"
+	"github.com/meshtrain/meshtrain/mirrored/bench"
 )
 
 // NetbenchPackage is the measuring program run on every host.
@@ -47,12 +47,7 @@ type AllReduceResult struct {
 
 // Median is the median repetition's bus bandwidth.
 func (r AllReduceResult) Median() float64 {
-	s := slices.Clone(r.BusBW)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
+	return bench.Median(r.BusBW)
 }
 
 // Build compiles pkg into dir and returns the binary's path.

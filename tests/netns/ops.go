@@ -2,9 +2,10 @@ package netns
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/meshtrain/meshtrain/mirrored/bench"
 )
 
 // OpResult is one size of an operation other than the all-reduce (the
@@ -24,12 +25,7 @@ type OpResult struct {
 
 // Median is the median repetition's time.
 func (r OpResult) Median() float64 {
-	s := slices.Clone(r.Seconds)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
+	return bench.Median(r.Seconds)
 }
 
 // MeasureGather times the sparse gradient exchange of a step on the hosts

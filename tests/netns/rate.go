@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/meshtrain/meshtrain/mirrored/cost"
+	"github.com/meshtrain/meshtrain/collective"
 )
 
 // Rate is a link rate in bits per second.
@@ -16,34 +16,18 @@ const (
 	Gbit Rate = 1_000_000_000
 )
 
-// rateUnits are tc's decimal units, longest suffix first.
-var rateUnits = []struct {
-	suffix string
-	scale  Rate
-}{{"gbit", Gbit}, {"mbit", Mbit}, {"kbit", 1000}, {"bit", 1}}
-
 // ParseRate parses a rate written the way tc(8) writes one (see
-// cost.ParseRate), e.g. 100mbit, 1gbit, 1.8gbit, of at least 8kbit.
+// collective.ParseRate), e.g. 100mbit, 1gbit, 1.8gbit, of at least 8kbit.
 func ParseRate(s string) (Rate, error) {
-	v, err := cost.ParseRate(s)
+	v, err := collective.ParseRate(s)
 	if err != nil {
 		return 0, fmt.Errorf("netns: %w", err)
-	}
-	if v < 8*1000 {
-		return 0, fmt.Errorf("netns: rate %q is below 8kbit: give at least 8kbit", s)
 	}
 	return Rate(v), nil
 }
 
 // String writes the rate in tc's units, e.g. 1.8gbit.
-func (r Rate) String() string {
-	for _, u := range rateUnits {
-		if r >= u.scale {
-			return strconv.FormatFloat(float64(r)/float64(u.scale), 'f', -1, 64) + u.suffix
-		}
-	}
-	return strconv.FormatInt(int64(r), 10) + "bit"
-}
+func (r Rate) String() string { return collective.FormatRate(int64(r)) }
 
 // BytesPerSecond is the rate's payload ceiling, before any header.
 func (r Rate) BytesPerSecond() float64 { return float64(r) / 8 }
