@@ -438,6 +438,9 @@ func TestDenseExchangeReusesBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(x.dense) != dim+2 {
+		t.Fatalf("dense buffer of %d floats at start-up, want %d (its page faults belong there)", len(x.dense), dim+2)
+	}
 	steps := []struct {
 		local, other sparse.Vector
 		fail         bool
