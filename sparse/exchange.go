@@ -105,8 +105,11 @@ func DrainDense(dst *Vector, sum []float32, examples int) error {
 	}
 	drainRange(dst, sum[:head], 0, scale)
 	rest := sum[head:]
-	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(rest))), len(rest)/2)
 	const block = 8 // words (16 floats, one cache line) tested at once
+	var words []uint64
+	if len(rest) >= 2*block {
+		words = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(rest))), len(rest)/2)
+	}
 	w := 0
 	for ; w+block <= len(words); w += block {
 		b := words[w : w+block : w+block]

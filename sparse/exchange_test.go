@@ -252,6 +252,8 @@ func TestDrainDense(t *testing.T) {
 		{"unaligned", setAt(make([]float32, 50), 0, 1, 16, 17, 49), 1},
 		{"random", random, 0},
 		{"random unaligned", random, 1},
+		{"empty unaligned", nil, 1},
+		{"one unaligned", []float32{5}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			buf := make([]float32, tc.skip+len(tc.sum))
