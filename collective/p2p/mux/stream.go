@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -312,7 +313,7 @@ func (s *stream) remoteFIN() {
 
 func (s *stream) addCredit(n uint32) {
 	s.mu.Lock()
-	s.credit += n
+	s.credit += min(n, math.MaxUint32-s.credit) // a window never exceeds 4 GiB
 	s.mu.Unlock()
 	signal(s.wwake)
 }
