@@ -17,8 +17,8 @@
 // the median of -reps timed all-reduces (each rep listed too), the raw TCP
 // rate (mean over the hosts), their ratio, the CPU time of all peers per
 // all-reduce and the load average. -window overrides meshtrain's stream
-// window in the measuring processes and -muxer picks the stream
-// multiplexer (mesh or yamux), for experiments.
+// window in the measuring processes, -muxer picks the stream multiplexer
+// (mesh or yamux) and -chunk the ring's chunk, for experiments.
 //
 // validate checks the cost model (mirrored/cost) against the hosts: for
 // each rate and N it times the ring, recursive doubling and star
@@ -124,6 +124,7 @@ func bench(ctx context.Context, args []string) error {
 	tcpTime := fs.Duration("tcp-duration", time.Second, "how long raw TCP sends in each run")
 	window := fs.Int("window", 0, "stream window in bytes (0: meshtrain's default; for experiments)")
 	muxer := fs.String("muxer", "mesh", "stream multiplexer: mesh or yamux")
+	chunk := fs.Int("chunk", 0, "ring chunk in bytes (0: meshtrain's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func bench(ctx context.Context, args []string) error {
 	}
 	fmt.Println("rate\tN\trun\tsize\tbusbw(MB/s)\treps(MB/s)\trawTCP(MB/s)\tratio\tcpu(s)\tload")
 	return eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
-		return benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-window", strconv.Itoa(*window), "-muxer", *muxer)
+		return benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-window", strconv.Itoa(*window), "-muxer", *muxer, "-chunk", strconv.Itoa(*chunk))
 	})
 }
 

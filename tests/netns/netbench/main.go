@@ -68,6 +68,7 @@ func run(ctx context.Context, args []string) error {
 	window := fs.Int("window", 0, "stream window in bytes (0: p2p's default; for experiments)")
 	muxer := fs.String("muxer", "", "stream multiplexer: mesh or yamux (default p2p's)")
 	algoName := fs.String("algo", "auto", "allreduce: ring, tree, star or auto")
+	chunk := fs.Int("chunk", 0, "allreduce: ring chunk in bytes (0: collective's default)")
 	touchedList := fs.String("touched", "1000", "gather: touched features per rank, comma-separated")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -109,7 +110,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer tr.Close()
-	c, err := collective.New(tr, collective.Options{Timeout: timeout, Algo: algo})
+	c, err := collective.New(tr, collective.Options{Timeout: timeout, Algo: algo, ChunkBytes: *chunk})
 	if err != nil {
 		return err
 	}
