@@ -417,3 +417,39 @@ func BenchmarkStream(b *testing.B) {
 		})
 	}
 }
+
+// FuzzPeerBytes feeds a connection whatever a peer might send: it must
+// never panic, and must end (not hang) once the peer hangs up.
+func FuzzPeerBytes(f *testing.F) {
+	f.Add(append(header{typ: typeWindow, flags: flagSYN, id: 1, length: 1 << 20}.encode(nil),
+		append(header{typ: typeData, flags: flagFIN, id: 1, length: 5}.encode(nil), "hello"...)...))
+	f.Add(header{typ: typeReset, id: 1, length: 7}.encode(nil))
+	f.Add(header{typ: typeGoAway, length: 1}.encode(nil))
+	f.Add(append(header{typ: typeData, flags: flagSYN, id: 3, length: 3}.encode(nil), 1, 2, 3))
+	tr, _ := New(Config{Window: baseWindow, MaxFrame: 64 << 10, MaxStreams: 4})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		raw, other := net.Pipe()
+		go func() { _, _ = io.Copy(io.Discard, raw) }() // the window updates it provokes
+		mc, _ := tr.NewConn(other, true, nil)
+		c := mc.(*Conn)
+		go func() {
+			for {
+				s, err := c.AcceptStream()
+				if err != nil {
+					return
+				}
+				go func() {
+					_, _ = io.Copy(io.Discard, s)
+					_ = s.Close()
+				}()
+			}
+		}()
+		_, _ = raw.Write(in)
+		_ = raw.Close()
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the connection did not end after its peer hung up")
+		}
+	})
+}
