@@ -226,7 +226,7 @@ func ReadPayload(r io.Reader, h Header) (Frame, error) {
 }
 
 // smallFrame is the payload size below which WriteFrame copies header and
-// payload into one write (one yamux frame, one TLS record).
+// payload into one write (one multiplexer frame, one TLS record).
 const smallFrame = 64 << 10
 
 // WriteFrame writes h (with Len set from payload) and payload to w.

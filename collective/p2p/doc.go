@@ -8,7 +8,8 @@
 // go-libp2p's in-process mocknet hosts); Join brings a rank up as a
 // collective.Member.
 //
-// Security: TCP + yamux with TLS 1.3 by default; Noise or QUIC on request;
+// Security: TCP with TLS 1.3 by default, streams multiplexed by package
+// mux (which moves bodies without copying them; go-yamux on request); Noise or QUIC on request;
 // plaintext only when asked for explicitly (SecurityPlaintext, for trusted
 // networks: peer IDs are then claimed, not proven, and frames carry no
 // MAC). An optional pnet pre-shared key (TCP only) keeps non-members from
@@ -19,10 +20,9 @@
 //
 // Resources: the resource manager keeps libp2p's default limits for everyone
 // but lifts them for cluster peers, cluster peers are protected in the
-// connection manager, and yamux starts each stream with a 1 MiB window
-// (growing to 16 MiB) and sends 1 MiB messages (identical on every rank;
-// the YAMUX environment variable of the package's tests overrides them for
-// tuning experiments).
+// connection manager, and every stream starts with a 64 MiB window and
+// carries frames of up to 1 MiB (identical on every rank; see
+// streamWindow).
 //
 // Membership is cryptographic: a connection gater admits only the peer IDs
 // of the cluster (proven by TLS, Noise and QUIC; over plaintext, by the

@@ -95,7 +95,11 @@ func TestPlaintextImpostorRefused(t *testing.T) {
 
 	member, _ := DeriveIdentity(testSecret, 1)
 	own, _, _ := crypto.GenerateEd25519Key(rand.Reader)
-	impostor, err := libp2p.New(libp2p.Identity(claimedKey{own, member.GetPublic()}), libp2p.NoSecurity,
+	muxer, err := muxerOption(Config{}) // the impostor runs meshtrain's code
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor, err := libp2p.New(libp2p.Identity(claimedKey{own, member.GetPublic()}), libp2p.NoSecurity, muxer,
 		libp2p.Transport(tcp.NewTCPTransport), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p/mux"
 )
 
 // ProtocolID names the collective stream protocol.
@@ -61,6 +62,26 @@ const (
 	SecurityQUIC      Security = "quic"
 	SecurityPlaintext Security = "plaintext"
 )
+
+// Muxer names a stream multiplexer.
+type Muxer string
+
+// Multiplexers.
+const (
+	MuxerMesh  Muxer = "mesh"
+	MuxerYamux Muxer = "yamux"
+)
+
+// ParseMuxer parses mesh or yamux ("" means mesh).
+func ParseMuxer(s string) (Muxer, error) {
+	switch Muxer(s) {
+	case "":
+		return MuxerMesh, nil
+	case MuxerMesh, MuxerYamux:
+		return Muxer(s), nil
+	}
+	return "", fmt.Errorf("p2p: unknown stream multiplexer %q: want mesh or yamux", s)
+}
 
 // ParseSecurity parses tls, noise, quic or plaintext ("" means tls).
 func ParseSecurity(s string) (Security, error) {
@@ -94,9 +115,12 @@ type Config struct {
 	PSK []byte
 	// Timeout bounds connecting in New and every Send.
 	Timeout time.Duration
-	// StreamWindow is the yamux stream window in bytes, the same on every
-	// rank (0: the default, see yamuxInitialWindow); for experiments.
+	// StreamWindow is the stream window in bytes, the same on every rank
+	// (0: the default, see streamWindow); for experiments.
 	StreamWindow uint32
+	// Muxer is the stream multiplexer of TCP links: MuxerMesh (the
+	// default, package mux) or MuxerYamux (go-yamux, for comparison).
+	Muxer Muxer
 	// MaxFrame bounds an inbound frame's payload (default
 	// collective.DefaultMaxFrame).
 	MaxFrame int
@@ -228,8 +252,11 @@ func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 		return nil, nil, err
 	}
 	cfg.Security = sec
+	if cfg.Muxer, err = ParseMuxer(string(cfg.Muxer)); err != nil {
+		return nil, nil, err
+	}
 	if cfg.StreamWindow > 0 && cfg.StreamWindow < minStreamWindow {
-		return nil, nil, fmt.Errorf("p2p: StreamWindow of %d bytes is below yamux's %d-byte minimum: raise it, or leave it 0 for the default", cfg.StreamWindow, minStreamWindow)
+		return nil, nil, fmt.Errorf("p2p: StreamWindow of %d bytes is below the %d-byte minimum: raise it, or leave it 0 for the default", cfg.StreamWindow, minStreamWindow)
 	}
 	n := len(cfg.Peers)
 	if n == 0 || cfg.Rank < 0 || cfg.Rank >= n {
@@ -393,8 +420,12 @@ func (t *Transport) hostOptions(key crypto.PrivKey, addrs []ma.Multiaddr) ([]lib
 		libp2p.ResourceManager(rm),
 		libp2p.DisableRelay(),
 		libp2p.Ping(false),
-		libp2p.Muxer(yamux.ID, muxer(t.cfg.StreamWindow)),
 	}
+	m, err := muxerOption(t.cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, m)
 	// No SO_REUSEPORT: a second process started as the same rank must
 	// fail to listen, not share the port and take half the connections.
 	tcpOnly := libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport())
@@ -420,7 +451,7 @@ func (t *Transport) hostOptions(key crypto.PrivKey, addrs []ma.Multiaddr) ([]lib
 	return opts, nil
 }
 
-// Yamux tuning, identical on every rank. A collective stream carries a
+// Stream windows, identical on every rank. A collective stream carries a
 // steady flow of chunks, so its window starts at the maximum: go-yamux
 // grows a window only when it is used up within 4× an RTT measured on the
 // idle link at connect (and every 30 s), which on real links it never is,
@@ -428,26 +459,23 @@ func (t *Transport) hostOptions(key crypto.PrivKey, addrs []ma.Multiaddr) ([]lib
 // direction's data, halving the link rate when traffic flows both ways.
 // 64 MiB because at 1 and 1.8 Gbit/s a 64 MiB all-reduce still lost
 // 10-15% to window updates with 16 MiB windows, and none with 64 MiB
-// (BENCHMARKS.md, "Emulated hosts"). Larger yamux frames mean fewer
-// headers and syscalls (the security layer still cuts TLS records at
-// 16 KiB). A window is a bound, not an allocation: memory is used only for
-// data the reader has not taken yet.
+// (BENCHMARKS.md, "Emulated hosts"). A window is a bound, not an
+// allocation: memory is used only for data the reader has not taken yet.
+// Package mux's windows are the same size for the same reasons; its
+// frames are at most 1 MiB, as yamux's are here (fewer headers than
+// yamux's default 64 KiB; the security layer still cuts TLS records at
+// 16 KiB).
 var (
-	yamuxInitialWindow uint32 = 64 << 20
-	yamuxMaxWindow     uint32 = 64 << 20
-	yamuxMaxMessage    uint32 = 1 << 20
-)
-
-// minStreamWindow is go-yamux's smallest stream window;
-// quicInitialWindow is the receive window a QUIC stream starts with
-// (quic-go's default, which libp2p keeps; it grows only as data is read).
-const (
-	minStreamWindow   = 256 << 10
-	quicInitialWindow = 512 << 10
+	streamWindow      uint32 = 64 << 20
+	yamuxMaxMessage   uint32 = 1 << 20
+	meshMaxFrame      uint32 = 1 << 20
+	minStreamWindow   uint32 = 256 << 10 // go-yamux's smallest, and package mux's
+	quicInitialWindow uint32 = 512 << 10 // quic-go's default, which libp2p keeps; it grows only as data is read
 )
 
 // initialWindow is the receive window every collective stream of cfg
-// starts with.
+// starts with (package mux's streams have it from their first frame on:
+// the window update travels with the stream's opening).
 func initialWindow(cfg Config) uint32 {
 	switch {
 	case cfg.Security == SecurityQUIC:
@@ -455,18 +483,23 @@ func initialWindow(cfg Config) uint32 {
 	case cfg.StreamWindow > 0:
 		return cfg.StreamWindow
 	}
-	return yamuxInitialWindow
+	return streamWindow
 }
 
-func muxer(window uint32) *yamux.Transport {
-	cfg := *(*goyamux.Config)(yamux.DefaultTransport)
-	cfg.InitialStreamWindowSize = yamuxInitialWindow
-	cfg.MaxStreamWindowSize = max(yamuxMaxWindow, yamuxInitialWindow)
-	if window > 0 {
-		cfg.InitialStreamWindowSize, cfg.MaxStreamWindowSize = window, window
+// muxerOption registers cfg's stream multiplexer with the host.
+func muxerOption(cfg Config) (libp2p.Option, error) {
+	window := initialWindow(cfg)
+	if cfg.Muxer == MuxerYamux {
+		yc := *(*goyamux.Config)(yamux.DefaultTransport)
+		yc.InitialStreamWindowSize, yc.MaxStreamWindowSize = window, window
+		yc.MaxMessageSize = yamuxMaxMessage
+		return libp2p.Muxer(yamux.ID, (*yamux.Transport)(&yc)), nil
 	}
-	cfg.MaxMessageSize = yamuxMaxMessage
-	return (*yamux.Transport)(&cfg)
+	tr, err := mux.New(mux.Config{Window: window, MaxFrame: meshMaxFrame})
+	if err != nil {
+		return nil, fmt.Errorf("p2p: %w", err)
+	}
+	return libp2p.Muxer(mux.ID, tr), nil
 }
 
 // resourceManager keeps libp2p's default limits for everyone but lifts

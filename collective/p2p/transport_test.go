@@ -43,10 +43,15 @@ func freeAddrs(t testing.TB, n int, udp bool) []string {
 // startCluster starts n transports on 127.0.0.1 (real ports) and returns
 // their communicators.
 func startCluster(t testing.TB, n int, sec Security, log *zap.Logger, opts collective.Options) ([]*collective.Comm, []*Transport) {
+	return startClusterMuxer(t, n, sec, "", log, opts)
+}
+
+// startClusterMuxer is startCluster with the given stream multiplexer.
+func startClusterMuxer(t testing.TB, n int, sec Security, m Muxer, log *zap.Logger, opts collective.Options) ([]*collective.Comm, []*Transport) {
 	t.Helper()
 	peers := freeAddrs(t, n, sec == SecurityQUIC)
 	return startWith(t, n, opts, func(r int) (*Transport, error) {
-		return New(context.Background(), Config{Rank: r, Peers: peers, Security: sec, ClusterSecret: testSecret, Timeout: 20 * time.Second, Logger: log})
+		return New(context.Background(), Config{Rank: r, Peers: peers, Security: sec, Muxer: m, ClusterSecret: testSecret, Timeout: 20 * time.Second, Logger: log})
 	})
 }
 
@@ -363,24 +368,26 @@ func TestPSK(t *testing.T) {
 func BenchmarkAllReduce64MiB(b *testing.B) {
 	for _, sec := range []Security{SecurityPlaintext, SecurityTLS} {
 		for _, chunk := range []int{256 << 10, 1 << 20, 4 << 20} {
-			b.Run(fmt.Sprintf("%s/chunk%dK", sec, chunk>>10), func(b *testing.B) {
-				comms, _ := startCluster(b, 2, sec, zap.NewNop(), collective.Options{ChunkBytes: chunk})
-				bufs := [][]float32{make([]float32, 16<<20), make([]float32, 16<<20)}
-				b.SetBytes(64 << 20)
-				var ru0, ru1 syscall.Rusage
-				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-				b.ResetTimer()
-				for range b.N {
-					if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
-						return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
-					})...); err != nil {
-						b.Fatal(err)
+			for _, m := range []Muxer{MuxerMesh, MuxerYamux} {
+				b.Run(fmt.Sprintf("%s/chunk%dK/%s", sec, chunk>>10, m), func(b *testing.B) {
+					comms, _ := startClusterMuxer(b, 2, sec, m, zap.NewNop(), collective.Options{ChunkBytes: chunk})
+					bufs := [][]float32{make([]float32, 16<<20), make([]float32, 16<<20)}
+					b.SetBytes(64 << 20)
+					var ru0, ru1 syscall.Rusage
+					_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+					b.ResetTimer()
+					for range b.N {
+						if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+							return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
+						})...); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-				cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-				b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
-			})
+					_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+					cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+					b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+				})
+			}
 		}
 	}
 }
@@ -589,8 +596,14 @@ func (l *landCounter) RecvInto(ctx context.Context, from int, ld *collective.Lan
 // all-gather, folded from a small piece in the reduce-scatter) rather than
 // into a pooled buffer the executor copies from, and the result is exact.
 func TestPayloadsLand(t *testing.T) {
+	for _, m := range []Muxer{MuxerMesh, MuxerYamux} {
+		t.Run(string(m), func(t *testing.T) { testPayloadsLand(t, m) })
+	}
+}
+
+func testPayloadsLand(t *testing.T, m Muxer) {
 	const n, floats = 3, 1 << 20
-	_, ts := startCluster(t, n, SecurityPlaintext, zap.NewNop(), collective.Options{})
+	_, ts := startClusterMuxer(t, n, SecurityPlaintext, m, zap.NewNop(), collective.Options{})
 	counters := make([]*landCounter, n)
 	comms := make([]*collective.Comm, n)
 	for r := range n {

@@ -20,6 +20,7 @@ import (
 type Cluster struct {
 	N         int
 	Security  p2p.Security
+	Muxer     p2p.Muxer     // "" is p2p's default
 	InProcess bool          // goroutines in this process instead of child processes
 	Timeout   time.Duration // collective timeout and connection deadline
 	// GoMaxProcs is each peer process's GOMAXPROCS; 0 means NumCPU/N (at
@@ -50,6 +51,7 @@ type Header struct {
 	Peers      int      `json:"peers"`
 	Addrs      []string `json:"addrs,omitempty"`
 	Security   string   `json:"security"`
+	Muxer      string   `json:"muxer,omitempty"`
 	Mode       string   `json:"mode"`
 	LinkFaults string   `json:"link_faults"`
 }
@@ -57,7 +59,7 @@ type Header struct {
 // header fills a Header for format; addrs are the cluster's addresses.
 func (cl Cluster) header(format string, start time.Time, addrs []string) Header {
 	return Header{Format: format, Version: mirrored.Version(), Started: start.UTC().Format(time.RFC3339),
-		Peers: cl.size(), Addrs: addrs, Security: string(cl.Security), Mode: cl.mode(), LinkFaults: cl.LinkFaults.String()}
+		Peers: cl.size(), Addrs: addrs, Security: string(cl.Security), Muxer: string(cl.Muxer), Mode: cl.mode(), LinkFaults: cl.LinkFaults.String()}
 }
 
 // size is the number of peers.
@@ -118,7 +120,7 @@ func (cl Cluster) join(ctx context.Context, ro role, opts collective.Options) (*
 	if cl.Remote != nil {
 		pc = *cl.Remote
 	}
-	pc.Security, pc.Timeout, pc.Logger = cl.Security, cl.Timeout, cl.Logger.Named("p2p")
+	pc.Security, pc.Muxer, pc.Timeout, pc.Logger = cl.Security, cl.Muxer, cl.Timeout, cl.Logger.Named("p2p")
 	opts.Timeout, opts.LinkFaults = cl.Timeout, cl.LinkFaults
 	if opts.Logger == nil {
 		opts.Logger = cl.Logger.Named("collective")

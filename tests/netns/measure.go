@@ -101,7 +101,7 @@ func MeanRate(rs []TCPResult) float64 {
 // MeasureAllReduce runs a float32 sum all-reduce of each size among the
 // hosts over meshtrain's libp2p transport with security sec (tls, noise,
 // plaintext), reps timed repetitions per size. extra goes to every
-// netbench process (e.g. -yamux-window N, -algo ring).
+// netbench process (e.g. -window N, -muxer yamux, -algo ring).
 func MeasureAllReduce(ctx context.Context, h *Hosts, netbench, sec string, sizes []int64, reps int, extra ...string) ([]AllReduceResult, error) {
 	sz := make([]string, len(sizes))
 	for i, s := range sizes {

@@ -16,8 +16,9 @@
 // every size, one after the other, and prints one line a run and size:
 // the median of -reps timed all-reduces (each rep listed too), the raw TCP
 // rate (mean over the hosts), their ratio, the CPU time of all peers per
-// all-reduce and the load average. -yamux-window overrides meshtrain's
-// yamux stream window in the measuring processes, for experiments.
+// all-reduce and the load average. -window overrides meshtrain's stream
+// window in the measuring processes, -muxer picks the stream multiplexer
+// (mesh or yamux) and -chunk the ring's chunk, for experiments.
 //
 // validate checks the cost model (mirrored/cost) against the hosts: for
 // each rate and N it times the ring, recursive doubling and star
@@ -121,7 +122,9 @@ func bench(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 3, "timed all-reduces per size and run (the run reports their median)")
 	sec := fs.String("security", "tls", "link security: tls, noise or plaintext")
 	tcpTime := fs.Duration("tcp-duration", time.Second, "how long raw TCP sends in each run")
-	window := fs.Int("yamux-window", 0, "yamux stream window in bytes (0: meshtrain's default; for experiments)")
+	window := fs.Int("window", 0, "stream window in bytes (0: meshtrain's default; for experiments)")
+	muxer := fs.String("muxer", "mesh", "stream multiplexer: mesh or yamux")
+	chunk := fs.Int("chunk", 0, "ring chunk in bytes (0: meshtrain's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -144,7 +147,7 @@ func bench(ctx context.Context, args []string) error {
 	}
 	fmt.Println("rate\tN\trun\tsize\tbusbw(MB/s)\treps(MB/s)\trawTCP(MB/s)\tratio\tcpu(s)\tload")
 	return eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
-		return benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-yamux-window", strconv.Itoa(*window))
+		return benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-window", strconv.Itoa(*window), "-muxer", *muxer, "-chunk", strconv.Itoa(*chunk))
 	})
 }
 

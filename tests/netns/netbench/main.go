@@ -65,8 +65,10 @@ func run(ctx context.Context, args []string) error {
 	security := fs.String("security", "tls", "allreduce: link security")
 	sizeList := fs.String("sizes", "16777216", "allreduce: sizes in bytes, comma-separated")
 	reps := fs.Int("reps", 3, "allreduce: timed repetitions per size")
-	window := fs.Int("yamux-window", 0, "allreduce: yamux stream window in bytes (0: p2p's default; for experiments)")
+	window := fs.Int("window", 0, "stream window in bytes (0: p2p's default; for experiments)")
+	muxer := fs.String("muxer", "", "stream multiplexer: mesh or yamux (default p2p's)")
 	algoName := fs.String("algo", "auto", "allreduce: ring, tree, star or auto")
+	chunk := fs.Int("chunk", 0, "allreduce: ring chunk in bytes (0: collective's default)")
 	touchedList := fs.String("touched", "1000", "gather: touched features per rank, comma-separated")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -103,12 +105,12 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := p2p.New(ctx, p2p.Config{Rank: *rank, Peers: addrs, Security: p2p.Security(*security), ClusterSecret: secret, Timeout: timeout, StreamWindow: uint32(*window)})
+	tr, err := p2p.New(ctx, p2p.Config{Rank: *rank, Peers: addrs, Security: p2p.Security(*security), ClusterSecret: secret, Timeout: timeout, StreamWindow: uint32(*window), Muxer: p2p.Muxer(*muxer)})
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
-	c, err := collective.New(tr, collective.Options{Timeout: timeout, Algo: algo})
+	c, err := collective.New(tr, collective.Options{Timeout: timeout, Algo: algo, ChunkBytes: *chunk})
 	if err != nil {
 		return err
 	}
