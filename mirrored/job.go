@@ -481,9 +481,9 @@ func otherConfig(ck *checkpoint.Checkpoint, path string, settings []Setting, fp 
 }
 
 // compareParamHashes all-gathers the SHA-256 of every replica's parameters
-// and fails, naming the ranks, if they differ.
-func compareParamHashes(ctx context.Context, g Group, params []float32, what string) error {
-	sum := paramsSum(params)
+// (sum: this replica's, paramsSum) and fails, naming the ranks, if they
+// differ.
+func compareParamHashes(ctx context.Context, g Group, sum [32]byte, what string) error {
 	all, err := g.AllGather(ctx, sum[:])
 	if err != nil {
 		return fmt.Errorf("comparing parameter hashes at %s: %w", what, err)

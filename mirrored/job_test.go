@@ -389,7 +389,7 @@ func TestParamHashDivergence(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[r] = compareParamHashes(context.Background(), NewGroup(c), params, "step 7")
+			errs[r] = compareParamHashes(context.Background(), NewGroup(c), paramsSum(params), "step 7")
 		}()
 	}
 	wg.Wait()

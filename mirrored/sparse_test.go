@@ -403,6 +403,76 @@ func TestSparseExchangeRejectsBadParts(t *testing.T) {
 	}
 }
 
+// reduceStub is a two-replica Group whose all-reduce adds the other
+// replica's dense gradient sum (other, example count 3) to the buffer; with
+// fail set it fails half-way, as a broken link would, leaving garbage in
+// the buffer.
+type reduceStub struct {
+	gatherStub
+	other sparse.Vector
+	fail  bool
+}
+
+func (g *reduceStub) AllReduceSum(_ context.Context, buf []float32) error {
+	if g.fail {
+		for i := range buf[:len(buf)/2] {
+			buf[i] = 42
+		}
+		return errors.New("link cut")
+	}
+	dim := len(buf) - 2
+	g.other.AddScaledTo(buf[:dim], 1)
+	buf[dim] += 3
+	buf[dim+1] += float32(g.other.Len())
+	return nil
+}
+
+// TestDenseExchangeReusesBuffer: the dense exchange's buffer is never
+// cleared whole after a good step (DrainDense zeroes what it found), so
+// each step's merged gradient must hold only that step's features; after a
+// step that failed half-way, the next one clears it whole and is exact.
+func TestDenseExchangeReusesBuffer(t *testing.T) {
+	const dim = 100
+	g := &reduceStub{gatherStub: gatherStub{size: 2}}
+	x, err := newExchanger(g, sparse.ExchangeDense, "", dim, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.dense) != dim+2 {
+		t.Fatalf("dense buffer of %d floats at start-up, want %d (its page faults belong there)", len(x.dense), dim+2)
+	}
+	steps := []struct {
+		local, other sparse.Vector
+		fail         bool
+		want         sparse.Vector // the mean over 4 + 3 examples
+	}{
+		{sparse.Vector{Indices: []int32{1, 50}, Values: []float32{0.5, 7}}, sparse.Vector{Indices: []int32{50, 99}, Values: []float32{-7, 1}}, false,
+			sparse.Vector{Indices: []int32{1, 99}, Values: []float32{float32(0.5 / 7.0), float32(1 / 7.0)}}},
+		{sparse.Vector{Indices: []int32{2}, Values: []float32{1}}, sparse.Vector{Indices: []int32{3}, Values: []float32{2}}, false,
+			sparse.Vector{Indices: []int32{2, 3}, Values: []float32{float32(1 / 7.0), float32(2 / 7.0)}}},
+		{sparse.Vector{Indices: []int32{4}, Values: []float32{1}}, sparse.Vector{}, true, sparse.Vector{}},
+		{sparse.Vector{Indices: []int32{60}, Values: []float32{-1}}, sparse.Vector{Indices: []int32{5}, Values: []float32{7}}, false,
+			sparse.Vector{Indices: []int32{5, 60}, Values: []float32{1, float32(-1 / 7.0)}}},
+	}
+	for i, st := range steps {
+		g.other, g.fail = st.other, st.fail
+		var merged sparse.Vector
+		n, _, err := x.exchange(context.Background(), i+1, st.local, 4, &merged)
+		if st.fail {
+			if err == nil || !strings.Contains(err.Error(), "dense all-reduce") {
+				t.Fatalf("step %d: %v, want the all-reduce's error", i+1, err)
+			}
+			continue
+		}
+		if err != nil || n != 7 {
+			t.Fatalf("step %d: %d examples, %v", i+1, n, err)
+		}
+		if !slices.Equal(merged.Indices, st.want.Indices) || !slices.Equal(merged.Values, st.want.Values) {
+			t.Fatalf("step %d: merged %+v, want %+v", i+1, merged, st.want)
+		}
+	}
+}
+
 // TestSparseExchangeAlone: one replica's shortcut gives exactly what
 // MergeGradients of its one part gives.
 func TestSparseExchangeAlone(t *testing.T) {

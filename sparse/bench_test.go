@@ -220,3 +220,48 @@ func BenchmarkUpdateMerged(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDenseOverhead is what the dense exchange does each step besides
+// the all-reduce, at D = 33,762,578 with N peers' gradients (batch 100
+// each, Criteo-like): ready the buffer, scatter the gradient sums into it
+// (the local one, and here the others' in place of the all-reduce), and
+// turn the sum back into a sparse update. "before" clears the whole buffer
+// and scans it (the old DenseToGradient); "drain" is DrainDense, which
+// zeroes only what it finds.
+func BenchmarkDenseOverhead(b *testing.B) {
+	batches := criteoBatches(b)
+	for _, n := range []int{2, 4} {
+		m, _ := sparse.NewLogReg(data.CriteoFeatures)
+		parts := make([]sparse.Vector, n)
+		for p := range parts {
+			if _, err := m.GradientSum(batches[p].x, batches[p].labels, &parts[p]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, way := range []string{"before", "drain"} {
+			b.Run(fmt.Sprintf("N=%d/%s", n, way), func(b *testing.B) {
+				buf := make([]float32, data.CriteoFeatures)
+				for i := 0; i < len(buf); i += 1024 {
+					buf[i] = 0 // fault the pages in, as a long run has
+				}
+				var g sparse.Vector
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if way == "before" {
+						clear(buf)
+					}
+					for _, p := range parts { // local + what the all-reduce adds
+						p.AddScaledTo(buf, 1)
+					}
+					if way == "before" {
+						sparse.DenseToGradientBefore(&g, buf, n*benchBatch)
+					} else if err := sparse.DrainDense(&g, buf, n*benchBatch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/step")
+				b.ReportMetric(float64(g.Len()), "nnz")
+			})
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package sparse
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
 
 // Exchange is how peers combine their gradients in a synchronous step.
 type Exchange int
@@ -81,21 +85,53 @@ func ChooseExchange(mode Exchange, nnz, dim, peers int, bytesPerPair float64) Ex
 	return ExchangeDense
 }
 
-// DenseToGradient is the dense exchange's way back to a sparse update: given
-// the all-reduced gradient sum over all peers (dim floats) and the number of
-// examples behind it, it sets dst to the non-zero entries scaled to the mean.
-// It is O(D) per step, which is the cost ExchangeDense exists to show.
-func DenseToGradient(dst *Vector, sum []float32, examples int) error {
+// DrainDense is the dense exchange's way back to a sparse update: given the
+// all-reduced gradient sum over all peers (dim floats) and the number of
+// examples behind it, it sets dst to the non-zero entries scaled to the
+// mean, and leaves sum all zero bits, ready to take the next step's
+// gradient. It reads sum once, skipping runs of zero words, and writes only
+// the entries that were not +0 (-0 included, so the buffer is exactly as
+// make returned it): clearing and scanning the buffer are one pass. sum is
+// left untouched, and dst empty, when examples is not positive.
+func DrainDense(dst *Vector, sum []float32, examples int) error {
+	dst.Indices, dst.Values = dst.Indices[:0], dst.Values[:0]
 	if examples <= 0 {
 		return fmt.Errorf("sparse: dense gradient of %d examples: need at least one", examples)
 	}
 	scale := 1 / float64(examples)
-	dst.Indices, dst.Values = dst.Indices[:0], dst.Values[:0]
-	for i, x := range sum {
-		if x != 0 {
-			dst.Indices = append(dst.Indices, int32(i))
-			dst.Values = append(dst.Values, float32(float64(x)*scale))
+	head := 0
+	if uintptr(unsafe.Pointer(unsafe.SliceData(sum)))%8 != 0 {
+		head = min(1, len(sum)) // align the word view below
+	}
+	drainRange(dst, sum[:head], 0, scale)
+	rest := sum[head:]
+	const block = 8 // words (16 floats, one cache line) tested at once
+	var words []uint64
+	if len(rest) >= 2*block {
+		words = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(rest))), len(rest)/2)
+	}
+	w := 0
+	for ; w+block <= len(words); w += block {
+		b := words[w : w+block : w+block]
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			drainRange(dst, rest[2*w:2*w+2*block], head+2*w, scale)
 		}
 	}
+	drainRange(dst, rest[2*w:], head+2*w, scale)
 	return dst.Validate(len(sum))
+}
+
+// drainRange appends s's non-zero entries (at base+k) scaled by scale to
+// dst and zeroes every entry whose bits are not zero.
+func drainRange(dst *Vector, s []float32, base int, scale float64) {
+	for k, x := range s {
+		if math.Float32bits(x) == 0 {
+			continue
+		}
+		if x != 0 {
+			dst.Indices = append(dst.Indices, int32(base+k))
+			dst.Values = append(dst.Values, float32(float64(x)*scale))
+		}
+		s[k] = 0
+	}
 }

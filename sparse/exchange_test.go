@@ -52,6 +52,7 @@ type peer struct {
 	local Vector
 	g     Vector
 	parts []Vector
+	dense []float32 // the dense exchange's buffer, never cleared: DrainDense leaves it zero
 }
 
 // TestPeersMatchUnionBatch simulates synchronous training: N peers each
@@ -90,11 +91,10 @@ func testPeersMatchUnionBatch(t *testing.T, opt string, n int, mode Exchange, di
 	peers := make([]*peer, n)
 	for i := range peers {
 		m, o := newReplica()
-		peers[i] = &peer{m: m, o: o, parts: make([]Vector, n)}
+		peers[i] = &peer{m: m, o: o, parts: make([]Vector, n), dense: make([]float32, dim)}
 	}
 	var singleGrad Vector
 	wire := make([][]byte, n)
-	dense := make([]float32, dim)
 	for step := 0; step < 40; step++ {
 		// Shards of unequal size, drawn from a small hot set plus a tail so
 		// peers often touch the same features.
@@ -148,14 +148,13 @@ func testPeersMatchUnionBatch(t *testing.T, opt string, n int, mode Exchange, di
 				}
 			}
 		case ExchangeDense:
-			// A rank-ordered dense sum, as a ring all-reduce would give every
-			// peer the same bits.
-			clear(dense)
+			// A rank-ordered dense sum in each peer's own buffer, as a ring
+			// all-reduce would give every peer the same bits.
 			for _, pr := range peers {
-				pr.local.AddScaledTo(dense, 1)
-			}
-			for _, pr := range peers {
-				if err := DenseToGradient(&pr.g, dense, examples); err != nil {
+				for _, q := range peers {
+					q.local.AddScaledTo(pr.dense, 1)
+				}
+				if err := DrainDense(&pr.g, pr.dense, examples); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -207,4 +206,114 @@ func TestMergeGradientsRejects(t *testing.T) {
 	if err := c.MergeGradients(&dst, []Vector{good}, 10, 0); err == nil {
 		t.Fatal("zero examples accepted")
 	}
+}
+
+// denseToGradient is the dense exchange's way back before DrainDense (the
+// test's reference, and BenchmarkDenseOverhead's "before" with a clear of
+// the whole buffer each step): a scan of the sum for its non-zero entries
+// that leaves the sum as it was.
+func denseToGradient(dst *Vector, sum []float32, examples int) {
+	scale := 1 / float64(examples)
+	dst.Indices, dst.Values = dst.Indices[:0], dst.Values[:0]
+	for i, x := range sum {
+		if x != 0 {
+			dst.Indices = append(dst.Indices, int32(i))
+			dst.Values = append(dst.Values, float32(float64(x)*scale))
+		}
+	}
+}
+
+// TestDrainDense: DrainDense gives exactly what the clear-then-scan way
+// gave, and leaves every bit of the buffer zero, for entries at either end
+// of a block of 16, -0 and NaN entries, lengths that are not whole blocks,
+// and a buffer that does not start on a word.
+func TestDrainDense(t *testing.T) {
+	negZero := float32(math.Copysign(0, -1))
+	nan := float32(math.NaN())
+	r := rand.New(rand.NewPCG(5, 6))
+	random := make([]float32, 1000)
+	for i := range random {
+		if r.IntN(20) == 0 {
+			random[i] = float32(r.NormFloat64())
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		sum  []float32
+		skip int // elements before the buffer (1: not word-aligned)
+	}{
+		{"empty", nil, 0},
+		{"all zero", make([]float32, 100), 0},
+		{"first and last", append(append([]float32{3}, make([]float32, 30)...), -2), 0},
+		{"block edges", setAt(make([]float32, 64), 15, 16, 31, 47, 48), 0},
+		{"negative zero only", setTo(make([]float32, 40), negZero, 3, 20), 0},
+		{"NaN", setTo(make([]float32, 40), nan, 17), 0},
+		{"short tail", setAt(make([]float32, 19), 17, 18), 0},
+		{"unaligned", setAt(make([]float32, 50), 0, 1, 16, 17, 49), 1},
+		{"random", random, 0},
+		{"random unaligned", random, 1},
+		{"empty unaligned", nil, 1},
+		{"one unaligned", []float32{5}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]float32, tc.skip+len(tc.sum))
+			sum := buf[tc.skip:]
+			copy(sum, tc.sum)
+			var want, got Vector
+			denseToGradient(&want, sum, 7)
+			got.Indices, got.Values = []int32{99}, []float32{99} // reused storage
+			err := DrainDense(&got, sum, 7)
+			if err != nil && !hasNaN(tc.sum) {
+				t.Fatal(err)
+			}
+			if !equalBits(got, want) {
+				t.Fatalf("drained %v %v, want %v %v", got.Indices, got.Values, want.Indices, want.Values)
+			}
+			for i, x := range buf {
+				if math.Float32bits(x) != 0 {
+					t.Fatalf("buf[%d] = %v after the drain, want +0", i, x)
+				}
+			}
+		})
+	}
+	sum := []float32{1, 0, 2}
+	var v Vector
+	if err := DrainDense(&v, sum, 0); err == nil || sum[0] != 1 || v.Len() != 0 {
+		t.Fatalf("0 examples: %v, sum %v, dst %v: want an error, sum untouched, dst empty", err, sum, v)
+	}
+}
+
+func setAt(s []float32, at ...int) []float32 {
+	for k, i := range at {
+		s[i] = float32(k + 1)
+	}
+	return s
+}
+
+func setTo(s []float32, x float32, at ...int) []float32 {
+	for _, i := range at {
+		s[i] = x
+	}
+	return s
+}
+
+func hasNaN(s []float32) bool {
+	for _, x := range s {
+		if x != x {
+			return true
+		}
+	}
+	return false
+}
+
+func equalBits(a, b Vector) bool {
+	if len(a.Indices) != len(b.Indices) || len(a.Values) != len(b.Values) {
+		return false
+	}
+	for k := range a.Indices {
+		if a.Indices[k] != b.Indices[k] || math.Float32bits(a.Values[k]) != math.Float32bits(b.Values[k]) {
+			return false
+		}
+	}
+	return true
 }

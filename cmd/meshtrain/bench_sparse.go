@@ -34,7 +34,7 @@ func init() {
 			&cli.Float64Flag{Name: "lr", Value: 0.05, Usage: "learning rate (FTRL: alpha)"},
 			&cli.StringFlag{Name: "gather", Value: mirrored.GatherDirect, Usage: "sparse all-gather: direct (one round) | ring (AllGatherV)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generator seed"},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write CPU profiles: the local run to PREFIX-local.pprof, rank 0 of each sparse cluster run to PREFIX-n<N>.pprof"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write CPU profiles: the local run to PREFIX-local.pprof, rank 0 of each cluster run to PREFIX-n<N>.pprof (sparse) and PREFIX-n<N>-dense.pprof"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {

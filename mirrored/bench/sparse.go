@@ -49,8 +49,8 @@ type SparseConfig struct {
 	// its own size, and only rank 0 runs the local timing and reports.
 	Cluster
 	// CPUProfile, if set, is a file name prefix: the local run writes a
-	// CPU profile to PREFIX-local.pprof, rank 0 of each sparse cluster run
-	// to PREFIX-n<N>.pprof.
+	// CPU profile to PREFIX-local.pprof, rank 0 of each cluster run to
+	// PREFIX-n<N>.pprof (sparse exchange) or PREFIX-n<N>-dense.pprof.
 	CPUProfile string
 	JSON       bool
 }
@@ -357,8 +357,8 @@ func (cfg *SparseConfig) runRank(ctx context.Context, ro role) ([]report, error)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.CPUProfile != "" && ro.Rank == 0 && ro.Exchange == "sparse" {
-		stop, err := startProfile(fmt.Sprintf("%s-n%d.pprof", cfg.CPUProfile, n))
+	if cfg.CPUProfile != "" && ro.Rank == 0 {
+		stop, err := startProfile(profilePath(cfg.CPUProfile, n, ro.Exchange))
 		if err != nil {
 			return nil, m.Leave(ctx, err, false)
 		}
@@ -392,6 +392,16 @@ func gatherReports(ctx context.Context, c *collective.Comm, mine report) ([]repo
 		}
 	}
 	return all, nil
+}
+
+// profilePath names rank 0's CPU profile of an n-peer run:
+// PREFIX-n<N>.pprof for the sparse exchange, PREFIX-n<N>-dense.pprof for
+// the dense one.
+func profilePath(prefix string, n int, exchange string) string {
+	if exchange == "sparse" {
+		return fmt.Sprintf("%s-n%d.pprof", prefix, n)
+	}
+	return fmt.Sprintf("%s-n%d-%s.pprof", prefix, n, exchange)
 }
 
 // startProfile starts a CPU profile into path and returns what stops it.
