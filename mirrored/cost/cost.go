@@ -32,6 +32,16 @@ type Params struct {
 	// SharedCores is how many cores all ranks share; 0: every rank has its
 	// own host.
 	SharedCores float64 `json:"shared_cores,omitempty"`
+	// Burst is the bytes a link direction passes at once, at no cost in
+	// time, when the operation starts on it idle: a token-bucket shaper's
+	// bucket (tc tbf's burst), paid once per leg of the operation (see
+	// Traffic.Legs). Real links have none (0); the emulated hosts set it
+	// to the bucket they configure, so that their shaper's artefact stays
+	// out of the fitted parameters.
+	Burst float64 `json:"burst_bytes,omitempty"`
+	// BurstRate is the rate of the bytes within Burst, bytes/s: the
+	// unshaped path's (0: they take no time).
+	BurstRate float64 `json:"burst_bytes_per_s,omitempty"`
 }
 
 // Validate reports the first parameter the model cannot use.
@@ -43,6 +53,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("cost: β %g B/s: want a positive link rate (give --rate or recalibrate)", p.Beta)
 	case !(p.RankCores >= 1):
 		return fmt.Errorf("cost: %g cores per rank: want ≥ 1", p.RankCores)
+	case !(p.Burst >= 0) || !(p.BurstRate >= 0):
+		return fmt.Errorf("cost: a burst of %g bytes at %g B/s: want ≥ 0 (0: no token bucket)", p.Burst, p.BurstRate)
 	case !(p.SharedCores >= 0):
 		return fmt.Errorf("cost: %g shared cores: want ≥ 0 (0: a host per rank)", p.SharedCores)
 	}
@@ -66,9 +78,14 @@ func (b Bound) String() string { return [...]string{"bandwidth", "latency", "cpu
 type Traffic struct {
 	Rounds float64 // one-way message latencies on the critical path
 	Link   float64 // bytes the busiest link direction carries, in sequence
-	Rank   float64 // bytes the busiest rank sends
-	Total  float64 // bytes all ranks send together
-	Ranks  int     // ranks taking part
+	// Legs is how many link directions Link crosses one after another,
+	// each idle before (recursive doubling's rounds go to different
+	// partners, gossip's reply comes back the other way): each passes
+	// Burst of its share at once. 0 counts as 1.
+	Legs  float64
+	Rank  float64 // bytes the busiest rank sends
+	Total float64 // bytes all ranks send together
+	Ranks int     // ranks taking part
 	// RankMessages is the busiest rank's share of the messages (what it
 	// sends plus what it receives, halved: a message costs Message at
 	// both ends together), Messages what all ranks send.
@@ -94,7 +111,7 @@ type Estimate struct {
 
 // Estimate prices t with p.
 func (p Params) Estimate(t Traffic) Estimate {
-	e := Estimate{Traffic: t, Transfer: t.Link / p.Beta}
+	e := Estimate{Traffic: t, Transfer: p.transfer(t)}
 	e.Latency = p.Fixed + t.Rounds*p.Alpha + p.Message*p.spread(t.RankMessages, t.Messages)
 	e.CPU = p.Gamma*p.spread(t.Rank, t.Total) + p.Pair*p.spread(t.RankPairs, t.Pairs)
 	net := e.Latency + e.Transfer
@@ -111,6 +128,17 @@ func (p Params) Estimate(t Traffic) Estimate {
 		e.Bound = Bandwidth
 	}
 	return e
+}
+
+// transfer is the time t's busiest link direction takes: the bytes beyond
+// each leg's bucket at β, those within at BurstRate.
+func (p Params) transfer(t Traffic) float64 {
+	bucket := min(t.Link, max(t.Legs, 1)*p.Burst)
+	s := (t.Link - bucket) / p.Beta
+	if p.BurstRate > 0 {
+		s += bucket / p.BurstRate
+	}
+	return s
 }
 
 // spread is the time of work of which the busiest rank does rank and all
@@ -152,7 +180,7 @@ func RecursiveDoubling(n int, m float64) Traffic {
 		msgs++    // its partner takes one in and hands one back
 	}
 	all := float64(p*lg + 2*rem)
-	return Traffic{Rounds: rounds, Link: rounds * m, Rank: rank, Total: all * m, Ranks: n, RankMessages: msgs, Messages: all}
+	return Traffic{Rounds: rounds, Link: rounds * m, Legs: rounds, Rank: rank, Total: all * m, Ranks: n, RankMessages: msgs, Messages: all}
 }
 
 // Star is collective's Star: every rank sends m bytes to the root, which
@@ -215,7 +243,7 @@ func SparseAllGather(n int, k, bytesPerPair float64) Traffic {
 // encoded whole before they leave and averaged whole when they arrive, so
 // its CPU work adds to the transfer (Serial).
 func GossipRound(n int, b float64) Traffic {
-	return Traffic{Rounds: 2, Link: 2 * b, Rank: 2 * b, Total: float64(max(n, 1)) * 2 * b, Ranks: max(n, 2), Serial: true,
+	return Traffic{Rounds: 2, Link: 2 * b, Legs: 2, Rank: 2 * b, Total: float64(max(n, 1)) * 2 * b, Ranks: max(n, 2), Serial: true,
 		RankMessages: 2, Messages: 2 * float64(max(n, 2))}
 }
 

@@ -37,8 +37,12 @@ func MeasureGather(ctx context.Context, h *Hosts, netbench string, touched []int
 
 // MeasureGossip times one pairwise gossip round (TLS) of each vector size
 // in bytes: every rank averages with the next one in turn.
-func MeasureGossip(ctx context.Context, h *Hosts, netbench string, sizes []int, reps int) ([]OpResult, error) {
-	return runNetbench[OpResult](ctx, h, netbench, "gossip", len(sizes), "-sizes", joinInts(sizes), "-reps", strconv.Itoa(reps))
+func MeasureGossip(ctx context.Context, h *Hosts, netbench string, sizes []int64, reps int) ([]OpResult, error) {
+	sz := make([]int, len(sizes))
+	for i, s := range sizes {
+		sz[i] = int(s)
+	}
+	return runNetbench[OpResult](ctx, h, netbench, "gossip", len(sizes), "-sizes", joinInts(sz), "-reps", strconv.Itoa(reps))
 }
 
 func joinInts(v []int) string {
