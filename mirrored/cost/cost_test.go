@@ -52,19 +52,24 @@ func TestEstimate(t *testing.T) {
 		// γ·24 MB over 2 shared cores = 240 ms, above the ring's 60.65 ms.
 		{"ring n4 4MB shared cores", shared, Ring(4, 4e6), tr(6, 6e6, 6e6, 24e6, 4, false, 6, 24), 50e-6 + 0.24, CPU},
 		// 2 rounds of 1000 B: 250 µs + 20 µs.
-		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), legs(tr(2, 2000, 2000, 8000, 4, false, 2, 8), 2), 270e-6, Latency},
+		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), legs(tr(2, 2000, 2000, 8000, 4, false, 2, 8), 1), 270e-6, Latency},
 		// 8 messages on 2 shared cores at 10 µs outweigh the busiest rank's
 		// 2: 50 + 200 + 40 µs of latency, 81.92 µs of transfer (CPU
 		// 2e-9·32768/2 = 32.8 µs is hidden).
-		{"tree n4 4KiB messages", msg, RecursiveDoubling(4, 4096), legs(tr(2, 8192, 8192, 32768, 4, false, 2, 8), 2), 371.92e-6, Latency},
-		// n=3: one exchange round plus hand-in and hand-back: 350 µs + 30 µs.
-		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), legs(tr(3, 3000, 2000, 4000, 3, false, 2, 4), 3), 380e-6, Latency},
-		// The root's link: 3 MB in while 3 MB go out: 250 µs + 30 ms.
-		{"star n4 1MB", base, Star(4, 1e6), tr(2, 3e6, 3e6, 6e6, 4, false, 3, 6), 0.03025, Bandwidth},
-		// A 1 MB bucket passes the first 1 MB of the root's 3 MB: 20 ms.
-		{"star n4 1MB bucket", bucket, Star(4, 1e6), tr(2, 3e6, 3e6, 6e6, 4, false, 3, 6), 0.02025, Bandwidth},
+		{"tree n4 4KiB messages", msg, RecursiveDoubling(4, 4096), legs(tr(2, 8192, 8192, 32768, 4, false, 2, 8), 1), 371.92e-6, Latency},
+		// n=3: one exchange round plus hand-in and hand-back, the hand-in
+		// and rank 2's part converging on rank 1: 350 µs + 40 µs.
+		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), legs(tr(3, 4000, 2000, 4000, 3, false, 2, 4), 2), 390e-6, Latency},
+		// n=6: two hand-ins, whose receivers exchange with each other
+		// first: no fan-in, 4 rounds: 450 µs + 40 µs.
+		{"tree n6 1KB", base, RecursiveDoubling(6, 1000), legs(tr(4, 4000, 3000, 12000, 6, false, 3, 12), 2), 490e-6, Latency},
+		// The root's link: 3 MB in while 3 MB go out, and half a message
+		// for each of the second and third flows into it: 250 µs + 40 ms.
+		{"star n4 1MB", base, Star(4, 1e6), tr(2, 4e6, 3e6, 6e6, 4, false, 3, 6), 0.04025, Bandwidth},
+		// A 1 MB bucket passes the first 1 MB: 30 ms.
+		{"star n4 1MB bucket", bucket, Star(4, 1e6), tr(2, 4e6, 3e6, 6e6, 4, false, 3, 6), 0.03025, Bandwidth},
 		// All 2000 B fit in the bucket: no transfer time.
-		{"tree n4 1KB bucket", bucket, RecursiveDoubling(4, 1000), legs(tr(2, 2000, 2000, 8000, 4, false, 2, 8), 2), 250e-6, Latency},
+		{"tree n4 1KB bucket", bucket, RecursiveDoubling(4, 1000), legs(tr(2, 2000, 2000, 8000, 4, false, 2, 8), 1), 250e-6, Latency},
 		// One round, 3 × 1000 B out: 150 µs + 30 µs.
 		{"gather n4 1KB", base, AllGatherDirect(4, 1000), tr(1, 3000, 3000, 12000, 4, false, 3, 12), 180e-6, Latency},
 		// 1000 pairs × 7 B + 8: 150 µs + 70.08 µs, then γ·7008 B = 14.016
@@ -77,12 +82,12 @@ func TestEstimate(t *testing.T) {
 			RankMessages: 3, Messages: 12, RankPairs: 40000, Pairs: 160000, Serial: true}, 150e-6 + 1800.24e-6 + 2320.096e-6, CPU},
 		// Request and reply of 1 MB: 250 µs + 20 ms, then γ·2 MB = 4 ms
 		// of CPU that does not overlap.
-		{"gossip 1MB", base, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 2), 0.02425, Bandwidth},
-		// The request and the reply each pass 0.5 MB in their bucket at 1
-		// GB/s: 10 + 1 ms of transfer instead of 20.
-		{"gossip 1MB bucket", halfMB, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 2), 0.01525, Bandwidth},
+		{"gossip 1MB", base, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 1), 0.02425, Bandwidth},
+		// The link's first 0.5 MB pass in its bucket at 1 GB/s: 15 + 0.5
+		// ms of transfer instead of 20.
+		{"gossip 1MB bucket", halfMB, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 1), 0.01975, Bandwidth},
 		// With γ 20 ns/B the 40 ms of CPU exceed the 20 ms transfer.
-		{"gossip 1MB cpu", shared, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 2), 250e-6 + 0.02 + 0.08, CPU},
+		{"gossip 1MB cpu", shared, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 1), 250e-6 + 0.02 + 0.08, CPU},
 		{"one rank", base, Ring(1, 1e6), Traffic{Ranks: 1}, 50e-6, Latency},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
