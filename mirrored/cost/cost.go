@@ -194,29 +194,40 @@ func RecursiveDoubling(n int, m float64) Traffic {
 }
 
 // Star is collective's Star: every rank sends m bytes to the root, which
-// reduces and sends the result back. The root's link carries 2(n−1)m,
-// (n−1)m each way; the root folds and returns each chunk while the next
-// arrives, so the two directions overlap (measured: on 2 ranks at 1 Gbit a
-// 1 MiB star takes m/β, as recursive doubling does, not 2m/β).
+// reduces and sends the result back, in frames of StarFrameBytes. The
+// root's link carries (n−1)m each way; it folds and returns frame i while
+// the next arrives, so the two directions overlap but for the last frame,
+// which goes out only after it came in (measured: on 2 ranks at 1 Gbit a
+// 1 MiB star takes m/β, as recursive doubling does, not 2m/β). A message
+// of one frame goes in, then out: 2(n−1)m, a bucket each way.
 //
 // Fan-in: the n−1 flows into the root share its link unevenly (a shaper's
 // queue serves them in the order their congestion windows send, and at
-// 100 Mbit it overflows and drops), and the root sends chunk i only once
-// every rank's chunk i is in, so its way out lags the slowest flow:
-// FanInQueue·m more for each flow beyond the first.
+// 100 Mbit it overflows and drops), and the root sends frame i only once
+// every rank's frame i is in, so its way out lags the slowest flow:
+// FanInQueue·(m − a frame) more for each flow beyond the first.
 func Star(n int, m float64) Traffic {
 	if n < 2 {
 		return Traffic{Ranks: max(n, 1)}
 	}
-	in := float64(n-1) * m
-	return Traffic{Rounds: 2, Link: in + FanInQueue*float64(n-2)*m, Rank: in, Total: 2 * in, Ranks: n, RankMessages: float64(n - 1), Messages: 2 * float64(n-1)}
+	in, last := float64(n-1)*m, min(m, StarFrameBytes)
+	link := in + float64(n-1)*last + FanInQueue*float64(n-2)*(m-last)
+	legs := 1.0
+	if m <= StarFrameBytes {
+		legs = 2
+	}
+	return Traffic{Rounds: 2, Link: link, Legs: legs, Rank: in, Total: 2 * in, Ranks: n, RankMessages: float64(n - 1), Messages: 2 * float64(n-1)}
 }
+
+// StarFrameBytes is the frame of collective's star and recursive doubling
+// (at most 64 KiB).
+const StarFrameBytes = 64 << 10
 
 // FanInQueue is what each flow beyond the first adds to a fan-in, in
 // messages at β (Star): measured on the emulated hosts, 1 MiB stars took
-// 0.1-0.5 m/β beyond (n−1)m/β at n=3 and 0.6-1.05 at n=4, at 100 Mbit, 1
-// Gbit and 1.8 Gbit, with no drops at 1 Gbit (so not loss: the uneven
-// shares) and drops at 100 Mbit.
+// 0.1-0.4 m/β beyond (n−1)(m + a frame)/β at n=3 and 0.5-1 at n=4, at 100
+// Mbit, 1 Gbit and 1.8 Gbit, with no drops at 1 Gbit (so not loss: the
+// uneven shares) and drops at 100 Mbit.
 const FanInQueue = 0.5
 
 // AllReduce is the algorithm collective's Auto picks for m bytes on n

@@ -63,13 +63,15 @@ func TestEstimate(t *testing.T) {
 		// n=6: two hand-ins, whose receivers exchange with each other
 		// first: no fan-in, 4 rounds: 450 µs + 40 µs.
 		{"tree n6 1KB", base, RecursiveDoubling(6, 1000), legs(tr(4, 4000, 3000, 12000, 6, false, 3, 12), 2), 490e-6, Latency},
-		// The root's link: 3 MB in while 3 MB go out, and half a message
-		// for each of the second and third flows into it: 250 µs + 40 ms.
-		{"star n4 1MB", base, Star(4, 1e6), tr(2, 4e6, 3e6, 6e6, 4, false, 3, 6), 0.04025, Bandwidth},
-		// A 1 MB bucket passes the first 1 MB: 30 ms.
-		{"star n4 1MB bucket", bucket, Star(4, 1e6), tr(2, 4e6, 3e6, 6e6, 4, false, 3, 6), 0.03025, Bandwidth},
-		// All 2000 B fit in the bucket: no transfer time.
-		{"tree n4 1KB bucket", bucket, RecursiveDoubling(4, 1000), legs(tr(2, 2000, 2000, 8000, 4, false, 2, 8), 1), 250e-6, Latency},
+		// The root's link: 3 MB in while 3 MB go out, the last 64 KiB
+		// frame of each rank out after it came in (196,608 B), and half of
+		// the other 934,464 B for each of the second and third flows into
+		// it: 250 µs + 41.31072 ms.
+		{"star n4 1MB", base, Star(4, 1e6), legs(tr(2, 4131072, 3e6, 6e6, 4, false, 3, 6), 1), 0.04156072, Bandwidth},
+		// A 1 MB bucket passes the first 1 MB: 31.31072 ms.
+		{"star n4 1MB bucket", bucket, Star(4, 1e6), legs(tr(2, 4131072, 3e6, 6e6, 4, false, 3, 6), 1), 0.03156072, Bandwidth},
+		// One frame each: in, then out (2·2·65,536 B): 250 µs + 2.62144 ms.
+		{"star n3 one frame", base, Star(3, 65536), legs(tr(2, 262144, 131072, 262144, 3, false, 2, 4), 2), 0.00287144, Bandwidth},
 		// One round, 3 × 1000 B out: 150 µs + 30 µs.
 		{"gather n4 1KB", base, AllGatherDirect(4, 1000), tr(1, 3000, 3000, 12000, 4, false, 3, 12), 180e-6, Latency},
 		// 1000 pairs × 7 B + 8: 150 µs + 70.08 µs, then γ·7008 B = 14.016
