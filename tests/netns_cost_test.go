@@ -55,6 +55,11 @@ func TestEmulatedHostsCostModel(t *testing.T) {
 	if b := gather[0].Bytes; b < 5000 || b > 8000 || gather[0].Touched != 1000 {
 		t.Errorf("gather of 1000 features: %d bytes, %d touched; want 5,000-8,000 bytes", b, gather[0].Touched)
 	}
+	// Every rank starts an exchange at once, and one busy with its own
+	// declines the others': some, not all, average (half at N=2).
+	if a := gossip[0].Averaged; !(a > 0 && a <= 1) {
+		t.Errorf("gossip: %v of the exchanges averaged, want a share in (0, 1]", a)
+	}
 	for _, r := range append(gather, gossip...) {
 		if len(r.Seconds) == 0 || r.Median() <= 0 || r.Median() > 10 || r.N != n {
 			t.Errorf("%s: %+v", r.Op, r)

@@ -21,6 +21,10 @@ type OpResult struct {
 	Seconds []float64 `json:"seconds"`
 	// CPUSeconds is the CPU time of all ranks per repetition.
 	CPUSeconds float64 `json:"cpu_s"`
+	// Averaged is, for gossip, the share of the ranks' timed exchanges
+	// that averaged (the others were declined: the peer was busy with its
+	// own).
+	Averaged float64 `json:"averaged,omitempty"`
 }
 
 // Median is the median repetition's time.

@@ -46,6 +46,9 @@ type Point struct {
 	Link     float64 `json:"link_bytes"`
 	Legs     float64 `json:"legs"`
 	CPU      float64 `json:"cpu_s"`
+	// Averaged is a gossip round's share of exchanges that averaged (the
+	// others were declined: the peer was busy with its own).
+	Averaged float64 `json:"averaged,omitempty"`
 	Load     string  `json:"load"`
 }
 
@@ -260,6 +263,7 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 			t = cost.SparseAllGather(n, float64(r.Touched), float64(r.Bytes)/float64(r.Touched))
 		}
 		add(r.Op, r.Bytes, r.Touched, r.Seconds, r.CPUSeconds, t)
+		pts[len(pts)-1].Averaged = r.Averaged
 	}
 	if err != nil {
 		return nil, err

@@ -118,14 +118,21 @@ func gossipRound(ctx context.Context, c *collective.Comm, sizes []int64, reps in
 		}
 		g.Start(ctx)
 		round := uint64(0)
-		secs, cpu, err := timeOp(ctx, c, reps, idle, func(int) error {
+		averaged := []float64{0}
+		secs, cpu, err := timeOp(ctx, c, reps, idle, func(rep int) error {
 			round++
 			res, err := g.Exchange(ctx, round)
 			if err == nil && res.Outcome != gossip.Averaged && res.Outcome != gossip.Declined {
 				err = fmt.Errorf("round %d with rank %d: %v (%v)", round, res.Peer, res.Outcome, res.Err)
 			}
+			if rep >= 0 && res.Outcome == gossip.Averaged {
+				averaged[0]++
+			}
 			return err
 		})
+		if err == nil {
+			err = c.AllReduceFloat64(ctx, averaged, collective.Sum)
+		}
 		if err == nil {
 			err = c.Barrier(ctx) // every answer is in before any node stops
 		}
@@ -139,7 +146,8 @@ func gossipRound(ctx context.Context, c *collective.Comm, sizes []int64, reps in
 		if err != nil {
 			return fmt.Errorf("gossip round of %d bytes: %w", size, err)
 		}
-		if err := report(c, netns.OpResult{Op: "gossip", N: c.Size(), Bytes: size, Seconds: secs, CPUSeconds: cpu}); err != nil {
+		r := netns.OpResult{Op: "gossip", N: c.Size(), Bytes: size, Seconds: secs, CPUSeconds: cpu, Averaged: averaged[0] / float64(reps*c.Size())}
+		if err := report(c, r); err != nil {
 			return err
 		}
 	}
