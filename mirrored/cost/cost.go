@@ -318,6 +318,35 @@ func (s Sample) Traffic() Traffic {
 	return RecursiveDoubling(s.N, s.Bytes)
 }
 
+// FitLatency solves for α and Message from two latency-bound samples that
+// differ in how their rounds and their messages grow (a recursive-doubling
+// all-reduce on 2 and on 4 ranks): what each took beyond p's Fixed and
+// transfer is rounds·α + Message·(its messages on the busiest core). A
+// negative solution is clamped to 0 and the other refitted alone (least
+// squares). Other parameters are p's.
+func (p Params) FitLatency(a, b Sample) (alpha, message float64) {
+	// terms is what s took beyond Fixed and transfer, its rounds and its
+	// messages on the busiest core (Estimate with α 0 and Message 1).
+	terms := func(s Sample) (y, r, m float64) {
+		q := p
+		q.Alpha, q.Message = 0, 1
+		e := q.Estimate(s.Traffic())
+		return s.Seconds - p.Fixed - e.Transfer, s.Traffic().Rounds, e.Latency - p.Fixed
+	}
+	ya, ra, ma := terms(a)
+	yb, rb, mb := terms(b)
+	if det := ra*mb - rb*ma; det != 0 {
+		alpha, message = (ya*mb-yb*ma)/det, (ra*yb-rb*ya)/det
+	}
+	switch {
+	case alpha < 0 || (alpha == 0 && message == 0):
+		alpha, message = 0, max(0, (ma*ya+mb*yb)/(ma*ma+mb*mb))
+	case message < 0:
+		alpha, message = max(0, (ra*ya+rb*yb)/(ra*ra+rb*rb)), 0
+	}
+	return alpha, message
+}
+
 // Measured is what calibration measures on one machine's loopback.
 type Measured struct {
 	// RTT is the median round trip of a small message on one stream, and

@@ -259,3 +259,27 @@ func TestPredict(t *testing.T) {
 		t.Errorf("table %v:\n%s", err, b.String())
 	}
 }
+
+// TestFitLatency recovers α and Message from two trees priced by the model
+// (on ranks that share 2 cores, in a tbf bucket), and clamps at 0 the
+// term the samples say is negative.
+func TestFitLatency(t *testing.T) {
+	p := Params{Beta: 2e8, Gamma: 2e-9, Fixed: 50e-6, RankCores: 1, SharedCores: 2, Burst: 1e5, BurstRate: 7e8}
+	want := p
+	want.Alpha, want.Message = 30e-6, 90e-6
+	sample := func(q Params, n int) Sample {
+		s := Sample{Algo: collective.Tree, N: n, Bytes: 4096}
+		s.Seconds = q.Estimate(s.Traffic()).Seconds
+		return s
+	}
+	if a, m := p.FitLatency(sample(want, 2), sample(want, 4)); !near(a, want.Alpha) || !near(m, want.Message) {
+		t.Errorf("α %g, message %g; want %g, %g", a, m, want.Alpha, want.Message)
+	}
+	// 4 hosts no slower than 2 beyond their one more round: the messages'
+	// share comes out negative, so it is 0 and α takes all.
+	fast := sample(want, 4)
+	fast.Seconds = sample(want, 2).Seconds + 1e-6
+	if a, m := p.FitLatency(sample(want, 2), fast); m != 0 || !(a > 0) {
+		t.Errorf("α %g, message %g; want α > 0 and no message cost", a, m)
+	}
+}

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 
 	"gonum.org/v1/plot/plotter"
@@ -35,9 +37,10 @@ type Point struct {
 	Bound     string  `json:"bound"`
 	// Spread is the interquartile range of the repetitions' times over
 	// their median (netns.Spread).
-	Spread float64 `json:"spread"`
-	Alpha  float64 `json:"alpha_s"`                    // α of the emulated links (fitted on the first cluster)
-	Gamma  float64 `json:"gamma_s_per_byte,omitempty"` // γ the prediction used
+	Spread  float64 `json:"spread"`
+	Alpha   float64 `json:"alpha_s"`                    // α of the emulated links (fitted at the first rate)
+	Message float64 `json:"message_s"`                  // their CPU a message (fitted with α)
+	Gamma   float64 `json:"gamma_s_per_byte,omitempty"` // γ the prediction used
 	// Transfer is the predicted transfer time (beyond tbf's bucket), Link
 	// the bytes of the busiest link direction over Legs directions one
 	// after another: a point whose legs fit in the bucket is not counted
@@ -65,16 +68,16 @@ type validation struct {
 	fit *fitted
 }
 
-// fitted are the parameters the emulated links change, fitted on the first
-// cluster (N=2, the fastest rate): α, from the time of a one-feature sparse
-// all-gather (the veth pair, the bridge and tbf cost each message more than
-// loopback does), and γ, when it is 0, from the largest ring all-reduce's
-// CPU time (1500-byte packets cost more CPU per byte than loopback's 64
-// KiB ones). The other parameters come from the calibration, and no
-// cluster fits its own: what the larger clusters take is predicted.
+// fitted are the parameters the emulated links change, fitted at the
+// first rate before the sweep: α and the CPU of a message (Message), from
+// 4 KiB tree all-reduces on 2 and on 4 hosts (fitLatency: the veth pair,
+// the bridge and tbf cost each message several times the CPU loopback's
+// does), and γ, when it is 0, from the first cluster's largest ring
+// all-reduce's CPU time (1500-byte packets cost more CPU per byte than
+// loopback's 64 KiB ones). The other parameters come from the calibration,
+// and no cluster of the sweep fits its own: what it takes is predicted.
 type fitted struct {
-	alpha, gamma float64
-	done         bool
+	alpha, message, gamma float64
 }
 
 // Repetitions: points up to tinyBytes (latency-bound: a few hundred µs)
@@ -154,6 +157,9 @@ func validate(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("# %s (calibrated under load %s); shared cores %g\n", v.params, f.Load, v.params.SharedCores)
+	if err := v.fitLatency(ctx, *rates); err != nil {
+		return err
+	}
 	var pts []Point
 	err = eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
 		got, err := v.cluster(ctx, rate, n)
@@ -220,11 +226,6 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	defer h.Down()
 	p := v.params
 	p.Beta, p.Burst, p.BurstRate = cost.LinkBeta(float64(rate)), float64(rate.Burst()), v.params.Beta
-	if !v.fit.done {
-		if v.fit.alpha, err = fitAlpha(ctx, h, v.bin, p, 2*tinyReps*v.reps); err != nil {
-			return nil, err
-		}
-	}
 	ring, err := v.allReduce(ctx, h, collective.Ring, v.ringSizes, p)
 	if err != nil {
 		return nil, err
@@ -233,14 +234,13 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 		v.fit.gamma = last.CPUSeconds / cost.Ring(n, float64(last.Bytes)).Total
 		fmt.Printf("# γ fitted here: %.2f ns/B (%.3f CPU s for a %d-byte ring all-reduce)\n", v.fit.gamma*1e9, last.CPUSeconds, last.Bytes)
 	}
-	v.fit.done = true
-	p.Alpha, p.Gamma = v.fit.alpha, v.fit.gamma
+	p.Alpha, p.Message, p.Gamma = v.fit.alpha, v.fit.message, v.fit.gamma
 	fmt.Printf("# %s, N=%d: %s\n", rate, n, p)
 	var pts []Point
 	add := func(op string, bytes int64, touched int, secs []float64, cpu float64, t cost.Traffic) {
 		e, med := p.Estimate(t), mbench.Median(secs)
 		pts = append(pts, Point{Rate: rate.String(), N: n, Op: op, Bytes: bytes, Touched: touched, Measured: med, Predicted: e.Seconds,
-			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Spread: netns.Spread(secs), Alpha: p.Alpha, Gamma: p.Gamma,
+			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Spread: netns.Spread(secs), Alpha: p.Alpha, Message: p.Message, Gamma: p.Gamma,
 			Transfer: e.Transfer, Link: t.Link, Legs: t.Legs, CPU: cpu, Load: netns.LoadAverage()})
 	}
 	addAll := func(algo collective.Algo, res []netns.AllReduceResult) {
@@ -271,21 +271,34 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	return pts, h.Down()
 }
 
-// fitAlpha fits α of h's links: a 4 KiB recursive doubling all-reduce
-// (one round at N=2, two at N=4) takes Fixed, its rounds of α, its
-// messages' CPU and its bytes; reps repetitions, the median counts.
-func fitAlpha(ctx context.Context, h *netns.Hosts, netbench string, p cost.Params, reps int) (float64, error) {
-	const size = 4 << 10
-	probe, err := netns.MeasureAllReduce(ctx, h, netbench, "tls", []int64{size}, reps, "-algo", collective.Tree.String())
+// fitLatency fits α and the CPU of a message on the emulated links at the
+// first of rates: a 4 KiB tree all-reduce (latency-bound) on 2 hosts and
+// on 4, each the median of 2·tinyReps·reps repetitions (cost.FitLatency).
+func (v validation) fitLatency(ctx context.Context, rates string) error {
+	rate, err := netns.ParseRate(strings.Split(rates, ",")[0])
 	if err != nil {
-		return 0, err
+		return err
 	}
-	t := cost.RecursiveDoubling(h.N, size)
-	took := mbench.Median(probe[0].Seconds())
-	p.Alpha = 0
-	alpha := max(0, took-p.Estimate(t).Seconds) / t.Rounds
-	fmt.Printf("# α fitted: %s (a %d-byte tree all-reduce on %d hosts took %s, load %s)\n", cost.Seconds(alpha), size, h.N, cost.Seconds(took), netns.LoadAverage())
-	return alpha, nil
+	p := v.params
+	p.Beta, p.Burst, p.BurstRate = cost.LinkBeta(float64(rate)), float64(rate.Burst()), v.params.Beta
+	var probes []cost.Sample
+	for _, n := range []int{2, 4} {
+		h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
+		if err != nil {
+			return err
+		}
+		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{4 << 10}, 2*tinyReps*v.reps, "-algo", collective.Tree.String())
+		if err := errors.Join(err, h.Down()); err != nil {
+			return err
+		}
+		secs := res[0].Seconds()
+		probes = append(probes, cost.Sample{Algo: collective.Tree, N: n, Bytes: 4 << 10, Seconds: mbench.Median(secs)})
+		fmt.Printf("# a 4096-byte tree all-reduce on %d hosts at %s took %s (spread %.0f%%, %d reps, load %s)\n",
+			n, rate, cost.Seconds(probes[len(probes)-1].Seconds), 100*netns.Spread(secs), len(secs), netns.LoadAverage())
+	}
+	v.fit.alpha, v.fit.message = p.FitLatency(probes[0], probes[1])
+	fmt.Printf("# fitted: α %s, %s a message\n", cost.Seconds(v.fit.alpha), cost.Seconds(v.fit.message))
+	return nil
 }
 
 // allReduce measures algo at each of sizes whose transfer is short enough,
@@ -365,7 +378,7 @@ func (v validation) replot(file string) error {
 	if len(pts) == 0 || pts[0].Gamma == 0 {
 		return fmt.Errorf("%s: no points, or no γ in them (written before validate recorded it)", file)
 	}
-	v.fit.alpha, v.fit.gamma = pts[0].Alpha, pts[0].Gamma
+	v.fit.alpha, v.fit.message, v.fit.gamma = pts[0].Alpha, pts[0].Message, pts[0].Gamma
 	return v.save(pts)
 }
 
@@ -396,7 +409,7 @@ func (v validation) save(pts []Point) error {
 func (v validation) series(pts []Point, rate string) []chart.Series {
 	bits, _ := netns.ParseRate(rate)
 	p := v.params
-	p.Beta, p.Alpha, p.Gamma = cost.LinkBeta(float64(bits)), v.fit.alpha, v.fit.gamma
+	p.Beta, p.Alpha, p.Message, p.Gamma = cost.LinkBeta(float64(bits)), v.fit.alpha, v.fit.message, v.fit.gamma
 	p.Burst, p.BurstRate = float64(bits.Burst()), v.params.Beta
 	maxN := 2
 	for _, pt := range pts {
