@@ -318,31 +318,29 @@ func (s Sample) Traffic() Traffic {
 	return RecursiveDoubling(s.N, s.Bytes)
 }
 
-// FitLatency solves for α and Message from two latency-bound samples that
-// differ in how their rounds and their messages grow (a recursive-doubling
-// all-reduce on 2 and on 4 ranks): what each took beyond p's Fixed and
-// transfer is rounds·α + Message·(its messages on the busiest core). A
-// negative solution is clamped to 0 and the other refitted alone (least
-// squares). Other parameters are p's.
-func (p Params) FitLatency(a, b Sample) (alpha, message float64) {
-	// terms is what s took beyond Fixed and transfer, its rounds and its
-	// messages on the busiest core (Estimate with α 0 and Message 1).
-	terms := func(s Sample) (y, r, m float64) {
+// FitLatency fits α and Message, by least squares, to latency-bound
+// samples whose rounds and messages grow differently (recursive doubling
+// on 2 and on 4 ranks, a star on 2: one more round than the tree on 2, no
+// more messages): what each took beyond p's Fixed and transfer is
+// rounds·α + Message·(its messages on the busiest core). A negative term is
+// clamped to 0 and the other refitted alone. Other parameters are p's.
+func (p Params) FitLatency(samples ...Sample) (alpha, message float64) {
+	var srr, srm, smm, sry, smy float64
+	for _, s := range samples {
 		q := p
-		q.Alpha, q.Message = 0, 1
+		q.Alpha, q.Message = 0, 1 // Latency − Fixed is then the messages' share
 		e := q.Estimate(s.Traffic())
-		return s.Seconds - p.Fixed - e.Transfer, s.Traffic().Rounds, e.Latency - p.Fixed
+		y, r, m := s.Seconds-p.Fixed-e.Transfer, s.Traffic().Rounds, e.Latency-p.Fixed
+		srr, srm, smm, sry, smy = srr+r*r, srm+r*m, smm+m*m, sry+r*y, smy+m*y
 	}
-	ya, ra, ma := terms(a)
-	yb, rb, mb := terms(b)
-	if det := ra*mb - rb*ma; det != 0 {
-		alpha, message = (ya*mb-yb*ma)/det, (ra*yb-rb*ya)/det
+	if det := srr*smm - srm*srm; det > 0 {
+		alpha, message = (sry*smm-smy*srm)/det, (smy*srr-sry*srm)/det
 	}
 	switch {
-	case alpha < 0 || (alpha == 0 && message == 0):
-		alpha, message = 0, max(0, (ma*ya+mb*yb)/(ma*ma+mb*mb))
-	case message < 0:
-		alpha, message = max(0, (ra*ya+rb*yb)/(ra*ra+rb*rb)), 0
+	case alpha <= 0 && smm > 0:
+		alpha, message = 0, max(0, smy/smm)
+	case message < 0 && srr > 0:
+		alpha, message = max(0, sry/srr), 0
 	}
 	return alpha, message
 }

@@ -260,26 +260,31 @@ func TestPredict(t *testing.T) {
 	}
 }
 
-// TestFitLatency recovers α and Message from two trees priced by the model
-// (on ranks that share 2 cores, in a tbf bucket), and clamps at 0 the
-// term the samples say is negative.
+// TestFitLatency recovers α and Message from trees on 2 and 4 ranks and a
+// star on 2 priced by the model (on ranks that share 2 cores, in a tbf
+// bucket), and clamps at 0 the term the samples say is negative.
 func TestFitLatency(t *testing.T) {
 	p := Params{Beta: 2e8, Gamma: 2e-9, Fixed: 50e-6, RankCores: 1, SharedCores: 2, Burst: 1e5, BurstRate: 7e8}
 	want := p
 	want.Alpha, want.Message = 30e-6, 90e-6
-	sample := func(q Params, n int) Sample {
-		s := Sample{Algo: collective.Tree, N: n, Bytes: 4096}
+	sample := func(q Params, algo collective.Algo, n int) Sample {
+		s := Sample{Algo: algo, N: n, Bytes: 4096}
 		s.Seconds = q.Estimate(s.Traffic()).Seconds
 		return s
 	}
-	if a, m := p.FitLatency(sample(want, 2), sample(want, 4)); !near(a, want.Alpha) || !near(m, want.Message) {
+	tree2, tree4, star2 := sample(want, collective.Tree, 2), sample(want, collective.Tree, 4), sample(want, collective.Star, 2)
+	if a, m := p.FitLatency(tree2, tree4, star2); !near(a, want.Alpha) || !near(m, want.Message) {
 		t.Errorf("α %g, message %g; want %g, %g", a, m, want.Alpha, want.Message)
 	}
-	// 4 hosts no slower than 2 beyond their one more round: the messages'
-	// share comes out negative, so it is 0 and α takes all.
-	fast := sample(want, 4)
-	fast.Seconds = sample(want, 2).Seconds + 1e-6
-	if a, m := p.FitLatency(sample(want, 2), fast); m != 0 || !(a > 0) {
+	// A star on 2 no slower than the tree on 2: its extra round costs
+	// nothing, so α comes out a fraction of what it was.
+	star2.Seconds = tree2.Seconds
+	if a, m := p.FitLatency(tree2, tree4, star2); !(a < want.Alpha/3) || !(m > want.Message) {
+		t.Errorf("α %g, message %g; want α below %g and more a message", a, m, want.Alpha/3)
+	}
+	// 4 ranks no slower than 2 beyond their one more round: no message cost.
+	tree4.Seconds = tree2.Seconds + 1e-6
+	if a, m := p.FitLatency(tree2, tree4); m != 0 || !(a > 0) {
 		t.Errorf("α %g, message %g; want α > 0 and no message cost", a, m)
 	}
 }

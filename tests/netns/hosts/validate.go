@@ -70,7 +70,7 @@ type validation struct {
 
 // fitted are the parameters the emulated links change, fitted at the
 // first rate before the sweep: α and the CPU of a message (Message), from
-// 4 KiB tree all-reduces on 2 and on 4 hosts (fitLatency: the veth pair,
+// 4 KiB all-reduces on 2 and on 4 hosts (fitLatency: the veth pair,
 // the bridge and tbf cost each message several times the CPU loopback's
 // does), and γ, when it is 0, from the first cluster's largest ring
 // all-reduce's CPU time (1500-byte packets cost more CPU per byte than
@@ -272,8 +272,10 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 }
 
 // fitLatency fits α and the CPU of a message on the emulated links at the
-// first of rates: a 4 KiB tree all-reduce (latency-bound) on 2 hosts and
-// on 4, each the median of 2·tinyReps·reps repetitions (cost.FitLatency).
+// first of rates (cost.FitLatency) from three latency-bound 4 KiB
+// all-reduces, each the median of 2·tinyReps·reps repetitions: a tree on 2
+// hosts, a star on 2 (one more round, no more messages) and a tree on 4
+// (one more round, 4× the messages on the busiest core).
 func (v validation) fitLatency(ctx context.Context, rates string) error {
 	rate, err := netns.ParseRate(strings.Split(rates, ",")[0])
 	if err != nil {
@@ -282,21 +284,30 @@ func (v validation) fitLatency(ctx context.Context, rates string) error {
 	p := v.params
 	p.Beta, p.Burst, p.BurstRate = cost.LinkBeta(float64(rate)), float64(rate.Burst()), v.params.Beta
 	var probes []cost.Sample
-	for _, n := range []int{2, 4} {
+	for _, c := range []struct {
+		n     int
+		algos []collective.Algo
+	}{{2, []collective.Algo{collective.Tree, collective.Star}}, {4, []collective.Algo{collective.Tree}}} {
+		n, algos := c.n, c.algos
 		h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
 		if err != nil {
 			return err
 		}
-		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{4 << 10}, 2*tinyReps*v.reps, "-algo", collective.Tree.String())
-		if err := errors.Join(err, h.Down()); err != nil {
+		for _, algo := range algos {
+			res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{4 << 10}, 2*tinyReps*v.reps, "-algo", algo.String())
+			if err != nil {
+				return errors.Join(err, h.Down())
+			}
+			secs := res[0].Seconds()
+			probes = append(probes, cost.Sample{Algo: algo, N: n, Bytes: 4 << 10, Seconds: mbench.Median(secs)})
+			fmt.Printf("# a 4096-byte %v all-reduce on %d hosts at %s took %s (spread %.0f%%, %d reps, load %s)\n",
+				algo, n, rate, cost.Seconds(mbench.Median(secs)), 100*netns.Spread(secs), len(secs), netns.LoadAverage())
+		}
+		if err := h.Down(); err != nil {
 			return err
 		}
-		secs := res[0].Seconds()
-		probes = append(probes, cost.Sample{Algo: collective.Tree, N: n, Bytes: 4 << 10, Seconds: mbench.Median(secs)})
-		fmt.Printf("# a 4096-byte tree all-reduce on %d hosts at %s took %s (spread %.0f%%, %d reps, load %s)\n",
-			n, rate, cost.Seconds(probes[len(probes)-1].Seconds), 100*netns.Spread(secs), len(secs), netns.LoadAverage())
 	}
-	v.fit.alpha, v.fit.message = p.FitLatency(probes[0], probes[1])
+	v.fit.alpha, v.fit.message = p.FitLatency(probes...)
 	fmt.Printf("# fitted: α %s, %s a message\n", cost.Seconds(v.fit.alpha), cost.Seconds(v.fit.message))
 	return nil
 }
