@@ -81,8 +81,8 @@ type Traffic struct {
 	// Legs is how many times Link finds a shaper's bucket full: a rank's
 	// link directions each have one, used by every partner, so an
 	// operation whose links all start at once has 1; recursive doubling
-	// with hand-ins has 2 (the receiving rank's way in, then its way out,
-	// idle until then). 0 counts as 1.
+	// with hand-ins and a one-frame star have 2 (a rank's way in, then its
+	// way out, idle until then). 0 counts as 1.
 	Legs  float64
 	Rank  float64 // bytes the busiest rank sends
 	Total float64 // bytes all ranks send together
