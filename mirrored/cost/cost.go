@@ -32,6 +32,16 @@ type Params struct {
 	// SharedCores is how many cores all ranks share; 0: every rank has its
 	// own host.
 	SharedCores float64 `json:"shared_cores,omitempty"`
+	// Burst is the bytes a link direction passes at once, at no cost in
+	// time, when the operation starts on it idle: a token-bucket shaper's
+	// bucket (tc tbf's burst), paid once per leg of the operation (see
+	// Traffic.Legs). Real links have none (0); the emulated hosts set it
+	// to the bucket they configure, so that their shaper's artefact stays
+	// out of the fitted parameters.
+	Burst float64 `json:"burst_bytes,omitempty"`
+	// BurstRate is the rate of the bytes within Burst, bytes/s: the
+	// unshaped path's (0: they take no time).
+	BurstRate float64 `json:"burst_bytes_per_s,omitempty"`
 }
 
 // Validate reports the first parameter the model cannot use.
@@ -43,6 +53,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("cost: β %g B/s: want a positive link rate (give --rate or recalibrate)", p.Beta)
 	case !(p.RankCores >= 1):
 		return fmt.Errorf("cost: %g cores per rank: want ≥ 1", p.RankCores)
+	case !(p.Burst >= 0) || !(p.BurstRate >= 0):
+		return fmt.Errorf("cost: a burst of %g bytes at %g B/s: want ≥ 0 (0: no token bucket)", p.Burst, p.BurstRate)
 	case !(p.SharedCores >= 0):
 		return fmt.Errorf("cost: %g shared cores: want ≥ 0 (0: a host per rank)", p.SharedCores)
 	}
@@ -66,9 +78,15 @@ func (b Bound) String() string { return [...]string{"bandwidth", "latency", "cpu
 type Traffic struct {
 	Rounds float64 // one-way message latencies on the critical path
 	Link   float64 // bytes the busiest link direction carries, in sequence
-	Rank   float64 // bytes the busiest rank sends
-	Total  float64 // bytes all ranks send together
-	Ranks  int     // ranks taking part
+	// Legs is how many times Link finds a shaper's bucket full: a rank's
+	// link directions each have one, used by every partner, so an
+	// operation whose links all start at once has 1; recursive doubling
+	// with hand-ins and a one-frame star have 2 (a rank's way in, then its
+	// way out, idle until then). 0 counts as 1.
+	Legs  float64
+	Rank  float64 // bytes the busiest rank sends
+	Total float64 // bytes all ranks send together
+	Ranks int     // ranks taking part
 	// RankMessages is the busiest rank's share of the messages (what it
 	// sends plus what it receives, halved: a message costs Message at
 	// both ends together), Messages what all ranks send.
@@ -94,7 +112,7 @@ type Estimate struct {
 
 // Estimate prices t with p.
 func (p Params) Estimate(t Traffic) Estimate {
-	e := Estimate{Traffic: t, Transfer: t.Link / p.Beta}
+	e := Estimate{Traffic: t, Transfer: p.transfer(t)}
 	e.Latency = p.Fixed + t.Rounds*p.Alpha + p.Message*p.spread(t.RankMessages, t.Messages)
 	e.CPU = p.Gamma*p.spread(t.Rank, t.Total) + p.Pair*p.spread(t.RankPairs, t.Pairs)
 	net := e.Latency + e.Transfer
@@ -111,6 +129,17 @@ func (p Params) Estimate(t Traffic) Estimate {
 		e.Bound = Bandwidth
 	}
 	return e
+}
+
+// transfer is the time t's busiest link direction takes: the bytes beyond
+// each leg's bucket at β, those within at BurstRate.
+func (p Params) transfer(t Traffic) float64 {
+	bucket := min(t.Link, max(t.Legs, 1)*p.Burst)
+	s := (t.Link - bucket) / p.Beta
+	if p.BurstRate > 0 {
+		s += bucket / p.BurstRate
+	}
+	return s
 }
 
 // spread is the time of work of which the busiest rank does rank and all
@@ -137,7 +166,11 @@ func Ring(n int, m float64) Traffic {
 
 // RecursiveDoubling is collective's Tree: with p the largest power of two
 // ≤ n, log2 p rounds exchanging all m bytes, plus a hand-in and a
-// hand-back round when n is not a power of two.
+// hand-back round when n is not a power of two. With an odd number of
+// hand-ins, one receiving rank's first partner has none and sends at once:
+// its m and the hand-in's m converge on that rank's link, which then
+// carries 2m before the rank can start sending (n=3: 4m in all, not 3m;
+// on the emulated hosts at 100 Mbit it took 3.9m/β).
 func RecursiveDoubling(n int, m float64) Traffic {
 	if n < 2 {
 		return Traffic{Ranks: max(n, 1)}
@@ -146,27 +179,56 @@ func RecursiveDoubling(n int, m float64) Traffic {
 	p, rem := 1<<lg, n-1<<lg
 	rounds := float64(lg)
 	rank, msgs := rounds*m, rounds
+	link, legs := rounds*m, 1.0
 	if rem > 0 {
 		rounds += 2
 		rank += m // an odd rank hands the result back
 		msgs++    // its partner takes one in and hands one back
+		link, legs = rounds*m, 2
+		if rem%2 == 1 {
+			link += m
+		}
 	}
 	all := float64(p*lg + 2*rem)
-	return Traffic{Rounds: rounds, Link: rounds * m, Rank: rank, Total: all * m, Ranks: n, RankMessages: msgs, Messages: all}
+	return Traffic{Rounds: rounds, Link: link, Legs: legs, Rank: rank, Total: all * m, Ranks: n, RankMessages: msgs, Messages: all}
 }
 
 // Star is collective's Star: every rank sends m bytes to the root, which
-// reduces and sends the result back. The root's link carries 2(n−1)m,
-// (n−1)m each way; the root folds and returns each chunk while the next
-// arrives, so the two directions overlap (measured: on 2 ranks at 1 Gbit a
-// 1 MiB star takes m/β, as recursive doubling does, not 2m/β).
+// reduces and sends the result back, in frames of StarFrameBytes. The
+// root's link carries (n−1)m each way; it folds and returns frame i while
+// the next arrives, so the two directions overlap but for the last frame,
+// which goes out only after it came in (measured: on 2 ranks at 1 Gbit a
+// 1 MiB star takes m/β, as recursive doubling does, not 2m/β). A message
+// of one frame goes in, then out: 2(n−1)m, a bucket each way.
+//
+// Fan-in: the n−1 flows into the root share its link unevenly (a shaper's
+// queue serves them in the order their congestion windows send, and at
+// 100 Mbit it overflows and drops), and the root sends frame i only once
+// every rank's frame i is in, so its way out lags the slowest flow:
+// FanInQueue·(m − a frame) more for each flow beyond the first.
 func Star(n int, m float64) Traffic {
 	if n < 2 {
 		return Traffic{Ranks: max(n, 1)}
 	}
-	in := float64(n-1) * m
-	return Traffic{Rounds: 2, Link: in, Rank: in, Total: 2 * in, Ranks: n, RankMessages: float64(n - 1), Messages: 2 * float64(n-1)}
+	in, last := float64(n-1)*m, min(m, StarFrameBytes)
+	link := in + float64(n-1)*last + FanInQueue*float64(n-2)*(m-last)
+	legs := 1.0
+	if m <= StarFrameBytes {
+		legs = 2
+	}
+	return Traffic{Rounds: 2, Link: link, Legs: legs, Rank: in, Total: 2 * in, Ranks: n, RankMessages: float64(n - 1), Messages: 2 * float64(n-1)}
 }
+
+// StarFrameBytes is the frame of collective's star and recursive doubling
+// (at most 64 KiB).
+const StarFrameBytes = 64 << 10
+
+// FanInQueue is what each flow beyond the first adds to a fan-in, in
+// messages at β (Star): measured on the emulated hosts, 1 MiB stars took
+// 0.1-0.4 m/β beyond (n−1)(m + a frame)/β at n=3 and 0.5-1 at n=4, at 100
+// Mbit, 1 Gbit and 1.8 Gbit, with no drops at 1 Gbit (so not loss: the
+// uneven shares) and drops at 100 Mbit.
+const FanInQueue = 0.5
 
 // AllReduce is the algorithm collective's Auto picks for m bytes on n
 // ranks (with the default thresholds) and its traffic.
@@ -211,11 +273,12 @@ func SparseAllGather(n int, k, bytesPerPair float64) Traffic {
 
 // GossipRound is one pairwise average of b bytes (the dense vector, or the
 // changed coordinates): a request, then the reply. Every rank starts one
-// and, on average, answers one, so each sends 2b a round. Messages are
+// and, on average, answers one, so each sends 2b a round, its request and
+// the reply it owes sharing its link from the start (one leg). Messages are
 // encoded whole before they leave and averaged whole when they arrive, so
 // its CPU work adds to the transfer (Serial).
 func GossipRound(n int, b float64) Traffic {
-	return Traffic{Rounds: 2, Link: 2 * b, Rank: 2 * b, Total: float64(max(n, 1)) * 2 * b, Ranks: max(n, 2), Serial: true,
+	return Traffic{Rounds: 2, Link: 2 * b, Legs: 1, Rank: 2 * b, Total: float64(max(n, 1)) * 2 * b, Ranks: max(n, 2), Serial: true,
 		RankMessages: 2, Messages: 2 * float64(max(n, 2))}
 }
 
@@ -253,6 +316,33 @@ func (s Sample) Traffic() Traffic {
 		return Star(s.N, s.Bytes)
 	}
 	return RecursiveDoubling(s.N, s.Bytes)
+}
+
+// FitLatency fits α and Message, by least squares, to latency-bound
+// samples whose rounds and messages grow differently (recursive doubling
+// on 2 and on 4 ranks, a star on 2: one more round than the tree on 2, no
+// more messages): what each took beyond p's Fixed and transfer is
+// rounds·α + Message·(its messages on the busiest core). A negative term is
+// clamped to 0 and the other refitted alone. Other parameters are p's.
+func (p Params) FitLatency(samples ...Sample) (alpha, message float64) {
+	var srr, srm, smm, sry, smy float64
+	for _, s := range samples {
+		q := p
+		q.Alpha, q.Message = 0, 1 // Latency − Fixed is then the messages' share
+		e := q.Estimate(s.Traffic())
+		y, r, m := s.Seconds-p.Fixed-e.Transfer, s.Traffic().Rounds, e.Latency-p.Fixed
+		srr, srm, smm, sry, smy = srr+r*r, srm+r*m, smm+m*m, sry+r*y, smy+m*y
+	}
+	if det := srr*smm - srm*srm; det > 0 {
+		alpha, message = (sry*smm-smy*srm)/det, (smy*srr-sry*srm)/det
+	}
+	switch {
+	case alpha <= 0 && smm > 0:
+		alpha, message = 0, max(0, smy/smm)
+	case message < 0 && srr > 0:
+		alpha, message = max(0, sry/srr), 0
+	}
+	return alpha, message
 }
 
 // Measured is what calibration measures on one machine's loopback.

@@ -20,6 +20,12 @@ func tr(rounds, link, rank, total float64, ranks int, serial bool, rankMsgs, msg
 	return Traffic{Rounds: rounds, Link: link, Rank: rank, Total: total, Ranks: ranks, Serial: serial, RankMessages: rankMsgs, Messages: msgs}
 }
 
+// legs is t crossing n link directions one after another.
+func legs(t Traffic, n float64) Traffic {
+	t.Legs = n
+	return t
+}
+
 // TestEstimate checks each operation against times worked out by hand.
 func TestEstimate(t *testing.T) {
 	shared := base
@@ -29,6 +35,10 @@ func TestEstimate(t *testing.T) {
 	pairs := base
 	pairs.SharedCores, pairs.Pair = 2, 20e-9
 	sparse := SparseAllGather(4, 10000, 6)
+	bucket := base
+	bucket.Burst = 1e6
+	halfMB := base
+	halfMB.Burst, halfMB.BurstRate = 0.5e6, 1e9
 	for _, tc := range []struct {
 		name    string
 		p       Params
@@ -42,15 +52,26 @@ func TestEstimate(t *testing.T) {
 		// γ·24 MB over 2 shared cores = 240 ms, above the ring's 60.65 ms.
 		{"ring n4 4MB shared cores", shared, Ring(4, 4e6), tr(6, 6e6, 6e6, 24e6, 4, false, 6, 24), 50e-6 + 0.24, CPU},
 		// 2 rounds of 1000 B: 250 µs + 20 µs.
-		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), tr(2, 2000, 2000, 8000, 4, false, 2, 8), 270e-6, Latency},
+		{"tree n4 1KB", base, RecursiveDoubling(4, 1000), legs(tr(2, 2000, 2000, 8000, 4, false, 2, 8), 1), 270e-6, Latency},
 		// 8 messages on 2 shared cores at 10 µs outweigh the busiest rank's
 		// 2: 50 + 200 + 40 µs of latency, 81.92 µs of transfer (CPU
 		// 2e-9·32768/2 = 32.8 µs is hidden).
-		{"tree n4 4KiB messages", msg, RecursiveDoubling(4, 4096), tr(2, 8192, 8192, 32768, 4, false, 2, 8), 371.92e-6, Latency},
-		// n=3: one exchange round plus hand-in and hand-back: 350 µs + 30 µs.
-		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), tr(3, 3000, 2000, 4000, 3, false, 2, 4), 380e-6, Latency},
-		// The root's link: 3 MB in while 3 MB go out: 250 µs + 30 ms.
-		{"star n4 1MB", base, Star(4, 1e6), tr(2, 3e6, 3e6, 6e6, 4, false, 3, 6), 0.03025, Bandwidth},
+		{"tree n4 4KiB messages", msg, RecursiveDoubling(4, 4096), legs(tr(2, 8192, 8192, 32768, 4, false, 2, 8), 1), 371.92e-6, Latency},
+		// n=3: one exchange round plus hand-in and hand-back, the hand-in
+		// and rank 2's part converging on rank 1: 350 µs + 40 µs.
+		{"tree n3 1KB", base, RecursiveDoubling(3, 1000), legs(tr(3, 4000, 2000, 4000, 3, false, 2, 4), 2), 390e-6, Latency},
+		// n=6: two hand-ins, whose receivers exchange with each other
+		// first: no fan-in, 4 rounds: 450 µs + 40 µs.
+		{"tree n6 1KB", base, RecursiveDoubling(6, 1000), legs(tr(4, 4000, 3000, 12000, 6, false, 3, 12), 2), 490e-6, Latency},
+		// The root's link: 3 MB in while 3 MB go out, the last 64 KiB
+		// frame of each rank out after it came in (196,608 B), and half of
+		// the other 934,464 B for each of the second and third flows into
+		// it: 250 µs + 41.31072 ms.
+		{"star n4 1MB", base, Star(4, 1e6), legs(tr(2, 4131072, 3e6, 6e6, 4, false, 3, 6), 1), 0.04156072, Bandwidth},
+		// A 1 MB bucket passes the first 1 MB: 31.31072 ms.
+		{"star n4 1MB bucket", bucket, Star(4, 1e6), legs(tr(2, 4131072, 3e6, 6e6, 4, false, 3, 6), 1), 0.03156072, Bandwidth},
+		// One frame each: in, then out (2·2·65,536 B): 250 µs + 2.62144 ms.
+		{"star n3 one frame", base, Star(3, 65536), legs(tr(2, 262144, 131072, 262144, 3, false, 2, 4), 2), 0.00287144, Bandwidth},
 		// One round, 3 × 1000 B out: 150 µs + 30 µs.
 		{"gather n4 1KB", base, AllGatherDirect(4, 1000), tr(1, 3000, 3000, 12000, 4, false, 3, 12), 180e-6, Latency},
 		// 1000 pairs × 7 B + 8: 150 µs + 70.08 µs, then γ·7008 B = 14.016
@@ -63,9 +84,12 @@ func TestEstimate(t *testing.T) {
 			RankMessages: 3, Messages: 12, RankPairs: 40000, Pairs: 160000, Serial: true}, 150e-6 + 1800.24e-6 + 2320.096e-6, CPU},
 		// Request and reply of 1 MB: 250 µs + 20 ms, then γ·2 MB = 4 ms
 		// of CPU that does not overlap.
-		{"gossip 1MB", base, GossipRound(4, 1e6), tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 0.02425, Bandwidth},
+		{"gossip 1MB", base, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 1), 0.02425, Bandwidth},
+		// The link's first 0.5 MB pass in its bucket at 1 GB/s: 15 + 0.5
+		// ms of transfer instead of 20.
+		{"gossip 1MB bucket", halfMB, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 1), 0.01975, Bandwidth},
 		// With γ 20 ns/B the 40 ms of CPU exceed the 20 ms transfer.
-		{"gossip 1MB cpu", shared, GossipRound(4, 1e6), tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 250e-6 + 0.02 + 0.08, CPU},
+		{"gossip 1MB cpu", shared, GossipRound(4, 1e6), legs(tr(2, 2e6, 2e6, 8e6, 4, true, 2, 8), 1), 250e-6 + 0.02 + 0.08, CPU},
 		{"one rank", base, Ring(1, 1e6), Traffic{Ranks: 1}, 50e-6, Latency},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,7 +146,7 @@ func TestValidate(t *testing.T) {
 	if err := base.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []Params{{Beta: 0, RankCores: 1}, {Beta: 1, RankCores: 0}, {Beta: 1, RankCores: 1, Alpha: -1}, {Beta: 1, RankCores: 1, Gamma: math.NaN()}, {Beta: 1, RankCores: 1, SharedCores: -2}} {
+	for _, bad := range []Params{{Beta: 0, RankCores: 1}, {Beta: 1, RankCores: 0}, {Beta: 1, RankCores: 1, Alpha: -1}, {Beta: 1, RankCores: 1, Gamma: math.NaN()}, {Beta: 1, RankCores: 1, SharedCores: -2}, {Beta: 1, RankCores: 1, Burst: -1}, {Beta: 1, RankCores: 1, BurstRate: math.Inf(-1)}} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v: valid, want an error", bad)
 		}
@@ -233,5 +257,34 @@ func TestPredict(t *testing.T) {
 	var b strings.Builder
 	if err := WriteRows(&b, rows); err != nil || !strings.Contains(b.String(), "60.6 ms  bandwidth") {
 		t.Errorf("table %v:\n%s", err, b.String())
+	}
+}
+
+// TestFitLatency recovers α and Message from trees on 2 and 4 ranks and a
+// star on 2 priced by the model (on ranks that share 2 cores, in a tbf
+// bucket), and clamps at 0 the term the samples say is negative.
+func TestFitLatency(t *testing.T) {
+	p := Params{Beta: 2e8, Gamma: 2e-9, Fixed: 50e-6, RankCores: 1, SharedCores: 2, Burst: 1e5, BurstRate: 7e8}
+	want := p
+	want.Alpha, want.Message = 30e-6, 90e-6
+	sample := func(q Params, algo collective.Algo, n int) Sample {
+		s := Sample{Algo: algo, N: n, Bytes: 4096}
+		s.Seconds = q.Estimate(s.Traffic()).Seconds
+		return s
+	}
+	tree2, tree4, star2 := sample(want, collective.Tree, 2), sample(want, collective.Tree, 4), sample(want, collective.Star, 2)
+	if a, m := p.FitLatency(tree2, tree4, star2); !near(a, want.Alpha) || !near(m, want.Message) {
+		t.Errorf("α %g, message %g; want %g, %g", a, m, want.Alpha, want.Message)
+	}
+	// A star on 2 no slower than the tree on 2: its extra round costs
+	// nothing, so α comes out a fraction of what it was.
+	star2.Seconds = tree2.Seconds
+	if a, m := p.FitLatency(tree2, tree4, star2); !(a < want.Alpha/3) || !(m > want.Message) {
+		t.Errorf("α %g, message %g; want α below %g and more a message", a, m, want.Alpha/3)
+	}
+	// 4 ranks no slower than 2 beyond their one more round: no message cost.
+	tree4.Seconds = tree2.Seconds + 1e-6
+	if a, m := p.FitLatency(tree2, tree4); m != 0 || !(a > 0) {
+		t.Errorf("α %g, message %g; want α > 0 and no message cost", a, m)
 	}
 }

@@ -18,6 +18,9 @@
 //   - RankCores and SharedCores: how many cores one rank's CPU work can use,
 //     and how many all the ranks share (emulated hosts on one machine);
 //     SharedCores 0 means each rank has a host of its own.
+//   - Burst and BurstRate: what a token-bucket shaper passes at the
+//     unshaped path's rate after the link idled (tc tbf's bucket on the
+//     emulated hosts; 0 on real links), once per leg of an operation.
 //
 // Each operation is reduced to its traffic: the message latencies on its
 // critical path, the bytes the busiest link direction carries one after
@@ -25,7 +28,7 @@
 // From that, an Estimate is
 //
 //	latency  = Fixed + rounds·α
-//	transfer = link bytes / β
+//	transfer = (link bytes − Burst) / β + Burst / BurstRate
 //	cpu      = γ · max(rank bytes / RankCores, all bytes / SharedCores)
 //	time     = max(latency + transfer, Fixed + cpu)
 //

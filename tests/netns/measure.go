@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,26 @@ type AllReduceResult struct {
 // Median is the median repetition's bus bandwidth.
 func (r AllReduceResult) Median() float64 {
 	return bench.Median(r.BusBW)
+}
+
+// Seconds is each repetition's time.
+func (r AllReduceResult) Seconds() []float64 {
+	secs := make([]float64, len(r.BusBW))
+	for i, bw := range r.BusBW {
+		secs[i] = float64(r.Bytes) * 2 * float64(r.N-1) / float64(r.N) / bw
+	}
+	return secs
+}
+
+// Spread is how far apart the middle half of secs lies: the interquartile
+// range over the median (0.2: the middle half spans a fifth of the median).
+func Spread(secs []float64) float64 {
+	if len(secs) == 0 {
+		return 0
+	}
+	s := slices.Clone(secs)
+	slices.Sort(s)
+	return (s[len(s)*3/4] - s[len(s)/4]) / s[len(s)/2]
 }
 
 // Build compiles pkg into dir and returns the binary's path.
@@ -113,11 +134,12 @@ func MeasureAllReduce(ctx context.Context, h *Hosts, netbench, sec string, sizes
 
 // runNetbench runs netbench's mode on every host with args and returns the
 // want results host 0 printed, one JSON object each (every rank took part
-// in the same timings; rank 0 reports).
+// in the same timings; rank 0 reports). Every timed repetition starts
+// after the links idled for h.Rate.Refill(), with tbf's bucket full.
 func runNetbench[T any](ctx context.Context, h *Hosts, netbench, mode string, want int, args ...string) ([]T, error) {
 	res, err := h.RunOnAll(ctx, func(i int) Proc {
 		return Proc{Args: append([]string{netbench, mode, "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
-			"-port", strconv.Itoa(AllReducePort)}, args...)}
+			"-port", strconv.Itoa(AllReducePort), "-idle", h.Rate.Refill().String()}, args...)}
 	})
 	if err != nil {
 		return nil, err

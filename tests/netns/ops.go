@@ -21,6 +21,10 @@ type OpResult struct {
 	Seconds []float64 `json:"seconds"`
 	// CPUSeconds is the CPU time of all ranks per repetition.
 	CPUSeconds float64 `json:"cpu_s"`
+	// Averaged is, for gossip, the share of the ranks' timed exchanges
+	// that averaged (the others were declined: the peer was busy with its
+	// own).
+	Averaged float64 `json:"averaged,omitempty"`
 }
 
 // Median is the median repetition's time.
@@ -37,8 +41,12 @@ func MeasureGather(ctx context.Context, h *Hosts, netbench string, touched []int
 
 // MeasureGossip times one pairwise gossip round (TLS) of each vector size
 // in bytes: every rank averages with the next one in turn.
-func MeasureGossip(ctx context.Context, h *Hosts, netbench string, sizes []int, reps int) ([]OpResult, error) {
-	return runNetbench[OpResult](ctx, h, netbench, "gossip", len(sizes), "-sizes", joinInts(sizes), "-reps", strconv.Itoa(reps))
+func MeasureGossip(ctx context.Context, h *Hosts, netbench string, sizes []int64, reps int) ([]OpResult, error) {
+	sz := make([]int, len(sizes))
+	for i, s := range sizes {
+		sz[i] = int(s)
+	}
+	return runNetbench[OpResult](ctx, h, netbench, "gossip", len(sizes), "-sizes", joinInts(sz), "-reps", strconv.Itoa(reps))
 }
 
 func joinInts(v []int) string {

@@ -13,8 +13,10 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
+	mbench "github.com/meshtrain/meshtrain/mirrored/bench"
 	"github.com/meshtrain/meshtrain/mirrored/cost"
 	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
 	"github.com/meshtrain/meshtrain/tests/netns"
@@ -212,4 +214,21 @@ func writeDenseBound(w *os.File, p cost.Params, sums []mirrored.Summary) {
 	bound := cost.Ring(n, 4*float64(data.CriteoFeatures)).Link / p.Beta
 	fmt.Fprintf(w, "dense exchange %s a step (mean over ranks), bandwidth bound %s: %.2f× the bound (goal ≤ 1.10×)\n",
 		cost.Seconds(comm), cost.Seconds(bound), comm/bound)
+}
+
+// fitAlpha fits α of h's links: a 4 KiB recursive doubling all-reduce
+// (one round at N=2, two at N=4) takes Fixed, its rounds of α, its
+// messages' CPU and its bytes; reps repetitions, the median counts.
+func fitAlpha(ctx context.Context, h *netns.Hosts, netbench string, p cost.Params, reps int) (float64, error) {
+	const size = 4 << 10
+	probe, err := netns.MeasureAllReduce(ctx, h, netbench, "tls", []int64{size}, reps, "-algo", collective.Tree.String())
+	if err != nil {
+		return 0, err
+	}
+	t := cost.RecursiveDoubling(h.N, size)
+	took := mbench.Median(probe[0].Seconds())
+	p.Alpha = 0
+	alpha := max(0, took-p.Estimate(t).Seconds) / t.Rounds
+	fmt.Printf("# α fitted: %s (a %d-byte tree all-reduce on %d hosts took %s, load %s)\n", cost.Seconds(alpha), size, h.N, cost.Seconds(took), netns.LoadAverage())
+	return alpha, nil
 }

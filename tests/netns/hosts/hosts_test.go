@@ -14,24 +14,26 @@ import (
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
-// TestPointClass: tbf's bucket at 1.8 Gbit is 450 kB (2 ms), at 100 Mbit
-// the 64 KiB floor; a point counts as in the bucket only when its bytes
-// both fit and matter.
+// TestPointClass: tbf's bucket (netns.Rate.Burst) at 1.8 Gbit is 178 kB
+// (64 KiB and 0.5 ms), at 100 Mbit 71.8 kB; a point counts as in the
+// bucket only when each leg's bytes fit and matter.
 func TestPointClass(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		p    Point
 		want string
 	}{
-		// 1 ms of 2 ms at 225 MB/s: 225 kB on the wire, in the bucket.
-		{"mid-size", Point{Rate: "1.8gbit", Bound: "bandwidth", Transfer: 1e-3, Predicted: 2e-3}, classBucket},
-		// 3 ms: 675 kB, beyond the bucket.
-		{"large", Point{Rate: "1.8gbit", Bound: "bandwidth", Transfer: 3e-3, Predicted: 3.5e-3}, classBandwidth},
-		// 20 µs of 200 µs: the bytes do not matter.
-		{"latency", Point{Rate: "1.8gbit", Bound: "latency", Transfer: 20e-6, Predicted: 200e-6}, classOther},
-		// 6 ms at 12.5 MB/s is 75 kB, over the 64 KiB floor.
-		{"100mbit", Point{Rate: "100mbit", Bound: "bandwidth", Transfer: 6e-3, Predicted: 6.2e-3}, classBandwidth},
-		{"cpu", Point{Rate: "1gbit", Bound: "cpu", Transfer: 0.5, Predicted: 0.6}, classOther},
+		// 150 kB at 215 MB/s is 0.7 ms of 1 ms: in the bucket.
+		{"mid-size", Point{Rate: "1.8gbit", Bound: "bandwidth", Link: 150e3, Legs: 1, Predicted: 1e-3}, classBucket},
+		// A gossip round: 150 kB each way, one leg after the other.
+		{"two legs", Point{Rate: "1.8gbit", Bound: "bandwidth", Link: 300e3, Legs: 2, Predicted: 2e-3}, classBucket},
+		// 200 kB in one leg: beyond the bucket.
+		{"large", Point{Rate: "1.8gbit", Bound: "bandwidth", Link: 200e3, Legs: 1, Predicted: 1.2e-3}, classBandwidth},
+		// 19 µs of 200 µs: the bytes do not matter.
+		{"latency", Point{Rate: "1.8gbit", Bound: "latency", Link: 4096, Predicted: 200e-6}, classOther},
+		// 75 kB at 100 Mbit, over its 71.8 kB bucket.
+		{"100mbit", Point{Rate: "100mbit", Bound: "bandwidth", Link: 75e3, Legs: 1, Predicted: 6.2e-3}, classBandwidth},
+		{"cpu", Point{Rate: "1gbit", Bound: "cpu", Link: 50e6, Predicted: 0.6}, classOther},
 	} {
 		if got := tc.p.class(); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

@@ -24,10 +24,14 @@
 // each rate and N it times the ring, recursive doubling and star
 // all-reduces, the sparse all-gather of a step and a gossip round at
 // several sizes (sizes whose transfer would take over 4 s are skipped),
-// and prints each point with the model's prediction (β from the rate; α
-// and γ fitted on the first cluster, the rest from `meshtrain model
+// and prints each point, the median of its repetitions with their spread,
+// with the model's prediction (β and tbf's bucket from the rate; α and the
+// CPU of a message fitted first, from 4 KiB trees on 2 and 4 hosts at the
+// first rate; γ on the first cluster; the rest from `meshtrain model
 // calibrate`), the error, the bound and the goal it counts towards; every
-// point goes to OUT/points.json, the figure to OUT/cost-model.png.
+// point goes to OUT/points.json, the figure to OUT/cost-model.png. Each
+// timed repetition starts after the links idled long enough to refill
+// tbf's bucket.
 //
 // course is the course experiment: `meshtrain worker --model sparse-lr` at
 // Criteo's width (33,762,578 features, generated data) on N hosts, first

@@ -3,17 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/meshtrain/meshtrain/collective"
+	mbench "github.com/meshtrain/meshtrain/mirrored/bench"
 	"github.com/meshtrain/meshtrain/mirrored/cost"
 	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
 	"github.com/meshtrain/meshtrain/mirrored/cost/chart"
@@ -32,13 +35,23 @@ type Point struct {
 	Predicted float64 `json:"predicted_s"`
 	Error     float64 `json:"error"` // (measured − predicted) / measured
 	Bound     string  `json:"bound"`
-	Alpha     float64 `json:"alpha_s"`                    // α of the emulated links (fitted on the first cluster)
-	Gamma     float64 `json:"gamma_s_per_byte,omitempty"` // γ the prediction used
-	// Transfer is the predicted transfer time: above the tbf bucket
-	// (2 ms of the rate) a bandwidth-bound point counts as bandwidth-
-	// dominated in the summary.
+	// Spread is the interquartile range of the repetitions' times over
+	// their median (netns.Spread).
+	Spread  float64 `json:"spread"`
+	Alpha   float64 `json:"alpha_s"`                    // α of the emulated links (fitted at the first rate)
+	Message float64 `json:"message_s"`                  // their CPU a message (fitted with α)
+	Gamma   float64 `json:"gamma_s_per_byte,omitempty"` // γ the prediction used
+	// Transfer is the predicted transfer time (beyond tbf's bucket), Link
+	// the bytes of the busiest link direction over Legs directions one
+	// after another: a point whose legs fit in the bucket is not counted
+	// (class).
 	Transfer float64 `json:"transfer_s"`
+	Link     float64 `json:"link_bytes"`
+	Legs     float64 `json:"legs"`
 	CPU      float64 `json:"cpu_s"`
+	// Averaged is a gossip round's share of exchanges that averaged (the
+	// others were declined: the peer was busy with its own).
+	Averaged float64 `json:"averaged,omitempty"`
 	Load     string  `json:"load"`
 }
 
@@ -55,25 +68,56 @@ type validation struct {
 	fit *fitted
 }
 
-// fitted are the parameters the emulated links change, fitted on the first
-// cluster (N=2, the fastest rate): α, from the time of a one-feature sparse
-// all-gather (the veth pair, the bridge and tbf cost each message more than
-// loopback does), and γ, when it is 0, from the largest ring all-reduce's
-// CPU time (1500-byte packets cost more CPU per byte than loopback's 64
-// KiB ones). The other parameters come from the calibration, and no
-// cluster fits its own: what the larger clusters take is predicted.
+// fitted are the parameters the emulated links change, fitted at the
+// first rate before the sweep: α and the CPU of a message (Message), from
+// 4 KiB all-reduces on 2 and on 4 hosts (fitLatency: the veth pair,
+// the bridge and tbf cost each message several times the CPU loopback's
+// does), and γ, when it is 0, from the first cluster's largest ring
+// all-reduce's CPU time (1500-byte packets cost more CPU per byte than
+// loopback's 64 KiB ones). The other parameters come from the calibration,
+// and no cluster of the sweep fits its own: what it takes is predicted.
 type fitted struct {
-	alpha, gamma float64
-	done         bool
+	alpha, message, gamma float64
 }
 
-// smallReps multiplies the repetitions of points under smallBytes: a
-// median of a few 100-µs operations on a loaded machine moves by a third
-// from one run to the next.
+// Repetitions: points up to tinyBytes (latency-bound: a few hundred µs)
+// are timed tinyReps times as often as -reps, the rest under smallBytes
+// smallReps times. Single times of the tiny ones spread widely (the middle
+// half spans a quarter to a half of the median on a loaded machine), and a
+// median of 100 moved by a third from one run to the next; the median of
+// n draws has a standard error of about 1.25·σ/√n, so 500 (σ a third of
+// the median) pin it within about 2%, which takes a few seconds a point.
 const (
+	tinyReps   = 100
+	tinyBytes  = 64 << 10
 	smallReps  = 20
 	smallBytes = 1 << 20
 )
+
+// repGroup is sizes timed reps times each.
+type repGroup struct {
+	sizes []int64
+	reps  int
+}
+
+// groups splits sizes by how often each is timed (tinyReps, smallReps).
+func (v validation) groups(sizes []int64) []repGroup {
+	var gs []repGroup
+	for _, s := range sizes {
+		reps := v.reps
+		switch {
+		case s <= tinyBytes:
+			reps *= tinyReps
+		case s < smallBytes:
+			reps *= smallReps
+		}
+		if len(gs) == 0 || gs[len(gs)-1].reps != reps {
+			gs = append(gs, repGroup{reps: reps})
+		}
+		gs[len(gs)-1].sizes = append(gs[len(gs)-1].sizes, s)
+	}
+	return gs
+}
 
 // validate measures every operation of the model on emulated hosts at
 // each rate and N and compares with the predictions of -params: a table
@@ -113,6 +157,9 @@ func validate(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("# %s (calibrated under load %s); shared cores %g\n", v.params, f.Load, v.params.SharedCores)
+	if err := v.fitLatency(ctx, *rates); err != nil {
+		return err
+	}
 	var pts []Point
 	err = eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
 		got, err := v.cluster(ctx, rate, n)
@@ -134,21 +181,19 @@ func validate(ctx context.Context, args []string) error {
 const (
 	classBandwidth = "bandwidth" // bound by bandwidth: the goal is 15%
 	classOther     = "cpu/latency"
-	// classBucket: bytes matter to the time (transfer ≥ a quarter of it)
-	// but fit in tbf's bucket (2 ms at the rate, at least 64 KiB), which
-	// passes them at the veth pair's speed whenever the link was idle
-	// long enough before: how fast depends on the gaps between the
-	// repetitions, which no link without a token bucket has. Shown, not
-	// counted.
+	// classBucket: bytes matter to the time (their transfer at β would be
+	// at least a quarter of it) but each leg's fit in tbf's bucket
+	// (netns.Rate.Burst),
+	// which passes them at the veth pair's speed: the time then says how
+	// fast the veth pair is, which no real link has. Shown, not counted.
 	classBucket = "tbf bucket"
 )
 
 // class is the goal p counts towards.
 func (p Point) class() string {
-	rate, _ := cost.ParseRate(p.Rate)
-	bucket := max(rate/8*2e-3, 64<<10) // netns's tbf burst
+	rate, _ := netns.ParseRate(p.Rate)
 	switch {
-	case p.Transfer >= p.Predicted/4 && p.Transfer*rate/8 <= bucket:
+	case p.Link <= max(p.Legs, 1)*float64(rate.Burst()) && p.Link/cost.LinkBeta(float64(rate)) >= p.Predicted/4:
 		return classBucket
 	case p.Bound == cost.Bandwidth.String():
 		return classBandwidth
@@ -180,12 +225,7 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	}
 	defer h.Down()
 	p := v.params
-	p.Beta = cost.LinkBeta(float64(rate))
-	if !v.fit.done {
-		if v.fit.alpha, err = fitAlpha(ctx, h, v.bin, p, 2*smallReps*v.reps); err != nil {
-			return nil, err
-		}
-	}
+	p.Beta, p.Burst, p.BurstRate = cost.LinkBeta(float64(rate)), float64(rate.Burst()), v.params.Beta
 	ring, err := v.allReduce(ctx, h, collective.Ring, v.ringSizes, p)
 	if err != nil {
 		return nil, err
@@ -194,18 +234,18 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 		v.fit.gamma = last.CPUSeconds / cost.Ring(n, float64(last.Bytes)).Total
 		fmt.Printf("# γ fitted here: %.2f ns/B (%.3f CPU s for a %d-byte ring all-reduce)\n", v.fit.gamma*1e9, last.CPUSeconds, last.Bytes)
 	}
-	v.fit.done = true
-	p.Alpha, p.Gamma = v.fit.alpha, v.fit.gamma
+	p.Alpha, p.Message, p.Gamma = v.fit.alpha, v.fit.message, v.fit.gamma
 	fmt.Printf("# %s, N=%d: %s\n", rate, n, p)
 	var pts []Point
-	add := func(op string, bytes int64, touched int, med, cpu float64, t cost.Traffic) {
-		e := p.Estimate(t)
+	add := func(op string, bytes int64, touched int, secs []float64, cpu float64, t cost.Traffic) {
+		e, med := p.Estimate(t), mbench.Median(secs)
 		pts = append(pts, Point{Rate: rate.String(), N: n, Op: op, Bytes: bytes, Touched: touched, Measured: med, Predicted: e.Seconds,
-			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Alpha: p.Alpha, Gamma: p.Gamma, Transfer: e.Transfer, CPU: cpu, Load: netns.LoadAverage()})
+			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Spread: netns.Spread(secs), Alpha: p.Alpha, Message: p.Message, Gamma: p.Gamma,
+			Transfer: e.Transfer, Link: t.Link, Legs: t.Legs, CPU: cpu, Load: netns.LoadAverage()})
 	}
 	addAll := func(algo collective.Algo, res []netns.AllReduceResult) {
 		for _, r := range res {
-			add(algo.String(), r.Bytes, 0, float64(r.Bytes)*2*float64(n-1)/float64(n)/r.Median(), r.CPUSeconds, traffic(algo, n, float64(r.Bytes)))
+			add(algo.String(), r.Bytes, 0, r.Seconds(), r.CPUSeconds, traffic(algo, n, float64(r.Bytes)))
 		}
 	}
 	addAll(collective.Ring, ring)
@@ -222,7 +262,8 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 		if r.Op == "gather" {
 			t = cost.SparseAllGather(n, float64(r.Touched), float64(r.Bytes)/float64(r.Touched))
 		}
-		add(r.Op, r.Bytes, r.Touched, r.Median(), r.CPUSeconds, t)
+		add(r.Op, r.Bytes, r.Touched, r.Seconds, r.CPUSeconds, t)
+		pts[len(pts)-1].Averaged = r.Averaged
 	}
 	if err != nil {
 		return nil, err
@@ -230,42 +271,52 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	return pts, h.Down()
 }
 
-// fitAlpha fits α of h's links: a 4 KiB recursive doubling all-reduce
-// (one round at N=2, two at N=4) takes Fixed, its rounds of α, its
-// messages' CPU and its bytes; reps repetitions, the median counts.
-func fitAlpha(ctx context.Context, h *netns.Hosts, netbench string, p cost.Params, reps int) (float64, error) {
-	const size = 4 << 10
-	probe, err := netns.MeasureAllReduce(ctx, h, netbench, "tls", []int64{size}, reps, "-algo", collective.Tree.String())
+// fitLatency fits α and the CPU of a message on the emulated links at the
+// first of rates (cost.FitLatency) from three latency-bound 4 KiB
+// all-reduces, each the median of 2·tinyReps·reps repetitions: a tree on 2
+// hosts, a star on 2 (one more round, no more messages) and a tree on 4
+// (one more round, 4× the messages on the busiest core).
+func (v validation) fitLatency(ctx context.Context, rates string) error {
+	rate, err := netns.ParseRate(strings.Split(rates, ",")[0])
 	if err != nil {
-		return 0, err
+		return err
 	}
-	t := cost.RecursiveDoubling(h.N, size)
-	took := t.Link / probe[0].Median()
-	p.Alpha = 0
-	alpha := max(0, took-p.Estimate(t).Seconds) / t.Rounds
-	fmt.Printf("# α fitted: %s (a %d-byte tree all-reduce on %d hosts took %s, load %s)\n", cost.Seconds(alpha), size, h.N, cost.Seconds(took), netns.LoadAverage())
-	return alpha, nil
+	p := v.params
+	p.Beta, p.Burst, p.BurstRate = cost.LinkBeta(float64(rate)), float64(rate.Burst()), v.params.Beta
+	var probes []cost.Sample
+	for _, c := range []struct {
+		n     int
+		algos []collective.Algo
+	}{{2, []collective.Algo{collective.Tree, collective.Star}}, {4, []collective.Algo{collective.Tree}}} {
+		n, algos := c.n, c.algos
+		h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
+		if err != nil {
+			return err
+		}
+		for _, algo := range algos {
+			res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{4 << 10}, 2*tinyReps*v.reps, "-algo", algo.String())
+			if err != nil {
+				return errors.Join(err, h.Down())
+			}
+			secs := res[0].Seconds()
+			probes = append(probes, cost.Sample{Algo: algo, N: n, Bytes: 4 << 10, Seconds: mbench.Median(secs)})
+			fmt.Printf("# a 4096-byte %v all-reduce on %d hosts at %s took %s (spread %.0f%%, %d reps, load %s)\n",
+				algo, n, rate, cost.Seconds(mbench.Median(secs)), 100*netns.Spread(secs), len(secs), netns.LoadAverage())
+		}
+		if err := h.Down(); err != nil {
+			return err
+		}
+	}
+	v.fit.alpha, v.fit.message = p.FitLatency(probes...)
+	fmt.Printf("# fitted: α %s, %s a message\n", cost.Seconds(v.fit.alpha), cost.Seconds(v.fit.message))
+	return nil
 }
 
 // allReduce measures algo at each of sizes whose transfer is short enough,
-// the small ones smallReps times as often.
+// the small ones more often (groups).
 func (v validation) allReduce(ctx context.Context, h *netns.Hosts, algo collective.Algo, sizes []int64, p cost.Params) ([]netns.AllReduceResult, error) {
-	var small, large []int64
-	for _, s := range v.sizes(algo, h.N, sizes, p) {
-		if s < smallBytes {
-			small = append(small, s)
-		} else {
-			large = append(large, s)
-		}
-	}
 	var out []netns.AllReduceResult
-	for _, g := range []struct {
-		sizes []int64
-		reps  int
-	}{{small, smallReps * v.reps}, {large, v.reps}} {
-		if len(g.sizes) == 0 {
-			continue
-		}
+	for _, g := range v.groups(v.sizes(algo, h.N, sizes, p)) {
 		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", g.sizes, g.reps, "-algo", algo.String())
 		if err != nil {
 			return nil, err
@@ -276,27 +327,20 @@ func (v validation) allReduce(ctx context.Context, h *netns.Hosts, algo collecti
 }
 
 // ops measures the sparse all-gathers and the gossip rounds whose
-// transfer is short enough, the small ones smallReps times as often.
+// transfer is short enough, the small ones more often (groups).
 func (v validation) ops(ctx context.Context, h *netns.Hosts, p cost.Params) ([]netns.OpResult, error) {
-	out, err := netns.MeasureGather(ctx, h, v.bin, v.touched, smallReps*v.reps)
+	out, err := netns.MeasureGather(ctx, h, v.bin, v.touched, tinyReps*v.reps)
 	if err != nil {
 		return nil, err
 	}
-	for _, small := range []bool{true, false} {
-		var sizes []int
-		for _, s := range v.ringSizes {
-			if cost.GossipRound(h.N, float64(s)).Link/p.Beta <= v.maxBytesSec && (s < smallBytes) == small {
-				sizes = append(sizes, int(s))
-			}
+	var sizes []int64
+	for _, s := range v.ringSizes {
+		if cost.GossipRound(h.N, float64(s)).Link/p.Beta <= v.maxBytesSec {
+			sizes = append(sizes, s)
 		}
-		if len(sizes) == 0 {
-			continue
-		}
-		reps := v.reps
-		if small {
-			reps *= smallReps
-		}
-		gossip, err := netns.MeasureGossip(ctx, h, v.bin, sizes, reps)
+	}
+	for _, g := range v.groups(sizes) {
+		gossip, err := netns.MeasureGossip(ctx, h, v.bin, g.sizes, g.reps)
 		if err != nil {
 			return out, err
 		}
@@ -323,10 +367,10 @@ func traffic(a collective.Algo, n int, m float64) cost.Traffic {
 
 func writePoints(w *os.File, pts []Point) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate\tN\top\tbytes\ttouched\tmeasured\tpredicted\terror\tbound\tgoal\tcpu s\tload\t")
+	fmt.Fprintln(tw, "rate\tN\top\tbytes\ttouched\tmeasured\tspread\tpredicted\terror\tbound\tgoal\tcpu s\tload\t")
 	for _, p := range pts {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%+.0f%%\t%s\t%s\t%.4f\t%s\t\n", p.Rate, p.N, p.Op, p.Bytes, p.Touched,
-			cost.Seconds(p.Measured), cost.Seconds(p.Predicted), 100*p.Error, p.Bound, p.class(), p.CPU, p.Load)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%.0f%%\t%s\t%+.0f%%\t%s\t%s\t%.4f\t%s\t\n", p.Rate, p.N, p.Op, p.Bytes, p.Touched,
+			cost.Seconds(p.Measured), 100*p.Spread, cost.Seconds(p.Predicted), 100*p.Error, p.Bound, p.class(), p.CPU, p.Load)
 	}
 	tw.Flush()
 }
@@ -345,7 +389,7 @@ func (v validation) replot(file string) error {
 	if len(pts) == 0 || pts[0].Gamma == 0 {
 		return fmt.Errorf("%s: no points, or no γ in them (written before validate recorded it)", file)
 	}
-	v.fit.alpha, v.fit.gamma = pts[0].Alpha, pts[0].Gamma
+	v.fit.alpha, v.fit.message, v.fit.gamma = pts[0].Alpha, pts[0].Message, pts[0].Gamma
 	return v.save(pts)
 }
 
@@ -374,9 +418,10 @@ func (v validation) save(pts []Point) error {
 
 // series are one rate's curves and points, for N=2 and the largest N.
 func (v validation) series(pts []Point, rate string) []chart.Series {
-	bits, _ := cost.ParseRate(rate)
+	bits, _ := netns.ParseRate(rate)
 	p := v.params
-	p.Beta, p.Alpha, p.Gamma = cost.LinkBeta(bits), v.fit.alpha, v.fit.gamma
+	p.Beta, p.Alpha, p.Message, p.Gamma = cost.LinkBeta(float64(bits)), v.fit.alpha, v.fit.message, v.fit.gamma
+	p.Burst, p.BurstRate = float64(bits.Burst()), v.params.Beta
 	maxN := 2
 	for _, pt := range pts {
 		maxN = max(maxN, pt.N)

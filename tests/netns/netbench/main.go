@@ -6,6 +6,9 @@
 //	netbench gather -rank R -hosts IP0,IP1,… -port P -touched 100,1000 -reps 9
 //	netbench gossip -rank R -hosts IP0,IP1,… -port P -sizes 4096,1048576 -reps 9
 //
+// allreduce, gather and gossip take -idle D: every timed repetition starts
+// D after a barrier (so that tbf's bucket is full again).
+//
 // tcp sends raw TCP to the next host in the ring for D while receiving
 // from the previous one, and prints what it received as one JSON object
 // (netns.TCPResult). allreduce runs float32 sum all-reduces over
@@ -34,7 +37,6 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
-	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
@@ -69,6 +71,7 @@ func run(ctx context.Context, args []string) error {
 	muxer := fs.String("muxer", "", "stream multiplexer: mesh or yamux (default p2p's)")
 	algoName := fs.String("algo", "auto", "allreduce: ring, tree, star or auto")
 	chunk := fs.Int("chunk", 0, "allreduce: ring chunk in bytes (0: collective's default)")
+	idle := fs.Duration("idle", 0, "allreduce, gather, gossip: how long to wait after each barrier before a timed repetition (netns.Rate.Refill: tbf's bucket refills)")
 	touchedList := fs.String("touched", "1000", "gather: touched features per rank, comma-separated")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -116,11 +119,11 @@ func run(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "gather":
-		return sparseGather(ctx, c, touched, max(*reps, 1))
+		return sparseGather(ctx, c, touched, max(*reps, 1), *idle)
 	case "gossip":
-		return gossipRound(ctx, c, sizes, max(*reps, 1))
+		return gossipRound(ctx, c, sizes, max(*reps, 1), *idle)
 	}
-	return allReduce(ctx, c, p2p.Security(*security), sizes, max(*reps, 1))
+	return allReduce(ctx, c, p2p.Security(*security), sizes, max(*reps, 1), *idle)
 }
 
 // rawTCP sends to the next rank for d while receiving from the previous
@@ -200,9 +203,9 @@ func receive(conn net.Conn) (netns.TCPResult, error) {
 }
 
 // allReduce times each size; rank 0 prints.
-func allReduce(ctx context.Context, c *collective.Comm, sec p2p.Security, sizes []int64, reps int) error {
+func allReduce(ctx context.Context, c *collective.Comm, sec p2p.Security, sizes []int64, reps int, idle time.Duration) error {
 	for _, size := range sizes {
-		r, err := timeAllReduce(ctx, c, size, reps)
+		r, err := timeAllReduce(ctx, c, size, reps, idle)
 		if err != nil {
 			return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
 		}
@@ -217,42 +220,28 @@ func allReduce(ctx context.Context, c *collective.Comm, sec p2p.Security, sizes 
 }
 
 // timeAllReduce checks one all-reduce of size bytes (which also warms the
-// links up), then times reps more, each after a barrier.
-func timeAllReduce(ctx context.Context, c *collective.Comm, size int64, reps int) (netns.AllReduceResult, error) {
+// links up), then times reps more (timeOp).
+func timeAllReduce(ctx context.Context, c *collective.Comm, size int64, reps int, idle time.Duration) (netns.AllReduceResult, error) {
 	n := c.Size()
 	buf := make([]float32, size/4)
 	for i := range buf {
 		buf[i] = float32((c.Rank() + 1) * (i % 13))
 	}
-	if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
+	secs, cpu, err := timeOp(ctx, c, reps, idle, func(rep int) error {
+		if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil || rep >= 0 {
+			return err
+		}
+		for i, v := range buf {
+			if v != float32(n*(n+1)/2*(i%13)) {
+				return fmt.Errorf("rank %d: element %d is %v, want %v", c.Rank(), i, v, n*(n+1)/2*(i%13))
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return netns.AllReduceResult{}, err
 	}
-	for i, v := range buf {
-		if v != float32(n*(n+1)/2*(i%13)) {
-			return netns.AllReduceResult{}, fmt.Errorf("rank %d: element %d is %v, want %v", c.Rank(), i, v, n*(n+1)/2*(i%13))
-		}
-	}
-	secs := make([]float64, reps)
-	cpu0 := rusage.CPUTime()
-	for i := range secs {
-		if err := c.Barrier(ctx); err != nil {
-			return netns.AllReduceResult{}, err
-		}
-		start := time.Now()
-		if err := c.AllReduceFloat32(ctx, buf, collective.Sum); err != nil {
-			return netns.AllReduceResult{}, err
-		}
-		secs[i] = time.Since(start).Seconds()
-	}
-	cpu := []float64{(rusage.CPUTime() - cpu0).Seconds() / float64(reps)}
-	// A repetition lasts as long as its slowest rank; CPU adds up.
-	if err := c.AllReduceFloat64(ctx, secs, collective.Max); err != nil {
-		return netns.AllReduceResult{}, err
-	}
-	if err := c.AllReduceFloat64(ctx, cpu, collective.Sum); err != nil {
-		return netns.AllReduceResult{}, err
-	}
-	r := netns.AllReduceResult{N: n, Bytes: size, CPUSeconds: cpu[0]}
+	r := netns.AllReduceResult{N: n, Bytes: size, CPUSeconds: cpu}
 	for _, s := range secs {
 		r.BusBW = append(r.BusBW, float64(size)*2*float64(n-1)/float64(n)/s)
 	}

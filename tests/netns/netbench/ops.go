@@ -17,10 +17,10 @@ import (
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
-// timeOp runs op once to check it and warm the links up, then reps more,
-// each after a barrier, and returns each rep's time on the slowest rank
+// timeOp runs op once (rep −1) to check it and warm the links up, then
+// reps more, each idle after a barrier, and returns each rep's time on the slowest rank
 // and the CPU time of all ranks per rep.
-func timeOp(ctx context.Context, c *collective.Comm, reps int, op func(rep int) error) ([]float64, float64, error) {
+func timeOp(ctx context.Context, c *collective.Comm, reps int, idle time.Duration, op func(rep int) error) ([]float64, float64, error) {
 	if err := op(-1); err != nil {
 		return nil, 0, err
 	}
@@ -30,6 +30,7 @@ func timeOp(ctx context.Context, c *collective.Comm, reps int, op func(rep int) 
 		if err := c.Barrier(ctx); err != nil {
 			return nil, 0, err
 		}
+		time.Sleep(idle) // a measuring program: the pause is what it measures after
 		cpu0, start := rusage.CPUTime(), time.Now()
 		if err := op(i); err != nil {
 			return nil, 0, err
@@ -59,7 +60,7 @@ func report(c *collective.Comm, r netns.OpResult) error {
 // encodes touched random features of data.CriteoFeatures
 // (sparse.AppendVector), all-gathers the encodings in one round
 // (AllGatherDirect) and decodes the others', as training does.
-func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps int) error {
+func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps int, idle time.Duration) error {
 	for _, k64 := range touched {
 		k := int(k64)
 		rng := rand.New(rand.NewPCG(uint64(c.Rank()), uint64(k)))
@@ -77,7 +78,7 @@ func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps
 		}
 		var enc []byte
 		var got sparse.Vector
-		secs, cpu, err := timeOp(ctx, c, reps, func(int) error {
+		secs, cpu, err := timeOp(ctx, c, reps, idle, func(int) error {
 			enc = sparse.AppendVector(enc[:0], v)
 			parts, err := c.AllGatherDirect(ctx, enc)
 			if err != nil {
@@ -106,7 +107,7 @@ func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps
 // gossipRound times one pairwise gossip average of each size: every rank
 // starts an exchange with the next one in turn (gossip.Rotate, so each
 // also answers one) and the round ends when its answer is in.
-func gossipRound(ctx context.Context, c *collective.Comm, sizes []int64, reps int) error {
+func gossipRound(ctx context.Context, c *collective.Comm, sizes []int64, reps int, idle time.Duration) error {
 	for _, size := range sizes {
 		params := make([]float32, size/4)
 		opts := gossip.DefaultOptions()
@@ -117,14 +118,21 @@ func gossipRound(ctx context.Context, c *collective.Comm, sizes []int64, reps in
 		}
 		g.Start(ctx)
 		round := uint64(0)
-		secs, cpu, err := timeOp(ctx, c, reps, func(int) error {
+		averaged := []float64{0}
+		secs, cpu, err := timeOp(ctx, c, reps, idle, func(rep int) error {
 			round++
 			res, err := g.Exchange(ctx, round)
 			if err == nil && res.Outcome != gossip.Averaged && res.Outcome != gossip.Declined {
 				err = fmt.Errorf("round %d with rank %d: %v (%v)", round, res.Peer, res.Outcome, res.Err)
 			}
+			if rep >= 0 && res.Outcome == gossip.Averaged {
+				averaged[0]++
+			}
 			return err
 		})
+		if err == nil {
+			err = c.AllReduceFloat64(ctx, averaged, collective.Sum)
+		}
 		if err == nil {
 			err = c.Barrier(ctx) // every answer is in before any node stops
 		}
@@ -138,7 +146,8 @@ func gossipRound(ctx context.Context, c *collective.Comm, sizes []int64, reps in
 		if err != nil {
 			return fmt.Errorf("gossip round of %d bytes: %w", size, err)
 		}
-		if err := report(c, netns.OpResult{Op: "gossip", N: c.Size(), Bytes: size, Seconds: secs, CPUSeconds: cpu}); err != nil {
+		r := netns.OpResult{Op: "gossip", N: c.Size(), Bytes: size, Seconds: secs, CPUSeconds: cpu, Averaged: averaged[0] / float64(reps*c.Size())}
+		if err := report(c, r); err != nil {
 			return err
 		}
 	}
