@@ -747,3 +747,23 @@ func TestSmallStreamWindow(t *testing.T) {
 		t.Logf("%s: %v", algo, time.Since(start))
 	}
 }
+
+// BenchmarkAllReduce64MiB4Ranks: four in-process ranks, plaintext, the
+// default multiplexer (for profiles of the ring at N=4, where every rank
+// sends and receives at once on this machine's two cores).
+func BenchmarkAllReduce64MiB4Ranks(b *testing.B) {
+	comms, _ := startCluster(b, 4, SecurityPlaintext, zap.NewNop(), collective.Options{})
+	bufs := make([][]float32, 4)
+	for r := range bufs {
+		bufs[r] = make([]float32, 16<<20)
+	}
+	b.SetBytes(64 << 20)
+	b.ResetTimer()
+	for range b.N {
+		if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+			return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
+		})...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
