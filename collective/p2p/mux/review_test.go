@@ -80,12 +80,8 @@ func TestSmallFramesBufferCompactly(t *testing.T) {
 // reading from that peer, as TCP would.
 func TestUnreadControlFramesBounded(t *testing.T) {
 	tr, _ := New(Config{MaxStreams: 1})
-	raw, other := tcpPair(t)
+	raw, other := net.Pipe() // no buffers: our first write to raw blocks
 	defer raw.Close()
-	for _, tc := range []*net.TCPConn{raw.(*net.TCPConn), other.(*net.TCPConn)} {
-		_ = tc.SetReadBuffer(4 << 10)
-		_ = tc.SetWriteBuffer(4 << 10)
-	}
 	mc, _ := tr.NewConn(other, true, nil)
 	c := mc.(*Conn)
 	defer c.Close()
@@ -108,13 +104,16 @@ func TestUnreadControlFramesBounded(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 20 s, %d bytes of control frames wait", pending)
+			c.mu.Lock()
+			cerr := c.err
+			c.mu.Unlock()
+			t.Fatalf("after 20 s, %d bytes of control frames wait (full %v, conn err %v)", pending, full, cerr)
 		}
 	}
 }
 
 // floodSYN opens streams on raw until it fails, never reading, and
-// reports each write that could not finish within a second.
+// reports each write that could not finish within 200 ms.
 func floodSYN(raw net.Conn, stalls chan<- struct{}) {
 	batch := make([]byte, 0, 1000*headerSize)
 	for id := uint32(1); ; {
@@ -124,7 +123,7 @@ func floodSYN(raw net.Conn, stalls chan<- struct{}) {
 			id += 2
 		}
 		for len(batch) > 0 {
-			_ = raw.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = raw.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
 			n, err := raw.Write(batch)
 			batch = batch[n:]
 			switch {
