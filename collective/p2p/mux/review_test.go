@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
 )
 
 // eventually waits (up to 10 s) until cond holds.
@@ -18,6 +20,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond) // polling a condition, not waiting for one to settle
 	}
+}
+
+// offered waits until a Read of s offers its buffer.
+func offered(t *testing.T, s network.MuxedStream) {
+	t.Helper()
+	st := s.(*stream)
+	eventually(t, "a Read to offer its buffer", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.post != nil
+	})
 }
 
 // TestWriteDeadlineKeepsCredit: a Write whose deadline passes while it
