@@ -59,6 +59,10 @@ const (
 	readerWait = 2 * time.Millisecond
 	// acceptBacklog streams may wait for AcceptStream; more are reset.
 	acceptBacklog = 64
+	// maxCtrl bounds the control frames waiting to be written: while more
+	// wait, the connection's reader stops reading the peer's frames (which
+	// provoke more), as TCP stops a sender that its receiver does not read.
+	maxCtrl = 64 << 10
 )
 
 // Frame types.
@@ -133,6 +137,7 @@ type Conn struct {
 	ctrlMu   sync.Mutex
 	ctrl     []byte
 	ctrlWake chan struct{}
+	ctrlRoom chan struct{} // signalled when a writer took ctrl along
 	// writing is the stream whose frame is being written, wseq counts
 	// frames written: a reset checks that a write under way finishes.
 	writing atomic.Pointer[stream]
@@ -154,7 +159,7 @@ var _ network.MuxedConn = (*Conn)(nil)
 func newConn(nc net.Conn, isServer bool, cfg Config) *Conn {
 	c := &Conn{
 		nc: nc, br: bufio.NewReaderSize(nc, 4<<10), cfg: cfg,
-		wsem: make(chan struct{}, 1), ctrlWake: make(chan struct{}, 1),
+		wsem: make(chan struct{}, 1), ctrlWake: make(chan struct{}, 1), ctrlRoom: make(chan struct{}, 1),
 		streams: map[uint32]*stream{}, nextID: 1,
 		done: make(chan struct{}), accept: make(chan *stream, acceptBacklog),
 	}
@@ -233,8 +238,10 @@ func (c *Conn) CloseWithError(code network.ConnErrorCode) error {
 	}
 	select {
 	case c.wsem <- struct{}{}:
+		// The control frames queued before it go first: a stream closed
+		// just before the connection ends with EOF at the peer.
 		_ = c.nc.SetWriteDeadline(time.Now().Add(stallGrace))
-		_, _ = c.nc.Write(header{typ: typeGoAway, length: uint32(code)}.encode(nil))
+		_, _ = c.writeLocked(header{typ: typeGoAway, length: uint32(code)}.encode(nil), nil)
 		<-c.wsem
 	case <-time.After(stallGrace):
 	}
@@ -331,6 +338,7 @@ func (c *Conn) writeLocked(hdr []byte, body []byte) (int, error) {
 	c.ctrl = c.ctrlSpare[:0]
 	c.ctrlMu.Unlock()
 	c.ctrlSpare = b
+	signal(c.ctrlRoom)
 	if len(b) > 0 {
 		if _, err := c.nc.Write(b); err != nil {
 			return 0, err
@@ -347,6 +355,7 @@ func (c *Conn) writeLocked(hdr []byte, body []byte) (int, error) {
 // writeData writes one data frame of s.
 func (c *Conn) writeData(s *stream, flags uint16, body []byte) error {
 	if err := s.acquireWrite(); err != nil {
+		s.addCredit(uint32(len(body))) // reserved for a frame never written
 		return err
 	}
 	c.writing.Store(s)
@@ -370,6 +379,9 @@ func (c *Conn) readLoop() {
 func (c *Conn) readFrames() error {
 	var hb [headerSize]byte
 	for {
+		if err := c.awaitCtrlRoom(); err != nil {
+			return err
+		}
 		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
 			return err
 		}
@@ -414,6 +426,26 @@ func (c *Conn) readFrames() error {
 			return &network.ConnError{ErrorCode: network.ConnErrorCode(h.length), Remote: true}
 		default:
 			return fmt.Errorf("mux: frame of unknown type %d", h.typ)
+		}
+	}
+}
+
+// awaitCtrlRoom holds the reader while maxCtrl bytes of control frames
+// wait to be written: a peer that sends frames (each may provoke one) but
+// does not read is stopped by TCP instead of growing ctrl without bound.
+// A peer that reads keeps ctrl well below maxCtrl.
+func (c *Conn) awaitCtrlRoom() error {
+	for {
+		c.ctrlMu.Lock()
+		n := len(c.ctrl)
+		c.ctrlMu.Unlock()
+		if n < maxCtrl {
+			return nil
+		}
+		select {
+		case <-c.ctrlRoom:
+		case <-c.done:
+			return net.ErrClosed
 		}
 	}
 }

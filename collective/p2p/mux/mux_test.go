@@ -232,7 +232,7 @@ func TestResetBothWays(t *testing.T) {
 		_, err := r.Read(make([]byte, 1<<20)) // lent while the reset arrives
 		readErr <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	offered(t, r)
 	_ = s.ResetWithError(network.StreamProtocolViolation)
 	var se *network.StreamError
 	select {
@@ -281,7 +281,13 @@ func TestConnCloseEndsWaits(t *testing.T) {
 	go func() { _, err := r.Read(make([]byte, 10)); errs <- err }()            // an idle stream
 	go func() { _, err := s.Write(make([]byte, 2*baseWindow)); errs <- err }() // blocks on credit
 	go func() { _, err := b.AcceptStream(); errs <- err }()
-	time.Sleep(20 * time.Millisecond)
+	offered(t, r)
+	ss := s.(*stream)
+	eventually(t, "the Write to run out of credit", func() bool {
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		return ss.credit == 0
+	})
 	_ = b.Close()
 	for range 3 {
 		select {
@@ -323,7 +329,7 @@ func TestStalledPeer(t *testing.T) {
 		_, err := io.ReadFull(r, make([]byte, 1<<20))
 		readErr <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	offered(t, r)
 	_, _ = raw.Write(header{typ: typeData, id: 1, length: 1 << 20}.encode(nil))
 	_, _ = raw.Write(make([]byte, 100<<10))
 	select {

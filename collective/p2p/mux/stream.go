@@ -213,7 +213,9 @@ func (s *stream) admit(n int) error {
 	switch {
 	case s.resetErr != nil:
 	case s.rclosed:
-		s.c.queue(header{typ: typeWindow, id: s.id, length: uint32(n)}) // dropped unread: credit back at once
+		if n > 0 {
+			s.c.queue(header{typ: typeWindow, id: s.id, length: uint32(n)}) // dropped unread: credit back at once
+		}
 	case s.inflight+n > int(s.c.cfg.Window):
 		return fmt.Errorf("mux: protocol violation: the peer overran stream %d's %d-byte window", s.id, s.c.cfg.Window)
 	default:
@@ -287,7 +289,10 @@ func (s *stream) lent(k int, frameEnd bool) {
 	s.cond.Broadcast()
 }
 
-// push appends a chunk nobody was waiting for.
+// push appends a chunk nobody was waiting for. A chunk that fits in the
+// last one's spare room is copied there: buffered bytes then hold at most
+// twice their size in chunks, whatever the size of the frames they came
+// in (a chunk per 1-byte frame would let a peer pin 64 KiB per byte).
 func (s *stream) push(chunk []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -295,9 +300,14 @@ func (s *stream) push(chunk []byte) {
 		putChunk(chunk)
 		return
 	}
-	s.buf = append(s.buf, chunk)
 	s.bufLen += len(chunk)
 	signal(s.rwake)
+	if k := len(s.buf); k > 0 && len(s.buf[k-1])+len(chunk) <= cap(s.buf[k-1]) {
+		s.buf[k-1] = append(s.buf[k-1], chunk...)
+		putChunk(chunk)
+		return
+	}
+	s.buf = append(s.buf, chunk)
 }
 
 func (s *stream) remoteFIN() {
