@@ -88,8 +88,9 @@ type Config struct {
 	// holds the connection while it is written, so control frames wait
 	// at most this long.
 	MaxFrame uint32
-	// MaxStreams bounds the streams open at once on a connection
-	// (default 256); a peer that opens more has them reset.
+	// MaxStreams bounds the streams the peer may have open at once on a
+	// connection (default 256); more are reset. Like yamux, this side's
+	// own streams are not counted.
 	MaxStreams int
 }
 
@@ -148,6 +149,7 @@ type Conn struct {
 	mu      sync.Mutex
 	streams map[uint32]*stream
 	nextID  uint32
+	inbound int   // streams the peer opened that are still in streams
 	err     error // why the connection ended
 	done    chan struct{}
 	accept  chan *stream
@@ -201,10 +203,6 @@ func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 	if c.err != nil {
 		c.mu.Unlock()
 		return nil, c.connError()
-	}
-	if len(c.streams) >= c.cfg.MaxStreams {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("mux: %d streams already open on this connection", c.cfg.MaxStreams)
 	}
 	id := c.nextID
 	c.nextID += 2
@@ -461,7 +459,7 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 	if h.id == 0 || h.id%2 == c.nextID%2 {
 		return nil, fmt.Errorf("mux: the peer opened stream %d, an ID that is this side's to give", h.id)
 	}
-	if len(c.streams) >= c.cfg.MaxStreams {
+	if c.inbound >= c.cfg.MaxStreams {
 		c.queue(header{typ: typeReset, id: h.id, length: uint32(network.StreamResourceLimitExceeded)})
 		return nil, nil
 	}
@@ -473,6 +471,7 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 		return nil, nil
 	}
 	c.streams[h.id] = s
+	c.inbound++
 	if c.cfg.Window > baseWindow {
 		c.queue(header{typ: typeWindow, id: h.id, length: c.cfg.Window - baseWindow})
 	}
@@ -482,6 +481,9 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 // remove forgets a stream that ended both ways.
 func (c *Conn) remove(id uint32) {
 	c.mu.Lock()
+	if _, ok := c.streams[id]; ok && id%2 != c.nextID%2 {
+		c.inbound--
+	}
 	delete(c.streams, id)
 	c.mu.Unlock()
 }

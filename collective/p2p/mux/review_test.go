@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -167,5 +168,26 @@ func TestConnCloseSendsPendingFrames(t *testing.T) {
 		if got, err := io.ReadAll(r); err != nil || string(got) != "last words" {
 			t.Fatalf("try %d: the peer read %q, %v; want the data and EOF", i, got, err)
 		}
+	}
+}
+
+// TestMaxStreamsCountsThePeers: the limit is on streams the peer opens;
+// a peer at the limit does not stop this side opening its own, and its
+// next stream is reset.
+func TestMaxStreamsCountsThePeers(t *testing.T) {
+	a, b := muxPair(t, Config{MaxStreams: 2})
+	for range 2 {
+		open(t, b, a)
+	}
+	if _, err := a.OpenStream(context.Background()); err != nil {
+		t.Fatalf("opening a stream while the peer has MaxStreams open: %v", err)
+	}
+	extra, err := b.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := extra.Read(make([]byte, 1)); !errors.Is(err, network.ErrReset) {
+		t.Fatalf("the peer's stream over the limit: %v, want a reset", err)
 	}
 }

@@ -264,13 +264,18 @@ func (s *stream) awaitReader() (caughtUp bool) {
 		}
 		s.mu.Unlock()
 		t := time.NewTimer(d)
+		ended := false
 		select {
 		case <-s.lwake:
 		case <-t.C:
 		case <-s.c.done:
+			ended = true
 		}
 		t.Stop()
 		s.mu.Lock()
+		if ended {
+			return false
+		}
 	}
 	return true
 }
@@ -425,7 +430,11 @@ func (s *stream) acquireWrite() error {
 // the data written so far.
 func (s *stream) CloseWrite() error {
 	s.mu.Lock()
-	if s.wclosed || s.resetErr != nil {
+	if err := s.resetErr; err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if s.wclosed {
 		s.mu.Unlock()
 		return nil
 	}
