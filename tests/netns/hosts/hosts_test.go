@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/mirrored/cost"
 	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
 	"github.com/meshtrain/meshtrain/tests/netns"
@@ -109,5 +111,46 @@ func TestReplot(t *testing.T) {
 	pt.Gamma = 0
 	if err := validate(context.Background(), []string{"-params", params, "-replot", write([]Point{pt}), "-out", dir}); err == nil || !strings.Contains(err.Error(), "no γ") {
 		t.Errorf("points without γ: %v, want an error saying so", err)
+	}
+}
+
+// TestProbeTimes: a probe's time is the median of its runs' medians, the
+// warm-up run discarded, so neither a slow first run on a fresh cluster
+// nor one run slowed by the machine's other work moves it (the single run
+// validate used to take was the warm-up's 900 µs here). The runs of a
+// cluster alternate between its algorithms.
+func TestProbeTimes(t *testing.T) {
+	runs := map[collective.Algo][]float64{ // each run's time in µs, the warm-up first
+		collective.Tree: {900, 432, 521, 516, 528, 732},
+		collective.Star: {700, 240, 200, 210, 900, 205},
+	}
+	var order []collective.Algo
+	got, err := probeTimes(4, []collective.Algo{collective.Tree, collective.Star}, 500, func(a collective.Algo, reps int) ([]float64, error) {
+		i := 0
+		for _, o := range order {
+			if o == a {
+				i++
+			}
+		}
+		want := 500
+		if i == 0 {
+			want = tinyReps
+		}
+		if reps != want {
+			t.Errorf("%v run %d: %d reps, want %d", a, i, reps, want)
+		}
+		order = append(order, a)
+		return []float64{runs[a][i] * 1e-6, runs[a][i] * 0.9e-6, runs[a][i] * 1.1e-6}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []float64{521e-6, 210e-6} {
+		if math.Abs(got[i].Seconds-want) > 1e-9 || got[i].N != 4 || got[i].Bytes != 4096 {
+			t.Errorf("probe %d: %+v, want %g s on 4 hosts", i, got[i], want)
+		}
+	}
+	if len(order) != 2*(probeRuns+1) || order[0] == order[1] || order[2] == order[3] {
+		t.Errorf("runs in the order %v: want %d, alternating", order, 2*(probeRuns+1))
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -131,6 +130,8 @@ func validate(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 5, "timed repetitions per point (the median counts)")
 	replot := fs.String("replot", "", "draw OUT/cost-model.png again from this points.json, with its α and γ, measuring nothing")
 	fitGamma := fs.Bool("fit-gamma", true, "fit γ on the first cluster (the emulated links' 1500-byte packets cost more CPU per byte than loopback's 64 KiB ones) instead of taking the calibrated one")
+	fits := fs.Int("fits", 1, "fit α and the CPU of a message this many times and use the median (more show how far the fit moves)")
+	fitOnly := fs.Bool("fit-only", false, "stop after fitting α and the CPU of a message")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -157,8 +158,11 @@ func validate(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("# %s (calibrated under load %s); shared cores %g\n", v.params, f.Load, v.params.SharedCores)
-	if err := v.fitLatency(ctx, *rates); err != nil {
+	if err := v.fitLatency(ctx, *rates, *fits); err != nil {
 		return err
+	}
+	if *fitOnly {
+		return nil
 	}
 	var pts []Point
 	err = eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
@@ -271,45 +275,119 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	return pts, h.Down()
 }
 
+// latencyProbes are the clusters and algorithms fitLatency times: a tree
+// on 2 hosts, a star on 2 (one more round, no more messages) and a tree on
+// 4 (one more round, 4× the messages on the busiest core).
+var latencyProbes = []struct {
+	n     int
+	algos []collective.Algo
+}{{2, []collective.Algo{collective.Tree, collective.Star}}, {4, []collective.Algo{collective.Tree}}}
+
+// probeRuns is how many runs of the measuring program time each latency
+// probe, after one warm-up run of each that is discarded. One run of
+// 1,000 repetitions on a freshly made cluster moved by 20-35% from one
+// validation to the next (a 4 KiB tree on 4 hosts: 470 and 635 µs, where
+// the sweep's own, minutes later, took 469), far beyond its sampling
+// error (about 2%): what moves it is the machine around the run, so the
+// runs alternate between the probes of a cluster and each probe takes
+// the median of its runs' medians, which a run or two slowed by the
+// machine's other work do not move.
+const probeRuns = 5
+
 // fitLatency fits α and the CPU of a message on the emulated links at the
-// first of rates (cost.FitLatency) from three latency-bound 4 KiB
-// all-reduces, each the median of 2·tinyReps·reps repetitions: a tree on 2
-// hosts, a star on 2 (one more round, no more messages) and a tree on 4
-// (one more round, 4× the messages on the busiest core).
-func (v validation) fitLatency(ctx context.Context, rates string) error {
+// first of rates (cost.FitLatency) from the latency-bound 4 KiB
+// all-reduces of latencyProbes, fits times over; the sweep uses the
+// median of the fits' terms (one fit each is the default: more show how
+// far the fit moves).
+func (v validation) fitLatency(ctx context.Context, rates string, fits int) error {
 	rate, err := netns.ParseRate(strings.Split(rates, ",")[0])
 	if err != nil {
 		return err
 	}
 	p := v.params
 	p.Beta, p.Burst, p.BurstRate = cost.LinkBeta(float64(rate)), float64(rate.Burst()), v.params.Beta
-	var probes []cost.Sample
-	for _, c := range []struct {
-		n     int
-		algos []collective.Algo
-	}{{2, []collective.Algo{collective.Tree, collective.Star}}, {4, []collective.Algo{collective.Tree}}} {
-		n, algos := c.n, c.algos
-		h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
-		if err != nil {
-			return err
-		}
-		for _, algo := range algos {
-			res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{4 << 10}, 2*tinyReps*v.reps, "-algo", algo.String())
+	var alphas, messages []float64
+	for range max(fits, 1) {
+		var samples []cost.Sample
+		for _, c := range latencyProbes {
+			got, err := v.probeCluster(ctx, rate, c.n, c.algos)
 			if err != nil {
-				return errors.Join(err, h.Down())
+				return err
 			}
-			secs := res[0].Seconds()
-			probes = append(probes, cost.Sample{Algo: algo, N: n, Bytes: 4 << 10, Seconds: mbench.Median(secs)})
-			fmt.Printf("# a 4096-byte %v all-reduce on %d hosts at %s took %s (spread %.0f%%, %d reps, load %s)\n",
-				algo, n, rate, cost.Seconds(mbench.Median(secs)), 100*netns.Spread(secs), len(secs), netns.LoadAverage())
+			samples = append(samples, got...)
 		}
-		if err := h.Down(); err != nil {
-			return err
+		a, m := p.FitLatency(samples...)
+		alphas, messages = append(alphas, a), append(messages, m)
+		fmt.Printf("# fitted: α %s, %s a message (load %s)\n", cost.Seconds(a), cost.Seconds(m), netns.LoadAverage())
+	}
+	v.fit.alpha, v.fit.message = mbench.Median(alphas), mbench.Median(messages)
+	if fits > 1 {
+		fmt.Printf("# the median of %d fits: α %s, %s a message\n", fits, cost.Seconds(v.fit.alpha), cost.Seconds(v.fit.message))
+	}
+	return nil
+}
+
+// probeCluster times each of algos as a 4 KiB all-reduce on n hosts at
+// rate (probeTimes).
+func (v validation) probeCluster(ctx context.Context, rate netns.Rate, n int, algos []collective.Algo) ([]cost.Sample, error) {
+	h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Down()
+	out, err := probeTimes(n, algos, tinyReps*v.reps, func(algo collective.Algo, reps int) ([]float64, error) {
+		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{4 << 10}, reps, "-algo", algo.String())
+		if err != nil {
+			return nil, err
+		}
+		return res[0].Seconds(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, h.Down()
+}
+
+// probeTimes times each of algos, a 4 KiB all-reduce on n hosts, by run
+// (one run of the measuring program: each repetition's seconds): one
+// warm-up run of tinyReps repetitions each (discarded), then probeRuns
+// runs of reps, the algorithms alternating. A probe's time is the median
+// of its runs' medians.
+func probeTimes(n int, algos []collective.Algo, reps int, run func(algo collective.Algo, reps int) ([]float64, error)) ([]cost.Sample, error) {
+	medians := make([][]float64, len(algos))
+	for r := -1; r < probeRuns; r++ {
+		k := reps
+		if r < 0 {
+			k = tinyReps
+		}
+		for i, algo := range algos {
+			secs, err := run(algo, k)
+			if err != nil {
+				return nil, fmt.Errorf("timing a 4096-byte %v all-reduce on %d hosts: %w", algo, n, err)
+			}
+			if r >= 0 {
+				medians[i] = append(medians[i], mbench.Median(secs))
+				continue
+			}
+			fmt.Printf("# warm-up: a 4096-byte %v all-reduce on %d hosts took %s (%d reps, discarded)\n", algo, n, cost.Seconds(mbench.Median(secs)), len(secs))
 		}
 	}
-	v.fit.alpha, v.fit.message = p.FitLatency(probes...)
-	fmt.Printf("# fitted: α %s, %s a message\n", cost.Seconds(v.fit.alpha), cost.Seconds(v.fit.message))
-	return nil
+	out := make([]cost.Sample, len(algos))
+	for i, algo := range algos {
+		out[i] = cost.Sample{Algo: algo, N: n, Bytes: 4 << 10, Seconds: mbench.Median(medians[i])}
+		fmt.Printf("# a 4096-byte %v all-reduce on %d hosts took %s (the median of %d runs of %d reps: %s; load %s)\n",
+			algo, n, cost.Seconds(out[i].Seconds), probeRuns, reps, seconds(medians[i]), netns.LoadAverage())
+	}
+	return out, nil
+}
+
+// seconds lists times for a log line.
+func seconds(ts []float64) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = cost.Seconds(t)
+	}
+	return strings.Join(s, " ")
 }
 
 // allReduce measures algo at each of sizes whose transfer is short enough,
