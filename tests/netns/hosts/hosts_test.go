@@ -154,3 +154,25 @@ func TestProbeTimes(t *testing.T) {
 		t.Errorf("runs in the order %v: want %d, alternating", order, 2*(probeRuns+1))
 	}
 }
+
+// TestLatencyProbesSpan: the probes fitLatency times vary rounds and
+// messages on the busiest core apart and over the range the sweep's
+// latency-bound operations have (a 4 KiB ring on 4 hosts: 6 rounds, 12
+// messages on the 2 shared cores), so that neither term rests on one
+// probe or on the difference of two.
+func TestLatencyProbesSpan(t *testing.T) {
+	q := cost.Params{Beta: 1e9, Message: 1, RankCores: 1, SharedCores: 2}
+	rounds, msgs := map[float64]bool{}, map[float64]bool{}
+	var maxRounds, maxMsgs float64
+	for _, c := range latencyProbes {
+		for _, a := range c.algos {
+			tr := cost.Sample{Algo: a, N: c.n, Bytes: 4096}.Traffic()
+			m := q.Estimate(tr).Latency
+			rounds[tr.Rounds], msgs[m] = true, true
+			maxRounds, maxMsgs = max(maxRounds, tr.Rounds), max(maxMsgs, m)
+		}
+	}
+	if len(rounds) < 4 || len(msgs) < 4 || maxRounds < 6 || maxMsgs < 12 {
+		t.Errorf("probes span rounds %v and messages %v: want at least 4 values of each, up to 6 rounds and 12 messages", rounds, msgs)
+	}
+}

@@ -26,8 +26,8 @@
 // several sizes (sizes whose transfer would take over 4 s are skipped),
 // and prints each point, the median of its repetitions with their spread,
 // with the model's prediction (β and tbf's bucket from the rate; α and the
-// CPU of a message fitted first, from 4 KiB trees on 2 and 4 hosts and a
-// star on 2 at the first rate, each the median of five runs after a
+// CPU of a message fitted first, from 4 KiB rings, trees and stars on 2,
+// 3 and 4 hosts at the first rate, each the median of five runs after a
 // warm-up run (-fits K fits K times and takes the median, -fit-only stops
 // there); γ on the first cluster; the rest from `meshtrain model
 // calibrate`), the error, the bound and the goal it counts towards; every

@@ -275,13 +275,23 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	return pts, h.Down()
 }
 
-// latencyProbes are the clusters and algorithms fitLatency times: a tree
-// on 2 hosts, a star on 2 (one more round, no more messages) and a tree on
-// 4 (one more round, 4× the messages on the busiest core).
+// latencyProbes are the clusters and algorithms fitLatency times: ring,
+// recursive doubling and star on 2, 3 and 4 hosts, whose rounds (1 to 6)
+// and messages on the busiest core (1 to 12) vary apart. Three probes (a
+// tree on 2 hosts, a star on 2, a tree on 4) spanned 1-2 rounds and 1-4
+// messages: α came from one round's difference of two 200 µs times
+// (2-50 µs from fit to fit) and the message from the tree on 4 alone, whose
+// rounds keep all four ranks waiting on the two cores at once; the fits
+// (97-121 µs a message) over-predicted the sweep's operations with more
+// messages (a 4 KiB ring on 4 hosts, gathers on 3 and 4) by 25-50%.
 var latencyProbes = []struct {
 	n     int
 	algos []collective.Algo
-}{{2, []collective.Algo{collective.Tree, collective.Star}}, {4, []collective.Algo{collective.Tree}}}
+}{
+	{2, []collective.Algo{collective.Tree, collective.Star, collective.Ring}},
+	{3, []collective.Algo{collective.Tree, collective.Star, collective.Ring}},
+	{4, []collective.Algo{collective.Tree, collective.Star, collective.Ring}},
+}
 
 // probeRuns is how many runs of the measuring program time each latency
 // probe, after one warm-up run of each that is discarded. One run of
