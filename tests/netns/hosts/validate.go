@@ -69,7 +69,7 @@ type validation struct {
 
 // fitted are the parameters the emulated links change, fitted at the
 // first rate before the sweep: α and the CPU of a message (Message), from
-// 4 KiB all-reduces on 2 and on 4 hosts (fitLatency: the veth pair,
+// 4 KiB all-reduces on 2, 3 and 4 hosts (fitLatency: the veth pair,
 // the bridge and tbf cost each message several times the CPU loopback's
 // does), and γ, when it is 0, from the first cluster's largest ring
 // all-reduce's CPU time (1500-byte packets cost more CPU per byte than
