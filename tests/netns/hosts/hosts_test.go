@@ -176,3 +176,38 @@ func TestLatencyProbesSpan(t *testing.T) {
 		t.Errorf("probes span rounds %v and messages %v: want at least 4 values of each, up to 6 rounds and 12 messages", rounds, msgs)
 	}
 }
+
+// TestInRuns: the tiny points are timed in probeRuns runs of an equal
+// share of their repetitions, pooled; the others in one run.
+func TestInRuns(t *testing.T) {
+	v := validation{reps: 5}
+	gs := v.groups([]int64{4 << 10, 64 << 10, 256 << 10, 4 << 20})
+	if len(gs) != 3 || gs[0].runs != probeRuns || gs[0].reps != 500 || gs[1].runs != 1 || gs[2].runs != 1 {
+		t.Fatalf("groups %+v: want 4 and 64 KiB in %d runs of 500 in all, the rest in one", gs, probeRuns)
+	}
+	var calls []int
+	got, err := inRuns(500, probeRuns, func(reps int) ([]netns.OpResult, error) {
+		calls = append(calls, reps)
+		secs := make([]float64, reps)
+		for i := range secs {
+			secs[i] = float64(len(calls)) // each run's own time
+		}
+		return []netns.OpResult{{Op: "gossip", Seconds: secs, CPUSeconds: float64(len(calls)), Averaged: 0.5}}, nil
+	}, poolOp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != probeRuns || calls[0] != 500/probeRuns {
+		t.Errorf("runs of %v reps, want %d of %d", calls, probeRuns, 500/probeRuns)
+	}
+	if r := got[0]; len(r.Seconds) != 500 || r.Seconds[499] != probeRuns || r.CPUSeconds != 3 || r.Averaged != 0.5 {
+		t.Errorf("pooled %d reps, last %g, CPU %g, averaged %g: want 500, %d, 3 (the mean), 0.5", len(r.Seconds), r.Seconds[499], r.CPUSeconds, r.Averaged, probeRuns)
+	}
+	_, err = inRuns(10, 2, func(reps int) ([]netns.OpResult, error) {
+		calls = append(calls, reps)
+		return make([]netns.OpResult, len(calls)%2+1), nil
+	}, poolOp)
+	if err == nil {
+		t.Error("runs that measured different sizes pooled without an error")
+	}
+}

@@ -86,6 +86,8 @@ type fitted struct {
 // median of 100 moved by a third from one run to the next; the median of
 // n draws has a standard error of about 1.25·σ/√n, so 500 (σ a third of
 // the median) pin it within about 2%, which takes a few seconds a point.
+// What moves more is the run of the measuring program they are timed in,
+// so the tiny ones are timed in probeRuns runs (inRuns).
 const (
 	tinyReps   = 100
 	tinyBytes  = 64 << 10
@@ -93,29 +95,74 @@ const (
 	smallBytes = 1 << 20
 )
 
-// repGroup is sizes timed reps times each.
+// repGroup is sizes timed reps times each, in runs runs of the measuring
+// program (inRuns).
 type repGroup struct {
-	sizes []int64
-	reps  int
+	sizes      []int64
+	reps, runs int
 }
 
-// groups splits sizes by how often each is timed (tinyReps, smallReps).
+// groups splits sizes by how often each is timed (tinyReps, smallReps);
+// the tiny ones in probeRuns runs.
 func (v validation) groups(sizes []int64) []repGroup {
 	var gs []repGroup
 	for _, s := range sizes {
-		reps := v.reps
+		reps, runs := v.reps, 1
 		switch {
 		case s <= tinyBytes:
-			reps *= tinyReps
+			reps, runs = reps*tinyReps, probeRuns
 		case s < smallBytes:
 			reps *= smallReps
 		}
 		if len(gs) == 0 || gs[len(gs)-1].reps != reps {
-			gs = append(gs, repGroup{reps: reps})
+			gs = append(gs, repGroup{reps: reps, runs: runs})
 		}
 		gs[len(gs)-1].sizes = append(gs[len(gs)-1].sizes, s)
 	}
 	return gs
+}
+
+// inRuns times reps repetitions in runs runs of the measuring program
+// (measure, reps/runs each) and pools each result's repetitions (pool adds
+// from's to into's). One run's median moved by up to a third from the
+// next run's on the same cluster (the probes' five runs), far beyond its
+// sampling error, so a latency-bound point timed in one run carries that
+// run's luck; pooled over five, a run's luck is a fifth of the
+// repetitions.
+func inRuns[T any](reps, runs int, measure func(reps int) ([]T, error), pool func(into *T, from T)) ([]T, error) {
+	var out []T
+	for r := range max(runs, 1) {
+		res, err := measure(reps / max(runs, 1))
+		if err != nil {
+			return nil, err
+		}
+		if r == 0 {
+			out = res
+			continue
+		}
+		if len(res) != len(out) {
+			return nil, fmt.Errorf("run %d of %d measured %d sizes, the first %d", r+1, runs, len(res), len(out))
+		}
+		for i := range out {
+			pool(&out[i], res[i])
+		}
+	}
+	return out, nil
+}
+
+// poolAllReduce adds from's repetitions to into's (inRuns).
+func poolAllReduce(into *netns.AllReduceResult, from netns.AllReduceResult) {
+	n, m := float64(len(into.BusBW)), float64(len(from.BusBW))
+	into.CPUSeconds = (into.CPUSeconds*n + from.CPUSeconds*m) / (n + m)
+	into.BusBW = append(into.BusBW, from.BusBW...)
+}
+
+// poolOp adds from's repetitions to into's (inRuns).
+func poolOp(into *netns.OpResult, from netns.OpResult) {
+	n, m := float64(len(into.Seconds)), float64(len(from.Seconds))
+	into.CPUSeconds = (into.CPUSeconds*n + from.CPUSeconds*m) / (n + m)
+	into.Averaged = (into.Averaged*n + from.Averaged*m) / (n + m)
+	into.Seconds = append(into.Seconds, from.Seconds...)
 }
 
 // validate measures every operation of the model on emulated hosts at
@@ -405,7 +452,9 @@ func seconds(ts []float64) string {
 func (v validation) allReduce(ctx context.Context, h *netns.Hosts, algo collective.Algo, sizes []int64, p cost.Params) ([]netns.AllReduceResult, error) {
 	var out []netns.AllReduceResult
 	for _, g := range v.groups(v.sizes(algo, h.N, sizes, p)) {
-		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", g.sizes, g.reps, "-algo", algo.String())
+		res, err := inRuns(g.reps, g.runs, func(reps int) ([]netns.AllReduceResult, error) {
+			return netns.MeasureAllReduce(ctx, h, v.bin, "tls", g.sizes, reps, "-algo", algo.String())
+		}, poolAllReduce)
 		if err != nil {
 			return nil, err
 		}
@@ -417,7 +466,9 @@ func (v validation) allReduce(ctx context.Context, h *netns.Hosts, algo collecti
 // ops measures the sparse all-gathers and the gossip rounds whose
 // transfer is short enough, the small ones more often (groups).
 func (v validation) ops(ctx context.Context, h *netns.Hosts, p cost.Params) ([]netns.OpResult, error) {
-	out, err := netns.MeasureGather(ctx, h, v.bin, v.touched, tinyReps*v.reps)
+	out, err := inRuns(tinyReps*v.reps, probeRuns, func(reps int) ([]netns.OpResult, error) {
+		return netns.MeasureGather(ctx, h, v.bin, v.touched, reps)
+	}, poolOp)
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +479,9 @@ func (v validation) ops(ctx context.Context, h *netns.Hosts, p cost.Params) ([]n
 		}
 	}
 	for _, g := range v.groups(sizes) {
-		gossip, err := netns.MeasureGossip(ctx, h, v.bin, g.sizes, g.reps)
+		gossip, err := inRuns(g.reps, g.runs, func(reps int) ([]netns.OpResult, error) {
+			return netns.MeasureGossip(ctx, h, v.bin, g.sizes, reps)
+		}, poolOp)
 		if err != nil {
 			return out, err
 		}
