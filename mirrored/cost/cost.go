@@ -319,11 +319,12 @@ func (s Sample) Traffic() Traffic {
 }
 
 // FitLatency fits α and Message, by least squares, to latency-bound
-// samples whose rounds and messages grow differently (recursive doubling
-// on 2 and on 4 ranks, a star on 2: one more round than the tree on 2, no
-// more messages): what each took beyond p's Fixed and transfer is
-// rounds·α + Message·(its messages on the busiest core). A negative term is
-// clamped to 0 and the other refitted alone. Other parameters are p's.
+// samples whose rounds and messages grow differently (ring, recursive
+// doubling and star on 2 to 4 ranks: 1 to 6 rounds, 1 to 12 messages on
+// the busiest of two shared cores): what each took beyond p's Fixed and
+// transfer is rounds·α + Message·(its messages on the busiest core). A
+// negative term is clamped to 0 and the other refitted alone. Other
+// parameters are p's.
 func (p Params) FitLatency(samples ...Sample) (alpha, message float64) {
 	var srr, srm, smm, sry, smy float64
 	for _, s := range samples {

@@ -4,7 +4,7 @@
 //	go run ./tests/netns/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
 //	go run ./tests/netns/hosts down        # removes them (and clusters left by killed tests)
 //	go run ./tests/netns/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
-//	go run ./tests/netns/hosts validate [-n 2,3,4] [-rate 1.8gbit,1gbit,100mbit] [-params meshtrain-cost.json] [-out DIR] [-replot POINTS]
+//	go run ./tests/netns/hosts validate [-n 2,3,4] [-rate 1.8gbit,1gbit,100mbit] [-params meshtrain-cost.json] [-out DIR] [-replot POINTS] [-fits K] [-fit-only]
 //	go run ./tests/netns/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json] [-gamma NS] [-dense-runs 5]
 //
 // Between up and down, run anything on host i with
@@ -26,8 +26,10 @@
 // several sizes (sizes whose transfer would take over 4 s are skipped),
 // and prints each point, the median of its repetitions with their spread,
 // with the model's prediction (β and tbf's bucket from the rate; α and the
-// CPU of a message fitted first, from 4 KiB trees on 2 and 4 hosts at the
-// first rate; γ on the first cluster; the rest from `meshtrain model
+// CPU of a message fitted first, from 4 KiB rings, trees and stars on 2,
+// 3 and 4 hosts at the first rate, each the median of five runs after a
+// warm-up run (-fits K fits K times and takes the median, -fit-only stops
+// there); γ on the first cluster; the rest from `meshtrain model
 // calibrate`), the error, the bound and the goal it counts towards; every
 // point goes to OUT/points.json, the figure to OUT/cost-model.png. Each
 // timed repetition starts after the links idled long enough to refill

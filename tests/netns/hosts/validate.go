@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -70,7 +69,7 @@ type validation struct {
 
 // fitted are the parameters the emulated links change, fitted at the
 // first rate before the sweep: α and the CPU of a message (Message), from
-// 4 KiB all-reduces on 2 and on 4 hosts (fitLatency: the veth pair,
+// 4 KiB all-reduces on 2, 3 and 4 hosts (fitLatency: the veth pair,
 // the bridge and tbf cost each message several times the CPU loopback's
 // does), and γ, when it is 0, from the first cluster's largest ring
 // all-reduce's CPU time (1500-byte packets cost more CPU per byte than
@@ -87,6 +86,8 @@ type fitted struct {
 // median of 100 moved by a third from one run to the next; the median of
 // n draws has a standard error of about 1.25·σ/√n, so 500 (σ a third of
 // the median) pin it within about 2%, which takes a few seconds a point.
+// What moves more is the run of the measuring program they are timed in,
+// so the tiny ones are timed in probeRuns runs (inRuns).
 const (
 	tinyReps   = 100
 	tinyBytes  = 64 << 10
@@ -94,29 +95,74 @@ const (
 	smallBytes = 1 << 20
 )
 
-// repGroup is sizes timed reps times each.
+// repGroup is sizes timed reps times each, in runs runs of the measuring
+// program (inRuns).
 type repGroup struct {
-	sizes []int64
-	reps  int
+	sizes      []int64
+	reps, runs int
 }
 
-// groups splits sizes by how often each is timed (tinyReps, smallReps).
+// groups splits sizes by how often each is timed (tinyReps, smallReps);
+// the tiny ones in probeRuns runs.
 func (v validation) groups(sizes []int64) []repGroup {
 	var gs []repGroup
 	for _, s := range sizes {
-		reps := v.reps
+		reps, runs := v.reps, 1
 		switch {
 		case s <= tinyBytes:
-			reps *= tinyReps
+			reps, runs = reps*tinyReps, probeRuns
 		case s < smallBytes:
 			reps *= smallReps
 		}
 		if len(gs) == 0 || gs[len(gs)-1].reps != reps {
-			gs = append(gs, repGroup{reps: reps})
+			gs = append(gs, repGroup{reps: reps, runs: runs})
 		}
 		gs[len(gs)-1].sizes = append(gs[len(gs)-1].sizes, s)
 	}
 	return gs
+}
+
+// inRuns times reps repetitions in runs runs of the measuring program
+// (measure, reps/runs each) and pools each result's repetitions (pool adds
+// from's to into's). One run's median moved by up to a third from the
+// next run's on the same cluster (the probes' five runs), far beyond its
+// sampling error, so a latency-bound point timed in one run carries that
+// run's luck; pooled over five, a run's luck is a fifth of the
+// repetitions.
+func inRuns[T any](reps, runs int, measure func(reps int) ([]T, error), pool func(into *T, from T)) ([]T, error) {
+	var out []T
+	for r := range max(runs, 1) {
+		res, err := measure(reps / max(runs, 1))
+		if err != nil {
+			return nil, err
+		}
+		if r == 0 {
+			out = res
+			continue
+		}
+		if len(res) != len(out) {
+			return nil, fmt.Errorf("run %d of %d measured %d sizes, the first %d", r+1, runs, len(res), len(out))
+		}
+		for i := range out {
+			pool(&out[i], res[i])
+		}
+	}
+	return out, nil
+}
+
+// poolAllReduce adds from's repetitions to into's (inRuns).
+func poolAllReduce(into *netns.AllReduceResult, from netns.AllReduceResult) {
+	n, m := float64(len(into.BusBW)), float64(len(from.BusBW))
+	into.CPUSeconds = (into.CPUSeconds*n + from.CPUSeconds*m) / (n + m)
+	into.BusBW = append(into.BusBW, from.BusBW...)
+}
+
+// poolOp adds from's repetitions to into's (inRuns).
+func poolOp(into *netns.OpResult, from netns.OpResult) {
+	n, m := float64(len(into.Seconds)), float64(len(from.Seconds))
+	into.CPUSeconds = (into.CPUSeconds*n + from.CPUSeconds*m) / (n + m)
+	into.Averaged = (into.Averaged*n + from.Averaged*m) / (n + m)
+	into.Seconds = append(into.Seconds, from.Seconds...)
 }
 
 // validate measures every operation of the model on emulated hosts at
@@ -131,6 +177,8 @@ func validate(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 5, "timed repetitions per point (the median counts)")
 	replot := fs.String("replot", "", "draw OUT/cost-model.png again from this points.json, with its α and γ, measuring nothing")
 	fitGamma := fs.Bool("fit-gamma", true, "fit γ on the first cluster (the emulated links' 1500-byte packets cost more CPU per byte than loopback's 64 KiB ones) instead of taking the calibrated one")
+	fits := fs.Int("fits", 1, "fit α and the CPU of a message this many times and use the median (more show how far the fit moves)")
+	fitOnly := fs.Bool("fit-only", false, "stop after fitting α and the CPU of a message")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -157,8 +205,11 @@ func validate(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("# %s (calibrated under load %s); shared cores %g\n", v.params, f.Load, v.params.SharedCores)
-	if err := v.fitLatency(ctx, *rates); err != nil {
+	if err := v.fitLatency(ctx, *rates, *fits); err != nil {
 		return err
+	}
+	if *fitOnly {
+		return nil
 	}
 	var pts []Point
 	err = eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
@@ -271,45 +322,129 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	return pts, h.Down()
 }
 
+// latencyProbes are the clusters and algorithms fitLatency times: ring,
+// recursive doubling and star on 2, 3 and 4 hosts, whose rounds (1 to 6)
+// and messages on the busiest core (1 to 12) vary apart. Three probes (a
+// tree on 2 hosts, a star on 2, a tree on 4) spanned 1-2 rounds and 1-4
+// messages: α came from one round's difference of two 200 µs times
+// (2-50 µs from fit to fit) and the message from the tree on 4 alone, whose
+// rounds keep all four ranks waiting on the two cores at once; the fits
+// (97-121 µs a message) over-predicted the sweep's operations with more
+// messages (a 4 KiB ring on 4 hosts, gathers on 3 and 4) by 25-50%.
+var latencyProbes = []struct {
+	n     int
+	algos []collective.Algo
+}{
+	{2, []collective.Algo{collective.Tree, collective.Star, collective.Ring}},
+	{3, []collective.Algo{collective.Tree, collective.Star, collective.Ring}},
+	{4, []collective.Algo{collective.Tree, collective.Star, collective.Ring}},
+}
+
+// probeRuns is how many runs of the measuring program time each latency
+// probe, after one warm-up run of each that is discarded. One run of
+// 1,000 repetitions on a freshly made cluster moved by 20-35% from one
+// validation to the next (a 4 KiB tree on 4 hosts: 470 and 635 µs, where
+// the sweep's own, minutes later, took 469), far beyond its sampling
+// error (about 2%): what moves it is the machine around the run, so the
+// runs alternate between the probes of a cluster and each probe takes
+// the median of its runs' medians, which a run or two slowed by the
+// machine's other work do not move.
+const probeRuns = 5
+
 // fitLatency fits α and the CPU of a message on the emulated links at the
-// first of rates (cost.FitLatency) from three latency-bound 4 KiB
-// all-reduces, each the median of 2·tinyReps·reps repetitions: a tree on 2
-// hosts, a star on 2 (one more round, no more messages) and a tree on 4
-// (one more round, 4× the messages on the busiest core).
-func (v validation) fitLatency(ctx context.Context, rates string) error {
+// first of rates (cost.FitLatency) from the latency-bound 4 KiB
+// all-reduces of latencyProbes, fits times over; the sweep uses the
+// median of the fits' terms (one fit each is the default: more show how
+// far the fit moves).
+func (v validation) fitLatency(ctx context.Context, rates string, fits int) error {
 	rate, err := netns.ParseRate(strings.Split(rates, ",")[0])
 	if err != nil {
 		return err
 	}
 	p := v.params
 	p.Beta, p.Burst, p.BurstRate = cost.LinkBeta(float64(rate)), float64(rate.Burst()), v.params.Beta
-	var probes []cost.Sample
-	for _, c := range []struct {
-		n     int
-		algos []collective.Algo
-	}{{2, []collective.Algo{collective.Tree, collective.Star}}, {4, []collective.Algo{collective.Tree}}} {
-		n, algos := c.n, c.algos
-		h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
-		if err != nil {
-			return err
-		}
-		for _, algo := range algos {
-			res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{4 << 10}, 2*tinyReps*v.reps, "-algo", algo.String())
+	var alphas, messages []float64
+	for range max(fits, 1) {
+		var samples []cost.Sample
+		for _, c := range latencyProbes {
+			got, err := v.probeCluster(ctx, rate, c.n, c.algos)
 			if err != nil {
-				return errors.Join(err, h.Down())
+				return err
 			}
-			secs := res[0].Seconds()
-			probes = append(probes, cost.Sample{Algo: algo, N: n, Bytes: 4 << 10, Seconds: mbench.Median(secs)})
-			fmt.Printf("# a 4096-byte %v all-reduce on %d hosts at %s took %s (spread %.0f%%, %d reps, load %s)\n",
-				algo, n, rate, cost.Seconds(mbench.Median(secs)), 100*netns.Spread(secs), len(secs), netns.LoadAverage())
+			samples = append(samples, got...)
 		}
-		if err := h.Down(); err != nil {
-			return err
+		a, m := p.FitLatency(samples...)
+		alphas, messages = append(alphas, a), append(messages, m)
+		fmt.Printf("# fitted: α %s, %s a message (load %s)\n", cost.Seconds(a), cost.Seconds(m), netns.LoadAverage())
+	}
+	v.fit.alpha, v.fit.message = mbench.Median(alphas), mbench.Median(messages)
+	if fits > 1 {
+		fmt.Printf("# the median of %d fits: α %s, %s a message\n", fits, cost.Seconds(v.fit.alpha), cost.Seconds(v.fit.message))
+	}
+	return nil
+}
+
+// probeCluster times each of algos as a 4 KiB all-reduce on n hosts at
+// rate (probeTimes).
+func (v validation) probeCluster(ctx context.Context, rate netns.Rate, n int, algos []collective.Algo) ([]cost.Sample, error) {
+	h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Down()
+	out, err := probeTimes(n, algos, tinyReps*v.reps, func(algo collective.Algo, reps int) ([]float64, error) {
+		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", []int64{4 << 10}, reps, "-algo", algo.String())
+		if err != nil {
+			return nil, err
+		}
+		return res[0].Seconds(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, h.Down()
+}
+
+// probeTimes times each of algos, a 4 KiB all-reduce on n hosts, by run
+// (one run of the measuring program: each repetition's seconds): one
+// warm-up run of tinyReps repetitions each (discarded), then probeRuns
+// runs of reps, the algorithms alternating. A probe's time is the median
+// of its runs' medians.
+func probeTimes(n int, algos []collective.Algo, reps int, run func(algo collective.Algo, reps int) ([]float64, error)) ([]cost.Sample, error) {
+	medians := make([][]float64, len(algos))
+	for r := -1; r < probeRuns; r++ {
+		k := reps
+		if r < 0 {
+			k = tinyReps
+		}
+		for i, algo := range algos {
+			secs, err := run(algo, k)
+			if err != nil {
+				return nil, fmt.Errorf("timing a 4096-byte %v all-reduce on %d hosts: %w", algo, n, err)
+			}
+			if r >= 0 {
+				medians[i] = append(medians[i], mbench.Median(secs))
+				continue
+			}
+			fmt.Printf("# warm-up: a 4096-byte %v all-reduce on %d hosts took %s (%d reps, discarded)\n", algo, n, cost.Seconds(mbench.Median(secs)), len(secs))
 		}
 	}
-	v.fit.alpha, v.fit.message = p.FitLatency(probes...)
-	fmt.Printf("# fitted: α %s, %s a message\n", cost.Seconds(v.fit.alpha), cost.Seconds(v.fit.message))
-	return nil
+	out := make([]cost.Sample, len(algos))
+	for i, algo := range algos {
+		out[i] = cost.Sample{Algo: algo, N: n, Bytes: 4 << 10, Seconds: mbench.Median(medians[i])}
+		fmt.Printf("# a 4096-byte %v all-reduce on %d hosts took %s (the median of %d runs of %d reps: %s; load %s)\n",
+			algo, n, cost.Seconds(out[i].Seconds), probeRuns, reps, seconds(medians[i]), netns.LoadAverage())
+	}
+	return out, nil
+}
+
+// seconds lists times for a log line.
+func seconds(ts []float64) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = cost.Seconds(t)
+	}
+	return strings.Join(s, " ")
 }
 
 // allReduce measures algo at each of sizes whose transfer is short enough,
@@ -317,7 +452,9 @@ func (v validation) fitLatency(ctx context.Context, rates string) error {
 func (v validation) allReduce(ctx context.Context, h *netns.Hosts, algo collective.Algo, sizes []int64, p cost.Params) ([]netns.AllReduceResult, error) {
 	var out []netns.AllReduceResult
 	for _, g := range v.groups(v.sizes(algo, h.N, sizes, p)) {
-		res, err := netns.MeasureAllReduce(ctx, h, v.bin, "tls", g.sizes, g.reps, "-algo", algo.String())
+		res, err := inRuns(g.reps, g.runs, func(reps int) ([]netns.AllReduceResult, error) {
+			return netns.MeasureAllReduce(ctx, h, v.bin, "tls", g.sizes, reps, "-algo", algo.String())
+		}, poolAllReduce)
 		if err != nil {
 			return nil, err
 		}
@@ -329,7 +466,9 @@ func (v validation) allReduce(ctx context.Context, h *netns.Hosts, algo collecti
 // ops measures the sparse all-gathers and the gossip rounds whose
 // transfer is short enough, the small ones more often (groups).
 func (v validation) ops(ctx context.Context, h *netns.Hosts, p cost.Params) ([]netns.OpResult, error) {
-	out, err := netns.MeasureGather(ctx, h, v.bin, v.touched, tinyReps*v.reps)
+	out, err := inRuns(tinyReps*v.reps, probeRuns, func(reps int) ([]netns.OpResult, error) {
+		return netns.MeasureGather(ctx, h, v.bin, v.touched, reps)
+	}, poolOp)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +479,9 @@ func (v validation) ops(ctx context.Context, h *netns.Hosts, p cost.Params) ([]n
 		}
 	}
 	for _, g := range v.groups(sizes) {
-		gossip, err := netns.MeasureGossip(ctx, h, v.bin, g.sizes, g.reps)
+		gossip, err := inRuns(g.reps, g.runs, func(reps int) ([]netns.OpResult, error) {
+			return netns.MeasureGossip(ctx, h, v.bin, g.sizes, reps)
+		}, poolOp)
 		if err != nil {
 			return out, err
 		}
