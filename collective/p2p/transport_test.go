@@ -376,18 +376,23 @@ func BenchmarkAllReduce64MiB(b *testing.B) {
 					var ru0, ru1 syscall.Rusage
 					_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 					b.ResetTimer()
-					for range b.N {
-						if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
-							return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
-						})...); err != nil {
-							b.Fatal(err)
-						}
-					}
+					allReduceN(b, comms, bufs)
 					_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 					cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
 					b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 				})
 			}
+		}
+	}
+}
+
+// allReduceN sums bufs over comms b.N times, every rank at once.
+func allReduceN(b *testing.B, comms []*collective.Comm, bufs [][]float32) {
+	for range b.N {
+		if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
+			return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
+		})...); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
@@ -401,13 +406,7 @@ func BenchmarkAllReduce4KiB(b *testing.B) {
 		bufs[r] = make([]float32, 1024)
 	}
 	b.ResetTimer()
-	for range b.N {
-		if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
-			return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
-		})...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	allReduceN(b, comms, bufs)
 }
 
 func TestIdentityAndPSKFiles(t *testing.T) {
@@ -759,11 +758,5 @@ func BenchmarkAllReduce64MiB4Ranks(b *testing.B) {
 	}
 	b.SetBytes(64 << 20)
 	b.ResetTimer()
-	for range b.N {
-		if err := errors.Join(onAll(comms, func(c *collective.Comm) error {
-			return c.AllReduceFloat32(context.Background(), bufs[c.Rank()], collective.Sum)
-		})...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	allReduceN(b, comms, bufs)
 }
