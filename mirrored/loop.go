@@ -319,7 +319,7 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	}
 	if job.HashEvery > 0 && l.global%job.HashEvery == 0 {
 		vals, what := rep.Checked()
-		if err := l.checkHashes(ctx, vals, fmt.Sprintf("step %d%s", l.global, what)); err != nil {
+		if err := l.checkHashes(ctx, paramsSum(vals), fmt.Sprintf("step %d%s", l.global, what)); err != nil {
 			return err
 		}
 	}
@@ -417,11 +417,12 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 	return l.obs.emit(Event{Kind: EventCheckpoint, Step: l.global, Steps: l.total, Path: path})
 }
 
-// checkHashes compares the replicas' hashes of vals (every HashEvery
-// steps: the weights the step touched), counted as communication.
-func (l *syncLoop) checkHashes(ctx context.Context, vals []float32, what string) error {
+// checkHashes compares this replica's hash (paramsSum; every HashEvery
+// steps, of the weights the step touched) with the others', counted as
+// communication: the hashing is not.
+func (l *syncLoop) checkHashes(ctx context.Context, sum [32]byte, what string) error {
 	t := time.Now()
-	err := compareParamHashes(ctx, l.g, paramsSum(vals), what)
+	err := compareParamHashes(ctx, l.g, sum, what)
 	l.times.comm += time.Since(t)
 	return err
 }
@@ -434,10 +435,7 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 	// which would add 10 ms to each step of an 8-step run's exchange).
 	sum := paramsSum(rep.Params())
 	if l.world > 1 { // alone there is nobody to compare with
-		t := time.Now()
-		err := compareParamHashes(ctx, l.g, sum, "the end")
-		l.times.comm += time.Since(t)
-		if err != nil {
+		if err := l.checkHashes(ctx, sum, "the end"); err != nil {
 			return nil, err
 		}
 	}

@@ -239,7 +239,7 @@ func (c *Conn) CloseWithError(code network.ConnErrorCode) error {
 		// The control frames queued before it go first: a stream closed
 		// just before the connection ends with EOF at the peer.
 		_ = c.nc.SetWriteDeadline(time.Now().Add(stallGrace))
-		_, _ = c.writeLocked(header{typ: typeGoAway, length: uint32(code)}.encode(nil), nil)
+		_ = c.writeLocked(header{typ: typeGoAway, length: uint32(code)}.encode(nil), nil)
 		<-c.wsem
 	case <-time.After(stallGrace):
 	}
@@ -315,7 +315,7 @@ func (c *Conn) ctrlLoop() {
 		case <-c.done:
 			return
 		}
-		_, err := c.writeLocked(nil, nil)
+		err := c.writeLocked(nil, nil)
 		<-c.wsem
 		if err != nil {
 			c.fail(err)
@@ -327,7 +327,7 @@ func (c *Conn) ctrlLoop() {
 // writeLocked writes the pending control frames, then hdr (if any) and
 // body, with wsem held. A small body goes into the same write as its
 // header; a large one is written from the caller's buffer.
-func (c *Conn) writeLocked(hdr []byte, body []byte) (int, error) {
+func (c *Conn) writeLocked(hdr []byte, body []byte) error {
 	c.ctrlMu.Lock()
 	b := append(c.ctrl, hdr...)
 	if len(body) <= smallBody {
@@ -339,26 +339,25 @@ func (c *Conn) writeLocked(hdr []byte, body []byte) (int, error) {
 	signal(c.ctrlRoom)
 	if len(b) > 0 {
 		if _, err := c.nc.Write(b); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	if len(body) > smallBody {
-		if _, err := c.nc.Write(body); err != nil {
-			return 0, err
-		}
+		_, err := c.nc.Write(body)
+		return err
 	}
-	return len(body), nil
+	return nil
 }
 
 // writeData writes one data frame of s.
-func (c *Conn) writeData(s *stream, flags uint16, body []byte) error {
+func (c *Conn) writeData(s *stream, body []byte) error {
 	if err := s.acquireWrite(); err != nil {
 		s.addCredit(uint32(len(body))) // reserved for a frame never written
 		return err
 	}
 	c.writing.Store(s)
 	var hb [headerSize]byte
-	_, err := c.writeLocked(header{typ: typeData, flags: flags, id: s.id, length: uint32(len(body))}.encode(hb[:0]), body)
+	err := c.writeLocked(header{typ: typeData, id: s.id, length: uint32(len(body))}.encode(hb[:0]), body)
 	c.wseq.Add(1)
 	c.writing.Store(nil)
 	<-c.wsem

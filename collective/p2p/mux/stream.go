@@ -348,7 +348,7 @@ func (s *stream) Write(p []byte) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		if err := s.c.writeData(s, 0, p[:n]); err != nil {
+		if err := s.c.writeData(s, p[:n]); err != nil {
 			return total, err
 		}
 		p, total = p[n:], total+n
