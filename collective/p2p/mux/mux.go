@@ -16,7 +16,9 @@
 // reset and go-away frames; odd stream IDs for the dialler, even for the
 // listener; credit-based flow control per stream, every stream starting
 // with baseWindow of credit each way until the receiver announces its
-// window.
+// window, which it does at the stream's first Read: a stream nobody reads
+// (a stranger's, or one the application has not taken up) pins at most
+// baseWindow, not the whole window.
 package mux
 
 import (
@@ -27,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,8 +55,15 @@ const (
 	// stallGrace bounds how long a reset, an expired deadline or a closing
 	// connection waits for a read or a write under way on the connection
 	// (one that holds the caller's buffer) before it closes the
-	// connection: the peer stopped in the middle of a frame.
+	// connection: the peer stopped in the middle of a frame. A reset
+	// waits longer for a frame being written: the time the frame takes
+	// at slowLink.
 	stallGrace = 250 * time.Millisecond
+	// slowLink (bytes/s, 4 Mbit/s) is the slowest link a reset waits for
+	// to take the rest of a frame before it closes the connection.
+	// (Writing frames in pieces would show progress instead, but cost
+	// 20-25% of a stream's rate on loopback.)
+	slowLink = 500_000
 	// readerWait bounds how long the connection's reader waits for a
 	// stream's Read to catch up before buffering what arrives for it.
 	readerWait = 2 * time.Millisecond
@@ -92,6 +102,11 @@ type Config struct {
 	// connection (default 256); more are reset. Like yamux, this side's
 	// own streams are not counted.
 	MaxStreams int
+	// WriteTimeout bounds every write to the connection, a whole frame
+	// (default 10 s, go-yamux's ConnectionWriteTimeout): a peer that
+	// stops reading for that long has its connection closed, so no
+	// writer, CloseWrite or Close waits on it for ever.
+	WriteTimeout time.Duration
 }
 
 // Transport implements network.Multiplexer.
@@ -112,6 +127,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = 256
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
 	}
 	return &Transport{cfg: cfg}, nil
 }
@@ -139,10 +157,12 @@ type Conn struct {
 	ctrl     []byte
 	ctrlWake chan struct{}
 	ctrlRoom chan struct{} // signalled when a writer took ctrl along
-	// writing is the stream whose frame is being written, wseq counts
-	// frames written: a reset checks that a write under way finishes.
-	writing atomic.Pointer[stream]
-	wseq    atomic.Uint64
+	// writing is the stream whose frame is being written, writingLen its
+	// body's length, wseq counts frames written: a reset checks that a
+	// write under way finishes.
+	writing    atomic.Pointer[stream]
+	writingLen atomic.Int64
+	wseq       atomic.Uint64
 	// lentBytes counts bytes read straight into a Read's buffer (tests).
 	lentBytes atomic.Int64
 
@@ -209,7 +229,7 @@ func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 	s := newStream(c, id)
 	c.streams[id] = s
 	c.mu.Unlock()
-	c.queue(header{typ: typeWindow, flags: flagSYN, id: id, length: c.cfg.Window - baseWindow})
+	c.queue(header{typ: typeWindow, flags: flagSYN, id: id})
 	return s, nil
 }
 
@@ -238,8 +258,7 @@ func (c *Conn) CloseWithError(code network.ConnErrorCode) error {
 	case c.wsem <- struct{}{}:
 		// The control frames queued before it go first: a stream closed
 		// just before the connection ends with EOF at the peer.
-		_ = c.nc.SetWriteDeadline(time.Now().Add(stallGrace))
-		_ = c.writeLocked(header{typ: typeGoAway, length: uint32(code)}.encode(nil), nil)
+		_ = c.writeLocked(header{typ: typeGoAway, length: uint32(code)}.encode(nil), nil, stallGrace)
 		<-c.wsem
 	case <-time.After(stallGrace):
 	}
@@ -315,7 +334,7 @@ func (c *Conn) ctrlLoop() {
 		case <-c.done:
 			return
 		}
-		err := c.writeLocked(nil, nil)
+		err := c.writeLocked(nil, nil, c.cfg.WriteTimeout)
 		<-c.wsem
 		if err != nil {
 			c.fail(err)
@@ -325,9 +344,10 @@ func (c *Conn) ctrlLoop() {
 }
 
 // writeLocked writes the pending control frames, then hdr (if any) and
-// body, with wsem held. A small body goes into the same write as its
-// header; a large one is written from the caller's buffer.
-func (c *Conn) writeLocked(hdr []byte, body []byte) error {
+// body, with wsem held, each call to the connection bounded by timeout. A
+// small body goes into the same write as its header; a large one is
+// written from the caller's buffer.
+func (c *Conn) writeLocked(hdr []byte, body []byte, timeout time.Duration) error {
 	c.ctrlMu.Lock()
 	b := append(c.ctrl, hdr...)
 	if len(body) <= smallBody {
@@ -338,12 +358,23 @@ func (c *Conn) writeLocked(hdr []byte, body []byte) error {
 	c.ctrlSpare = b
 	signal(c.ctrlRoom)
 	if len(b) > 0 {
-		if _, err := c.nc.Write(b); err != nil {
+		if err := c.write(b, timeout); err != nil {
 			return err
 		}
 	}
 	if len(body) > smallBody {
-		_, err := c.nc.Write(body)
+		return c.write(body, timeout)
+	}
+	return nil
+}
+
+// write writes b to the connection within timeout.
+func (c *Conn) write(b []byte, timeout time.Duration) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.nc.Write(b); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("mux: the peer did not take %d bytes in %v: it stopped reading (the connection is closed): %w", len(b), timeout, err)
+		}
 		return err
 	}
 	return nil
@@ -355,9 +386,10 @@ func (c *Conn) writeData(s *stream, body []byte) error {
 		s.addCredit(uint32(len(body))) // reserved for a frame never written
 		return err
 	}
+	c.writingLen.Store(int64(len(body)))
 	c.writing.Store(s)
 	var hb [headerSize]byte
-	err := c.writeLocked(header{typ: typeData, id: s.id, length: uint32(len(body))}.encode(hb[:0]), body)
+	err := c.writeLocked(header{typ: typeData, id: s.id, length: uint32(len(body))}.encode(hb[:0]), body, c.cfg.WriteTimeout)
 	c.wseq.Add(1)
 	c.writing.Store(nil)
 	<-c.wsem
@@ -471,9 +503,6 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 	}
 	c.streams[h.id] = s
 	c.inbound++
-	if c.cfg.Window > baseWindow {
-		c.queue(header{typ: typeWindow, id: h.id, length: c.cfg.Window - baseWindow})
-	}
 	return s, nil
 }
 
