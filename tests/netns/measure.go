@@ -92,11 +92,12 @@ func (h *Hosts) hostList() string {
 
 // MeasureTCP sends raw TCP (plaintext, 1 MiB writes) around the ring for
 // d: host i to host i+1, every link busy in both directions at once, as in
-// a ring all-reduce. It returns what each host received.
-func MeasureTCP(ctx context.Context, h *Hosts, netbench string, d time.Duration) ([]TCPResult, error) {
+// a ring all-reduce. It returns what each host received. extra goes to
+// every netbench process (-tls: the same over TLS 1.3).
+func MeasureTCP(ctx context.Context, h *Hosts, netbench string, d time.Duration, extra ...string) ([]TCPResult, error) {
 	res, err := h.RunOnAll(ctx, func(i int) Proc {
-		return Proc{Args: []string{netbench, "tcp", "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
-			"-port", strconv.Itoa(TCPPort), "-duration", d.String()}}
+		return Proc{Args: append([]string{netbench, "tcp", "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
+			"-port", strconv.Itoa(TCPPort), "-duration", d.String()}, extra...)}
 	})
 	if err != nil {
 		return nil, err

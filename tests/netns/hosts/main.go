@@ -18,7 +18,11 @@
 // rate (mean over the hosts), their ratio, the CPU time of all peers per
 // all-reduce and the load average. -window overrides meshtrain's stream
 // window in the measuring processes, -muxer picks the stream multiplexer
-// (mesh or yamux) and -chunk the ring's chunk, for experiments.
+// (mesh or yamux) and -chunk the ring's chunk, for experiments. -raw-tls
+// also measures raw TLS around the ring (crypto/tls alone, no libp2p, no
+// framing, no fold) after raw TCP, and adds its rate and the all-reduce's
+// ratio to it: the most any TLS all-reduce could reach on these hosts
+// with this machine's CPUs.
 //
 // validate checks the cost model (mirrored/cost) against the hosts: for
 // each rate and N it times the ring, recursive doubling and star
@@ -131,6 +135,7 @@ func bench(ctx context.Context, args []string) error {
 	window := fs.Int("window", 0, "stream window in bytes (0: meshtrain's default; for experiments)")
 	muxer := fs.String("muxer", "mesh", "stream multiplexer: mesh or yamux")
 	chunk := fs.Int("chunk", 0, "ring chunk in bytes (0: meshtrain's default)")
+	rawTLS := fs.Bool("raw-tls", false, "also measure raw TLS around the ring (the cipher's ceiling)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -151,9 +156,13 @@ func bench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("rate\tN\trun\tsize\tbusbw(MB/s)\treps(MB/s)\trawTCP(MB/s)\tratio\tcpu(s)\tload")
+	head := "rate\tN\trun\tsize\tbusbw(MB/s)\treps(MB/s)\trawTCP(MB/s)\tratio\tcpu(s)\tload"
+	if *rawTLS {
+		head += "\trawTLS(MB/s)\tratio to rawTLS"
+	}
+	fmt.Println(head)
 	return eachCluster(*rates, *ns, func(rate netns.Rate, n int) error {
-		return benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, "-window", strconv.Itoa(*window), "-muxer", *muxer, "-chunk", strconv.Itoa(*chunk))
+		return benchCluster(ctx, bin, rate, n, sizes, *runs, *reps, *sec, *tcpTime, *rawTLS, "-window", strconv.Itoa(*window), "-muxer", *muxer, "-chunk", strconv.Itoa(*chunk))
 	})
 }
 
@@ -179,7 +188,7 @@ func eachCluster(rates, ns string, f func(rate netns.Rate, n int) error) error {
 }
 
 // benchCluster measures one rate and N for runs runs.
-func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes []int64, runs, reps int, sec string, tcpTime time.Duration, extra ...string) error {
+func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes []int64, runs, reps int, sec string, tcpTime time.Duration, rawTLS bool, extra ...string) error {
 	h, err := netns.Up(ctx, netns.TagForProcess(), n, rate)
 	if err != nil {
 		return err
@@ -189,6 +198,14 @@ func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes
 		tcp, err := netns.MeasureTCP(ctx, h, bin, tcpTime)
 		if err != nil {
 			return err
+		}
+		var tlsRate float64
+		if rawTLS {
+			rs, err := netns.MeasureTCP(ctx, h, bin, tcpTime, "-tls")
+			if err != nil {
+				return err
+			}
+			tlsRate = netns.MeanRate(rs)
 		}
 		ar, err := netns.MeasureAllReduce(ctx, h, bin, sec, sizes, reps, extra...)
 		if err != nil {
@@ -200,8 +217,12 @@ func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes
 			for _, b := range r.BusBW {
 				each = append(each, fmt.Sprintf("%.1f", b/1e6))
 			}
-			fmt.Printf("%s\t%d\t%d\t%dMiB\t%.1f\t%s\t%.1f\t%.3f\t%.2f\t%s\n", rate, n, run, r.Bytes>>20, r.Median()/1e6,
+			line := fmt.Sprintf("%s\t%d\t%d\t%dMiB\t%.1f\t%s\t%.1f\t%.3f\t%.2f\t%s", rate, n, run, r.Bytes>>20, r.Median()/1e6,
 				strings.Join(each, ","), raw/1e6, r.Median()/raw, r.CPUSeconds, netns.LoadAverage())
+			if rawTLS {
+				line += fmt.Sprintf("\t%.1f\t%.3f", tlsRate/1e6, r.Median()/tlsRate)
+			}
+			fmt.Println(line)
 		}
 	}
 	return h.Down()

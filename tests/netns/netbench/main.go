@@ -1,7 +1,7 @@
 // Command netbench measures one emulated host's links, run once per host
 // (one process per namespace) by package netns:
 //
-//	netbench tcp -rank R -hosts IP0,IP1,… -port P -duration D
+//	netbench tcp -rank R -hosts IP0,IP1,… -port P -duration D [-tls]
 //	netbench allreduce -rank R -hosts IP0,IP1,… -port P -security tls -sizes 16777216,67108864 -reps 3 [-algo ring]
 //	netbench gather -rank R -hosts IP0,IP1,… -port P -touched 100,1000 -reps 9
 //	netbench gossip -rank R -hosts IP0,IP1,… -port P -sizes 4096,1048576 -reps 9
@@ -11,7 +11,9 @@
 //
 // tcp sends raw TCP to the next host in the ring for D while receiving
 // from the previous one, and prints what it received as one JSON object
-// (netns.TCPResult). allreduce runs float32 sum all-reduces over
+// (netns.TCPResult); with -tls, over crypto/tls (TLS 1.3, AES-128-GCM, as
+// libp2p's TLS) and nothing else: what the cipher leaves of the link when
+// no framing, multiplexer or fold takes any CPU. allreduce runs float32 sum all-reduces over
 // meshtrain's libp2p transport; rank 0 prints one netns.AllReduceResult a
 // size. gather times the sparse gradient exchange (each rank's -touched
 // random features encoded, all-gathered in one round, decoded) and gossip
@@ -21,11 +23,17 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"os/signal"
@@ -64,6 +72,7 @@ func run(ctx context.Context, args []string) error {
 	hostList := fs.String("hosts", "", "every host's IP address, comma-separated")
 	port := fs.Int("port", netns.TCPPort, "port every host listens on")
 	duration := fs.Duration("duration", time.Second, "tcp: how long to send")
+	useTLS := fs.Bool("tls", false, "tcp: over TLS 1.3 (the raw cipher's rate)")
 	security := fs.String("security", "tls", "allreduce: link security")
 	sizeList := fs.String("sizes", "16777216", "allreduce: sizes in bytes, comma-separated")
 	reps := fs.Int("reps", 3, "allreduce: timed repetitions per size")
@@ -87,7 +96,7 @@ func run(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout+*duration)
 	defer cancel()
 	if args[0] == "tcp" {
-		return rawTCP(ctx, *rank, addrs, *duration)
+		return rawTCP(ctx, *rank, addrs, *duration, *useTLS)
 	}
 	var sizes, touched []int64
 	for _, s := range strings.Split(*sizeList, ",") {
@@ -127,8 +136,18 @@ func run(ctx context.Context, args []string) error {
 }
 
 // rawTCP sends to the next rank for d while receiving from the previous
-// one, and prints the receiving side's rate.
-func rawTCP(ctx context.Context, rank int, addrs []string, d time.Duration) error {
+// one (over TLS if useTLS), and prints the receiving side's rate.
+func rawTCP(ctx context.Context, rank int, addrs []string, d time.Duration, useTLS bool) error {
+	var srv, cli *tls.Config
+	if useTLS {
+		cert, err := selfSigned()
+		if err != nil {
+			return err
+		}
+		// A measurement between hosts this run made: nothing to verify.
+		srv = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+		cli = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
+	}
 	ln, err := net.Listen("tcp", addrs[rank])
 	if err != nil {
 		return err
@@ -136,13 +155,20 @@ func rawTCP(ctx context.Context, rank int, addrs []string, d time.Duration) erro
 	defer ln.Close()
 	context.AfterFunc(ctx, func() { _ = ln.Close() })
 	sent := make(chan error, 1)
-	go func() { sent <- send(ctx, addrs[(rank+1)%len(addrs)], d) }()
+	go func() { sent <- send(ctx, addrs[(rank+1)%len(addrs)], d, cli) }()
 	conn, err := ln.Accept()
 	if err != nil {
 		return fmt.Errorf("accepting the previous rank: %w", err)
 	}
 	defer conn.Close()
 	context.AfterFunc(ctx, func() { _ = conn.Close() })
+	if srv != nil {
+		tc := tls.Server(conn, srv)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fmt.Errorf("TLS handshake with the previous rank: %w", err)
+		}
+		conn = tc
+	}
 	res, err := receive(conn)
 	if err != nil {
 		return err
@@ -154,8 +180,9 @@ func rawTCP(ctx context.Context, rank int, addrs []string, d time.Duration) erro
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// send dials to (retrying while it starts) and writes 1 MiB blocks for d.
-func send(ctx context.Context, to string, d time.Duration) error {
+// send dials to (retrying while it starts) and writes 1 MiB blocks for d,
+// over TLS if cli is set.
+func send(ctx context.Context, to string, d time.Duration, cli *tls.Config) error {
 	var conn net.Conn
 	for {
 		var err error
@@ -170,13 +197,38 @@ func send(ctx context.Context, to string, d time.Duration) error {
 	}
 	defer conn.Close()
 	context.AfterFunc(ctx, func() { _ = conn.Close() })
+	var w interface {
+		io.Writer
+		CloseWrite() error
+	} = conn.(*net.TCPConn)
+	if cli != nil {
+		tc := tls.Client(conn, cli)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fmt.Errorf("TLS handshake with %s: %w", to, err)
+		}
+		w = tc
+	}
 	buf := make([]byte, 1<<20)
 	for end := time.Now().Add(d); time.Now().Before(end); {
-		if _, err := conn.Write(buf); err != nil {
+		if _, err := w.Write(buf); err != nil {
 			return fmt.Errorf("sending to %s: %w", to, err)
 		}
 	}
-	return conn.(*net.TCPConn).CloseWrite()
+	return w.CloseWrite()
+}
+
+// selfSigned makes a throwaway ECDSA certificate for the TLS measurement.
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("a certificate for the TLS measurement: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // receive reads until EOF; the rate counts from the end of the first read.
