@@ -99,7 +99,8 @@ func (m *message) encode() []byte {
 // decode parses a message among ranks ranks over a model of maxElems
 // parameters. It checks every length against the bytes present, and the
 // element count against maxElems, before allocating, so a peer's bytes
-// cannot make it allocate more than they are long.
+// cannot make it allocate more than they are long. The message's
+// elements share b's memory: b must not be reused while they are in use.
 func decode(b []byte, ranks, maxElems int) (message, error) {
 	var m message
 	if need := headerSize + 8*ranks + 4; len(b) < need {
@@ -135,15 +136,35 @@ func decode(b []byte, ranks, maxElems int) (message, error) {
 	if rest := len(b) - o; rest != n*per || n > maxElems {
 		return m, fmt.Errorf("%s message announces %d elements (%d bytes each) but carries %d bytes (model has %d parameters)", m.kind, n, per, rest, maxElems)
 	}
+	// The elements stay where they arrived: b is the receiver's own (a
+	// fresh buffer from collective.Comm.Recv), so viewing it saves a copy
+	// of the whole vector per message (two per round on its critical path).
 	if m.sparse {
-		m.idx = make([]int32, n)
-		o += copy(sliceBytes(m.idx), b[o:])
+		m.idx = viewAs[int32](b[o : o+4*n])
+		if m.idx == nil {
+			m.idx = []int32{} // a sparse message has indices, if none
+		}
+		o += 4 * n
 	}
 	if n > 0 {
-		m.vals = make([]float32, n)
-		copy(sliceBytes(m.vals), b[o:])
+		m.vals = viewAs[float32](b[o : o+4*n])
 	}
 	return m, nil
+}
+
+// viewAs views b, whose length is a multiple of 4, as 4-byte elements:
+// in place where b is 4-byte aligned (always, for buffers Go allocated
+// and the offsets of this format), in a copy otherwise.
+func viewAs[T int32 | float32](b []byte) []T {
+	if len(b) == 0 {
+		return nil
+	}
+	if uintptr(unsafe.Pointer(&b[0]))%4 == 0 {
+		return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/4)
+	}
+	v := make([]T, len(b)/4)
+	copy(sliceBytes(v), b)
+	return v
 }
 
 // sliceBytes views a slice of 4-byte elements as its bytes.

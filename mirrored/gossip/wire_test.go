@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 func TestWireRoundTrip(t *testing.T) {
@@ -111,4 +112,32 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted %x but re-encodes as %x", b, again)
 		}
 	})
+}
+
+// TestDecodeViewsInPlace: decode leaves a message's elements where they
+// arrived (no copy of the vector) when the buffer is aligned, as Recv's
+// are, and copies them, intact, when it is not.
+func TestDecodeViewsInPlace(t *testing.T) {
+	m := message{kind: msgReply, id: 4, sparse: true, counts: []uint64{1, 2}, idx: []int32{5, 9, 11}, vals: []float32{0.5, -1, 3}}
+	enc := m.encode()
+	within := func(b []byte, p *float32) bool {
+		a := uintptr(unsafe.Pointer(p))
+		return a >= uintptr(unsafe.Pointer(&b[0])) && a < uintptr(unsafe.Pointer(&b[0]))+uintptr(len(b))
+	}
+	got, err := decode(enc, 2, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !within(enc, &got.vals[0]) || !reflect.DeepEqual(got.idx, m.idx) || !reflect.DeepEqual(got.vals, m.vals) {
+		t.Fatalf("aligned buffer: decoded %+v (values in the buffer: %v)", got, within(enc, &got.vals[0]))
+	}
+	odd := make([]byte, len(enc)+1)[1:] // never 4-byte aligned
+	copy(odd, enc)
+	got, err = decode(odd, 2, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if within(odd, &got.vals[0]) || !reflect.DeepEqual(got.idx, m.idx) || !reflect.DeepEqual(got.vals, m.vals) {
+		t.Fatalf("misaligned buffer: decoded %+v (values in the buffer: %v)", got, within(odd, &got.vals[0]))
+	}
 }
