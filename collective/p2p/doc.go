@@ -20,11 +20,10 @@
 //
 // Resources: the resource manager keeps libp2p's default limits for everyone
 // but lifts them for cluster peers, cluster peers are protected in the
-// connection manager, every stream has a 64 MiB window (granted at its
-// first read, so a stream nobody reads holds at most 256 KiB) and carries
-// frames of up to 1 MiB (identical on every rank; see streamWindow), and a
-// peer that takes none of this rank's bytes for the collective timeout
-// has its connection closed.
+// connection manager, every stream starts with a 64 MiB window and
+// carries frames of up to 1 MiB (identical on every rank; see
+// streamWindow), and a connection whose peer does not take a write within
+// Timeout is closed.
 //
 // Membership is cryptographic: a connection gater admits only the peer IDs
 // of the cluster (proven by TLS, Noise and QUIC; over plaintext, by the

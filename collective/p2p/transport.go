@@ -474,8 +474,8 @@ var (
 )
 
 // initialWindow is the receive window every collective stream of cfg
-// starts with (package mux grants it at the stream's first Read, which a
-// link's reader makes before it can hold a payload back).
+// starts with (package mux's streams have it from their first frame on:
+// the window update travels with the stream's opening).
 func initialWindow(cfg Config) uint32 {
 	switch {
 	case cfg.Security == SecurityQUIC:
@@ -495,8 +495,8 @@ func muxerOption(cfg Config) (libp2p.Option, error) {
 		yc.MaxMessageSize = yamuxMaxMessage
 		return libp2p.Muxer(yamux.ID, (*yamux.Transport)(&yc)), nil
 	}
-	// A peer that takes none of our bytes for as long as a collective may
-	// last has its connection closed, so nothing waits on it past that.
+	// A connection whose peer does not take a frame within Timeout (a
+	// Send's bound) is closed, so nothing waits on a stopped peer past it.
 	tr, err := mux.New(mux.Config{Window: window, MaxFrame: meshMaxFrame, WriteTimeout: cfg.Timeout})
 	if err != nil {
 		return nil, fmt.Errorf("p2p: %w", err)

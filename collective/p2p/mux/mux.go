@@ -16,9 +16,7 @@
 // reset and go-away frames; odd stream IDs for the dialler, even for the
 // listener; credit-based flow control per stream, every stream starting
 // with baseWindow of credit each way until the receiver announces its
-// window, which it does at the stream's first Read: a stream nobody reads
-// (a stranger's, or one the application has not taken up) pins at most
-// baseWindow, not the whole window.
+// window.
 package mux
 
 import (
@@ -102,10 +100,12 @@ type Config struct {
 	// connection (default 256); more are reset. Like yamux, this side's
 	// own streams are not counted.
 	MaxStreams int
-	// WriteTimeout bounds every write to the connection, a whole frame
-	// (default 10 s, go-yamux's ConnectionWriteTimeout): a peer that
-	// stops reading for that long has its connection closed, so no
-	// writer, CloseWrite or Close waits on it for ever.
+	// WriteTimeout bounds every write to the connection, a whole frame of
+	// up to MaxFrame (default 10 s, go-yamux's ConnectionWriteTimeout): a
+	// connection whose peer does not take a frame within it is closed, so
+	// no writer, CloseWrite or Close waits on a stopped peer for ever. A
+	// link slower than MaxFrame per WriteTimeout (0.84 Mbit/s for 1 MiB in
+	// 10 s) needs a longer one.
 	WriteTimeout time.Duration
 }
 
@@ -229,7 +229,7 @@ func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 	s := newStream(c, id)
 	c.streams[id] = s
 	c.mu.Unlock()
-	c.queue(header{typ: typeWindow, flags: flagSYN, id: id})
+	c.queue(header{typ: typeWindow, flags: flagSYN, id: id, length: c.cfg.Window - baseWindow})
 	return s, nil
 }
 
@@ -368,16 +368,17 @@ func (c *Conn) writeLocked(hdr []byte, body []byte, timeout time.Duration) error
 	return nil
 }
 
-// write writes b to the connection within timeout.
+// write writes b to the connection within timeout. The deadline is
+// cleared after, so that nothing else that writes to the connection (TLS
+// answering a key update from the reader) finds it passed.
 func (c *Conn) write(b []byte, timeout time.Duration) error {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.nc.Write(b); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("mux: the peer did not take %d bytes in %v: it stopped reading (the connection is closed): %w", len(b), timeout, err)
-		}
-		return err
+	_, err := c.nc.Write(b)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("mux: the peer did not take %d bytes within %v: it stopped reading, or the link is slower than that (the connection is closed): %w", len(b), timeout, err)
 	}
-	return nil
+	_ = c.nc.SetWriteDeadline(time.Time{})
+	return err
 }
 
 // writeData writes one data frame of s.
@@ -503,6 +504,9 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 	}
 	c.streams[h.id] = s
 	c.inbound++
+	if c.cfg.Window > baseWindow {
+		c.queue(header{typ: typeWindow, id: h.id, length: c.cfg.Window - baseWindow})
+	}
 	return s, nil
 }
 

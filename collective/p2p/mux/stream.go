@@ -32,9 +32,8 @@ type stream struct {
 	buf      [][]byte // pooled chunks not yet read; buf[0][off:] comes next
 	off      int
 	bufLen   int
-	inflight int    // bytes received and not yet read (at most window)
+	inflight int    // bytes received and not yet read (at most the window)
 	unacked  uint32 // bytes read since the last window update
-	window   uint32 // the receive window granted: baseWindow until the first Read
 	post     []byte // a waiting Read's buffer, lent to the connection's reader
 	postN    int    // bytes the reader put in post
 	postDone bool   // the reader is done with post: Read may return postN
@@ -57,7 +56,7 @@ type stream struct {
 var _ network.MuxedStream = (*stream)(nil)
 
 func newStream(c *Conn, id uint32) *stream {
-	s := &stream{c: c, id: id, credit: baseWindow, window: baseWindow, rwake: make(chan struct{}, 1), lwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
+	s := &stream{c: c, id: id, credit: baseWindow, rwake: make(chan struct{}, 1), lwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -105,12 +104,6 @@ func (s *stream) Read(p []byte) (int, error) {
 	defer s.readMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.window < s.c.cfg.Window && s.resetErr == nil && !s.rclosed {
-		// The whole window from the first Read on: until somebody reads,
-		// the peer can make this side hold only baseWindow.
-		s.c.queue(header{typ: typeWindow, id: s.id, length: s.c.cfg.Window - s.window})
-		s.window = s.c.cfg.Window
-	}
 	for {
 		if s.resetErr != nil {
 			s.reclaimLocked()
@@ -223,8 +216,8 @@ func (s *stream) admit(n int) error {
 		if n > 0 {
 			s.c.queue(header{typ: typeWindow, id: s.id, length: uint32(n)}) // dropped unread: credit back at once
 		}
-	case s.inflight+n > int(s.window):
-		return fmt.Errorf("mux: protocol violation: the peer overran stream %d's %d-byte window", s.id, s.window)
+	case s.inflight+n > int(s.c.cfg.Window):
+		return fmt.Errorf("mux: protocol violation: the peer overran stream %d's %d-byte window", s.id, s.c.cfg.Window)
 	default:
 		s.inflight += n
 	}

@@ -23,17 +23,12 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"os/signal"
@@ -45,6 +40,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/internal/rawtls"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
@@ -140,13 +136,10 @@ func run(ctx context.Context, args []string) error {
 func rawTCP(ctx context.Context, rank int, addrs []string, d time.Duration, useTLS bool) error {
 	var srv, cli *tls.Config
 	if useTLS {
-		cert, err := selfSigned()
-		if err != nil {
+		var err error
+		if srv, cli, err = rawtls.Configs(); err != nil {
 			return err
 		}
-		// A measurement between hosts this run made: nothing to verify.
-		srv = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-		cli = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
 	}
 	ln, err := net.Listen("tcp", addrs[rank])
 	if err != nil {
@@ -215,20 +208,6 @@ func send(ctx context.Context, to string, d time.Duration, cli *tls.Config) erro
 		}
 	}
 	return w.CloseWrite()
-}
-
-// selfSigned makes a throwaway ECDSA certificate for the TLS measurement.
-func selfSigned() (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("a certificate for the TLS measurement: %w", err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // receive reads until EOF; the rate counts from the end of the first read.
