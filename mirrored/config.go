@@ -1,7 +1,6 @@
 package mirrored
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -12,10 +11,9 @@ import (
 	"slices"
 	"unsafe"
 
-	"go.uber.org/zap"
-
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/nn"
+	"go.uber.org/zap"
 )
 
 // Config is one training run. The zero value is not valid; start from
@@ -277,12 +275,10 @@ func (e *NonFiniteError) Error() string {
 	return fmt.Sprintf("training loss is %v at epoch %d step %d (global step %d): the run diverged; lower the learning rate (--lr) or add warm-up", e.Loss, e.Epoch, e.Step, e.GlobalStep)
 }
 
-// Train runs cfg as single-worker training: RunJob on a LocalGroup,
-// without checkpoints.
-func Train(ctx context.Context, cfg Config) (*Result, error) {
-	sum, err := RunJob(ctx, Job{Config: cfg}, LocalGroup{})
-	if err != nil {
-		return nil, err
+// logger is the run's logger: Logger, or a no-op one when unset.
+func (c *Config) logger() *zap.Logger {
+	if c.Logger == nil {
+		return zap.NewNop()
 	}
-	return sum.Run, nil
+	return c.Logger
 }

@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/nn"
 )
 
 // ErrInjectedKill is returned by a replica that the fault injection killed.
@@ -222,60 +219,4 @@ func (g *faultGroup) Traffic() (int64, int64) {
 		return t.Traffic()
 	}
 	return 0, 0
-}
-
-// RunStrategy runs job as replica c.Rank() with the strategy gc names,
-// injecting gc.Faults: the ring through RunJob (gossip is nil), gossip
-// through RunGossip. Under gossip do not put a barrier after it: the
-// replicas have already left together (RunGossip's final swap), and a
-// barrier would fail if a peer died.
-func RunStrategy(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm) (*Summary, *GossipReport, error) {
-	gc.Fill()
-	if err := gc.Validate(c.Size()); err != nil {
-		return nil, nil, err
-	}
-	if gc.Strategy == StrategyGossip {
-		s, err := RunGossip(ctx, job, gc, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &s.Summary, &s.Gossip, nil
-	}
-	nparams, err := modelParams(job.Model)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := RunJob(ctx, job, WithFaults(NewGroup(c), gc.Faults, nparams))
-	return s, nil, err
-}
-
-// modelParams is the parameter count of a model (building it once).
-func modelParams(name string) (int, error) {
-	m, err := nn.NewModelShards(name, 0, 1)
-	if err != nil {
-		return 0, err
-	}
-	return len(m.Params()), nil
-}
-
-// RunSparseStrategy is RunStrategy for sparse logistic regression: the
-// synchronous RunSparseJob (whose sparse all-gather cannot be wrapped, so
-// no fault injection) or RunSparseGossip.
-func RunSparseStrategy(ctx context.Context, job SparseJob, gc GossipConfig, c *collective.Comm) (*Summary, *GossipReport, error) {
-	gc.Fill()
-	if err := gc.Validate(c.Size()); err != nil {
-		return nil, nil, err
-	}
-	if gc.Strategy == StrategyGossip {
-		s, err := RunSparseGossip(ctx, job, gc, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &s.Summary, &s.Gossip, nil
-	}
-	if gc.Faults.SlowFactor > 1 || gc.Faults.KillAfter > 0 {
-		return nil, nil, fmt.Errorf("--slow-peer and --kill-after with model %s work under --strategy gossip only", SparseModel)
-	}
-	s, err := RunSparseJob(ctx, job, NewGroup(c))
-	return s, nil, err
 }

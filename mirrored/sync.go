@@ -15,6 +15,17 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
+// skipTo reads the first skip batches of a resumed epoch: the checkpoint
+// was taken after them.
+func skipTo(ctx context.Context, pipe *data.Pipeline, skip, epoch int) error {
+	for range skip {
+		if _, err := pipe.Next(ctx); err != nil {
+			return fmt.Errorf("skipping to the checkpoint's position in epoch %d: %w", epoch, err)
+		}
+	}
+	return nil
+}
+
 // syncRun is what the synchronous loop needs from a driver (RunJob,
 // RunSparseJob): a built replica, its settings and input, and the
 // description of the run for the Result.

@@ -1,0 +1,171 @@
+package mirrored
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/nn"
+	"go.uber.org/zap"
+)
+
+// denseRun checks the settings, loads the data set (fetching MNIST if
+// need be) and builds the replica: everything the synchronous loop needs.
+// A bad flag is reported before anything is loaded.
+func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
+	if err := j.validate(); err != nil {
+		return nil, err
+	}
+	cfg := &j.Config
+	train, test, classes, err := cfg.images(ctx, rank)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := newDenseReplica(cfg, test, classes, rank, world)
+	if err != nil {
+		return nil, err
+	}
+	digest := "unchecked" // one replica with no checkpoint: nothing to compare with
+	if world > 1 || j.CheckpointDir != "" || j.Restore != "" {
+		digest = dataDigest(train, test)
+	}
+	res := Result{
+		Model: cfg.Model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
+		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
+		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
+	}
+	if cfg.Schedule == nn.ScheduleStep {
+		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
+	}
+	return &syncRun{
+		rep: rep, settings: j.settings(len(rep.params), world, digest), shard: data.ShardSize(train.N, world, rank),
+		pipeline: func(ctx context.Context, startEpoch, epochs, _ int) (*data.Pipeline, error) {
+			pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), epochs)
+			pcfg.Policy = data.ShardAuto
+			pcfg.StartEpoch = startEpoch - 1 // the pipeline counts epochs from 0
+			if j.NoShuffle {
+				pcfg.ShuffleBuffer = 0
+			}
+			return data.NewPipeline(ctx, train.Dataset(), pcfg)
+		},
+		schedule: cfg.schedule,
+		result:   res,
+		header: func(steps, examples int) string {
+			return fmt.Sprintf("%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples",
+				cfg.Model, len(rep.params), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
+		},
+		broadcastStart: true,
+		perStepLoss:    true,
+	}, nil
+}
+
+// images returns the training and test images the run uses: Config.MNIST,
+// or MNIST loaded (or fetched) from DataDir, cut to the example limits;
+// and the data set's number of classes (counted before the cut).
+func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, classes int, err error) {
+	mn := c.MNIST
+	if mn == nil {
+		opts := c.MNISTOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))
+		// A fetch shows its bytes where the run shows its progress.
+		opts.Progress = c.Progress
+		if mn, err = data.LoadMNIST(ctx, opts); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), mn.NumClasses(), nil
+}
+
+// MNISTOptions are the options that load the run's data set (DataDir,
+// AllowUnverified), logging to log.
+func (c *Config) MNISTOptions(log *zap.Logger) data.MNISTOptions {
+	return data.MNISTOptions{Dir: c.DataDir, AllowUnverified: c.AllowUnverified, Logger: log}
+}
+
+// schedule is the learning rate per global step at steps per epoch.
+func (c *Config) schedule(steps int) (nn.Schedule, error) {
+	return nn.NewSchedule(nn.ScheduleConfig{
+		Kind: c.Schedule, Base: c.LR, Gamma: c.LRGamma,
+		DecayEvery:  max(1, int(math.Round(c.LRDecayEpochs*float64(steps)))),
+		TotalSteps:  c.Epochs * steps,
+		MinLR:       c.MinLR,
+		WarmupSteps: int(math.Round(c.WarmupEpochs * float64(steps))),
+	})
+}
+
+// firstN returns the first n images of im (all if n is 0 or too large).
+func firstN(im *data.Images, n int) *data.Images {
+	if n <= 0 || n >= im.N {
+		return im
+	}
+	d := im.Rows * im.Cols
+	return &data.Images{N: n, Rows: im.Rows, Cols: im.Cols, Pixels: im.Pixels[:n*d], Labels: im.Labels[:n]}
+}
+
+// denseRange returns the normalised images [lo, hi) of im and their labels,
+// through the data package's Dataset so the normalisation is the
+// pipeline's.
+func denseRange(im *data.Images, lo, hi int) ([]float32, []int32) {
+	ds := im.Dataset()
+	var b data.Batch
+	b.X = make([]float32, 0, (hi-lo)*ds.Dim())
+	b.Labels = make([]float32, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		ds.Append(&b, i)
+	}
+	return b.X, b.IntLabels(nil)
+}
+
+// gossipRun checks the settings, loads the data and builds the replica
+// for a gossip run of an nn model.
+func (j *Job) gossipRun(ctx context.Context, gc *GossipConfig, rank, world int) (*gossipRun, error) {
+	if err := j.validate(); err != nil {
+		return nil, err
+	}
+	if err := gc.Validate(world); err != nil {
+		return nil, err
+	}
+	if j.CheckpointDir != "" || j.Restore != "" {
+		return nil, ErrGossipCheckpoint
+	}
+	cfg := &j.Config
+	train, test, classes, err := cfg.images(ctx, rank)
+	if err != nil {
+		return nil, err
+	}
+	// Each replica evaluates its own parameters on the whole test set.
+	rep, err := newDenseReplica(cfg, test, classes, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	res := Result{
+		Model: cfg.Model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
+		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
+		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
+	}
+	return &gossipRun{
+		rep:      rep,
+		settings: append(j.settings(len(rep.params), world, dataDigest(train, test)), gc.settings()...),
+		shard:    data.ShardSize(train.N, world, rank),
+		pipeline: func(ctx context.Context, _ int) (*data.Pipeline, error) {
+			pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), data.Forever)
+			pcfg.Policy = data.ShardAuto
+			if j.NoShuffle {
+				pcfg.ShuffleBuffer = 0
+			}
+			return data.NewPipeline(ctx, train.Dataset(), pcfg)
+		},
+		schedule: cfg.schedule,
+		result:   res,
+		header: func(steps int) string {
+			return fmt.Sprintf("%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples",
+				cfg.Model, len(rep.params), world, cfg.BatchSize, gc.Schedule, gc.Every, steps, train.N, test.N)
+		},
+		broadcastStart: true,
+		evalView:       rep.params,
+		evaluate:       func(ctx context.Context) (Metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) },
+		averageModel:   true,
+	}, nil
+}

@@ -1,0 +1,132 @@
+package mirrored
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"go.uber.org/zap"
+)
+
+// resumePoint (chief only) is its part of the start-up handshake: the
+// checkpoint to resume from (findCheckpoint; nil if none), where it
+// resumes with what to warn of, and any problem as text for every replica
+// to report.
+func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*checkpoint.Checkpoint, *resumePos, string) {
+	ck, path, warnings, err := j.findCheckpoint(settings, fp, nparams, nstate)
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	if ck == nil {
+		return nil, nil, ""
+	}
+	var hist []Epoch
+	problem := ""
+	if ck.History != "" {
+		if err := json.Unmarshal([]byte(ck.History), &hist); err != nil {
+			problem = fmt.Sprintf("checkpoint %s: metadata history: %v", path, err)
+		}
+	}
+	return ck, &resumePos{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist, Warnings: warnings}, problem
+}
+
+// findCheckpoint (chief only) loads the checkpoint to resume from
+// (loadCheckpoint) and checks that it belongs to this configuration.
+func (j *Job) findCheckpoint(settings []Setting, fp string, nparams, nstate int) (*checkpoint.Checkpoint, string, []string, error) {
+	ck, path, warnings, err := j.loadCheckpoint()
+	if err != nil || ck == nil {
+		return nil, "", nil, err
+	}
+	if ck.Fingerprint != fp {
+		return nil, "", nil, otherConfig(ck, path, settings, fp)
+	}
+	if len(ck.Params) != nparams || len(ck.OptState) != nstate {
+		return nil, "", nil, fmt.Errorf("checkpoint %s holds %d parameters and %d optimizer values, this model has %d and %d", path, len(ck.Params), len(ck.OptState), nparams, nstate)
+	}
+	return ck, path, warnings, nil
+}
+
+// loadCheckpoint (chief only) removes the half-written checkpoints a
+// killed run left in CheckpointDir, then reads Restore if set, else the
+// newest intact checkpoint there, falling back past damaged ones (each a
+// warning); nil if there is none. A damaged Restore is an error: the user
+// named that one. So is a directory of damaged checkpoints only.
+func (j *Job) loadCheckpoint() (*checkpoint.Checkpoint, string, []string, error) {
+	if j.CheckpointDir != "" {
+		removed, err := checkpoint.RemoveTemps(j.CheckpointDir)
+		for _, p := range removed {
+			j.logger().Warn("removed a half-written checkpoint left by a killed run", zap.String("path", p))
+		}
+		if err != nil {
+			return nil, "", nil, err
+		}
+	}
+	if j.Restore != "" {
+		ck, err := checkpoint.Read(j.Restore)
+		if errors.Is(err, checkpoint.ErrDamaged) {
+			err = fmt.Errorf("%w: it was named by --restore, so no other is used instead: name an intact checkpoint, or leave out --restore to resume from the newest intact one in --checkpoint-dir", err)
+		}
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return ck, j.Restore, unverified(ck, j.Restore), nil
+	}
+	if j.CheckpointDir == "" {
+		return nil, "", nil, nil
+	}
+	all, err := checkpoint.List(j.CheckpointDir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var skipped []string
+	for i := len(all) - 1; i >= 0; i-- {
+		ck, err := checkpoint.Read(all[i])
+		if err == nil {
+			for k := range skipped {
+				skipped[k] += "; falling back to " + all[i]
+			}
+			return ck, all[i], append(skipped, unverified(ck, all[i])...), nil
+		}
+		if !errors.Is(err, checkpoint.ErrDamaged) {
+			return nil, "", nil, fmt.Errorf("%w (move it away, or pass --restore with an older checkpoint)", err)
+		}
+		skipped = append(skipped, err.Error())
+	}
+	if len(skipped) > 0 {
+		return nil, "", nil, fmt.Errorf("no intact checkpoint in %s: %s: move them away to start afresh", j.CheckpointDir, strings.Join(skipped, "; "))
+	}
+	return nil, "", nil, nil
+}
+
+// unverified is the warning for a checkpoint from before digests, if ck
+// is one.
+func unverified(ck *checkpoint.Checkpoint, path string) []string {
+	if !ck.Unverified {
+		return nil
+	}
+	return []string{fmt.Sprintf("checkpoint %s: no digest: unverified (format %s, written before meshtrain verified checkpoints)", path, checkpoint.FormatV1)}
+}
+
+// otherConfig is the error for a checkpoint written under another
+// configuration fingerprint: the settings that differ when its saved
+// configuration says.
+func otherConfig(ck *checkpoint.Checkpoint, path string, settings []Setting, fp string) error {
+	var saved map[string]string
+	if err := json.Unmarshal([]byte(ck.Config), &saved); err == nil {
+		var theirs, mine []Setting
+		for _, s := range settings {
+			if s.Resume {
+				mine = append(mine, s)
+				if v, ok := saved[s.Name]; ok {
+					theirs = append(theirs, Setting{Name: s.Name, Value: v})
+				}
+			}
+		}
+		if err := compareSettings([]string{"the checkpoint", "this run"}, [][]Setting{theirs, mine}); err != nil {
+			return fmt.Errorf("checkpoint %s was written by another configuration: %w: resume with the same flags, or use another --checkpoint-dir", path, err)
+		}
+	}
+	return fmt.Errorf("checkpoint %s was written by another configuration (fingerprint %.12s…, this run %.12s…)", path, ck.Fingerprint, fp)
+}

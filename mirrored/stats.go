@@ -1,0 +1,123 @@
+package mirrored
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/internal/rusage"
+)
+
+// PeerStats are one replica's own figures: what users of TensorFlow's
+// MultiWorkerMirroredStrategy gathered with dstat, top and iftop.
+type PeerStats struct {
+	Rank     int `json:"rank"`
+	Steps    int `json:"steps"`    // steps this process ran (after any resume)
+	Examples int `json:"examples"` // training examples this process computed on
+	// ExamplesPerSec is Examples over this process's training time.
+	ExamplesPerSec float64 `json:"peer_examples_per_sec"`
+	TestAccuracy   float64 `json:"test_accuracy"`
+	// BytesSent and BytesReceived count collective frames (headers and
+	// payloads) as the transport saw them, 0 if it does not count.
+	BytesSent     int64 `json:"bytes_sent"`
+	BytesReceived int64 `json:"bytes_received"`
+	// Links splits them per link (peer rank), where known.
+	Links []collective.LinkTraffic `json:"links,omitempty"`
+	// CPUSeconds (user + system) and PeakRSSBytes are the process's, from
+	// getrusage: with several replicas in one process they are shared.
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	// The training steps' time, split: computing (input excluded:
+	// forward, backward, update), communicating (the gradient all-reduce
+	// and the hash checks) and waiting (for the input pipeline and, with
+	// MeasureWait, for the slowest replica: estimated from sampled steps,
+	// see Job.MeasureWait).
+	ComputeSeconds float64 `json:"compute_seconds"`
+	CommSeconds    float64 `json:"comm_seconds"`
+	WaitSeconds    float64 `json:"wait_seconds"`
+	ComputeShare   float64 `json:"compute_share"`
+	CommShare      float64 `json:"comm_share"`
+	WaitShare      float64 `json:"wait_share"`
+	// EvalSeconds and CheckpointSeconds are spent outside the steps.
+	EvalSeconds       float64 `json:"eval_seconds"`
+	CheckpointSeconds float64 `json:"checkpoint_seconds"`
+	ParamsSHA256      string  `json:"params_sha256"`
+	// ResumedFrom is the checkpoint the run continued from (on the chief;
+	// "rank 0's checkpoint" elsewhere) and ResumedStep its step.
+	ResumedFrom string `json:"resumed_from,omitempty"`
+	ResumedStep int    `json:"resumed_step,omitempty"`
+}
+
+// syncTimes adds up where a synchronous run's time went.
+type syncTimes struct {
+	compute, comm, wait time.Duration
+	// phase is the time from the end of a step's gradient to the end of
+	// its exchange; sampledWait/sampledPhase the barrier's part of it in
+	// the steps sampled by MeasureWait.
+	phase, sampledWait, sampledPhase time.Duration
+}
+
+// step adds one step's times (see stepClock).
+func (s *syncTimes) step(c stepClock, sample bool) {
+	s.wait += c[1].Sub(c[0])
+	s.compute += c[2].Sub(c[1]) + c[5].Sub(c[4])
+	s.phase += c[4].Sub(c[2])
+	if sample {
+		s.sampledWait += c[3].Sub(c[2])
+		s.sampledPhase += c[4].Sub(c[2])
+	}
+}
+
+// finish fills p's end-of-run figures, splitting the exchanges' time into
+// communicating and waiting (splitExchange).
+func (s *syncTimes) finish(p *PeerStats, counted any) {
+	comm, wait := splitExchange(s.phase, s.sampledWait, s.sampledPhase)
+	p.finish(counted, s.compute, s.comm+comm, s.wait+wait)
+}
+
+// splitExchange divides the time a run spent in its gradient exchanges
+// (phase: from the end of each step's compute to the end of its exchange)
+// into communicating and waiting for slower peers, in the proportion a
+// barrier measured on the sampled steps (sampledWait of sampledPhase).
+// Without samples all of it counts as communication.
+func splitExchange(phase, sampledWait, sampledPhase time.Duration) (comm, wait time.Duration) {
+	if sampledPhase <= 0 {
+		return phase, 0
+	}
+	wait = time.Duration(float64(phase) * float64(sampledWait) / float64(sampledPhase))
+	return phase - wait, wait
+}
+
+// finish fills the end-of-run figures every strategy reports: the bytes
+// moved (when counted implements Traffic), the process's CPU time and peak
+// memory, the split of step time and the throughput over it (Examples
+// must be set).
+func (p *PeerStats) finish(counted any, compute, comm, wait time.Duration) {
+	if tr, ok := counted.(Traffic); ok {
+		p.BytesSent, p.BytesReceived = tr.Traffic()
+	}
+	p.CPUSeconds, p.PeakRSSBytes = rusage.CPUTime().Seconds(), rusage.PeakRSS()
+	p.ComputeSeconds, p.CommSeconds, p.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
+	if total := compute + comm + wait; total > 0 {
+		p.ComputeShare, p.CommShare, p.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
+		p.ExamplesPerSec = float64(p.Examples) / total.Seconds()
+	}
+}
+
+// targetMet says whether the last epoch reached a target of cfg.
+func targetMet(cfg *Config, eps []Epoch) bool {
+	if len(eps) == 0 {
+		return false
+	}
+	ep := eps[len(eps)-1]
+	return (cfg.TargetAccuracy > 0 && ep.TestAccuracy >= cfg.TargetAccuracy) || (cfg.TargetLoss > 0 && ep.Loss <= cfg.TargetLoss)
+}
+
+func markAccuracy(res *Result, ep Epoch) {
+	for _, mark := range accuracyMarks {
+		key := fmt.Sprint(mark)
+		if _, done := res.TimeToAccuracy[key]; !done && ep.TestAccuracy >= mark {
+			res.TimeToAccuracy[key] = ep.TrainSeconds
+		}
+	}
+}
