@@ -35,8 +35,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 )
 
-// ID is the protocol ID the connection upgrader negotiates.
-const ID = "/meshtrain/mux/1.0.0"
+// ID is the protocol ID the connection upgrader negotiates. 1.1.0 added
+// the accept acknowledgement: a 1.0.0 peer never sends it, so the two
+// must not be matched.
+const ID = "/meshtrain/mux/1.1.0"
 
 const (
 	version    = 0
@@ -65,7 +67,11 @@ const (
 	// readerWait bounds how long the connection's reader waits for a
 	// stream's Read to catch up before buffering what arrives for it.
 	readerWait = 2 * time.Millisecond
-	// acceptBacklog streams may wait for AcceptStream; more are reset.
+	// acceptBacklog bounds the streams opened and not yet accepted, on
+	// each side: OpenStream waits while this side has that many without
+	// the peer's acknowledgement, so a peer that follows the protocol
+	// never overflows our backlog; a SYN beyond it is reset. 64 streams
+	// waiting hold at most 64 × baseWindow (16 MiB).
 	acceptBacklog = 64
 	// maxCtrl bounds the control frames waiting to be written: while more
 	// wait, the connection's reader stops reading the peer's frames (which
@@ -85,6 +91,7 @@ const (
 const (
 	flagSYN uint16 = 1 << iota // opens the stream
 	flagFIN                    // the sender will write no more
+	flagACK                    // the stream was accepted
 )
 
 // Config tunes the multiplexer; every peer of a cluster uses the same.
@@ -166,14 +173,21 @@ type Conn struct {
 	// lentBytes counts bytes read straight into a Read's buffer (tests).
 	lentBytes atomic.Int64
 
+	// opening holds a place per stream this side opened that the peer has
+	// not yet accepted or reset (at most acceptBacklog).
+	opening chan struct{}
+
 	mu      sync.Mutex
 	streams map[uint32]*stream
 	nextID  uint32
-	inbound int   // streams the peer opened that are still in streams
-	err     error // why the connection ended
+	inbound int                 // streams the peer opened that are still in streams
+	unacked map[uint32]struct{} // this side's streams that hold a place in opening
+	pending []*stream           // the peer's streams waiting for AcceptStream
+	err     error               // why the connection ended
 	done    chan struct{}
-	accept  chan *stream
-	once    sync.Once
+	// acceptWake is signalled when pending grows (or is left non-empty).
+	acceptWake chan struct{}
+	once       sync.Once
 }
 
 var _ network.MuxedConn = (*Conn)(nil)
@@ -182,8 +196,9 @@ func newConn(nc net.Conn, isServer bool, cfg Config) *Conn {
 	c := &Conn{
 		nc: nc, br: bufio.NewReaderSize(nc, 4<<10), cfg: cfg,
 		wsem: make(chan struct{}, 1), ctrlWake: make(chan struct{}, 1), ctrlRoom: make(chan struct{}, 1),
-		streams: map[uint32]*stream{}, nextID: 1,
-		done: make(chan struct{}), accept: make(chan *stream, acceptBacklog),
+		streams: map[uint32]*stream{}, nextID: 1, unacked: map[uint32]struct{}{},
+		opening: make(chan struct{}, acceptBacklog),
+		done:    make(chan struct{}), acceptWake: make(chan struct{}, 1),
 	}
 	if isServer {
 		c.nextID = 2
@@ -214,32 +229,76 @@ func decodeHeader(b []byte) (header, error) {
 	return header{typ: b[1], flags: binary.BigEndian.Uint16(b[2:]), id: binary.BigEndian.Uint32(b[4:]), length: binary.BigEndian.Uint32(b[8:])}, nil
 }
 
-// OpenStream implements network.MuxedConn.
+// OpenStream implements network.MuxedConn. It waits (within ctx) while
+// acceptBacklog streams of this side wait for the peer to accept them.
 func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	select {
+	case c.opening <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, c.connError()
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
+		<-c.opening
 		return nil, c.connError()
 	}
 	id := c.nextID
 	c.nextID += 2
 	s := newStream(c, id)
 	c.streams[id] = s
+	c.unacked[id] = struct{}{}
 	c.mu.Unlock()
 	c.queue(header{typ: typeWindow, flags: flagSYN, id: id, length: c.cfg.Window - baseWindow})
 	return s, nil
 }
 
-// AcceptStream implements network.MuxedConn.
+// settled frees the backlog place of this side's stream id: the peer
+// accepted or reset it, or this side reset it (after queueing the reset,
+// which the peer then reads before the SYN the place goes to).
+func (c *Conn) settled(id uint32) {
+	c.mu.Lock()
+	_, ok := c.unacked[id]
+	delete(c.unacked, id)
+	c.mu.Unlock()
+	if ok {
+		<-c.opening
+	}
+}
+
+// AcceptStream implements network.MuxedConn. Accepting acknowledges the
+// stream (freeing its place in the peer's backlog) and grants the rest of
+// its window: a stream nobody accepted holds at most baseWindow.
 func (c *Conn) AcceptStream() (network.MuxedStream, error) {
-	select {
-	case s := <-c.accept:
-		return s, nil
-	case <-c.done:
-		return nil, c.connError()
+	for {
+		c.mu.Lock()
+		if c.err != nil {
+			c.mu.Unlock()
+			return nil, c.connError()
+		}
+		if len(c.pending) > 0 {
+			s := c.pending[0]
+			c.pending[0] = nil
+			c.pending = c.pending[1:]
+			more := len(c.pending) > 0
+			c.mu.Unlock()
+			if more {
+				signal(c.acceptWake) // for another AcceptStream waiting
+			}
+			c.queue(header{typ: typeWindow, flags: flagACK, id: s.id, length: c.cfg.Window - baseWindow})
+			return s, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.acceptWake:
+		case <-c.done:
+			return nil, c.connError()
+		}
 	}
 }
 
@@ -445,6 +504,9 @@ func (c *Conn) readFrames() error {
 					s.remoteFIN()
 				}
 			}
+			if h.flags&flagACK != 0 {
+				c.settled(h.id) // even if the stream has ended here since
+			}
 		case typeReset:
 			c.mu.Lock()
 			s := c.streams[h.id]
@@ -452,6 +514,7 @@ func (c *Conn) readFrames() error {
 			if s != nil {
 				s.reset(&network.StreamError{ErrorCode: network.StreamErrorCode(h.length), Remote: true}, false)
 			}
+			c.settled(h.id)
 		case typeGoAway:
 			return &network.ConnError{ErrorCode: network.ConnErrorCode(h.length), Remote: true}
 		default:
@@ -491,30 +554,31 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 	if h.id == 0 || h.id%2 == c.nextID%2 {
 		return nil, fmt.Errorf("mux: the peer opened stream %d, an ID that is this side's to give", h.id)
 	}
-	if c.inbound >= c.cfg.MaxStreams {
+	// Over the backlog only a peer that does not wait for acknowledgements.
+	if c.inbound >= c.cfg.MaxStreams || len(c.pending) >= acceptBacklog {
 		c.queue(header{typ: typeReset, id: h.id, length: uint32(network.StreamResourceLimitExceeded)})
 		return nil, nil
 	}
 	s := newStream(c, h.id)
-	select {
-	case c.accept <- s:
-	default:
-		c.queue(header{typ: typeReset, id: h.id, length: uint32(network.StreamResourceLimitExceeded)})
-		return nil, nil
-	}
 	c.streams[h.id] = s
 	c.inbound++
-	if c.cfg.Window > baseWindow {
-		c.queue(header{typ: typeWindow, id: h.id, length: c.cfg.Window - baseWindow})
-	}
+	c.pending = append(c.pending, s)
+	signal(c.acceptWake)
 	return s, nil
 }
 
-// remove forgets a stream that ended both ways.
+// remove forgets a stream that ended both ways (or was reset: one not yet
+// accepted leaves the backlog, as its opener freed its place there).
 func (c *Conn) remove(id uint32) {
 	c.mu.Lock()
 	if _, ok := c.streams[id]; ok && id%2 != c.nextID%2 {
 		c.inbound--
+		for i, s := range c.pending {
+			if s.id == id {
+				c.pending = append(c.pending[:i], c.pending[i+1:]...)
+				break
+			}
+		}
 	}
 	delete(c.streams, id)
 	c.mu.Unlock()

@@ -516,6 +516,7 @@ func (s *stream) reset(err error, local bool) {
 			code = uint32(se.ErrorCode)
 		}
 		s.c.queue(header{typ: typeReset, id: s.id, length: code})
+		s.c.settled(s.id)
 	}
 	s.c.remove(s.id)
 	if s.c.writing.Load() == s {
