@@ -14,13 +14,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// GossipSummary is a gossip replica's Summary plus its gossip figures. Its
-// JSON is a Summary's with a "gossip" object added.
-type GossipSummary struct {
-	Summary
-	Gossip GossipReport `json:"gossip"`
-}
-
 // GossipEval is one evaluation of a gossip replica's own parameters. A
 // replica evaluates each time the cluster's work, as it knows it, crosses
 // an epoch (the work of one synchronous epoch: N replicas × steps per
@@ -99,44 +92,12 @@ func (r *GossipReport) stopped(byPeer, asked bool) {
 	}
 }
 
-// gossipRun is what the gossip loop needs from a driver (RunGossip,
-// RunSparseGossip).
-type gossipRun struct {
-	rep      Replica
-	settings []Setting
-	shard    int
-	// pipeline opens this replica's training input, endless (faster
-	// replicas do more than their share), at steps per pass.
-	pipeline func(ctx context.Context, steps int) (*data.Pipeline, error)
-	schedule func(steps int) (nn.Schedule, error)
-	result   Result
-	header   func(steps int) string
-	// broadcastStart sends the chief's initial parameters to all (dense:
-	// initialised from the seed; sparse replicas all start at zero).
-	broadcastStart bool
-	// sparse runs the engine in sparse mode: each step runs under the
-	// engine's lock (its gradient is never stale) and exchanges carry the
-	// changed coordinates only; they are always waited for.
-	sparse bool
-	opts   gossip.Options // Schedule, Seed, Timeout, Logger set by the loop
-	// evalView receives a snapshot of the shared parameters and evaluate
-	// scores it on the whole test set, on this replica alone (a peer may
-	// be gone).
-	evalView []float32
-	evaluate func(ctx context.Context) (Metrics, error)
-	// averageModel: at the end the survivors swap their parameters and
-	// score their average (dense models; sparse replicas never swap D
-	// floats).
-	averageModel bool
-	maxSteps     int
-	done         func(Replica)
-}
-
 // gossipLoop is one gossip replica's run in progress.
 type gossipLoop struct {
+	g     Group
 	job   *Job
-	gc    *GossipConfig
-	run   *gossipRun
+	gc    *Strategy
+	run   *plan
 	c     *collective.Comm
 	log   *zap.Logger
 	rank  int
@@ -154,8 +115,7 @@ type gossipLoop struct {
 	nextEval  int
 	local     int // local steps done
 	examples  int
-	skipped   int // rounds skipped in a row
-	lastStep  time.Duration
+	skipped   int     // rounds skipped in a row
 	lr        float64 // the last step's
 	asked     bool    // Job.Stop was heard and the cluster told
 	// Since the last evaluation:
@@ -166,16 +126,17 @@ type gossipLoop struct {
 }
 
 // runGossip is the gossip strategy, for any Replica (see RunGossip).
-func runGossip(ctx context.Context, job *Job, gc *GossipConfig, c *collective.Comm, run *gossipRun) (*GossipSummary, error) {
+func runAsync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, error) {
 	wallStart := time.Now()
-	l := &gossipLoop{job: job, gc: gc, run: run, c: c, rank: c.Rank(), world: c.Size(), nextEval: 1,
+	c := g.(*commGroup).c // checked by Job.build
+	l := &gossipLoop{g: g, job: job, gc: &job.Strategy, run: run, c: c, rank: c.Rank(), world: c.Size(), nextEval: 1,
 		log: job.logger().With(zap.Int("rank", c.Rank()))}
 	if err := l.start(ctx); err != nil {
 		return nil, err
 	}
 	defer l.obs.close()
 	defer l.gos.Close()
-	pipe, err := run.pipeline(ctx, l.steps)
+	pipe, err := run.pipeline(ctx, 1, data.Forever, l.steps)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +190,7 @@ func (l *gossipLoop) stopped(stop bool) {
 // start runs the handshake, agrees on the steps per pass, gives everyone
 // the chief's parameters if need be and starts the engine.
 func (l *gossipLoop) start(ctx context.Context) error {
-	cfg, run, g := &l.job.Config, l.run, NewGroup(l.c)
+	cfg, run, g := &l.job.Config, l.run, l.g
 	cl, err := handshake(ctx, g, hello{Settings: run.settings, Shard: run.shard})
 	if err != nil {
 		return err
@@ -272,14 +233,14 @@ func (l *gossipLoop) start(ctx context.Context) error {
 		return err
 	}
 	l.gos.Start(ctx)
-	return l.obs.emit(Event{Kind: EventStart, Steps: cfg.Epochs * l.steps, Info: run.header(l.steps)})
+	return l.obs.emit(Event{Kind: EventStart, Steps: cfg.Epochs * l.steps, Info: run.header(l.steps, cl.total)})
 }
 
 // step is one local step: the batch, the gradient and update on the
 // shared parameters, the injected faults, and (every Every steps) an
 // average with one peer. total is the cluster's work as last heard.
 func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64) error {
-	rep, gos, gc := l.run.rep, l.gos, l.gc
+	rep, gos := l.run.rep, l.gos
 	t0 := time.Now()
 	b, err := pipe.Next(ctx)
 	if err != nil {
@@ -300,11 +261,10 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return &NonFiniteError{Epoch: l.local/l.steps + 1, Step: l.local % l.steps, GlobalStep: l.local, Loss: loss}
 	}
-	t2 := time.Now()
-	if err := gc.Faults.straggle(ctx, l.rank, l.lastStep, t2.Sub(t0)); err != nil {
+	info := StepInfo{Rank: l.rank, Step: l.local, Started: t0}
+	if err := l.fault(ctx, AfterGradient, info); err != nil {
 		return err
 	}
-	t3 := time.Now()
 	if !l.run.sparse {
 		gos.Apply(func(p []float32) { rep.Update(p, l.lr) })
 	}
@@ -314,7 +274,10 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 	l.examples += b.Size
 	gos.SetSteps(uint64(l.local))
 	t4 := time.Now()
-	if err := gc.Faults.crash(l.log, l.rank, l.local); err != nil {
+	if err := l.fault(ctx, AfterUpdate, info); err != nil {
+		return err
+	}
+	if err := l.fault(ctx, BeforeCombine, info); err != nil {
 		return err
 	}
 	if err := l.average(ctx); err != nil {
@@ -325,10 +288,18 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 	l.compute += t4.Sub(t1) // the injected slowness emulates slower computing
 	l.comm += t5.Sub(t4)
 	l.trainTime += t5.Sub(t0)
-	l.lastStep = t5.Sub(t0) - t3.Sub(t2)
 	l.stats = StepStats{Loss: loss, LR: l.lr, Examples: b.Size, BytesSent: bytesSent(l.c.Transport()),
 		Compute: t4.Sub(t1), Comm: t5.Sub(t4), Wait: t1.Sub(t0)}
 	return l.obs.emit(Event{Kind: EventStep, Step: l.local, Steps: l.job.Epochs * l.steps, Train: &l.stats})
+}
+
+// fault calls the faults hook, logging an injected kill.
+func (l *gossipLoop) fault(ctx context.Context, p Point, s StepInfo) error {
+	err := l.job.Faults.At(ctx, p, s)
+	if errors.Is(err, ErrInjectedKill) {
+		l.log.Warn("injected fault: this rank dies now", zap.Int("local_step", s.Step+1))
+	}
+	return err
 }
 
 // sparseStep computes and applies the step under the engine's lock, on
@@ -433,7 +404,7 @@ func (l *gossipLoop) evaluate(ctx context.Context, total uint64) (GossipEval, er
 
 // finish waits for the exchange in flight, swaps the final parameters
 // with the survivors and fills in the figures.
-func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*GossipSummary, error) {
+func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, error) {
 	tf := time.Now()
 	if _, err := l.gos.Wait(ctx); err != nil {
 		return nil, err
@@ -473,7 +444,7 @@ func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*GossipSu
 	l.gos.Snapshot(rep.Params()) // quiescent now
 	res.ParamsSHA256 = ParamsHash(rep.Params())
 	if l.run.done != nil {
-		l.run.done(rep)
+		l.run.done()
 	}
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	peer := PeerStats{Rank: l.rank, Steps: l.local, Examples: l.examples, TestAccuracy: res.FinalAccuracy, ParamsSHA256: res.ParamsSHA256}
@@ -490,7 +461,7 @@ func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*GossipSu
 	if err := l.obs.emit(Event{Kind: EventDone, Step: l.local, Steps: cfg.Epochs * l.steps, Info: info}); err != nil {
 		return nil, err
 	}
-	return &GossipSummary{Summary: Summary{Run: res, Peer: peer}, Gossip: l.rep}, nil
+	return &Summary{Run: res, Peer: peer, Gossip: &l.rep}, nil
 }
 
 // consensus fills the survivors and the consensus figures. With

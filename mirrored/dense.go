@@ -10,28 +10,47 @@ import (
 	"go.uber.org/zap"
 )
 
-// denseRun checks the settings, loads the data set (fetching MNIST if
-// need be) and builds the replica: everything the synchronous loop needs.
-// A bad flag is reported before anything is loaded.
-func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
-	if err := j.validate(); err != nil {
-		return nil, err
+// denseBuilder builds the replicas of the dense models (nn.Model): LeNet-5,
+// softmax regression, or Job.NewModel's.
+type denseBuilder Job
+
+func (j *denseBuilder) validate() error {
+	if j.NewModel == nil {
+		return j.Config.Validate()
 	}
-	cfg := &j.Config
+	c := j.Config
+	c.Model = nn.Softmax // any built-in name: the others are checked as usual
+	return c.Validate()
+}
+
+// build loads the data set (fetching MNIST if need be) and builds the
+// replica. Under the ring each replica evaluates its share of the test
+// set and the figures are combined; under gossip each evaluates its own
+// parameters on the whole test set.
+func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error) {
+	cfg, gossiping := &j.Config, j.Strategy.Gossip()
 	train, test, classes, err := cfg.images(ctx, rank)
 	if err != nil {
 		return nil, err
 	}
-	rep, err := newDenseReplica(cfg, test, classes, rank, world)
+	evalRank, evalWorld := rank, world
+	if gossiping {
+		evalRank, evalWorld = 0, 1
+	}
+	rep, err := newDenseReplica(cfg, j.NewModel, test, classes, evalRank, evalWorld)
 	if err != nil {
 		return nil, err
 	}
+	model := cfg.Model
+	if model == "" {
+		model = rep.model.Name()
+	}
 	digest := "unchecked" // one replica with no checkpoint: nothing to compare with
-	if world > 1 || j.CheckpointDir != "" || j.Restore != "" {
+	if world > 1 || gossiping || j.CheckpointDir != "" || j.Restore != "" {
 		digest = dataDigest(train, test)
 	}
 	res := Result{
-		Model: cfg.Model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Model: model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
 		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
 		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
@@ -39,8 +58,8 @@ func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
 	if cfg.Schedule == nn.ScheduleStep {
 		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
 	}
-	return &syncRun{
-		rep: rep, settings: j.settings(len(rep.params), world, digest), shard: data.ShardSize(train.N, world, rank),
+	p := &plan{
+		rep: rep, settings: (*Job)(j).settings(model, len(rep.params), world, digest), shard: data.ShardSize(train.N, world, rank),
 		pipeline: func(ctx context.Context, startEpoch, epochs, _ int) (*data.Pipeline, error) {
 			pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), epochs)
 			pcfg.Policy = data.ShardAuto
@@ -54,11 +73,22 @@ func (j *Job) denseRun(ctx context.Context, rank, world int) (*syncRun, error) {
 		result:   res,
 		header: func(steps, examples int) string {
 			return fmt.Sprintf("%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples",
-				cfg.Model, len(rep.params), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
+				model, len(rep.params), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
 		},
 		broadcastStart: true,
 		perStepLoss:    true,
-	}, nil
+	}
+	if gossiping {
+		st := &j.Strategy
+		p.header = func(steps, _ int) string {
+			return fmt.Sprintf("%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples",
+				model, len(rep.params), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)
+		}
+		p.evalView = rep.params
+		p.evaluate = func(ctx context.Context) (Metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
+		p.averageModel = true
+	}
+	return p, nil
 }
 
 // images returns the training and test images the run uses: Config.MNIST,
@@ -117,55 +147,3 @@ func denseRange(im *data.Images, lo, hi int) ([]float32, []int32) {
 	return b.X, b.IntLabels(nil)
 }
 
-// gossipRun checks the settings, loads the data and builds the replica
-// for a gossip run of an nn model.
-func (j *Job) gossipRun(ctx context.Context, gc *GossipConfig, rank, world int) (*gossipRun, error) {
-	if err := j.validate(); err != nil {
-		return nil, err
-	}
-	if err := gc.Validate(world); err != nil {
-		return nil, err
-	}
-	if j.CheckpointDir != "" || j.Restore != "" {
-		return nil, ErrGossipCheckpoint
-	}
-	cfg := &j.Config
-	train, test, classes, err := cfg.images(ctx, rank)
-	if err != nil {
-		return nil, err
-	}
-	// Each replica evaluates its own parameters on the whole test set.
-	rep, err := newDenseReplica(cfg, test, classes, 0, 1)
-	if err != nil {
-		return nil, err
-	}
-	res := Result{
-		Model: cfg.Model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
-		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
-		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
-		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
-	}
-	return &gossipRun{
-		rep:      rep,
-		settings: append(j.settings(len(rep.params), world, dataDigest(train, test)), gc.settings()...),
-		shard:    data.ShardSize(train.N, world, rank),
-		pipeline: func(ctx context.Context, _ int) (*data.Pipeline, error) {
-			pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), data.Forever)
-			pcfg.Policy = data.ShardAuto
-			if j.NoShuffle {
-				pcfg.ShuffleBuffer = 0
-			}
-			return data.NewPipeline(ctx, train.Dataset(), pcfg)
-		},
-		schedule: cfg.schedule,
-		result:   res,
-		header: func(steps int) string {
-			return fmt.Sprintf("%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples",
-				cfg.Model, len(rep.params), world, cfg.BatchSize, gc.Schedule, gc.Every, steps, train.N, test.N)
-		},
-		broadcastStart: true,
-		evalView:       rep.params,
-		evaluate:       func(ctx context.Context) (Metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) },
-		averageModel:   true,
-	}, nil
-}

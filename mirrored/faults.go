@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // ErrInjectedKill is returned by a replica that the fault injection killed.
@@ -16,22 +15,89 @@ import (
 // links, so that its peers see a crash rather than a goodbye.
 var ErrInjectedKill = errors.New("killed by fault injection (--kill-rank/--kill-after)")
 
-// Faults are injected into a run for experiments and tests.
+// Point names a place in a training step where the strategy calls the
+// faults hook (Faults.At). Under the ring a step runs AfterGradient,
+// BeforeCombine (the gradient all-reduce, after the barrier that measures
+// waiting), then AfterUpdate; under gossip AfterGradient, AfterUpdate,
+// then BeforeCombine (the average with a peer follows the local update).
+type Point int
+
+const (
+	// AfterGradient: the batch is read and the local gradient computed.
+	AfterGradient Point = iota
+	// BeforeCombine: the replica is about to combine with the others (the
+	// ring's all-reduce, gossip's average).
+	BeforeCombine
+	// AfterUpdate: the optimizer step is applied; the local step is done.
+	AfterUpdate
+)
+
+func (p Point) String() string {
+	switch p {
+	case AfterGradient:
+		return "after-gradient"
+	case BeforeCombine:
+		return "before-combine"
+	case AfterUpdate:
+		return "after-update"
+	}
+	return fmt.Sprintf("point(%d)", int(p))
+}
+
+// StepInfo is what the faults hook is told at each Point.
+type StepInfo struct {
+	Rank int
+	// Step is the 0-based index of this replica's local step since it
+	// started (after any resume): at AfterUpdate, Step+1 steps are done.
+	Step int
+	// Started is when the step asked for its batch.
+	Started time.Time
+}
+
+// Faults are injected into a run for experiments and tests, through the
+// one hook both strategies call at each Point of every step (Faults.At).
 type Faults struct {
-	// SlowRank's steps take SlowFactor× as long as they would (the extra
-	// time is waited inside the step: under gossip after computing the
-	// gradient, under the ring before the gradient all-reduce);
+	// SlowRank's steps read and compute SlowFactor× as long as they
+	// would: at AfterGradient it waits (SlowFactor−1)× the time the step
+	// took so far, before the exchange, where real slowness would be.
 	// SlowFactor ≤ 1 injects nothing.
 	SlowRank   int
 	SlowFactor float64
-	// KillRank dies after KillAfter local steps (0: never).
+	// KillRank dies at AfterUpdate of its KillAfter-th local step (0:
+	// never), before that step's gossip average or the next step's
+	// all-reduce.
 	KillRank  int
 	KillAfter int
 	// Kill, if set, is called when the kill fires, before the replica
-	// returns ErrInjectedKill (tests use it to cut the rank's links).
+	// returns ErrInjectedKill (a worker closes its host without a
+	// goodbye, as a crash would; tests cut the rank's links).
 	Kill func()
 	// Delay waits for d (nil: a timer); tests may replace it.
 	Delay func(ctx context.Context, d time.Duration) error
+	// Hook, if set, is called at every Point after the injections above
+	// (tests, and experiments the flags do not cover); an error ends the
+	// run with it, as the step's error.
+	Hook func(ctx context.Context, p Point, s StepInfo) error
+}
+
+// At is the faults hook: the steps of both strategies call it at each
+// Point.
+func (f *Faults) At(ctx context.Context, p Point, s StepInfo) error {
+	switch {
+	case p == AfterGradient && s.Rank == f.SlowRank && f.SlowFactor > 1:
+		if err := f.delay(ctx, time.Duration(float64(time.Since(s.Started))*(f.SlowFactor-1))); err != nil {
+			return err
+		}
+	case p == AfterUpdate && f.KillAfter > 0 && s.Rank == f.KillRank && s.Step+1 == f.KillAfter:
+		if f.Kill != nil {
+			f.Kill()
+		}
+		return fmt.Errorf("rank %d after %d local steps: %w", s.Rank, s.Step+1, ErrInjectedKill)
+	}
+	if f.Hook != nil {
+		return f.Hook(ctx, p, s)
+	}
+	return nil
 }
 
 // ParseSlowPeer parses --slow-peer RANK:FACTOR ("" means none).
@@ -51,8 +117,12 @@ func ParseSlowPeer(s string) (rank int, factor float64, err error) {
 	return rank, factor, nil
 }
 
-// Validate checks the faults against world replicas.
+// Validate checks the faults against world replicas (world < 0: the
+// ranks are checked only for being ≥ 0).
 func (f *Faults) Validate(world int) error {
+	if world < 0 {
+		world = math.MaxInt
+	}
 	if f.SlowFactor > 1 && (f.SlowRank < 0 || f.SlowRank >= world) {
 		return fmt.Errorf("--slow-peer rank %d: want a rank in [0,%d)", f.SlowRank, world)
 	}
@@ -66,49 +136,6 @@ func (f *Faults) Validate(world int) error {
 		return fmt.Errorf("--kill-rank %d: want a rank in [0,%d)", f.KillRank, world)
 	}
 	return nil
-}
-
-// slowdown is rank's step-time factor (≤ 1: none).
-func (f *Faults) slowdown(rank int) float64 {
-	if rank == f.SlowRank && f.SlowFactor > 1 {
-		return f.SlowFactor
-	}
-	return 1
-}
-
-// kills says whether rank dies now, after done steps.
-func (f *Faults) kills(rank, done int) bool {
-	return f.KillAfter > 0 && rank == f.KillRank && done == f.KillAfter
-}
-
-// straggle makes the slow rank's local step take slow× as long as it
-// would (input, computing and exchange), the extra time spent inside the
-// step, where real slowness would be. lastStep is the previous step's
-// length without its injected delay; on the first step, sofar (this step
-// until now) stands in for it.
-func (f *Faults) straggle(ctx context.Context, rank int, lastStep, sofar time.Duration) error {
-	slow := f.slowdown(rank)
-	if slow <= 1 {
-		return nil
-	}
-	if lastStep == 0 {
-		lastStep = sofar
-	}
-	return f.delay(ctx, time.Duration(float64(lastStep)*(slow-1)))
-}
-
-// crash makes rank die after its local step done when the faults say so:
-// it runs Kill (which closes the host without a goodbye, as a crash does)
-// and returns ErrInjectedKill. Otherwise it returns nil.
-func (f *Faults) crash(log *zap.Logger, rank, done int) error {
-	if !f.kills(rank, done) {
-		return nil
-	}
-	log.Warn("injected fault: this rank dies now", zap.Int("step", done))
-	if f.Kill != nil {
-		f.Kill()
-	}
-	return fmt.Errorf("rank %d after %d local steps: %w", rank, done, ErrInjectedKill)
 }
 
 func (f *Faults) delay(ctx context.Context, d time.Duration) error {
@@ -142,81 +169,8 @@ func (f *Faults) killString() string {
 	return fmt.Sprintf("rank %d after %d steps", f.KillRank, f.KillAfter)
 }
 
-// WithFaults injects f into the ring strategy through its Group: the
-// gradient all-reduce (the one of nparams values) of the slow rank, or the
-// barrier before it, first waits (factor−1)× the time since the previous
-// collective returned (the step's input and computation), and the killed rank dies on entering the
-// all-reduce that follows its KillAfter-th step.
-func WithFaults(g Group, f Faults, nparams int) Group {
-	if f.SlowFactor <= 1 && f.KillAfter == 0 {
-		return g
-	}
-	return &faultGroup{Group: g, f: f, nparams: nparams, last: time.Now()}
-}
-
-type faultGroup struct {
-	Group
-	f       Faults
-	nparams int
-	last    time.Time // when the previous collective returned
-	steps   int       // gradient all-reduces entered
-	slowed  bool      // this step's delay was already taken (at the barrier)
-}
-
-func (g *faultGroup) mark(err error) error {
-	g.last = time.Now()
-	return err
-}
-
-// slowStep takes the straggler's delay for the step computed since the
-// previous collective returned, once per step.
-func (g *faultGroup) slowStep(ctx context.Context) error {
-	if s := g.f.slowdown(g.Rank()); s > 1 && !g.slowed {
-		g.slowed = true
-		return g.f.delay(ctx, time.Duration(float64(time.Since(g.last))*(s-1)))
-	}
-	return nil
-}
-
-func (g *faultGroup) AllReduceSum(ctx context.Context, buf []float32) error {
-	if len(buf) == g.nparams {
-		rank := g.Rank()
-		if g.f.kills(rank, g.steps) {
-			if g.f.Kill != nil {
-				g.f.Kill()
-			}
-			return fmt.Errorf("rank %d after %d steps: %w", rank, g.steps, ErrInjectedKill)
-		}
-		g.steps++
-		if err := g.slowStep(ctx); err != nil {
-			return err
-		}
-		g.slowed = false
-	}
-	return g.mark(g.Group.AllReduceSum(ctx, buf))
-}
-
-func (g *faultGroup) Broadcast(ctx context.Context, buf []float32, root int) error {
-	return g.mark(g.Group.Broadcast(ctx, buf, root))
-}
-
-func (g *faultGroup) AllGather(ctx context.Context, local []byte) ([][]byte, error) {
-	out, err := g.Group.AllGather(ctx, local)
-	return out, g.mark(err)
-}
-
-// Barrier comes right after computing when the job measures waiting
-// (Job.MeasureWait): the step's delay is taken there, before waiting.
-func (g *faultGroup) Barrier(ctx context.Context) error {
-	if err := g.slowStep(ctx); err != nil {
-		return err
-	}
-	return g.mark(g.Group.Barrier(ctx))
-}
-
-func (g *faultGroup) Traffic() (int64, int64) {
-	if t, ok := g.Group.(Traffic); ok {
-		return t.Traffic()
-	}
-	return 0, 0
+// settings are the faults every replica must agree on (not the
+// arithmetic: a checkpoint does not record them).
+func (f *Faults) settings() []Setting {
+	return []Setting{{Name: "slow_peer", Value: f.slowString()}, {Name: "kill", Value: f.killString()}}
 }

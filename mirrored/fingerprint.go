@@ -28,12 +28,12 @@ type Setting struct {
 func f64(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // settings lists everything the replicas must agree on, in a fixed order.
-func (j *Job) settings(params, replicas int, dataDigest string) []Setting {
+func (j *Job) settings(model string, params, replicas int, dataDigest string) []Setting {
 	c := &j.Config
 	math := func(name, v string) Setting { return Setting{name, v, true} }
 	proto := func(name, v string) Setting { return Setting{name, v, false} }
 	return append([]Setting{
-		math("model", c.Model),
+		math("model", model),
 		math("params", strconv.Itoa(params)),
 		math("replicas", strconv.Itoa(replicas)),
 		math("batch_size", strconv.Itoa(c.BatchSize)),

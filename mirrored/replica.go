@@ -69,15 +69,24 @@ type denseReplica struct {
 
 // newDenseReplica builds cfg's model for test's image size and classes
 // classes.
-func newDenseReplica(cfg *Config, test *data.Images, classes, rank, world int) (*denseReplica, error) {
+func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, error), test *data.Images, classes, rank, world int) (*denseReplica, error) {
 	shards := cfg.Shards
 	if shards == 0 {
 		shards = nn.DefaultShards
 	}
 	spec := nn.Spec{Rows: test.Rows, Cols: test.Cols, Classes: classes}
-	model, err := nn.NewModelFor(cfg.Model, spec, cfg.Seed, shards)
+	if newModel == nil {
+		newModel = func(spec nn.Spec, seed int64, shards int) (nn.Model, error) {
+			return nn.NewModelFor(cfg.Model, spec, seed, shards)
+		}
+	}
+	model, err := newModel(spec, cfg.Seed, shards)
 	if err != nil {
 		return nil, err
+	}
+	if model.InputDim() != spec.Rows*spec.Cols || model.Classes() != classes {
+		return nil, fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d images and %d classes",
+			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, classes)
 	}
 	r := &denseReplica{model: model, spec: spec, params: model.Params(), grads: model.Grads(), world: world, testN: test.N}
 	if r.opt, err = nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{

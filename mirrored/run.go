@@ -2,17 +2,22 @@ package mirrored
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// Job is one replica's part of a multi-replica run: the training Config
-// (identical on every replica) plus checkpointing, consistency checks and
-// time accounting. Run it with RunJob on every replica of a Group.
+// Job is one replica's part of a run: the model and its training Config
+// (identical on every replica), the Strategy that keeps the replicas in
+// step, the faults to inject, checkpointing and consistency checks. Run it
+// with Run on every replica of a Group, or with Train alone.
 //
-// The strategy, on every replica:
+// The model is Config.Model: an nn model by name (lenet, softmax), one
+// built by NewModel (a model written anywhere that implements nn.Model),
+// or SparseModel with its settings in Sparse.
+//
+// The ring strategy, on every replica (gossip: see Strategy):
 //
 //   - start-up: all-gather each replica's settings (Job.settings) and stop
 //     with a MismatchError naming every setting that differs and the ranks;
@@ -38,6 +43,21 @@ import (
 //     steps after the resume.
 type Job struct {
 	Config
+	// NewModel, if set, builds the dense model instead of Config.Model's
+	// nn model: for spec (the data set's image size and classes), seeded
+	// (every replica builds the same initial parameters from the seed, and
+	// the chief's are broadcast at start anyway), using up to shards
+	// parallel parts of a batch. Config.Model then names it in the
+	// settings, summaries and checkpoints (its Name() when empty).
+	NewModel func(spec nn.Spec, seed int64, shards int) (nn.Model, error)
+	// Sparse holds sparse logistic regression's settings: set it (Model
+	// SparseModel or empty) to train that model instead of a dense one.
+	Sparse *SparseConfig
+	// Strategy is the ring (the zero value) or gossip.
+	Strategy Strategy
+	// Faults are injected at named points of every step, under either
+	// strategy (experiments and tests).
+	Faults Faults
 
 	// CheckpointDir, if set, is where the chief writes checkpoints and
 	// where a run looks for one to resume from (the newest). Only the chief
@@ -89,21 +109,43 @@ type Job struct {
 const WaitSampleEvery = 16
 
 // Summary is one replica's view of a finished run: the run's figures
-// (identical on every replica) and this peer's own.
+// (identical on every replica under the ring) and this peer's own; under
+// gossip also its gossip figures.
 type Summary struct {
-	Run  *Result   `json:"run"`
-	Peer PeerStats `json:"peer"`
+	Run    *Result       `json:"run"`
+	Peer   PeerStats     `json:"peer"`
+	Gossip *GossipReport `json:"gossip,omitempty"`
 }
 
-// Validate reports the first problem with the job's settings (the Config's
-// and the Job's own), naming the setting and what would be accepted.
-func (j *Job) Validate() error { return j.validate() }
+// Validate reports the first problem with the job's settings (the
+// model's, the strategy's and the Job's own), naming the setting and what
+// would be accepted. Run checks them too, with the faults' ranks against
+// the group's size.
+func (j *Job) Validate() error {
+	_, err := j.builder()
+	return err
+}
 
-func (j *Job) validate() error {
-	if err := j.Config.Validate(); err != nil {
-		return err
+// builder checks the settings and returns the model's builder: one for
+// the dense models, one for sparse logistic regression.
+func (j *Job) builder() (builder, error) {
+	var b builder = (*denseBuilder)(j)
+	if j.Sparse != nil || j.Model == SparseModel {
+		b = (*sparseBuilder)(j)
 	}
-	return j.validateJob()
+	if err := b.validate(); err != nil {
+		return nil, err
+	}
+	if err := j.validateJob(); err != nil {
+		return nil, err
+	}
+	if err := j.Strategy.Validate(); err != nil {
+		return nil, err
+	}
+	if j.Strategy.Gossip() && (j.CheckpointDir != "" || j.Restore != "") {
+		return nil, ErrGossipCheckpoint
+	}
+	return b, j.Faults.Validate(-1)
 }
 
 // validateJob checks the Job's own settings, which every model shares.
@@ -119,155 +161,55 @@ func (j *Job) validateJob() error {
 	return nil
 }
 
-// RunJob runs job as replica g.Rank() of g.Size(). Every replica must call
-// it with the same settings (checked at start-up).
-func RunJob(ctx context.Context, job Job, g Group) (*Summary, error) {
-	run, err := job.denseRun(ctx, g.Rank(), g.Size())
+// Run trains job as replica g.Rank() of g.Size(), with job's strategy,
+// and returns this replica's Summary. Every replica calls it with the same
+// settings (compared at start-up: a difference stops every replica with a
+// MismatchError naming it). A gossip run needs a Group made by NewGroup:
+// its replicas talk pairwise, outside the collectives. Run a gossip group
+// without a barrier after it: its replicas have already left together
+// (the final swap), and a barrier would fail if a peer died.
+func Run(ctx context.Context, job Job, g Group) (*Summary, error) {
+	job.Strategy.fill()
+	p, err := job.build(ctx, g)
 	if err != nil {
 		// Say why in the handshake the others are waiting in, so that they
 		// report this rank's problem instead of waiting for it.
 		return nil, failStartup(ctx, g, err)
 	}
-	return runSync(ctx, &job, g, run)
+	if job.Strategy.Gossip() {
+		return runAsync(ctx, &job, g, p)
+	}
+	return runSync(ctx, &job, g, p)
 }
 
-// Train runs cfg as single-worker training: RunJob on a LocalGroup,
-// without checkpoints.
-func Train(ctx context.Context, cfg Config) (*Result, error) {
-	sum, err := RunJob(ctx, Job{Config: cfg}, LocalGroup{})
+// build checks the settings against the group and builds this replica's
+// plan.
+func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
+	b, err := j.builder()
 	if err != nil {
 		return nil, err
 	}
-	return sum.Run, nil
-}
-
-// RunGossip runs job as replica c.Rank() of c.Size() with decentralised
-// asynchronous training in the manner of AD-PSGD (Lian et al., 2018):
-//
-//   - start-up: the replicas compare their settings (as RunJob does) and
-//     rank 0 broadcasts the initial parameters; no collective is used
-//     after that, so a dead peer cannot stop the others;
-//   - each local step: copy the shared parameters, forward/backward on the
-//     replica's own batch (data.ShardAuto over its shard, reshuffled each
-//     pass), optimizer step on the shared parameters (which peers may have
-//     averaged meanwhile: that is the step's staleness, bounded by
-//     MaxStaleness); every Every steps, average with one peer chosen by
-//     the schedule (gossip.Node), overlapped with the next step
-//     unless WaitForAverage (a round whose predecessor is still in flight
-//     is skipped, up to MaxSkip in a row, so computing rarely waits for
-//     the network). No barrier: a slow replica only
-//     answers late, never makes the others wait for its computation;
-//   - the learning-rate schedule follows the cluster's progress (the sum
-//     of the replicas' steps over N), so it matches the ring's per epoch;
-//   - the run ends when the cluster has done the synchronous run's work
-//     (Epochs × steps per epoch × N local steps; faster replicas do more
-//     of them), or when a replica reaches the target accuracy;
-//   - each time the cluster's work crosses an epoch, the replica evaluates
-//     its own parameters on the whole test set; at the end the survivors swap their final
-//     parameters and each reports the consensus distance and the accuracy
-//     of their average;
-//   - a peer that dies is detected (its link fails, or it does not answer
-//     within the collective timeout), logged and dropped; the rest finish.
-func RunGossip(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm) (*GossipSummary, error) {
-	gc.Strategy = StrategyGossip
-	gc.Fill()
-	run, err := job.gossipRun(ctx, &gc, c.Rank(), c.Size())
-	if err != nil {
-		return nil, failStartup(ctx, NewGroup(c), err)
+	if err := j.Faults.Validate(g.Size()); err != nil {
+		return nil, err
 	}
-	return runGossip(ctx, &job, &gc, c, run)
-}
-
-// RunSparseGossip runs sparse logistic regression (a SparseJob) as gossip
-// replica c.Rank() of c.Size(), as RunGossip does for the dense models,
-// with one difference that matters at Criteo's D (135 MB of weights): each
-// pairwise exchange carries only the coordinates either side changed since
-// their last exchange (collective.GossipOptions.Sparse), never the dense
-// vector. Each local step (gradient and update, a few thousand weights) runs
-// under the gossip lock, so its staleness is 0.
-//
-// The optimizer must keep the weights themselves as its state: adagrad, or
-// sgd without L2 (lazy decay would be applied to averaged values at the
-// next touch, and ftrl recomputes each weight from its own accumulators,
-// which would undo every average). Each replica evaluates its own weights
-// on the whole test set each time the cluster's work crosses an epoch;
-// there is no final average model (swapping D floats is what sparse
-// gossip avoids), the consensus figures are the pairwise distances seen at
-// each exchange (exact: coordinates not exchanged are equal).
-func RunSparseGossip(ctx context.Context, job SparseJob, gc GossipConfig, c *collective.Comm) (*GossipSummary, error) {
-	gc.Strategy = StrategyGossip
-	gc.Fill()
-	run, err := job.gossipRun(ctx, &gc, c.Rank(), c.Size())
-	if err != nil {
-		return nil, failStartup(ctx, NewGroup(c), err)
-	}
-	return runGossip(ctx, &job.Job, &gc, c, run)
-}
-
-// RunStrategy runs job as replica c.Rank() with the strategy gc names,
-// injecting gc.Faults: the ring through RunJob (gossip is nil), gossip
-// through RunGossip. Under gossip do not put a barrier after it: the
-// replicas have already left together (RunGossip's final swap), and a
-// barrier would fail if a peer died.
-func RunStrategy(ctx context.Context, job Job, gc GossipConfig, c *collective.Comm) (*Summary, *GossipReport, error) {
-	gc.Fill()
-	if err := gc.Validate(c.Size()); err != nil {
-		return nil, nil, err
-	}
-	if gc.Strategy == StrategyGossip {
-		s, err := RunGossip(ctx, job, gc, c)
-		if err != nil {
-			return nil, nil, err
+	if j.Strategy.Gossip() {
+		if _, ok := g.(*commGroup); !ok {
+			return nil, fmt.Errorf("strategy gossip on a %T: gossip replicas talk pairwise, so they need a Group made by NewGroup over a collective.Comm (one replica has nobody to gossip with: use the ring)", g)
 		}
-		return &s.Summary, &s.Gossip, nil
 	}
-	nparams, err := modelParams(job.Model)
+	p, err := b.build(ctx, g.Rank(), g.Size())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	s, err := RunJob(ctx, job, WithFaults(NewGroup(c), gc.Faults, nparams))
-	return s, nil, err
+	p.settings = append(append(p.settings, j.Strategy.settings()...), j.Faults.settings()...)
+	return p, nil
 }
 
-// modelParams is the parameter count of a model (building it once).
-func modelParams(name string) (int, error) {
-	m, err := nn.NewModelShards(name, 0, 1)
-	if err != nil {
-		return 0, err
+// Train runs job as single-worker training: Run on a LocalGroup, with the
+// ring strategy.
+func Train(ctx context.Context, job Job) (*Summary, error) {
+	if job.Strategy.Gossip() {
+		return nil, errors.New("strategy gossip with one worker: there is nobody to gossip with; train alone with the ring strategy, or launch several workers")
 	}
-	return len(m.Params()), nil
-}
-
-// RunSparseStrategy is RunStrategy for sparse logistic regression: the
-// synchronous RunSparseJob (whose sparse all-gather cannot be wrapped, so
-// no fault injection) or RunSparseGossip.
-func RunSparseStrategy(ctx context.Context, job SparseJob, gc GossipConfig, c *collective.Comm) (*Summary, *GossipReport, error) {
-	gc.Fill()
-	if err := gc.Validate(c.Size()); err != nil {
-		return nil, nil, err
-	}
-	if gc.Strategy == StrategyGossip {
-		s, err := RunSparseGossip(ctx, job, gc, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &s.Summary, &s.Gossip, nil
-	}
-	if gc.Faults.SlowFactor > 1 || gc.Faults.KillAfter > 0 {
-		return nil, nil, fmt.Errorf("--slow-peer and --kill-after with model %s work under --strategy gossip only", SparseModel)
-	}
-	s, err := RunSparseJob(ctx, job, NewGroup(c))
-	return s, nil, err
-}
-
-// RunSparseJob runs job as replica g.Rank() of g.Size() (see SparseJob).
-// Every replica must call it with the same settings (checked at start-up).
-// The Summary's Run.Params is D; its epochs carry the test accuracy,
-// log-loss and AUC.
-func RunSparseJob(ctx context.Context, job SparseJob, g Group) (*Summary, error) {
-	run, err := job.syncRun(ctx, g)
-	if err != nil {
-		return nil, failStartup(ctx, g, err)
-	}
-	return runSync(ctx, &job.Job, g, run)
+	return Run(ctx, job, LocalGroup{})
 }

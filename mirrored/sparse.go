@@ -70,15 +70,13 @@ type SparseConfig struct {
 	OnWeights func(w []float32)
 }
 
-// SparseJob is a synchronous data-parallel run of sparse logistic
-// regression (sparse.LogReg) over a Group. Of the embedded Job it uses
-// Epochs, BatchSize (per replica), LR, Seed, TargetAccuracy, HashEvery,
-// MeasureWait (a barrier every WaitSampleEvery-th step, as in RunJob),
-// NoShuffle, the checkpoint settings (CheckpointDir, CheckpointEvery,
-// KeepCheckpoints, Restore), Progress, Logger and OnEvent; Model must be
+// sparseBuilder builds the replicas of sparse logistic regression
+// (sparse.LogReg, Job.Sparse). Of the Job it uses Epochs, BatchSize (per
+// replica), LR, Seed, TargetAccuracy, HashEvery, MeasureWait, NoShuffle,
+// the checkpoint settings, Progress, Logger and OnEvent; Model must be
 // SparseModel or empty.
 //
-// The strategy, on every replica:
+// The ring strategy, on every replica:
 //
 //   - start-up: all-gather each replica's settings and stop with a
 //     MismatchError naming every difference; every replica starts from
@@ -106,7 +104,7 @@ type SparseConfig struct {
 //   - each epoch: evaluation on the test set, split among the replicas;
 //     the (margin, label) pairs are all-gathered so every replica reports
 //     the same accuracy, log-loss and exact AUC;
-//   - checkpoints (chief only, as in RunJob): the weights and the
+//   - checkpoints (chief only, as for the dense models): the weights and the
 //     optimizer state at the end of every epoch, or every CheckpointEvery
 //     steps, and at the end (every replica first applies any lazy
 //     regularisation at those steps, so a resumed run ends with the same
@@ -114,23 +112,24 @@ type SparseConfig struct {
 //     CheckpointDir (or Restore): the chief reads it and broadcasts the
 //     weights and state. One exception to bitwise resumption: with
 //     --exchange auto the first step after a resume is sparse.
-type SparseJob struct {
-	Job
-	Sparse SparseConfig
-}
+type sparseBuilder Job
 
-func (j *SparseJob) validate() error {
-	c, s := &j.Config, &j.Sparse
+func (j *sparseBuilder) validate() error {
+	c, s := &j.Config, j.Sparse
 	if c.Model != "" && c.Model != SparseModel {
 		return fmt.Errorf("sparse job with model %q: want %s", c.Model, SparseModel)
+	}
+	if s == nil {
+		return fmt.Errorf("model %s without its settings: give --features and --train-files (Job.Sparse)", SparseModel)
 	}
 	if err := c.validateCommon(); err != nil {
 		return err
 	}
-	if err := j.validateJob(); err != nil {
-		return err
-	}
 	switch {
+	case j.Strategy.Gossip() && s.Optimizer == "ftrl":
+		return errors.New("gossip with --optimizer ftrl: FTRL derives each weight from its own accumulators, which would undo every average: use adagrad or sgd")
+	case j.Strategy.Gossip() && s.Optimizer == "sgd" && s.L2 > 0:
+		return fmt.Errorf("gossip with sgd and --l2 %v: the lazy weight decay does not mix with averaging: use --l2 0 or adagrad", s.L2)
 	case s.Features <= 0 || s.Features > math.MaxInt32:
 		return fmt.Errorf("--features %d: want the number of features, 1..%d (33762578 for Criteo)", s.Features, math.MaxInt32)
 	case s.Train == nil && len(s.TrainFiles) == 0:
@@ -161,7 +160,7 @@ func (j *SparseJob) validate() error {
 // process may use (rusage.MemoryLimit): the arrays of D values are
 // allocated at start-up, and past the limit the Go runtime dies with a
 // dump of every goroutine instead of an error.
-func (j *SparseJob) checkMemory() error {
+func (j *sparseBuilder) checkMemory() error {
 	limit, source := rusage.MemoryLimit()
 	need, parts := j.modelMemory()
 	if limit == 0 || need <= limit {
@@ -174,8 +173,8 @@ func (j *SparseJob) checkMemory() error {
 // modelMemory is what the run's arrays of D values take: the weights, the
 // optimizer state, the dense exchange buffer and, with checkpoints, their
 // encoding; and the parts as text.
-func (j *SparseJob) modelMemory() (int64, []string) {
-	s := &j.Sparse
+func (j *sparseBuilder) modelMemory() (int64, []string) {
+	s := j.Sparse
 	d := int64(s.Features)
 	var opt int64 // bytes per feature
 	switch s.Optimizer {
@@ -208,12 +207,12 @@ func (j *SparseJob) modelMemory() (int64, []string) {
 
 func gib(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
 
-func (j *SparseJob) optimizerConfig() sparse.OptimizerConfig {
+func (j *sparseBuilder) optimizerConfig() sparse.OptimizerConfig {
 	return sparse.OptimizerConfig{LR: j.Config.LR, L1: j.Sparse.L1, L2: j.Sparse.L2, Beta: j.Sparse.Beta}
 }
 
 // opener returns the reader for path under the configured format.
-func (j *SparseJob) opener(log *zap.Logger) data.Opener {
+func (j *sparseBuilder) opener(log *zap.Logger) data.Opener {
 	opts := data.SparseOptions{Dim: j.Sparse.Features, ZeroBased: j.Sparse.ZeroBased, SkipCorrupt: j.Sparse.SkipCorrupt,
 		OnSkip: func(err error) { log.Warn("skipped a corrupt record", zap.Error(err)) }}
 	tf, svm := data.OpenTFExample(opts), data.OpenLibSVM(opts)
@@ -238,8 +237,8 @@ func sparseFormat(format, path string) string {
 }
 
 // settings lists what every replica must agree on.
-func (j *SparseJob) settings(replicas int) ([]Setting, error) {
-	c, s := &j.Config, &j.Sparse
+func (j *sparseBuilder) settings(replicas int) ([]Setting, error) {
+	c, s := &j.Config, j.Sparse
 	digest := func(files []string, ds data.Dataset) (string, error) {
 		if ds != nil {
 			return fmt.Sprintf("in-memory:%d", ds.Len()), nil
@@ -294,7 +293,7 @@ func (j *SparseJob) settings(replicas int) ([]Setting, error) {
 		v("target_accuracy", f64(c.TargetAccuracy)),
 		v("hash_every", strconv.Itoa(j.HashEvery)),
 		v("measure_wait", strconv.FormatBool(j.MeasureWait)),
-	}, j.driverSettings()...), nil
+	}, (*Job)(j).driverSettings()...), nil
 }
 
 // optState returns the optimizer's state arrays and their total length.
@@ -309,8 +308,8 @@ func optState(opt sparse.Optimizer) ([][]float32, int) {
 
 // trainPipeline returns this replica's training pipeline config and shard
 // size.
-func (j *SparseJob) trainPipeline(ctx context.Context, rank, world int, open data.Opener) (data.Config, int, error) {
-	c, s := &j.Config, &j.Sparse
+func (j *sparseBuilder) trainPipeline(ctx context.Context, rank, world int, open data.Opener) (data.Config, int, error) {
+	c, s := &j.Config, j.Sparse
 	pcfg := data.TrainConfig(rank, world, c.BatchSize, uint64(c.Seed), c.Epochs)
 	if s.Train != nil {
 		pcfg.Policy = data.ShardData
@@ -360,24 +359,17 @@ func sparsePipeline(ctx context.Context, ds data.Dataset, files []string, open d
 	return data.NewFilePipeline(ctx, files, open, cfg)
 }
 
-// syncRun checks the settings, counts this replica's shard and builds the
-// replica and its exchanger: everything the synchronous loop needs.
-func (j *SparseJob) syncRun(ctx context.Context, g Group) (*syncRun, error) {
-	if err := j.validate(); err != nil {
-		return nil, err
-	}
-	cfg, sc := &j.Config, &j.Sparse
-	rank, world := g.Rank(), g.Size()
+// build counts this replica's shard, reads its part of the test files
+// once and builds the replica (with its exchanger under the ring).
+func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, error) {
+	cfg, sc := &j.Config, j.Sparse
 	log := cfg.logger().With(zap.Int("rank", rank))
 	pr, err := j.prepare(ctx, rank, world, log)
 	if err != nil {
 		return nil, err
 	}
 	rep, open, pcfg := pr.rep, pr.open, pr.pcfg
-	if rep.xch, err = newExchanger(g, sc.Exchange, sc.Gather, sc.Features, log); err != nil {
-		return nil, err
-	}
-	return &syncRun{
+	p := &plan{
 		rep: rep, settings: pr.settings, shard: pr.shard,
 		pipeline: func(ctx context.Context, startEpoch, epochs, steps int) (*data.Pipeline, error) {
 			p := pcfg
@@ -391,12 +383,38 @@ func (j *SparseJob) syncRun(ctx context.Context, g Group) (*syncRun, error) {
 				SparseModel, sc.Features, sc.Optimizer, world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, sc.Exchange)
 		},
 		maxSteps: sc.MaxSteps,
-		done: func(Replica) {
+		done: func() {
 			if sc.OnWeights != nil {
 				sc.OnWeights(rep.model.W)
 			}
 		},
-	}, nil
+	}
+	if !j.Strategy.Gossip() {
+		rep.xch, err = newExchanger(rank, world, sc.Exchange, sc.Gather, sc.Features, log)
+		return p, err
+	}
+	st := &j.Strategy
+	rep.mean = true
+	p.header = func(steps, _ int) string {
+		return fmt.Sprintf("%s: %d features, %s, %d gossip replica(s) × batch %d, %s peer each %d step(s), changed coordinates only, %d steps per pass over a shard",
+			SparseModel, sc.Features, sc.Optimizer, world, cfg.BatchSize, st.Schedule, st.Every, steps)
+	}
+	p.sparse = true
+	p.opts = gossip.Options{Sparse: true, SparseTolerance: gossip.DefaultOptions().SparseTolerance}
+	// Every replica starts from zero weights, so nothing is broadcast; the
+	// engine shares the model's own weights, and evaluations score a
+	// snapshot of them.
+	if rep.test != nil {
+		p.evalView = make([]float32, sc.Features)
+	}
+	p.evaluate = func(ctx context.Context) (Metrics, error) {
+		if rep.test == nil {
+			return Metrics{}, nil
+		}
+		m, err := scoreSparse(ctx, sc, &sparse.LogReg{W: p.evalView}, open)
+		return Metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, err
+	}
+	return p, nil
 }
 
 // prepared is what both sparse loops start from.
@@ -412,8 +430,8 @@ type prepared struct {
 // settings, this replica's shard (counted) and its part of the test files
 // (read once now, as the shard was, so that a bad file stops the run
 // before the first epoch, not after it), and builds the replica.
-func (j *SparseJob) prepare(ctx context.Context, rank, world int, log *zap.Logger) (*prepared, error) {
-	sc := &j.Sparse
+func (j *sparseBuilder) prepare(ctx context.Context, rank, world int, log *zap.Logger) (*prepared, error) {
+	sc := j.Sparse
 	pr := &prepared{open: j.opener(log.Named("data"))}
 	var err error
 	if pr.settings, err = j.settings(world); err != nil {
@@ -433,8 +451,8 @@ func (j *SparseJob) prepare(ctx context.Context, rank, world int, log *zap.Logge
 
 // newReplica builds the model (zero weights), its optimizer and the test
 // set's reader.
-func (j *SparseJob) newReplica(open data.Opener) (*sparseReplica, error) {
-	sc := &j.Sparse
+func (j *sparseBuilder) newReplica(open data.Opener) (*sparseReplica, error) {
+	sc := j.Sparse
 	model, err := sparse.NewLogReg(sc.Features)
 	if err != nil {
 		return nil, err
@@ -457,13 +475,13 @@ func (j *SparseJob) newReplica(open data.Opener) (*sparseReplica, error) {
 
 // schedule is the (constant) learning rate: the sparse optimizers adapt
 // their own step sizes.
-func (j *SparseJob) schedule(int) (nn.Schedule, error) {
+func (j *sparseBuilder) schedule(int) (nn.Schedule, error) {
 	return nn.NewSchedule(nn.ScheduleConfig{Kind: nn.ScheduleConstant, Base: j.Config.LR})
 }
 
 // result describes the run for its Result.
-func (j *SparseJob) result() Result {
-	cfg, sc := &j.Config, &j.Sparse
+func (j *sparseBuilder) result() Result {
+	cfg, sc := &j.Config, j.Sparse
 	return Result{
 		Model: SparseModel, Params: sc.Features, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
 		Optimizer: sc.Optimizer, LR: cfg.LR, WeightDecay: sc.L2, Schedule: nn.ScheduleConstant, Seed: cfg.Seed,
@@ -471,71 +489,11 @@ func (j *SparseJob) result() Result {
 	}
 }
 
-// gossipRun checks the settings, counts this replica's shard and builds
-// the replica for a gossip run of sparse logistic regression.
-func (j *SparseJob) gossipRun(ctx context.Context, gc *GossipConfig, rank, world int) (*gossipRun, error) {
-	if err := j.validate(); err != nil {
-		return nil, err
-	}
-	if err := gc.Validate(world); err != nil {
-		return nil, err
-	}
-	cfg, sc := &j.Config, &j.Sparse
-	switch {
-	case sc.Optimizer == "ftrl":
-		return nil, errors.New("gossip with --optimizer ftrl: FTRL derives each weight from its own accumulators, which would undo every average: use adagrad or sgd")
-	case sc.Optimizer == "sgd" && sc.L2 > 0:
-		return nil, fmt.Errorf("gossip with sgd and --l2 %v: the lazy weight decay does not mix with averaging: use --l2 0 or adagrad", sc.L2)
-	}
-	pr, err := j.prepare(ctx, rank, world, cfg.logger().With(zap.Int("rank", rank)))
-	if err != nil {
-		return nil, err
-	}
-	rep, open, pcfg := pr.rep, pr.open, pr.pcfg
-	rep.mean = true
-	run := &gossipRun{
-		rep: rep, settings: append(pr.settings, gc.settings()...), shard: pr.shard,
-		pipeline: func(ctx context.Context, steps int) (*data.Pipeline, error) {
-			p := pcfg
-			p.StepsPerEpoch, p.Epochs = steps, data.Forever // faster replicas do more than their share
-			return sparsePipeline(ctx, sc.Train, sc.TrainFiles, open, p)
-		},
-		schedule: j.schedule,
-		result:   j.result(),
-		header: func(steps int) string {
-			return fmt.Sprintf("%s: %d features, %s, %d gossip replica(s) × batch %d, %s peer each %d step(s), changed coordinates only, %d steps per pass over a shard",
-				SparseModel, sc.Features, sc.Optimizer, world, cfg.BatchSize, gc.Schedule, gc.Every, steps)
-		},
-		sparse:   true,
-		opts:     gossip.Options{Sparse: true, SparseTolerance: gossip.DefaultOptions().SparseTolerance},
-		maxSteps: sc.MaxSteps,
-		done: func(Replica) {
-			if sc.OnWeights != nil {
-				sc.OnWeights(rep.model.W)
-			}
-		},
-	}
-	// Every replica starts from zero weights, so nothing is broadcast; the
-	// engine shares the model's own weights, and evaluations score a
-	// snapshot of them.
-	if rep.test != nil {
-		run.evalView = make([]float32, sc.Features)
-	}
-	run.evaluate = func(ctx context.Context) (Metrics, error) {
-		if rep.test == nil {
-			return Metrics{}, nil
-		}
-		m, err := scoreSparse(ctx, j, &sparse.LogReg{W: run.evalView}, open)
-		return Metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, err
-	}
-	return run, nil
-}
-
-// scoreSparse evaluates model on the whole test set of job on this
+// scoreSparse evaluates model on the whole test set of sc on this
 // replica alone (no collective: under gossip a peer may be gone).
-func scoreSparse(ctx context.Context, job *SparseJob, model *sparse.LogReg, open data.Opener) (sparse.Metrics, error) {
+func scoreSparse(ctx context.Context, sc *SparseConfig, model *sparse.LogReg, open data.Opener) (sparse.Metrics, error) {
 	ecfg := data.Config{World: 1, Policy: data.ShardOff, BatchSize: sparseEvalBatch, Epochs: 1}
-	pipe, err := sparsePipeline(ctx, job.Sparse.Test, job.Sparse.TestFiles, open, ecfg)
+	pipe, err := sparsePipeline(ctx, sc.Test, sc.TestFiles, open, ecfg)
 	if err != nil {
 		return sparse.Metrics{}, err
 	}

@@ -23,29 +23,20 @@ const (
 	GatherRing = "ring"
 )
 
-// gatherers are implemented by Groups that can all-gather byte strings
-// both ways (collective.Comm.AllGatherDirect and AllGatherV); the Group's
-// own AllGather is one of them, chosen for the handshake.
-type gatherers interface {
-	gatherDirect(ctx context.Context, local []byte) ([][]byte, error)
+// ringGatherer is implemented by Groups that can all-gather byte strings
+// around a ring (collective.Comm.AllGatherV) besides their own AllGather
+// (the direct one).
+type ringGatherer interface {
 	gatherRing(ctx context.Context, local []byte) ([][]byte, error)
 }
 
 var (
-	_ gatherers = (*commGroup)(nil)
-	_ gatherers = LocalGroup{}
+	_ ringGatherer = (*commGroup)(nil)
+	_ ringGatherer = LocalGroup{}
 )
-
-func (g *commGroup) gatherDirect(ctx context.Context, local []byte) ([][]byte, error) {
-	return g.c.AllGatherDirect(ctx, local)
-}
 
 func (g *commGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error) {
 	return g.c.AllGatherV(ctx, local)
-}
-
-func (LocalGroup) gatherDirect(ctx context.Context, local []byte) ([][]byte, error) {
-	return [][]byte{local}, ctx.Err()
 }
 
 func (LocalGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error) {
@@ -55,8 +46,8 @@ func (LocalGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error
 // exchanger combines the replicas' gradient sums each step, sparse or dense
 // (see SparseJob), and keeps the figures that decide the next step's mode.
 type exchanger struct {
-	g            Group
-	gather       func(ctx context.Context, local []byte) ([][]byte, error) // the sparse all-gather
+	g            Group // the step's, given to exchange
+	ring         bool  // the sparse all-gather goes around a ring (GatherRing)
 	mode         sparse.Exchange
 	dim, world   int
 	rank         int
@@ -74,18 +65,13 @@ type exchanger struct {
 	steps        [3]int          // steps run in each mode, indexed by sparse.Exchange
 }
 
-func newExchanger(g Group, mode sparse.Exchange, gather string, dim int, log *zap.Logger) (*exchanger, error) {
-	x := &exchanger{g: g, mode: mode, dim: dim, world: g.Size(), rank: g.Rank(), log: log,
+func newExchanger(rank, world int, mode sparse.Exchange, gather string, dim int, log *zap.Logger) (*exchanger, error) {
+	x := &exchanger{mode: mode, dim: dim, world: world, rank: rank, log: log,
 		bytesPerPair: sparse.RawPairBytes, last: -1}
-	gs, ok := g.(gatherers)
-	if !ok {
-		return nil, fmt.Errorf("sparse gather %q: this group cannot choose its all-gather", gather)
-	}
 	switch gather {
 	case GatherDirect, "":
-		x.gather = gs.gatherDirect
 	case GatherRing:
-		x.gather = gs.gatherRing
+		x.ring = true
 	default:
 		return nil, fmt.Errorf("sparse gather %q: want %s or %s", gather, GatherDirect, GatherRing)
 	}
@@ -95,6 +81,19 @@ func newExchanger(g Group, mode sparse.Exchange, gather string, dim int, log *za
 		x.dense = faultedIn(dim + 2)
 	}
 	return x, nil
+}
+
+// gather is the sparse all-gather over the step's group: its own
+// AllGather (direct), or around a ring.
+func (x *exchanger) gather(ctx context.Context, local []byte) ([][]byte, error) {
+	if !x.ring {
+		return x.g.AllGather(ctx, local)
+	}
+	gr, ok := x.g.(ringGatherer)
+	if !ok {
+		return nil, fmt.Errorf("sparse gather %s: this group (%T) has no ring all-gather: use %s", GatherRing, x.g, GatherDirect)
+	}
+	return gr.gatherRing(ctx, local)
 }
 
 // faultedIn returns a zeroed []float32 of length n with every page already
@@ -125,10 +124,15 @@ func (x *exchanger) choose() sparse.Exchange {
 }
 
 // exchange combines this replica's gradient sum over its examples with
-// everyone else's and writes the mean gradient of the union batch into
+// everyone else's over g (the step's group) and writes the mean gradient of the union batch into
 // merged. It returns the number of examples behind it (0: nobody had any,
 // and merged is empty) and the mode used.
-func (x *exchanger) exchange(ctx context.Context, step int, local sparse.Vector, examples int, merged *sparse.Vector) (int, sparse.Exchange, error) {
+func (x *exchanger) exchange(ctx context.Context, g Group, step int, local sparse.Vector, examples int, merged *sparse.Vector) (int, sparse.Exchange, error) {
+	if g.Size() != x.world || g.Rank() != x.rank {
+		return 0, 0, fmt.Errorf("exchange over rank %d of %d, but the replica was built as rank %d of %d", g.Rank(), g.Size(), x.rank, x.world)
+	}
+	x.g = g
+	defer func() { x.g = nil }()
 	mode := x.choose()
 	if mode != x.last && x.last >= 0 {
 		x.log.Info("exchange mode changed", zap.Int("step", step), zap.Stringer("from", x.last), zap.Stringer("to", mode),

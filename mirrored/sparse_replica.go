@@ -80,8 +80,8 @@ func (r *sparseReplica) Gradient(b *data.Batch) (float64, error) {
 	return r.model.GradientSum(x, b.Labels, &r.local)
 }
 
-func (r *sparseReplica) Combine(ctx context.Context, _ Group, step int) error {
-	n, mode, err := r.xch.exchange(ctx, step, r.local, r.examples, &r.merged)
+func (r *sparseReplica) Combine(ctx context.Context, g Group, step int) error {
+	n, mode, err := r.xch.exchange(ctx, g, step, r.local, r.examples, &r.merged)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
+	"go.uber.org/zap"
 )
 
 // skipTo reads the first skip batches of a resumed epoch: the checkpoint
@@ -26,38 +27,10 @@ func skipTo(ctx context.Context, pipe *data.Pipeline, skip, epoch int) error {
 	return nil
 }
 
-// syncRun is what the synchronous loop needs from a driver (RunJob,
-// RunSparseJob): a built replica, its settings and input, and the
-// description of the run for the Result.
-type syncRun struct {
-	rep      Replica
-	settings []Setting
-	shard    int // this replica's training examples
-	// pipeline opens this replica's training input from epoch startEpoch
-	// (1-based) for epochs epochs of steps steps.
-	pipeline func(ctx context.Context, startEpoch, epochs, steps int) (*data.Pipeline, error)
-	// schedule is the learning rate per global step, given the steps per
-	// epoch.
-	schedule func(steps int) (nn.Schedule, error)
-	result   Result // the run's description; the loop fills the figures
-	// header describes the run in one line, given the steps per epoch and
-	// the training examples of all replicas.
-	header func(steps, examples int) string
-	// broadcastStart sends the chief's initial state to all on a fresh
-	// start (dense models, initialised from the seed); without it every
-	// replica starts from the same zeros and only a resume is broadcast.
-	broadcastStart bool
-	// perStepLoss: the epoch's loss is the mean of the steps' losses
-	// (each a batch mean), else the mean over examples of loss sums.
-	perStepLoss bool
-	maxSteps    int // > 0: stop after that many global steps
-	done        func(r Replica)
-}
-
 // syncLoop is one replica's synchronous run in progress.
 type syncLoop struct {
 	job        *Job
-	run        *syncRun
+	run        *plan
 	g          Group
 	rank       int
 	world      int
@@ -82,7 +55,7 @@ type syncLoop struct {
 // start-up handshake, resume or broadcast, the steps (gradient → combine
 // → update), the epoch ends (loss, evaluation, checkpoints, target), the
 // final hash comparison and figures.
-func runSync(ctx context.Context, job *Job, g Group, run *syncRun) (*Summary, error) {
+func runSync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, error) {
 	wallStart := time.Now()
 	l := &syncLoop{job: job, run: run, g: g, rank: g.Rank(), world: g.Size(), peer: PeerStats{Rank: g.Rank()}}
 	if err := l.start(ctx); err != nil {
@@ -229,12 +202,16 @@ type stepClock [6]time.Time
 
 // syncStep is the synchronous step of rep on its batch b: the gradient,
 // [a barrier first when barrier is set, to measure waiting], the group's
-// mean gradient, the update at learning rate lr. It records the times
-// from clk[2] on (clk may be nil). A non-finite loss stops it before the
-// exchange with a *NonFiniteError (Epoch and Step for the caller to fill).
-func syncStep(ctx context.Context, rep Replica, g Group, b *data.Batch, global int, lr float64, barrier bool, clk *stepClock) (float64, error) {
+// mean gradient, the update at learning rate lr, with the faults hook
+// called at each Point (at may be nil). It records the times from clk[2]
+// on (clk may be nil). A non-finite loss stops it before the exchange
+// with a *NonFiniteError (Epoch and Step for the caller to fill).
+func syncStep(ctx context.Context, rep Replica, g Group, b *data.Batch, global int, lr float64, barrier bool, clk *stepClock, at func(Point) error) (float64, error) {
 	if clk == nil {
 		clk = new(stepClock)
+	}
+	if at == nil {
+		at = func(Point) error { return nil }
 	}
 	clk[1] = time.Now()
 	loss, err := rep.Gradient(b)
@@ -244,6 +221,9 @@ func syncStep(ctx context.Context, rep Replica, g Group, b *data.Batch, global i
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return 0, &NonFiniteError{GlobalStep: global, Loss: loss}
 	}
+	if err := at(AfterGradient); err != nil {
+		return 0, err
+	}
 	clk[2] = time.Now()
 	if barrier {
 		if err := g.Barrier(ctx); err != nil {
@@ -251,13 +231,16 @@ func syncStep(ctx context.Context, rep Replica, g Group, b *data.Batch, global i
 		}
 	}
 	clk[3] = time.Now()
+	if err := at(BeforeCombine); err != nil {
+		return 0, err
+	}
 	if err := rep.Combine(ctx, g, global+1); err != nil {
 		return 0, err
 	}
 	clk[4] = time.Now()
 	rep.Update(rep.Params(), lr)
 	clk[5] = time.Now()
-	return loss, nil
+	return loss, at(AfterUpdate)
 }
 
 // epochSums are one epoch's running figures on this replica.
@@ -309,7 +292,8 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	sample := job.MeasureWait && l.global%WaitSampleEvery == 0
 	var clk stepClock
 	clk[0] = t0
-	loss, err := syncStep(ctx, rep, l.g, b, l.global, lr, sample, &clk)
+	info := StepInfo{Rank: l.rank, Step: l.peer.Steps + sums.ran, Started: t0}
+	loss, err := syncStep(ctx, rep, l.g, b, l.global, lr, sample, &clk, func(p Point) error { return l.fault(ctx, p, info) })
 	if err != nil {
 		var nf *NonFiniteError
 		if errors.As(err, &nf) {
@@ -345,10 +329,19 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	return nil
 }
 
+// fault calls the faults hook, logging an injected kill.
+func (l *syncLoop) fault(ctx context.Context, p Point, s StepInfo) error {
+	err := l.job.Faults.At(ctx, p, s)
+	if errors.Is(err, ErrInjectedKill) {
+		l.job.logger().Warn("injected fault: this rank dies now", zap.Int("rank", l.rank), zap.Int("local_step", s.Step+1))
+	}
+	return err
+}
+
 // stepLoss is a step's loss per example, as progress and TensorBoard show
 // it: loss as Gradient returned it, a batch mean, or with !perStepLoss
 // (the sparse model, whose exchange needs sums) the sum of size examples.
-func (r *syncRun) stepLoss(loss float64, size int) float64 {
+func (r *plan) stepLoss(loss float64, size int) float64 {
 	if r.perStepLoss || size == 0 {
 		return loss
 	}
@@ -463,7 +456,7 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 	}
 	res.ParamsSHA256 = hex.EncodeToString(sum[:])
 	if l.run.done != nil {
-		l.run.done(rep)
+		l.run.done()
 	}
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	peer := &l.peer

@@ -98,13 +98,13 @@ type sparseOutcome struct {
 }
 
 // runSparsePeers runs job on n libp2p peers on 127.0.0.1.
-func runSparsePeers(t *testing.T, ctx context.Context, n int, job mirrored.SparseJob) []sparseOutcome {
+func runSparsePeers(t *testing.T, ctx context.Context, n int, job mirrored.Job) []sparseOutcome {
 	t.Helper()
 	out := make([]sparseOutcome, n)
 	errs := onPeers(t, ctx, n, "sparse", true, func(r int, log *zap.Logger, m *collective.Member, _ *p2p.Transport) error {
 		j := job
 		j.Logger = log
-		sum, err := mirrored.RunSparseJob(ctx, j, mirrored.NewGroup(m.Comm))
+		sum, err := mirrored.Run(ctx, j, mirrored.NewGroup(m.Comm))
 		out[r].sum = sum
 		return err
 	})
@@ -133,9 +133,9 @@ func TestSparseLRPeers(t *testing.T) {
 		t.Run(fmt.Sprintf("n=%d/%s/%s", tc.n, tc.optimizer, tc.exchange), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			job := mirrored.SparseJob{
-				Job: mirrored.Job{Config: mirrored.Config{Model: mirrored.SparseModel, Epochs: 3, BatchSize: 50, LR: 0.1, Seed: 5}, HashEvery: 10, MeasureWait: true},
-				Sparse: mirrored.SparseConfig{Features: sparseDim, TrainFiles: train, TestFiles: test, Optimizer: tc.optimizer,
+			job := mirrored.Job{
+				Config: mirrored.Config{Model: mirrored.SparseModel, Epochs: 3, BatchSize: 50, LR: 0.1, Seed: 5}, HashEvery: 10, MeasureWait: true,
+				Sparse: &mirrored.SparseConfig{Features: sparseDim, TrainFiles: train, TestFiles: test, Optimizer: tc.optimizer,
 					Exchange: tc.exchange, L1: 0.01},
 			}
 			out := runSparsePeers(t, ctx, tc.n, job)
@@ -190,9 +190,9 @@ func TestSparseLRPeersBadFile(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	job := mirrored.SparseJob{
-		Job:    mirrored.Job{Config: mirrored.Config{Model: mirrored.SparseModel, Epochs: 1, BatchSize: 50, LR: 0.1, Seed: 5}},
-		Sparse: mirrored.SparseConfig{Features: sparseDim, TrainFiles: train, Optimizer: "adagrad", Exchange: sparse.ExchangeSparse},
+	job := mirrored.Job{
+		Config: mirrored.Config{Model: mirrored.SparseModel, Epochs: 1, BatchSize: 50, LR: 0.1, Seed: 5},
+		Sparse: &mirrored.SparseConfig{Features: sparseDim, TrainFiles: train, Optimizer: "adagrad", Exchange: sparse.ExchangeSparse},
 	}
 	out := runSparsePeers(t, ctx, 2, job)
 	if out[1].err == nil || !strings.Contains(out[1].err.Error(), filepath.Base(train[1])) {

@@ -68,10 +68,11 @@ func TestTrainSlice(t *testing.T) {
 			defer cancel()
 			cfg := quickMNIST(t, tc.model)
 			cfg.LogDir = t.TempDir()
-			res, err := mirrored.Train(ctx, cfg)
+			sum, err := mirrored.Train(ctx, mirrored.Job{Config: cfg})
 			if err != nil {
 				t.Fatal(err)
 			}
+			res := sum.Run
 			ep := res.EpochResults[0]
 			if ep.TestAccuracy < tc.minAcc || ep.Loss > tc.maxLoss || ep.TestLoss > tc.maxTestL || ep.ExamplesPerSec <= 0 {
 				t.Fatalf("after one epoch: %+v", ep)
@@ -130,10 +131,11 @@ func TestLongAccuracy(t *testing.T) {
 			cfg.MNIST = loadMNIST(t)
 			cfg.TargetAccuracy = tc.target
 			cfg.Progress = testWriter{t}
-			res, err := mirrored.Train(context.Background(), cfg)
+			sum, err := mirrored.Train(context.Background(), mirrored.Job{Config: cfg})
 			if err != nil {
 				t.Fatal(err)
 			}
+			res := sum.Run
 			if !res.TargetReached {
 				t.Fatalf("%s: %.2f%% after %d epochs, want %.1f%%", tc.model, 100*res.FinalAccuracy, len(res.EpochResults), 100*tc.target)
 			}

@@ -66,22 +66,24 @@ func faultFlagNames() []string {
 
 // strategyFromFlags builds the strategy and faults from strategyFlags (the
 // flags not defined on c keep their defaults), checked for workers ranks.
-func strategyFromFlags(c *cli.Context, workers int) (mirrored.GossipConfig, error) {
-	gc := mirrored.GossipConfig{
-		Strategy: c.String("strategy"), Schedule: c.String("gossip-schedule"),
+func strategyFromFlags(c *cli.Context, workers int) (mirrored.Strategy, mirrored.Faults, error) {
+	st := mirrored.Strategy{
+		Name: c.String("strategy"), Schedule: c.String("gossip-schedule"),
 		Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness"), WaitForAverage: c.Bool("gossip-wait"),
 		MaxSkip: c.Int("gossip-max-skip"),
 	}
 	rank, factor, err := mirrored.ParseSlowPeer(c.String("slow-peer"))
 	if err != nil {
-		return gc, err
+		return st, mirrored.Faults{}, err
 	}
-	gc.Faults = mirrored.Faults{SlowRank: rank, SlowFactor: factor, KillRank: c.Int("kill-rank"), KillAfter: c.Int("kill-after")}
+	f := mirrored.Faults{SlowRank: rank, SlowFactor: factor, KillRank: c.Int("kill-rank"), KillAfter: c.Int("kill-after")}
 	if c.IsSet("kill-rank") && !c.IsSet("kill-after") {
-		return gc, fmt.Errorf("--kill-rank %d needs --kill-after STEPS", gc.Faults.KillRank)
+		return st, f, fmt.Errorf("--kill-rank %d needs --kill-after STEPS", f.KillRank)
 	}
-	gc.Fill()
-	return gc, gc.Validate(workers)
+	if err := st.Validate(); err != nil {
+		return st, f, err
+	}
+	return st, f, f.Validate(workers)
 }
 
 func init() {
@@ -128,7 +130,7 @@ func init() {
 			}
 			rep, err := compare.Compare(c.Context, compare.Config{
 				N: n, Job: job, Strategies: strategies,
-				Gossip:   mirrored.GossipConfig{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness")},
+				Gossip:   mirrored.Strategy{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness")},
 				SlowRank: rank, SlowFactor: factor, Target: c.Float64("target"),
 				Security: sec, Timeout: c.Duration("collective-timeout"), Out: c.String("out"),
 				Progress: os.Stdout, Logger: log,

@@ -10,7 +10,6 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
-	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 )
 
@@ -39,13 +38,7 @@ func init() {
 			}
 			n := c.Int("n")
 			// Check the flags here so that a typo fails once, not N times.
-			if _, _, err := jobFromFlags(c, n); err != nil {
-				return fmt.Errorf("launch: %w", err)
-			}
-			if _, err := sparseFromFlags(c); err != nil {
-				return fmt.Errorf("launch: %w", err)
-			}
-			strategy, err := strategyFromFlags(c, n)
+			job, _, err := jobFromFlags(c, n)
 			if err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
@@ -84,9 +77,9 @@ func init() {
 				N: n, Executable: exe, GlobalArgs: global, WorkerArgs: workerArgs,
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
-				Gossip:    strategy.Strategy == mirrored.StrategyGossip, TolerateLoss: c.Bool("tolerate-loss"),
+				Gossip:    job.Strategy.Gossip(), TolerateLoss: c.Bool("tolerate-loss"),
 				Stdout: os.Stdout, Stderr: os.Stderr, LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
-				Info: launch.RunInfo{Strategy: strategy.Strategy, Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
+				Info: launch.RunInfo{Strategy: job.Strategy.Name, Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
 				fmt.Println()

@@ -32,8 +32,8 @@ func init() {
 			if err := rejectFlags(c, "needs several replicas: use launch (or compare)", faultFlagNames()...); err != nil {
 				return err
 			}
-			// Ring and gossip are the same plain SGD.
-			if _, err := strategyFromFlags(c, 1); err != nil {
+			strategy, _, err := strategyFromFlags(c, 1)
+			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
 			if err := checkOutputs(c); err != nil {
@@ -45,27 +45,18 @@ func init() {
 				return fmt.Errorf("train: %w", err)
 			}
 			cfg.Progress, cfg.Logger = os.Stdout, logger(c, "train")
-			sp, err := sparseFromFlags(c)
+			job := mirrored.Job{Config: cfg, Strategy: strategy}
+			if job.Sparse, err = sparseFromFlags(c); err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
+			if err := job.Validate(); err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
+			sum, err := mirrored.Train(c.Context, job)
 			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
-			var res *mirrored.Result
-			if sp != nil {
-				// One replica of the sparse job, which checks its own settings.
-				var sum *mirrored.Summary
-				sum, err = mirrored.RunSparseJob(c.Context, mirrored.SparseJob{Job: mirrored.Job{Config: cfg}, Sparse: *sp}, mirrored.LocalGroup{})
-				if sum != nil {
-					res = sum.Run
-				}
-			} else {
-				if err := cfg.Validate(); err != nil {
-					return fmt.Errorf("train: %w", err)
-				}
-				res, err = mirrored.Train(c.Context, cfg)
-			}
-			if err != nil {
-				return fmt.Errorf("train: %w", err)
-			}
+			res := sum.Run
 			fmt.Printf("done: %d epochs, %d steps, final test accuracy %.2f%%, %.1fs training, %.1fs wall, params sha256 %s\n",
 				len(res.EpochResults), res.Steps, 100*res.FinalAccuracy, res.TrainSeconds, res.WallSeconds, res.ParamsSHA256)
 			if path := c.String("summary"); path != "" {

@@ -134,9 +134,8 @@ func jobFlags() []cli.Flag {
 	)...)
 }
 
-// jobFromFlags builds the job and the link settings from jobFlags. For
-// --model sparse-lr the job is only the shared part (see sparseFromFlags),
-// which the sparse job checks itself when it starts.
+// jobFromFlags builds the job (model, sparse-lr's settings, strategy and
+// faults, checked for workers ranks) and the link security from the flags.
 func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Security, err error) {
 	cfg, err := configFromFlags(c)
 	if err != nil {
@@ -154,10 +153,14 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 		HashEvery:       c.Int("hash-every"),
 		MeasureWait:     c.Bool("measure-wait"),
 	}
-	if cfg.Model != mirrored.SparseModel {
-		if err := job.Validate(); err != nil {
-			return job, "", err
-		}
+	if job.Sparse, err = sparseFromFlags(c); err != nil {
+		return job, "", err
+	}
+	if job.Strategy, job.Faults, err = strategyFromFlags(c, workers); err != nil {
+		return job, "", err
+	}
+	if err := job.Validate(); err != nil {
+		return job, "", err
 	}
 	if sec, err = p2p.ParseSecurity(c.String("security")); err != nil {
 		return job, "", err
@@ -250,14 +253,6 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
-			sparse, err := sparseFromFlags(c)
-			if err != nil {
-				return fmt.Errorf("worker: %w", err)
-			}
-			strategy, err := strategyFromFlags(c, len(cluster.Peers))
-			if err != nil {
-				return fmt.Errorf("worker: %w", err)
-			}
 			algo, err := collective.ParseAlgo(c.String("allreduce-algo"))
 			if err != nil {
 				return fmt.Errorf("worker: --allreduce-algo: %w", err)
@@ -280,9 +275,9 @@ func init() {
 			job.Logger = log
 			job.Progress = os.Stdout
 			wc := launch.WorkerConfig{
-				Job: job, Sparse: sparse, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
+				Job: job, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
-				Strategy: strategy, LinkFaults: faults, Summary: c.String("summary"),
+				LinkFaults: faults, Summary: c.String("summary"),
 			}
 			if wc.Summary != "" && cluster.Rank == 0 {
 				wc.Table = os.Stdout

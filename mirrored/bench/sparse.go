@@ -231,18 +231,18 @@ func (cfg *SparseConfig) dataset(n int) (*data.SparseSet, error) {
 }
 
 // job is the sparse job every rank of a run executes.
-func (cfg *SparseConfig) job(train data.Dataset, n int, exchange string, steps int, log *zap.Logger) (mirrored.SparseJob, error) {
+func (cfg *SparseConfig) job(train data.Dataset, n int, exchange string, steps int, log *zap.Logger) (mirrored.Job, error) {
 	exch, err := sparse.ParseExchange(exchange)
 	if err != nil {
-		return mirrored.SparseJob{}, err
+		return mirrored.Job{}, err
 	}
 	perEpoch := train.Len() / n / cfg.Batch
-	return mirrored.SparseJob{
-		Job: mirrored.Job{Config: mirrored.Config{
+	return mirrored.Job{
+		Config: mirrored.Config{
 			Model: mirrored.SparseModel, Epochs: (steps + perEpoch - 1) / perEpoch, BatchSize: cfg.Batch,
 			LR: cfg.LR, Seed: int64(cfg.Seed), Logger: log,
-		}},
-		Sparse: mirrored.SparseConfig{Features: cfg.Features, Train: train, Optimizer: cfg.Optimizer,
+		},
+		Sparse: &mirrored.SparseConfig{Features: cfg.Features, Train: train, Optimizer: cfg.Optimizer,
 			Exchange: exch, Gather: cfg.Gather, MaxSteps: steps},
 	}, nil
 }
@@ -267,7 +267,7 @@ func (cfg *SparseConfig) local(ctx context.Context, res *SparseResult) error {
 	}
 	var cpu0, cpu1 time.Duration
 	job.OnEvent = cpuSpan(&cpu0, &cpu1)
-	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.LocalGroup{})
+	sum, err := mirrored.Train(ctx, job)
 	if err != nil {
 		return fmt.Errorf("bench sparse: local run: %w", err)
 	}
@@ -366,7 +366,7 @@ func (cfg *SparseConfig) runRank(ctx context.Context, ro role) ([]report, error)
 	}
 	var cpu0, cpu1 time.Duration
 	job.OnEvent = cpuSpan(&cpu0, &cpu1)
-	sum, err := mirrored.RunSparseJob(ctx, job, mirrored.NewGroup(m.Comm))
+	sum, err := mirrored.Run(ctx, job, mirrored.NewGroup(m.Comm))
 	var all []report
 	if err == nil {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()

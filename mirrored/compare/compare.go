@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,8 +34,9 @@ type Config struct {
 	Job mirrored.Job
 	// Strategies to compare, e.g. ring and gossip.
 	Strategies []string
-	// Gossip holds the gossip settings (schedule, every, staleness).
-	Gossip mirrored.GossipConfig
+	// Gossip holds the gossip settings (schedule, every, staleness); its
+	// Name is set by each run.
+	Gossip mirrored.Strategy
 	// SlowRank and SlowFactor describe the straggler scenario; a factor
 	// ≤ 1 runs only the scenario without one.
 	SlowRank   int
@@ -120,10 +122,17 @@ func (c *Config) check() error {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
-	c.Gossip.Strategy = mirrored.StrategyGossip
-	c.Gossip.Faults = mirrored.Faults{SlowRank: c.SlowRank, SlowFactor: c.SlowFactor}
-	c.Gossip.Fill()
-	return c.Gossip.Validate(c.N)
+	for _, s := range c.Strategies {
+		if !slices.Contains(mirrored.Strategies, s) {
+			return fmt.Errorf("compare: strategy %q: want some of %v", s, mirrored.Strategies)
+		}
+	}
+	c.Gossip.Name = mirrored.StrategyGossip
+	if err := c.Gossip.Validate(); err != nil {
+		return err
+	}
+	f := mirrored.Faults{SlowRank: c.SlowRank, SlowFactor: c.SlowFactor}
+	return f.Validate(c.N)
 }
 
 // DefaultTarget is the comparison's target accuracy for a model: one the
@@ -171,19 +180,19 @@ func Compare(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, sc := range scenarios {
 		for _, strat := range cfg.Strategies {
-			gc := cfg.Gossip
-			gc.Strategy = strat
-			gc.Faults = mirrored.Faults{SlowRank: cfg.SlowRank, SlowFactor: sc.factor}
+			rjob := job
+			rjob.Strategy = cfg.Gossip
+			rjob.Strategy.Name = strat
+			rjob.Faults = mirrored.Faults{SlowRank: cfg.SlowRank, SlowFactor: sc.factor}
 			run := &Run{Strategy: strat, Scenario: sc.name, Slow: "none"}
 			if sc.factor > 1 {
 				run.Slow = fmt.Sprintf("rank %d ×%g", cfg.SlowRank, sc.factor)
 			}
 			start := time.Now()
-			rjob := job
 			if job.LogDir != "" { // TensorBoard: one run directory per strategy and scenario
 				rjob.LogDir = filepath.Join(job.LogDir, strat+"-"+sc.name)
 			}
-			run.Peers = runCluster(ctx, cfg, rjob, gc)
+			run.Peers = runCluster(ctx, cfg, rjob)
 			run.WallSeconds = time.Since(start).Seconds()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -211,7 +220,7 @@ func Compare(ctx context.Context, cfg Config) (*Report, error) {
 
 // runCluster runs one strategy as cfg.N replicas in this process, each
 // with its own libp2p host on 127.0.0.1.
-func runCluster(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.GossipConfig) []PeerRun {
+func runCluster(ctx context.Context, cfg Config, job mirrored.Job) []PeerRun {
 	n := cfg.N
 	peers := make([]PeerRun, n)
 	addrs, err := p2p.LocalAddrs(n, cfg.Security == p2p.SecurityQUIC)
@@ -230,7 +239,7 @@ func runCluster(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.G
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			peers[r] = runPeer(ctx, cfg, job, gc, r, addrs, secret)
+			peers[r] = runPeer(ctx, cfg, job, r, addrs, secret)
 		}()
 	}
 	wg.Wait()
@@ -241,9 +250,9 @@ func runCluster(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.G
 // transport fail).
 var join = p2p.Join
 
-func runPeer(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.GossipConfig, rank int, addrs []string, secret []byte) PeerRun {
+func runPeer(ctx context.Context, cfg Config, job mirrored.Job, rank int, addrs []string, secret []byte) PeerRun {
 	out := PeerRun{Rank: rank}
-	log := cfg.Logger.With(zap.String("strategy", gc.Strategy), zap.Int("rank", rank))
+	log := cfg.Logger.With(zap.String("strategy", job.Strategy.Name), zap.Int("rank", rank))
 	job.Logger = log
 	m, _, err := join(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: cfg.Security, ClusterSecret: secret,
 		Timeout: cfg.Timeout, Logger: log.Named("p2p")}, collective.Options{Timeout: cfg.Timeout, Logger: log.Named("collective")})
@@ -251,15 +260,16 @@ func runPeer(ctx context.Context, cfg Config, job mirrored.Job, gc mirrored.Goss
 		out.Err = err.Error()
 		return out
 	}
-	sum, grep, err := mirrored.RunStrategy(ctx, job, gc, m.Comm)
+	sum, err := mirrored.Run(ctx, job, mirrored.NewGroup(m.Comm))
 	// Leave together, as the worker does.
-	if err = m.Leave(ctx, err, gc.Strategy == mirrored.StrategyRing); err != nil {
+	if err = m.Leave(ctx, err, !job.Strategy.Gossip()); err != nil {
 		out.Err = err.Error()
 	} else {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 		sum.Peer.Links = m.Links()
+		out.Gossip = sum.Gossip
 	}
-	out.Summary, out.Gossip = sum, grep
+	out.Summary = sum
 	return out
 }
 

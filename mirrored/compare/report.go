@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/meshtrain/meshtrain/mirrored"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -103,7 +104,7 @@ func writeReport(cfg Config, rep *Report) (string, error) {
 			plots = append(plots, name)
 		}
 		for _, i := range idx {
-			if rep.Runs[i].Strategy == "gossip" {
+			if rep.Runs[i].Strategy == mirrored.StrategyGossip {
 				name := fmt.Sprintf("consensus_%s.png", sc)
 				if err := consensusPlot(filepath.Join(cfg.Out, name), rep.Runs[i], sc); err != nil {
 					return "", err
@@ -157,7 +158,7 @@ func goals(rep *Report, ms []Measures) string {
 		return -1
 	}
 	var b strings.Builder
-	if g, r := find("gossip", "straggler"), find("ring", "straggler"); g >= 0 && r >= 0 {
+	if g, r := find(mirrored.StrategyGossip, "straggler"), find(mirrored.StrategyRing, "straggler"); g >= 0 && r >= 0 {
 		tg, tr := ms[g].TimeToTarget, ms[r].TimeToTarget
 		switch {
 		case math.IsNaN(tg) || math.IsNaN(tr):
@@ -172,7 +173,7 @@ func goals(rep *Report, ms []Measures) string {
 		fs, rs := ms[g].StepsPerSec, ms[r].StepsPerSec
 		fmt.Fprintf(&b, "- With the straggler, steps/s per peer: gossip %s, ring %s.\n", fmtList(fs, "%.0f"), fmtList(rs, "%.0f"))
 	}
-	if g, r := find("gossip", "baseline"), find("ring", "baseline"); g >= 0 && r >= 0 {
+	if g, r := find(mirrored.StrategyGossip, "baseline"), find(mirrored.StrategyRing, "baseline"); g >= 0 && r >= 0 {
 		eg, er := ms[g].EpochsToTarget, ms[r].EpochsToTarget
 		if math.IsNaN(eg) || math.IsNaN(er) {
 			fmt.Fprintf(&b, "- Without a straggler, epochs to the target: ring %s, gossip %s (not both reached).\n", fmtEpochs(er), fmtEpochs(eg))
@@ -285,12 +286,12 @@ func accuracyPlot(path string, rep *Report, ms []Measures, idx []int, axis, sc s
 			}
 			l.Color, s.Color = plotutil.Color(color), plotutil.Color(color)
 			s.Shape = plotutil.Shape(color)
-			if r.Strategy == "gossip" {
+			if r.Strategy == mirrored.StrategyGossip {
 				l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 			}
 			color++
 			label := r.Strategy
-			if r.Strategy == "gossip" {
+			if r.Strategy == mirrored.StrategyGossip {
 				label = fmt.Sprintf("gossip rank %d", k)
 			}
 			p.Add(l, s)

@@ -46,15 +46,11 @@ type Message struct {
 
 // WorkerConfig is one peer of a cluster.
 type WorkerConfig struct {
-	Job mirrored.Job
-	// Sparse, if set, makes this a sparse logistic-regression run
-	// (mirrored.RunSparseJob) of Job's shared settings.
-	Sparse *mirrored.SparseConfig
-	// Strategy is ring (the default) or gossip, with the injected faults
-	// (see mirrored.RunStrategy). A rank killed by --kill-after closes its
+	// Job is what this peer trains (mirrored.Run): the model, the
+	// strategy and the faults. A rank killed by Job.Faults closes its
 	// libp2p host without a goodbye, as a crash would, and fails.
-	Strategy mirrored.GossipConfig
-	Cluster  *tfconfig.Cluster
+	Job     mirrored.Job
+	Cluster *tfconfig.Cluster
 	// Security of the links: tls (default), noise, quic or plaintext.
 	Security p2p.Security
 	// Secret derives the peers' identities; PSK (optional) is a libp2p
@@ -171,45 +167,37 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	if err != nil {
 		return nil, err
 	}
-	gc := cfg.Strategy
-	if gc.Faults.KillAfter > 0 && gc.Faults.KillRank == rank {
-		gc.Faults.Kill = func() { _ = t.Host().Close() } // the peers see the links reset, not a goodbye
+	job := cfg.Job
+	if f := &job.Faults; f.KillAfter > 0 && f.KillRank == rank {
+		f.Kill = func() { _ = t.Host().Close() } // the peers see the links reset, not a goodbye
 	}
-	var gossip *mirrored.GossipReport
-	if cfg.Sparse != nil {
-		sum, gossip, err = mirrored.RunSparseStrategy(ctx, mirrored.SparseJob{Job: cfg.Job, Sparse: *cfg.Sparse}, gc, m.Comm)
-	} else {
-		sum, gossip, err = mirrored.RunStrategy(ctx, cfg.Job, gc, m.Comm)
-	}
+	gossip := job.Strategy.Gossip()
+	sum, err = mirrored.Run(ctx, job, mirrored.NewGroup(m.Comm))
 	var all []*mirrored.Summary
 	if err == nil {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 		sum.Peer.Links = m.Links()
-		if gossip == nil { // a lost gossip replica could not take part
+		if !gossip { // a lost gossip replica could not take part
 			all, err = gatherSummaries(ctx, m.Comm, sum)
 		}
 	}
 	// Gossip replicas already left together (their final swap), and a
 	// barrier would fail over a peer that died.
-	if err := m.Leave(ctx, err, gossip == nil); err != nil {
+	if err := m.Leave(ctx, err, !gossip); err != nil {
 		return nil, err
 	}
-	if gossip != nil {
+	if gossip {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 		sum.Peer.Links = m.Links()
 		all = []*mirrored.Summary{sum}
 	}
 	if rank == 0 {
-		if err := cfg.writeClusterSummary(all, start, gossip != nil); err != nil {
+		if err := cfg.writeClusterSummary(all, start, gossip); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Report != "" {
-		var report any = sum
-		if gossip != nil {
-			report = &mirrored.GossipSummary{Summary: *sum, Gossip: *gossip}
-		}
-		b, err := json.MarshalIndent(report, "", "  ")
+		b, err := json.MarshalIndent(sum, "", "  ")
 		if err != nil {
 			return nil, fmt.Errorf("rank %d: encoding the report: %w", rank, err)
 		}
@@ -242,7 +230,7 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 	if cfg.Summary == "" && cfg.Table == nil {
 		return nil
 	}
-	info := RunInfo{Strategy: cfg.Strategy.Strategy, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
+	info := RunInfo{Strategy: cfg.Job.Strategy.Name, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
 	if info.Strategy == "" {
 		info.Strategy = mirrored.StrategyRing
 	}
