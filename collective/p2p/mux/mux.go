@@ -13,10 +13,10 @@
 //
 // The wire format is yamux's idea in a smaller form: a 12-byte header
 // (version, type, flags, stream ID, length) per frame; data, window-update,
-// reset and go-away frames; odd stream IDs for the dialler, even for the
-// listener; credit-based flow control per stream, every stream starting
+// reset, go-away and ping frames; odd stream IDs for the dialler, even for
+// the listener; credit-based flow control per stream, every stream starting
 // with baseWindow of credit each way until the receiver announces its
-// window.
+// window. SPEC.md describes it in full.
 package mux
 
 import (
@@ -36,8 +36,8 @@ import (
 )
 
 // ID is the protocol ID the connection upgrader negotiates. 1.1.0 added
-// the accept acknowledgement: a 1.0.0 peer never sends it, so the two
-// must not be matched.
+// the accept acknowledgement and pings: a 1.0.0 peer sends neither, so the
+// two must not be matched.
 const ID = "/meshtrain/mux/1.1.0"
 
 const (
@@ -85,13 +85,14 @@ const (
 	typeWindow
 	typeReset
 	typeGoAway
+	typePing
 )
 
 // Flags.
 const (
-	flagSYN uint16 = 1 << iota // opens the stream
+	flagSYN uint16 = 1 << iota // opens the stream; on a ping, asks for the answer
 	flagFIN                    // the sender will write no more
-	flagACK                    // the stream was accepted
+	flagACK                    // the stream was accepted; on a ping, the answer
 )
 
 // Config tunes the multiplexer; every peer of a cluster uses the same.
@@ -112,8 +113,16 @@ type Config struct {
 	// connection whose peer does not take a frame within it is closed, so
 	// no writer, CloseWrite or Close waits on a stopped peer for ever. A
 	// link slower than MaxFrame per WriteTimeout (0.84 Mbit/s for 1 MiB in
-	// 10 s) needs a longer one.
+	// 10 s) needs a longer one. It also bounds the wait for a ping's
+	// answer (KeepAlive): the answer may wait behind one frame at the peer.
 	WriteTimeout time.Duration
+	// KeepAlive is how long the connection may go without a frame from
+	// the peer before it sends a ping (default 30 s, go-yamux's
+	// KeepAliveInterval; negative: never). If nothing arrives within
+	// WriteTimeout of the ping, the peer is taken for gone and the
+	// connection closed: an idle connection writes nothing, so without it
+	// a peer that vanished (host down, link cut) would go unnoticed.
+	KeepAlive time.Duration
 }
 
 // Transport implements network.Multiplexer.
@@ -137,6 +146,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = 30 * time.Second
 	}
 	return &Transport{cfg: cfg}, nil
 }
@@ -170,8 +182,19 @@ type Conn struct {
 	writing    atomic.Pointer[stream]
 	writingLen atomic.Int64
 	wseq       atomic.Uint64
-	// lentBytes counts bytes read straight into a Read's buffer (tests).
+	// lentBytes counts bytes read straight into a Read's buffer, pings
+	// the pings sent (tests).
 	lentBytes atomic.Int64
+	pings     atomic.Int64
+
+	// born is the time lastFrame counts from; lastFrame is when the last
+	// frame header arrived. The keep-alive timer, under kaMu, pings when
+	// it is KeepAlive old; pingAt is when (0: no ping unanswered).
+	born      time.Time
+	lastFrame atomic.Int64
+	kaMu      sync.Mutex
+	keepAlive *time.Timer
+	pingAt    time.Duration
 
 	// opening holds a place per stream this side opened that the peer has
 	// not yet accepted or reset (at most acceptBacklog).
@@ -199,9 +222,15 @@ func newConn(nc net.Conn, isServer bool, cfg Config) *Conn {
 		streams: map[uint32]*stream{}, nextID: 1, unacked: map[uint32]struct{}{},
 		opening: make(chan struct{}, acceptBacklog),
 		done:    make(chan struct{}), acceptWake: make(chan struct{}, 1),
+		born: time.Now(),
 	}
 	if isServer {
 		c.nextID = 2
+	}
+	if cfg.KeepAlive > 0 {
+		c.kaMu.Lock()
+		c.keepAlive = time.AfterFunc(cfg.KeepAlive, c.checkAlive)
+		c.kaMu.Unlock()
 	}
 	go c.readLoop()
 	go c.ctrlLoop()
@@ -349,6 +378,11 @@ func (c *Conn) fail(err error) {
 		}
 		c.mu.Unlock()
 		close(c.done)
+		c.kaMu.Lock()
+		if c.keepAlive != nil {
+			c.keepAlive.Stop()
+		}
+		c.kaMu.Unlock()
 		_ = c.nc.Close()
 		for _, s := range streams {
 			s.wakeAll()
@@ -474,6 +508,7 @@ func (c *Conn) readFrames() error {
 		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
 			return err
 		}
+		c.lastFrame.Store(int64(time.Since(c.born)))
 		h, err := decodeHeader(hb[:])
 		if err != nil {
 			return err
@@ -517,6 +552,11 @@ func (c *Conn) readFrames() error {
 			c.settled(h.id)
 		case typeGoAway:
 			return &network.ConnError{ErrorCode: network.ConnErrorCode(h.length), Remote: true}
+		case typePing:
+			if h.flags&flagSYN != 0 {
+				c.queue(header{typ: typePing, flags: flagACK, length: h.length})
+			}
+			// An answer needs nothing more: its arrival set lastFrame.
 		default:
 			return fmt.Errorf("mux: frame of unknown type %d", h.typ)
 		}
@@ -582,6 +622,40 @@ func (c *Conn) remove(id uint32) {
 	}
 	delete(c.streams, id)
 	c.mu.Unlock()
+}
+
+// checkAlive runs on the keep-alive timer: it pings a peer silent for
+// KeepAlive, and closes the connection if nothing arrived within
+// WriteTimeout of the ping.
+func (c *Conn) checkAlive() {
+	if err := c.keepAliveStep(); err != nil {
+		c.fail(err)
+	}
+}
+
+func (c *Conn) keepAliveStep() error {
+	c.kaMu.Lock()
+	defer c.kaMu.Unlock()
+	if c.IsClosed() {
+		return nil
+	}
+	now := time.Since(c.born)
+	last := time.Duration(c.lastFrame.Load())
+	switch idle := now - last; {
+	case idle < c.cfg.KeepAlive:
+		c.pingAt = 0
+		c.keepAlive.Reset(c.cfg.KeepAlive - idle)
+	case c.pingAt == 0 || last > c.pingAt:
+		c.pingAt = now
+		c.pings.Add(1)
+		c.queue(header{typ: typePing, flags: flagSYN, length: uint32(c.pings.Load())})
+		c.keepAlive.Reset(c.cfg.WriteTimeout)
+	case now-c.pingAt < c.cfg.WriteTimeout:
+		c.keepAlive.Reset(c.pingAt + c.cfg.WriteTimeout - now)
+	default:
+		return fmt.Errorf("mux: the peer sent nothing for %v, not even the answer to a ping sent %v ago: it is gone or the link is down (the connection is closed)", idle.Round(time.Millisecond), c.cfg.WriteTimeout)
+	}
+	return nil
 }
 
 // receive reads an n-byte body for s: into a waiting Read's buffer while
