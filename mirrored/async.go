@@ -125,7 +125,8 @@ type gossipLoop struct {
 	stats                                    StepStats // the last step's, for its event
 }
 
-// runGossip is the gossip strategy, for any Replica (see RunGossip).
+// runAsync is the gossip strategy (see Strategy), for either builder's
+// replica.
 func runAsync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, error) {
 	wallStart := time.Now()
 	c := g.(*commGroup).c // checked by Job.build
@@ -229,7 +230,7 @@ func (l *gossipLoop) start(ctx context.Context) error {
 	if l.gos, err = gossip.New(l.c, shared, opts); err != nil {
 		return err
 	}
-	if l.obs, err = newObservers(cfg, l.job.OnEvent, l.rank, 1, true); err != nil {
+	if l.obs, err = newObservers(l.job, l.rank, 1, true); err != nil {
 		return err
 	}
 	l.gos.Start(ctx)

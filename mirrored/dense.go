@@ -146,4 +146,3 @@ func denseRange(im *data.Images, lo, hi int) ([]float32, []int32) {
 	}
 	return b.X, b.IntLabels(nil)
 }
-

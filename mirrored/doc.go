@@ -4,43 +4,61 @@
 // combines the gradients across the group before the same optimizer
 // update. There is no parameter server and no socket here.
 //
-// The core, in the manner of a raft node, is arithmetic driven by thin
+// The way in is one function: Run(ctx, Job, Group) on every replica of a
+// group (Train is its one-replica form). A Job carries the model (an nn
+// model by name, the caller's nn.Model through Job.NewModel, or sparse
+// logistic regression through Job.Sparse), the Strategy (the ring, or
+// gossip with its knobs), the Faults to inject, checkpoints and the
+// consistency checks; every run returns one Summary, with the gossip
+// report inside it under gossip. Observers (the caller's among them, in
+// Job.Observers) see every event.
+//
+// Inside, in the manner of a raft node, arithmetic is driven by thin
 // loops, with data loading, disk, network and printing outside it:
 //
-//   - Replica (replica.go) is one replica's model and optimizer: its
-//     parameters and optimizer state, the gradient of a batch, the
-//     combination across the group, the update, settling deferred work,
-//     evaluation. denseReplica wraps the nn models (LeNet-5, softmax
-//     regression), sparseReplica sparse logistic regression, whose
-//     exchange carries the touched coordinates (sparse_exchange.go).
-//   - syncStep (loop.go) is the synchronous step: gradient → [barrier] →
-//     combine → update. runSync is the loop around it: the start-up
+//   - run.go: Job, Run and Train. Two builders, one per kind of model,
+//     turn a Job into a plan (plan.go) that either loop runs:
+//     denseBuilder (dense.go: the nn models on MNIST-like images) and
+//     sparseBuilder (sparse.go: sparse logistic regression on files or
+//     in-memory sparse sets).
+//   - replica.go: a replica's model and optimizer: its parameters and
+//     optimizer state, the gradient of a batch, the combination across
+//     the group, the update, settling deferred work, evaluation.
+//     denseReplica wraps an nn.Model, sparseReplica (sparse_replica.go)
+//     sparse logistic regression, whose exchange carries the touched
+//     coordinates (sparse_exchange.go).
+//   - sync.go: syncStep is the synchronous step (gradient → [barrier] →
+//     combine → update); runSync the loop around it: the start-up
 //     handshake (handshake.go: one hello for every mode, naming every
-//     setting that differs and the ranks), resume or broadcast, the
-//     epochs, checkpoints, hash comparisons and the final figures.
-//   - runGossip (gossip_loop.go) is the asynchronous loop over the same
-//     Replica: each replica averages its parameters with one peer at a
-//     time through the gossip engine (package mirrored/gossip), so a slow
-//     or dead peer does not stop the others.
-//   - Every loop reports through one set of Observers (observe.go): the
-//     log, the progress lines, TensorBoard event files and the caller's
-//     OnEvent hook (the launcher), so every mode reports the same way.
-//   - RunJob, RunSparseJob, RunGossip and RunSparseGossip are the drivers:
-//     they check the settings, load the data, build a Replica and run a
-//     loop. RunStrategy and RunSparseStrategy pick the strategy and inject
-//     Faults (gossip_faults.go).
+//     setting that differs and the ranks), resume or broadcast (the
+//     checkpoint to resume from is chosen in resume.go), the epochs,
+//     checkpoints, hash comparisons, the stop vote (stop.go) and the final
+//     figures (stats.go).
+//   - async.go: runAsync is the gossip loop over the same replicas: each
+//     averages its parameters with one peer at a time through the gossip
+//     engine (package mirrored/gossip), so a slow or dead peer does not
+//     stop the others.
+//   - faults.go: one hook (Faults.At) both loops call at named Points of
+//     every step: after the gradient, before the combine, after the update.
+//   - observe.go, progress.go: one set of Observers for every mode: the
+//     log, the progress lines, TensorBoard event files, the caller's
+//     OnEvent hook (the launcher) and Job.Observers.
 //
 // The collective layer is reached through Group (NewGroup adapts a
-// collective.Comm; LocalGroup is one replica) by the synchronous loop,
-// and through a collective.Comm by the gossip engine, whose messages are
-// point-to-point. Checkpoints and TF_CONFIG are packages of their own.
+// collective.Comm; LocalGroup is one replica). Gossip replicas talk
+// point-to-point through the Comm behind a NewGroup. The strategy's parts
+// are packages of their own below this one: mirrored/gossip (the
+// averaging protocol) and mirrored/checkpoint (the format); the programs
+// that use it are the running wing (mirrored/launch) and the measuring
+// wing (mirrored/measure).
 //
 // Invariants: with the same settings (seed included) and the same number of
 // replicas, a synchronous run performs the same arithmetic in the same
 // order, so it is bitwise reproducible (Result.ParamsSHA256 is the same;
 // testdata/golden.txt pins it) and every replica ends with the same bits;
-// a run resumed from a checkpoint ends bit for bit where the uninterrupted
-// run ends; a NaN or Inf loss stops training with an error naming the
-// epoch and step, before anything derived from it (checkpoint, summary,
-// event file entry) is written.
+// injected slowness never changes the arithmetic; a run resumed from a
+// checkpoint ends bit for bit where the uninterrupted run ends; a NaN or
+// Inf loss stops training with an error naming the epoch and step, before
+// anything derived from it (checkpoint, summary, event file entry) is
+// written.
 package mirrored

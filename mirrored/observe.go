@@ -64,9 +64,11 @@ func bytesSent(counted any) int64 {
 	return -1
 }
 
-// Observer receives a run's events, on the replica's goroutine, in order.
-// An error stops the run (a TensorBoard file that cannot be written is
-// not silently skipped).
+// Observer receives a run's events, on the replica's goroutine, in order:
+// meshtrain's own (log, progress, TensorBoard) and the caller's
+// (Job.Observers). An error stops the run (a TensorBoard file that cannot
+// be written is not silently skipped); an Observer that is an io.Closer is
+// closed once at the end of the run.
 type Observer interface {
 	Observe(Event) error
 }
@@ -118,7 +120,8 @@ func (o *observers) close() error {
 // every replica's curve is its own; replicas is how many replicas' examples
 // its throughput counts), TensorBoard event files under LogDir, and the
 // caller's OnEvent.
-func newObservers(cfg *Config, onEvent func(Event), rank, replicas int, everyRank bool) (*observers, error) {
+func newObservers(job *Job, rank, replicas int, everyRank bool) (*observers, error) {
+	cfg, onEvent := &job.Config, job.OnEvent
 	o := &observers{rank: rank, obs: []Observer{logObserver{cfg.logger().With(zap.Int("rank", rank))}}}
 	if cfg.Progress != nil && (rank == 0 || everyRank) {
 		o.obs = append(o.obs, newProgressObserver(cfg.Progress, cfg.logEvery(), replicas, everyRank, rank))
@@ -133,6 +136,7 @@ func newObservers(cfg *Config, onEvent func(Event), rank, replicas int, everyRan
 	if onEvent != nil {
 		o.obs = append(o.obs, &stepSampler{onEvent: onEvent, every: cfg.logEvery(), last: time.Now()})
 	}
+	o.obs = append(o.obs, job.Observers...)
 	return o, nil
 }
 

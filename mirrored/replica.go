@@ -10,7 +10,7 @@ import (
 )
 
 // Replica is one replica's model and optimizer: the arithmetic of a step,
-// with no data loading, disk or printing. The loops (runSync, runGossip)
+// with no data loading, disk or printing. The loops (runSync, runAsync)
 // drive it; denseReplica (the nn models) and sparseReplica (sparse
 // logistic regression) implement it. Methods are called from one
 // goroutine.

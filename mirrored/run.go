@@ -93,6 +93,9 @@ type Job struct {
 	// spreads with the averages, and every replica ends at its next step
 	// with the final swap.
 	Stop <-chan struct{}
+	// Observers receive every event of the run, every step's included,
+	// after meshtrain's own (see Observer); a slow one slows the steps.
+	Observers []Observer
 	// OnEvent, if set, is called (on the calling goroutine) at start-up,
 	// after each epoch and after each checkpoint, and with the training
 	// steps at a bounded rate (see SampleInterval).

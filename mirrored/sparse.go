@@ -49,7 +49,7 @@ type SparseConfig struct {
 	ZeroBased bool
 	// SkipCorrupt skips (and logs) corrupt records instead of failing.
 	SkipCorrupt bool
-	// Exchange is sparse, dense or auto (chosen per step, see SparseJob).
+	// Exchange is sparse, dense or auto (chosen per step, see sparseBuilder).
 	Exchange sparse.Exchange
 	// Gather is the sparse all-gather: GatherDirect (default) or GatherRing.
 	Gather string

@@ -44,7 +44,7 @@ func (LocalGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error
 }
 
 // exchanger combines the replicas' gradient sums each step, sparse or dense
-// (see SparseJob), and keeps the figures that decide the next step's mode.
+// (see sparseBuilder), and keeps the figures that decide the next step's mode.
 type exchanger struct {
 	g            Group // the step's, given to exchange
 	ring         bool  // the sparse all-gather goes around a ring (GatherRing)

@@ -15,7 +15,7 @@ import (
 
 // sparseReplica is sparse logistic regression (sparse.LogReg) with its
 // optimizer: each step touches only the features of its batch, and the
-// replicas exchange those (see SparseJob) rather than D floats.
+// replicas exchange those (see sparseBuilder) rather than D floats.
 type sparseReplica struct {
 	model *sparse.LogReg
 	opt   sparse.Optimizer

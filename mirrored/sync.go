@@ -102,7 +102,7 @@ func (l *syncLoop) start(ctx context.Context) error {
 	l.res.Replicas, l.res.StepsPerEpoch, l.res.TrainExamples = l.world, l.steps, cl.total
 	l.res.TimeToAccuracy = map[string]float64{}
 	l.res.Version, l.res.Started = Version(), time.Now().Format(time.RFC3339)
-	if l.obs, err = newObservers(cfg, l.job.OnEvent, l.rank, l.world, false); err != nil {
+	if l.obs, err = newObservers(l.job, l.rank, l.world, false); err != nil {
 		return err
 	}
 	if err := l.resume(ctx, cl.resume, ck); err != nil {

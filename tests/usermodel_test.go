@@ -165,6 +165,7 @@ func TestUserModelInMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const n = 3
+	rec := &recorder{}
 	net := collective.NewMemNetwork(n)
 	sums, errs := make([]*mirrored.Summary, n), make([]error, n)
 	var wg sync.WaitGroup
@@ -173,10 +174,14 @@ func TestUserModelInMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		job := userJob(bands(480, 120))
+		if r == 0 {
+			job.Observers = []mirrored.Observer{rec}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[r], errs[r] = mirrored.Run(ctx, userJob(bands(480, 120)), mirrored.NewGroup(c))
+			sums[r], errs[r] = mirrored.Run(ctx, job, mirrored.NewGroup(c))
 		}()
 	}
 	wg.Wait()
@@ -191,6 +196,16 @@ func TestUserModelInMemory(t *testing.T) {
 	res := sums[0].Run
 	if res.Model != "user-linear" || res.Params != 4*64+4 || res.FinalAccuracy < 0.9 {
 		t.Fatalf("model %q with %d parameters reached %.3f, want user-linear, 260, ≥ 0.9", res.Model, res.Params, res.FinalAccuracy)
+	}
+	// The caller's observer saw the run: start, every step, both epochs,
+	// the end, and was closed once.
+	kinds := map[string]int{}
+	for _, e := range rec.events {
+		kinds[e.Kind]++
+	}
+	if len(rec.events) == 0 || rec.events[0].Kind != mirrored.EventStart || rec.events[len(rec.events)-1].Kind != mirrored.EventDone ||
+		kinds[mirrored.EventEpoch] != 2 || kinds[mirrored.EventStep] != res.Steps || rec.closed != 1 {
+		t.Fatalf("observer saw %v (first/last of %d events), closed %d times; want start…done, 2 epochs, %d steps, closed once", kinds, len(rec.events), rec.closed, res.Steps)
 	}
 	// One replica on the whole batch: the same model trained by Train.
 	one, err := mirrored.Train(ctx, userJob(bands(480, 120)))
@@ -248,3 +263,12 @@ func TestUserModelOverLibp2p(t *testing.T) {
 		})
 	}
 }
+
+// recorder is a caller's Observer that is also an io.Closer.
+type recorder struct {
+	events []mirrored.Event
+	closed int
+}
+
+func (r *recorder) Observe(e mirrored.Event) error { r.events = append(r.events, e); return nil }
+func (r *recorder) Close() error                   { r.closed++; return nil }

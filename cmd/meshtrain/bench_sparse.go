@@ -9,7 +9,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/bench"
+	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 )
 
 func init() {
@@ -18,7 +18,7 @@ func init() {
 		Usage:              "time sparse logistic regression at Criteo's width: one core locally, then N peers over libp2p (sparse vs dense exchange)",
 		CustomHelpTemplate: withExample("meshtrain bench sparse --peers 2 --features 1000000 --steps 2000"),
 		Description: "Generates Criteo-like examples in memory (no files), then runs the real synchronous training loop\n" +
-			"(mirrored.RunSparseJob): on one core without peers, then for each --peers count with N local peer\n" +
+			"(mirrored.Run): on one core without peers, then for each --peers count with N local peer\n" +
 			"processes over libp2p, --steps steps exchanging sparse gradients and --dense-steps steps all-reducing\n" +
 			"the dense D-float gradient. Reports examples/s, steps/s, bytes sent per step per peer and the split of\n" +
 			"step time into compute, communication and waiting for input.",

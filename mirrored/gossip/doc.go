@@ -2,7 +2,7 @@
 // its own parameter vector, runs local steps on it, and between steps
 // averages it with one peer chosen by a Schedule, over point-to-point
 // messages (collective.Comm's Send and Recv with Tag). It is what
-// mirrored.RunGossip and mirrored.RunSparseGossip train with (AD-PSGD,
+// mirrored.Run trains with, under the gossip strategy (AD-PSGD,
 // Lian et al., 2018): no barrier and no collective after start-up, so a
 // slow or dead peer does not stop the others.
 //

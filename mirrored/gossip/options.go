@@ -15,7 +15,7 @@ type Options struct {
 	Schedule Schedule
 	Seed     uint64
 	// Every is the number of local steps between exchanges (≥ 1). The run
-	// loop (mirrored.RunGossip) uses it, WaitForAverage and MaxSkip; a
+	// loop (mirrored.Run under gossip) uses it, WaitForAverage and MaxSkip; a
 	// Node does not.
 	Every int
 	// WaitForAverage makes each exchange complete before the next local
@@ -51,7 +51,7 @@ type Options struct {
 }
 
 // DefaultOptions returns the defaults every gossip run starts from
-// (mirrored.GossipConfig.Fill takes its defaults from here):
+// (mirrored.Strategy takes its defaults from here):
 //
 //   - Schedule Random: AD-PSGD's choice. Each rank's picks are independent
 //     of the others', so two ranks seldom pick each other in the same round
