@@ -25,7 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
+	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
@@ -202,12 +202,12 @@ func tfJobPods(t *testing.T, job k8sObject, secrets map[string]k8sObject) []k8sP
 		rs := job.Spec.TFReplicaSpecs[typ]
 		c := rs.Template.Spec.Containers[0]
 		for i := range rs.Replicas {
-			spec, err := tfconfig.KubeflowTFConfig(job.Metadata.Name, job.Metadata.Namespace, "", replicas, ports, typ, i)
+			spec, err := cluster.KubeflowTFConfig(job.Metadata.Name, job.Metadata.Namespace, "", replicas, ports, typ, i)
 			if err != nil {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("%s-%s-%d.%s.svc", job.Metadata.Name, strings.ToLower(typ), i, job.Metadata.Namespace)
-			env := append(containerEnv(t, c, secrets), tfconfig.Env+"="+string(spec))
+			env := append(containerEnv(t, c, secrets), cluster.Env+"="+string(spec))
 			pods = append(pods, k8sPod{name: name, env: env, args: c.Args})
 		}
 	}
@@ -231,7 +231,7 @@ func indexedJobPods(t *testing.T, job, svc k8sObject, secrets map[string]k8sObje
 	c := checkPod(t, "Job", s.Template)
 	var pods []k8sPod
 	for i := range s.Completions {
-		env := append(containerEnv(t, c, secrets), fmt.Sprintf("%s=%d", tfconfig.JobIndexEnv, i))
+		env := append(containerEnv(t, c, secrets), fmt.Sprintf("%s=%d", cluster.JobIndexEnv, i))
 		name := fmt.Sprintf("%s-%d.%s", job.Metadata.Name, i, s.Template.Spec.Subdomain) // hostname.subdomain
 		pods = append(pods, k8sPod{name: name, env: env, args: c.Args})
 	}
@@ -262,21 +262,21 @@ func readmePods(t *testing.T) (tfjob, indexed []k8sPod) {
 
 // podCluster is the cluster worker makes of pod's environment (the same
 // functions: TF_CONFIG first, else the Indexed Job's variables).
-func podCluster(t *testing.T, pod k8sPod) *tfconfig.Cluster {
+func podCluster(t *testing.T, pod k8sPod) *cluster.Cluster {
 	t.Helper()
 	env := map[string]string{}
 	for _, kv := range pod.env {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	if s, ok := env[tfconfig.Env]; ok {
-		c, err := tfconfig.Parse([]byte(s), "TF_CONFIG")
+	if s, ok := env[cluster.Env]; ok {
+		c, err := cluster.Parse([]byte(s), "TF_CONFIG")
 		if err != nil {
 			t.Fatalf("pod %s: %v", pod.name, err)
 		}
 		return c
 	}
-	c, ok, err := tfconfig.FromIndexedJob(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	c, ok, err := cluster.FromIndexedJob(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if !ok || err != nil {
 		t.Fatalf("pod %s: no cluster from %q: %v", pod.name, pod.env, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
+	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 )
 
 // TestModelCalibrateThenPredict calibrates the cost model on this machine

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	mbench "github.com/meshtrain/meshtrain/mirrored/bench"
-	"github.com/meshtrain/meshtrain/mirrored/cost"
+	"github.com/meshtrain/meshtrain/collective/cost"
+	mbench "github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshtrain/meshtrain/mirrored/bench"
+	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 

@@ -7,9 +7,9 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
-	"github.com/meshtrain/meshtrain/mirrored/bench"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
-	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
+	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 )
 
 func benchClusterFlags(defaultN int) []cli.Flag {
@@ -49,15 +49,15 @@ func benchCluster(c *cli.Context) (bench.Cluster, error) {
 	if c.IsSet("n") || c.Bool("in-process") {
 		return cl, errors.New("--tf-config runs one peer per host: leave out -n and --in-process")
 	}
-	cluster, err := tfconfig.Load(file)
+	spec, err := cluster.Load(file)
 	if err != nil {
 		return cl, err
 	}
-	secret, psk, identity, err := credentials(c, cluster)
+	secret, psk, identity, err := credentials(c, spec)
 	if err != nil {
 		return cl, err
 	}
-	cl.Remote = &p2p.Config{Rank: cluster.Rank, Peers: cluster.Peers, ClusterSecret: secret, PSK: psk, Identity: identity}
+	cl.Remote = &p2p.Config{Rank: spec.Rank, Peers: spec.Peers, ClusterSecret: secret, PSK: psk, Identity: identity}
 	return cl, nil
 }
 

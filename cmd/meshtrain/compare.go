@@ -8,8 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/compare"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
+	"github.com/meshtrain/meshtrain/mirrored/measure/compare"
 )
 
 // gossipFlags tune the gossip strategy; their defaults are

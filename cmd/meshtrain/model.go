@@ -7,12 +7,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/internal/rusage"
-	"github.com/meshtrain/meshtrain/mirrored/bench"
-	"github.com/meshtrain/meshtrain/mirrored/cost"
-	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
-	"github.com/meshtrain/meshtrain/mirrored/cost/chart"
+	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
+	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
+	"github.com/meshtrain/meshtrain/mirrored/measure/plot"
 )
 
 // defaultCostFile is where calibrate writes and predict reads.
@@ -162,7 +162,7 @@ func modelExtrapolate(c *cli.Context) error {
 		return err
 	}
 	if path := c.String("png"); path != "" {
-		if err := chart.Save(path, chart.Extrapolation(pts)); err != nil {
+		if err := plot.Save(path, plot.Extrapolation(pts)); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "plotted to %s\n", path)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshtrain/meshtrain/mirrored/cost"
-	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
+	"github.com/meshtrain/meshtrain/collective/cost"
+	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 )
 
 // TestModelPredictAndExtrapolate runs predict and extrapolate on a

@@ -15,7 +15,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
-	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
+	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -174,7 +174,7 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 // credentials are this peer's: its --identity key, if given, and the
 // cluster secret and PSK from the environment (the secret may be missing
 // when the peer has its own key and every peer is listed with its ID).
-func credentials(c *cli.Context, cluster *tfconfig.Cluster) (secret, psk []byte, identity crypto.PrivKey, err error) {
+func credentials(c *cli.Context, spec *cluster.Cluster) (secret, psk []byte, identity crypto.PrivKey, err error) {
 	if path := c.String("identity"); path != "" {
 		if identity, err = p2p.LoadIdentity(path); err != nil {
 			return nil, nil, nil, fmt.Errorf("--identity: %w (make a key with meshtrain worker --new-identity FILE)", err)
@@ -184,7 +184,7 @@ func credentials(c *cli.Context, cluster *tfconfig.Cluster) (secret, psk []byte,
 		secret, psk, err = launch.SecretFromFile(path)
 		return secret, psk, identity, err
 	}
-	secret, psk, err = launch.SecretFromEnv(identity != nil && cluster.AllPeerIDs())
+	secret, psk, err = launch.SecretFromEnv(identity != nil && spec.AllPeerIDs())
 	return secret, psk, identity, err
 }
 
@@ -196,7 +196,7 @@ const slurmHelp = "With no TF_CONFIG, under srun (SLURM_PROCID set), the cluster
 func init() {
 	flags := append(append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable, else Slurm's environment under srun)"},
-		&cli.IntFlag{Name: "slurm-base-port", Value: tfconfig.DefaultSlurmBasePort, EnvVars: []string{tfconfig.SlurmBasePortEnv}, Usage: "under srun: task i on a node listens on this port plus i"},
+		&cli.IntFlag{Name: "slurm-base-port", Value: cluster.DefaultSlurmBasePort, EnvVars: []string{cluster.SlurmBasePortEnv}, Usage: "under srun: task i on a node listens on this port plus i"},
 		&cli.StringFlag{Name: "secret-file", EnvVars: []string{launch.SecretFileEnv}, Usage: "read the cluster secret from this file (mode 600) instead of " + launch.SecretEnv},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file; " + rankPlaceholder + " in it is replaced by this peer's rank (one srun gives every task the same arguments: --report peer-" + rankPlaceholder + ".json)"},
 		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file, and print launch's table"},
@@ -204,8 +204,8 @@ func init() {
 		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "new-identity", Usage: "write a fresh key to this file, print its peer ID and exit"},
 		&cli.DurationFlag{Name: "evaluator-timeout", Value: launch.DefaultEvaluatorTimeout, Usage: "evaluator task: longest wait for a new checkpoint before stopping"},
-		&cli.StringFlag{Name: "peer-pattern", EnvVars: []string{tfconfig.PeerPatternEnv}, Usage: "Kubernetes Indexed Job (with " + tfconfig.JobIndexEnv + " set, no TF_CONFIG): the peers' host:port with " + tfconfig.IndexPlaceholder + " for each pod's index, e.g. 'train-{index}.train:7000' (Job train, headless Service train)"},
-		&cli.IntFlag{Name: "num-workers", EnvVars: []string{tfconfig.NumWorkersEnv}, Usage: "Kubernetes Indexed Job: the number of workers (the Job's completions)"},
+		&cli.StringFlag{Name: "peer-pattern", EnvVars: []string{cluster.PeerPatternEnv}, Usage: "Kubernetes Indexed Job (with " + cluster.JobIndexEnv + " set, no TF_CONFIG): the peers' host:port with " + cluster.IndexPlaceholder + " for each pod's index, e.g. 'train-{index}.train:7000' (Job train, headless Service train)"},
+		&cli.IntFlag{Name: "num-workers", EnvVars: []string{cluster.NumWorkersEnv}, Usage: "Kubernetes Indexed Job: the number of workers (the Job's completions)"},
 		&cli.StringFlag{Name: "health-addr", EnvVars: []string{"MESHTRAIN_HEALTH_ADDR"}, Usage: "serve HTTP probes here (e.g. :8080): /healthz 200 while running, /readyz 200 once this peer listens (the readinessProbe: a pod's DNS name is published once it is ready), /readyz/cluster 200 once the cluster has formed; both 503 after SIGTERM"},
 		&cli.IntFlag{Name: "sigterm-exit-code", Usage: "exit code of the peer that got SIGTERM, once stopped cleanly (e.g. 143 in an Indexed Job, where an evicted pod that exits 0 would count as its index done)"},
 		&cli.DurationFlag{Name: "stop-timeout", Value: 25 * time.Second, Usage: "after SIGTERM: the peers stop together within " + fmt.Sprint(mirrored.StopVoteEvery) + " steps (gossip: at their next step), the chief writes a checkpoint (with --checkpoint-dir) and this peer exits 0; past this long it exits at once (keep it under the pod's terminationGracePeriodSeconds)"},
@@ -310,18 +310,18 @@ func perRank(path string, rank int) string {
 // Slurm's environment when SLURM_PROCID is set (srun), else a Kubernetes
 // Indexed Job's (JOB_COMPLETION_INDEX with --peer-pattern and
 // --num-workers).
-func loadCluster(c *cli.Context) (*tfconfig.Cluster, error) {
-	if f := c.String("tf-config"); f != "" || strings.TrimSpace(os.Getenv(tfconfig.Env)) != "" {
-		return tfconfig.Load(f)
+func loadCluster(c *cli.Context) (*cluster.Cluster, error) {
+	if f := c.String("tf-config"); f != "" || strings.TrimSpace(os.Getenv(cluster.Env)) != "" {
+		return cluster.Load(f)
 	}
-	if _, ok := os.LookupEnv(tfconfig.SlurmProcIDEnv); ok {
-		return tfconfig.FromSlurm(os.LookupEnv, c.Int("slurm-base-port"))
+	if _, ok := os.LookupEnv(cluster.SlurmProcIDEnv); ok {
+		return cluster.FromSlurm(os.LookupEnv, c.Int("slurm-base-port"))
 	}
-	cl, ok, err := tfconfig.FromIndexedJob(func(key string) (string, bool) {
+	cl, ok, err := cluster.FromIndexedJob(func(key string) (string, bool) {
 		switch key {
-		case tfconfig.PeerPatternEnv:
+		case cluster.PeerPatternEnv:
 			return c.String("peer-pattern"), true
-		case tfconfig.NumWorkersEnv:
+		case cluster.NumWorkersEnv:
 			if n := c.Int("num-workers"); n != 0 {
 				return fmt.Sprint(n), true
 			}
@@ -332,8 +332,8 @@ func loadCluster(c *cli.Context) (*tfconfig.Cluster, error) {
 	if ok {
 		return cl, err
 	}
-	_, err = tfconfig.Load("") // fails, saying how to write TF_CONFIG
-	return nil, fmt.Errorf("%w; or start the workers with srun inside a Slurm allocation; or, in a Kubernetes Indexed Job, %s with --peer-pattern and --num-workers", err, tfconfig.JobIndexEnv)
+	_, err = cluster.Load("") // fails, saying how to write TF_CONFIG
+	return nil, fmt.Errorf("%w; or start the workers with srun inside a Slurm allocation; or, in a Kubernetes Indexed Job, %s with --peer-pattern and --num-workers", err, cluster.JobIndexEnv)
 }
 
 // runPeer runs this peer (launch.RunWorker) with the pod's side: the

@@ -176,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer cleanup()
 	con := newConsole(cfg.Stdout, cfg.LogEvery, cfg.N)
-	c := &cluster{cfg: cfg, console: con, out: con.writer(cfg.Stdout), errOut: con.writer(cfg.Stderr),
+	c := &localCluster{cfg: cfg, console: con, out: con.writer(cfg.Stdout), errOut: con.writer(cfg.Stderr),
 		msgs: make(chan Message, 64), exits: make(chan exit, cfg.N), workers: make([]*worker, cfg.N)}
 	if err := c.startAll(runDir); err != nil {
 		c.stopAll(os.Kill)
@@ -227,8 +227,8 @@ func (cfg *Config) runDir() (string, func(), error) {
 	return d, func() { os.RemoveAll(d) }, nil
 }
 
-// cluster is one launch in progress.
-type cluster struct {
+// localCluster is one launch in progress: the local workers it started.
+type localCluster struct {
 	cfg         Config
 	console     *console
 	out, errOut io.Writer
@@ -242,7 +242,7 @@ type cluster struct {
 }
 
 // startAll writes each worker's TF_CONFIG and starts it.
-func (c *cluster) startAll(runDir string) error {
+func (c *localCluster) startAll(runDir string) error {
 	addrs, err := p2p.LocalAddrs(c.cfg.N, c.cfg.QUIC)
 	if err != nil {
 		return fmt.Errorf("launch: picking free ports: %w", err)
@@ -261,7 +261,7 @@ func (c *cluster) startAll(runDir string) error {
 
 // start starts rank r's worker and the goroutines that read its output
 // and wait for it.
-func (c *cluster) start(runDir string, r int, addrs []string, secret []byte) error {
+func (c *localCluster) start(runDir string, r int, addrs []string, secret []byte) error {
 	w := &worker{rank: r, addr: addrs[r], report: filepath.Join(runDir, fmt.Sprintf("report-%d.json", r))}
 	tfc, _ := json.Marshal(map[string]any{ // plain data: cannot fail
 		"cluster": map[string][]string{"worker": addrs},
@@ -307,10 +307,10 @@ func (c *cluster) start(runDir string, r int, addrs []string, secret []byte) err
 }
 
 // stopAll sends sig to every worker still running.
-func (c *cluster) stopAll(sig os.Signal) { c.stopAllBut(sig, nil) }
+func (c *localCluster) stopAll(sig os.Signal) { c.stopAllBut(sig, nil) }
 
 // stopAllBut signals every running worker but spare.
-func (c *cluster) stopAllBut(sig os.Signal, spare *worker) {
+func (c *localCluster) stopAllBut(sig os.Signal, spare *worker) {
 	for _, w := range c.workers {
 		if w != nil && w != spare {
 			w.stop(sig)
@@ -335,7 +335,7 @@ const RootCauseGrace = 2 * time.Second
 
 // reap waits (a bounded time) for the workers started so far to exit,
 // after a failed start killed them.
-func (c *cluster) reap() {
+func (c *localCluster) reap() {
 	timeout := time.After(c.cfg.StopGrace)
 	for range c.started {
 		select {
@@ -361,7 +361,7 @@ type outcome struct {
 // worker that finishes, a failure that stops the rest, or Ctrl-C starts
 // a StopGrace clock: a worker still running when it runs out (stopped,
 // hung) is killed and named.
-func (c *cluster) supervise(ctx context.Context) outcome {
+func (c *localCluster) supervise(ctx context.Context) outcome {
 	var o outcome
 	var deadline, spareEnds <-chan time.Time
 	status := newStatus(c.cfg.N)
@@ -411,7 +411,7 @@ func (c *cluster) supervise(ctx context.Context) outcome {
 
 // relay shows a worker's message: rank 0's steps as progress, other
 // events as status lines.
-func (c *cluster) relay(status *status, m Message) {
+func (c *localCluster) relay(status *status, m Message) {
 	switch {
 	case m.Kind == mirrored.EventStep && m.Rank == 0:
 		c.console.step(m.Event)
@@ -426,7 +426,7 @@ func (c *cluster) relay(status *status, m Message) {
 
 // exited records a worker's exit: under gossip a failed worker is lost
 // and the others carry on; otherwise the first failure stops the rest.
-func (c *cluster) exited(o *outcome, e exit, running int) {
+func (c *localCluster) exited(o *outcome, e exit, running int) {
 	switch {
 	case e.err == nil || o.interrupted || e.w.hung: // hung: abandon recorded it
 	case c.cfg.Gossip:
@@ -446,7 +446,7 @@ func (c *cluster) exited(o *outcome, e exit, running int) {
 
 // abandon kills the workers still running when the stop clock ran out,
 // says so, and returns them.
-func (c *cluster) abandon(interrupted bool) []*worker {
+func (c *localCluster) abandon(interrupted bool) []*worker {
 	var left []*worker
 	for _, w := range c.workers {
 		w.mu.Lock()
@@ -468,7 +468,7 @@ func (c *cluster) abandon(interrupted bool) []*worker {
 }
 
 // report gathers every worker's outcome.
-func (c *cluster) report(start time.Time, o outcome) *Report {
+func (c *localCluster) report(start time.Time, o outcome) *Report {
 	rep := &Report{WallSeconds: time.Since(start).Seconds(), Gossip: c.cfg.Gossip, Started: start, Info: c.cfg.Info}
 	for _, w := range c.workers {
 		p := Peer{Rank: w.rank, Addr: w.addr, PID: w.cmd.Process.Pid}
@@ -493,7 +493,7 @@ func (c *cluster) report(start time.Time, o outcome) *Report {
 // verdict is Run's error: an interruption, the worker to blame for a
 // failure, a gossip run that lost replicas (unless tolerated), or a
 // worker without a report; and whether the replicas are identical.
-func (c *cluster) verdict(ctx context.Context, rep *Report, o outcome) error {
+func (c *localCluster) verdict(ctx context.Context, rep *Report, o outcome) error {
 	switch {
 	case o.interrupted:
 		return fmt.Errorf("launch: interrupted: %w", ctx.Err())

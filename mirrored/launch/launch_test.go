@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
+	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 )
 
 // roleEnv makes the test binary act as a fake worker (see fakeWorker).
@@ -47,12 +47,12 @@ func fakeWorker(role string, args []string) int {
 		fmt.Fprintln(os.Stderr, "meshtrain:", err)
 		return 1
 	}
-	cluster, err := tfconfig.Parse(b, tfFile)
+	spec, err := cluster.Parse(b, tfFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "meshtrain:", err)
 		return 1
 	}
-	rank, n := cluster.Rank, len(cluster.Peers)
+	rank, n := spec.Rank, len(spec.Peers)
 	if os.Getenv(SecretEnv) == "" || !strings.Contains(strings.Join(args, " "), "--events --model softmax") {
 		fmt.Fprintln(os.Stderr, "meshtrain: no secret or wrong arguments:", args)
 		return 1

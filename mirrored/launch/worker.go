@@ -18,7 +18,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/tfconfig"
+	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 )
 
 // Environment variables shared by the launcher and its workers.
@@ -50,7 +50,7 @@ type WorkerConfig struct {
 	// strategy and the faults. A rank killed by Job.Faults closes its
 	// libp2p host without a goodbye, as a crash would, and fails.
 	Job     mirrored.Job
-	Cluster *tfconfig.Cluster
+	Cluster *cluster.Cluster
 	// Security of the links: tls (default), noise, quic or plaintext.
 	Security p2p.Security
 	// Secret derives the peers' identities; PSK (optional) is a libp2p

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/internal/rusage"
-	"github.com/meshtrain/meshtrain/mirrored/bench"
+	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 )
 
 // NetbenchPackage is the measuring program run on every host.
-const NetbenchPackage = "github.com/meshtrain/meshtrain/tests/netns/netbench"
+const NetbenchPackage = "github.com/meshtrain/meshtrain/tests/tools/netbench"
 
 // Ports the measuring program listens on.
 const (

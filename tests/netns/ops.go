@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/meshtrain/meshtrain/mirrored/bench"
+	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 )
 
 // OpResult is one size of an operation other than the all-reduce (the

@@ -1,4 +1,4 @@
-// Package tfconfig reads the cluster spec of a multi-process run in
+// Package cluster reads the cluster spec of a multi-process run in
 // TensorFlow's TF_CONFIG format ({"cluster": {"worker": [...], "chief":
 // [...]}, "task": {"type": "worker", "index": 0}}), from a file or the
 // TF_CONFIG environment variable, and validates it into a Cluster: the
@@ -13,4 +13,4 @@
 // Peers, except for the evaluator (Rank -1), which is no peer. No JSON
 // object repeats a key. Every error names where the spec came from and,
 // for malformed JSON, the line and column.
-package tfconfig
+package cluster

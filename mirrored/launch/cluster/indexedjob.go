@@ -1,4 +1,4 @@
-package tfconfig
+package cluster
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package tfconfig
+package cluster
 
 import (
 	"errors"
@@ -160,7 +160,7 @@ func blockPlace(perNode []int, rank int) (node, local int) {
 		}
 		rank -= perNode[node]
 	}
-	panic("tfconfig: rank beyond the tasks per node") // checked by the caller
+	panic("cluster: rank beyond the tasks per node") // checked by the caller
 }
 
 // checkPlace checks that Slurm placed this task where block distribution

@@ -21,11 +21,11 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/data/atomicfile"
-	"github.com/meshtrain/meshtrain/mirrored/bench"
-	"github.com/meshtrain/meshtrain/mirrored/cost"
+	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 

@@ -1,7 +1,7 @@
 // Package chart draws the cost model's figures with gonum/plot: predicted
 // curves as lines, measurements as points on them, on log-log axes, one
 // panel per link rate (or one panel for an extrapolation).
-package chart
+package plot
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/meshtrain/meshtrain/mirrored/cost"
+	"github.com/meshtrain/meshtrain/collective/cost"
 )
 
 // Series is one predicted curve and the measurements that go with it.

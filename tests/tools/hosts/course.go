@@ -14,11 +14,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
-	mbench "github.com/meshtrain/meshtrain/mirrored/bench"
-	"github.com/meshtrain/meshtrain/mirrored/cost"
-	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
+	mbench "github.com/meshtrain/meshtrain/mirrored/measure/bench"
+	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/mirrored/cost"
-	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
+	"github.com/meshtrain/meshtrain/collective/cost"
+	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 

@@ -15,10 +15,10 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/meshtrain/meshtrain/collective"
-	mbench "github.com/meshtrain/meshtrain/mirrored/bench"
-	"github.com/meshtrain/meshtrain/mirrored/cost"
-	"github.com/meshtrain/meshtrain/mirrored/cost/calibrate"
-	"github.com/meshtrain/meshtrain/mirrored/cost/chart"
+	"github.com/meshtrain/meshtrain/collective/cost"
+	mbench "github.com/meshtrain/meshtrain/mirrored/measure/bench"
+	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
+	"github.com/meshtrain/meshtrain/mirrored/measure/plot"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
@@ -545,20 +545,20 @@ func (v validation) save(pts []Point) error {
 	if err := os.WriteFile(filepath.Join(v.out, "points.json"), b, 0o644); err != nil {
 		return err
 	}
-	var panels []chart.Panel
+	var panels []plot.Panel
 	for _, pt := range pts {
 		if len(panels) == 0 || panels[len(panels)-1].Title != pt.Rate {
-			panels = append(panels, chart.Panel{Title: pt.Rate, X: "bytes per rank (vector, or gathered payload)", Y: "seconds"})
+			panels = append(panels, plot.Panel{Title: pt.Rate, X: "bytes per rank (vector, or gathered payload)", Y: "seconds"})
 		}
 	}
 	for i := range panels {
 		panels[i].Series = v.series(pts, panels[i].Title)
 	}
-	return chart.Save(filepath.Join(v.out, "cost-model.png"), panels...)
+	return plot.Save(filepath.Join(v.out, "cost-model.png"), panels...)
 }
 
 // series are one rate's curves and points, for N=2 and the largest N.
-func (v validation) series(pts []Point, rate string) []chart.Series {
+func (v validation) series(pts []Point, rate string) []plot.Series {
 	bits, _ := netns.ParseRate(rate)
 	p := v.params
 	p.Beta, p.Alpha, p.Message, p.Gamma = cost.LinkBeta(float64(bits)), v.fit.alpha, v.fit.message, v.fit.gamma
@@ -567,10 +567,10 @@ func (v validation) series(pts []Point, rate string) []chart.Series {
 	for _, pt := range pts {
 		maxN = max(maxN, pt.N)
 	}
-	var out []chart.Series
+	var out []plot.Series
 	for _, op := range []string{"ring", "tree", "star", "gossip", "gather"} {
 		for _, n := range []int{2, maxN} {
-			s := chart.Series{Name: fmt.Sprintf("%s N=%d", op, n)}
+			s := plot.Series{Name: fmt.Sprintf("%s N=%d", op, n)}
 			perPair := cost.SparseBytesPerPair // a gather's payload per touched feature
 			for _, pt := range pts {
 				if pt.Rate == rate && pt.N == n && pt.Op == op {
