@@ -49,7 +49,7 @@ func TestSparseGatherChoice(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				sums[r], errs[r] = RunSparseJob(ctx, job, NewGroup(c))
+				sums[r], errs[r] = Run(ctx, job, NewGroup(c))
 			}()
 		}
 		wg.Wait()

@@ -84,18 +84,15 @@ func TestGolden(t *testing.T) {
 	}
 
 	// Gossip, dense and sparse, one replica (see above).
-	gc := GossipConfig{Schedule: "rotate", WaitForAverage: true}
-	gossip := func(name string, sums []*GossipSummary, errs []error) {
+	st := Strategy{Name: StrategyGossip, Schedule: "rotate", WaitForAverage: true}
+	gossip := func(name string, sums []*Summary, errs []error) {
 		t.Helper()
-		plain := make([]*Summary, len(sums))
-		for r, s := range sums {
-			if errs[r] == nil {
-				plain[r] = &s.Summary
-			}
-		}
-		summary(name, plain, errs)
+		summary(name, sums, errs)
 		for r, s := range sums {
 			g := s.Gossip
+			if g == nil {
+				t.Fatalf("%s: rank %d: no gossip report", name, r)
+			}
 			line(" rank %d gossip survivors %v consensus %.17g average_accuracy %.17g average_loss %.17g stopped_by %s",
 				r, g.Survivors, g.FinalConsensus, g.AverageAccuracy, g.AverageLoss, g.StoppedBy)
 			for _, e := range g.Evals {
@@ -105,14 +102,16 @@ func TestGolden(t *testing.T) {
 	}
 	djob := testJob(t, nn.Softmax, mn, 16, 2)
 	djob.Logger, djob.HashEvery, djob.MeasureWait = nil, 0, false
-	dsums, derrs := onMemCluster(t, 1, 2*time.Minute, nil, func(ctx context.Context, r int, c *collective.Comm) (*GossipSummary, error) {
-		return RunGossip(ctx, djob, gc, c)
+	djob.Strategy = st
+	dsums, derrs := onMemCluster(t, 1, 2*time.Minute, nil, func(ctx context.Context, r int, c *collective.Comm) (*Summary, error) {
+		return Run(ctx, djob, NewGroup(c))
 	})
 	gossip("dense gossip softmax replicas 1", dsums, derrs)
 	sjob := sparseTestJob(train, test, dim, 10, 2, "adagrad", sparse.ExchangeSparse)
 	sjob.HashEvery = 0
-	ssums, serrs := onMemCluster(t, 1, 2*time.Minute, nil, func(ctx context.Context, r int, c *collective.Comm) (*GossipSummary, error) {
-		return RunSparseGossip(ctx, sjob, gc, c)
+	sjob.Strategy = st
+	ssums, serrs := onMemCluster(t, 1, 2*time.Minute, nil, func(ctx context.Context, r int, c *collective.Comm) (*Summary, error) {
+		return Run(ctx, sjob, NewGroup(c))
 	})
 	gossip("sparse gossip adagrad replicas 1", ssums, serrs)
 

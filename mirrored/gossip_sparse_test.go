@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,10 +13,11 @@ import (
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
-func runSparseGossip(t *testing.T, job SparseJob, n int) []*GossipSummary {
+func runSparseGossip(t *testing.T, job Job, n int) []*Summary {
 	t.Helper()
-	sums, errs := onMemCluster(t, n, time.Minute, nil, func(ctx context.Context, _ int, c *collective.Comm) (*GossipSummary, error) {
-		return RunSparseGossip(ctx, job, GossipConfig{Schedule: "random"}, c)
+	job.Strategy = Strategy{Name: StrategyGossip, Schedule: "random"}
+	sums, errs := onMemCluster(t, n, time.Minute, nil, func(ctx context.Context, _ int, c *collective.Comm) (*Summary, error) {
+		return Run(ctx, job, NewGroup(c))
 	})
 	for r, err := range errs {
 		if err != nil {
@@ -80,13 +82,19 @@ func TestSparseGossipRefusesStatefulOptimizers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		opt string
-		l2  float64
-	}{{"ftrl", 0}, {"sgd", 0.01}} {
+		opt  string
+		l2   float64
+		want string
+	}{{"ftrl", 0, "gossip with --optimizer ftrl"}, {"sgd", 0.01, "gossip with sgd and --l2 0.01"}} {
 		job := sparseTestJob(train, nil, 100, 10, 1, tc.opt, sparse.ExchangeSparse)
 		job.Sparse.L2 = tc.l2
-		if _, err := RunSparseGossip(context.Background(), job, GossipConfig{}, c); err == nil {
-			t.Errorf("%s with L2 %v accepted under gossip", tc.opt, tc.l2)
+		job.Strategy = Strategy{Name: StrategyGossip}
+		if _, err := Run(context.Background(), job, NewGroup(c)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s with L2 %v under gossip: %v, want it refused with %q", tc.opt, tc.l2, err, tc.want)
+		}
+		job.Strategy = Strategy{} // the ring takes either
+		if err := job.Validate(); err != nil {
+			t.Errorf("%s with L2 %v under the ring: %v", tc.opt, tc.l2, err)
 		}
 	}
 }

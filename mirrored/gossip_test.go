@@ -45,26 +45,27 @@ func onMemCluster[T any](t *testing.T, n int, deadline time.Duration, wire func(
 	return outs, errs
 }
 
-// runGossipGroup runs gossip replica r with jobs[r] and gcs[r] on an
-// in-memory cluster; wire, if set, is called with the network before the
-// runs start (to wire fault hooks).
-func runGossipGroup(t *testing.T, jobs []Job, gcs []GossipConfig, wire func(net *collective.MemNetwork, gcs []GossipConfig)) ([]*GossipSummary, []error) {
-	t.Helper()
-	var w func(*collective.MemNetwork)
-	if wire != nil {
-		w = func(net *collective.MemNetwork) { wire(net, gcs) }
-	}
-	return onMemCluster(t, len(jobs), 2*time.Minute, w, func(ctx context.Context, r int, c *collective.Comm) (*GossipSummary, error) {
-		return RunGossip(ctx, jobs[r], gcs[r], c)
-	})
+// gossiping returns n copies of job under the gossip strategy st (its
+// Name set to gossip).
+func gossiping(n int, job Job, st Strategy) []Job {
+	st.Name = StrategyGossip
+	job.Strategy = st
+	return same(n, job)
 }
 
-func sameGC(n int, gc GossipConfig) []GossipConfig {
-	out := make([]GossipConfig, n)
-	for i := range out {
-		out[i] = gc
+// runGossipGroup runs jobs[r] (a gossip job: see gossiping) as rank r of
+// an in-memory cluster; wire, if set, is called with the network and the
+// jobs before the runs start (to wire fault hooks).
+func runGossipGroup(t *testing.T, jobs []Job, wire func(net *collective.MemNetwork, jobs []Job)) ([]*Summary, []error) {
+	t.Helper()
+	jobs = slices.Clone(jobs)
+	var w func(*collective.MemNetwork)
+	if wire != nil {
+		w = func(net *collective.MemNetwork) { wire(net, jobs) }
 	}
-	return out
+	return onMemCluster(t, len(jobs), 2*time.Minute, w, func(ctx context.Context, r int, c *collective.Comm) (*Summary, error) {
+		return Run(ctx, jobs[r], NewGroup(c))
+	})
 }
 
 func TestGossipLearnsAndAgrees(t *testing.T) {
@@ -72,7 +73,7 @@ func TestGossipLearnsAndAgrees(t *testing.T) {
 		t.Run(sched, func(t *testing.T) {
 			job := testJob(t, nn.Softmax, synthMNIST(1200, 300, 2), 16, 2)
 			job.HashEvery, job.MeasureWait = 0, false
-			sums, errs := runGossipGroup(t, same(3, job), sameGC(3, GossipConfig{Schedule: sched}), nil)
+			sums, errs := runGossipGroup(t, gossiping(3, job, Strategy{Schedule: sched}), nil)
 			total := 0
 			for r, s := range sums {
 				if errs[r] != nil {
@@ -125,15 +126,15 @@ func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
 	// Softmax steps take microseconds, too little for a factor to stand
 	// out from scheduling noise under -race: the straggler's delay is a
 	// fixed 25 ms per step instead.
-	gc := GossipConfig{Schedule: "random", Faults: Faults{SlowRank: 1, SlowFactor: 6, Delay: func(ctx context.Context, _ time.Duration) error {
+	job.Faults = Faults{SlowRank: 1, SlowFactor: 6, Delay: func(ctx context.Context, _ time.Duration) error {
 		select {
 		case <-time.After(25 * time.Millisecond):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}}}
-	sums, errs := runGossipGroup(t, same(3, job), sameGC(3, gc), nil)
+	}}
+	sums, errs := runGossipGroup(t, gossiping(3, job, Strategy{Schedule: "random"}), nil)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
@@ -152,11 +153,10 @@ func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
 func TestGossipPeerKilled(t *testing.T) {
 	job := testJob(t, nn.Softmax, synthMNIST(1200, 100, 4), 16, 2)
 	job.HashEvery, job.MeasureWait = 0, false
-	gcs := sameGC(3, GossipConfig{Schedule: "rotate"})
-	sums, errs := runGossipGroup(t, same(3, job), gcs, func(net *collective.MemNetwork, gcs []GossipConfig) {
+	sums, errs := runGossipGroup(t, gossiping(3, job, Strategy{Schedule: "rotate"}), func(net *collective.MemNetwork, jobs []Job) {
 		f := Faults{KillRank: 2, KillAfter: 10, Kill: func() { net.Kill(2) }}
-		for r := range gcs {
-			gcs[r].Faults = f
+		for r := range jobs {
+			jobs[r].Faults = f
 		}
 	})
 	if !errors.Is(errs[2], ErrInjectedKill) {
@@ -178,87 +178,91 @@ func TestGossipPeerKilled(t *testing.T) {
 
 func TestGossipRefusesMismatchAndCheckpoints(t *testing.T) {
 	job := testJob(t, nn.Softmax, synthMNIST(300, 50, 5), 16, 1)
-	gcs := []GossipConfig{{Schedule: "random"}, {Schedule: "rotate"}}
-	_, errs := runGossipGroup(t, same(2, job), gcs, nil)
+	jobs := gossiping(2, job, Strategy{Schedule: "random"})
+	jobs[1].Strategy.Schedule = "rotate"
+	_, errs := runGossipGroup(t, jobs, nil)
 	for r, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "gossip_schedule") {
 			t.Errorf("rank %d: %v, want a settings mismatch naming gossip_schedule", r, err)
 		}
 	}
-	job.CheckpointDir = t.TempDir()
+	job.Strategy = Strategy{Name: StrategyGossip}
 	c, err := collective.New(collective.NewMemNetwork(1).Transport(0), collective.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RunGossip(context.Background(), job, GossipConfig{}, c); !errors.Is(err, ErrGossipCheckpoint) {
-		t.Errorf("gossip with a checkpoint directory: %v", err)
+	for _, tc := range []struct {
+		name string
+		edit func(*Job)
+	}{
+		{"checkpoint directory", func(j *Job) { j.CheckpointDir = t.TempDir() }},
+		{"restore", func(j *Job) { j.Restore = "ckpt-000001.mtck" }},
+	} {
+		j := job
+		tc.edit(&j)
+		if err := j.Validate(); !errors.Is(err, ErrGossipCheckpoint) {
+			t.Errorf("Validate, gossip with a %s: %v", tc.name, err)
+		}
+		if _, err := Run(context.Background(), j, NewGroup(c)); !errors.Is(err, ErrGossipCheckpoint) {
+			t.Errorf("Run, gossip with a %s: %v", tc.name, err)
+		}
 	}
 }
 
+// TestRingFaults: Job.Faults under the ring. The straggler's delay is
+// asked for once per step, on its rank only, and changes nothing in the
+// arithmetic; the killed rank dies after its KillAfter-th step with
+// ErrInjectedKill and the others fail naming it.
 func TestRingFaults(t *testing.T) {
-	// The straggler's delay: once per gradient all-reduce, on its rank only.
 	job := testJob(t, nn.Softmax, synthMNIST(600, 50, 6), 16, 1)
-	var mu sync.Mutex
-	delays := map[int]int{}
-	jobs := same(3, job)
-	ctx := context.Background()
-	net := collective.NewMemNetwork(3)
-	nparams, err := modelParams(nn.Softmax)
-	if err != nil {
+	ref, errs := runGroup(t, same(3, job))
+	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	errs := make([]error, 3)
-	sums := make([]*Summary, 3)
-	var wg sync.WaitGroup
-	for r := range 3 {
-		c, err := collective.New(net.Transport(r), collective.Options{Timeout: 20 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := Faults{SlowRank: 2, SlowFactor: 3, Delay: func(ctx context.Context, d time.Duration) error {
+
+	var mu sync.Mutex
+	delays := map[int][]time.Duration{}
+	jobs := same(3, job)
+	for r := range jobs {
+		jobs[r].Faults = Faults{SlowRank: 2, SlowFactor: 3, Delay: func(ctx context.Context, d time.Duration) error {
 			mu.Lock()
-			delays[r]++
+			delays[r] = append(delays[r], d)
 			mu.Unlock()
 			return nil
 		}}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sums[r], errs[r] = RunJob(ctx, jobs[r], WithFaults(NewGroup(c), f, nparams))
-		}()
 	}
-	wg.Wait()
+	sums, errs := runGroup(t, jobs)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	if steps := sums[2].Peer.Steps; delays[2] != steps || delays[0] != 0 || delays[1] != 0 {
-		t.Errorf("delays per rank %v, want %d on rank 2 only", delays, steps)
+	if steps := sums[2].Peer.Steps; steps == 0 || len(delays[2]) != steps || len(delays[0]) != 0 || len(delays[1]) != 0 {
+		t.Errorf("delays asked per rank: %d, %d, %d; want %d on rank 2 only", len(delays[0]), len(delays[1]), len(delays[2]), steps)
+	}
+	for r, s := range sums {
+		if s.Run.ParamsSHA256 != ref[0].Run.ParamsSHA256 {
+			t.Errorf("rank %d with a straggler ends with %.12s…, without one with %.12s…", r, s.Run.ParamsSHA256, ref[0].Run.ParamsSHA256)
+		}
 	}
 
 	// The kill: rank 1 dies after 5 steps; the others name it.
-	net = collective.NewMemNetwork(3)
-	for r := range 3 {
-		c, err := collective.New(net.Transport(r), collective.Options{Timeout: 20 * time.Second})
-		if err != nil {
-			t.Fatal(err)
+	start := time.Now()
+	_, errs = runGroupOn(t, same(3, job), func(net *collective.MemNetwork, jobs []Job) {
+		for r := range jobs {
+			jobs[r].Faults = Faults{KillRank: 1, KillAfter: 5, Kill: func() { net.Kill(1) }}
 		}
-		f := Faults{KillRank: 1, KillAfter: 5, Kill: func() { net.Kill(1) }}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[r] = RunJob(ctx, jobs[r], WithFaults(NewGroup(c), f, nparams))
-		}()
-	}
-	wg.Wait()
-	if !errors.Is(errs[1], ErrInjectedKill) {
-		t.Errorf("rank 1: %v, want the injected kill", errs[1])
+	}, nil)
+	if !errors.Is(errs[1], ErrInjectedKill) || !strings.Contains(errs[1].Error(), "after 5 local steps") {
+		t.Errorf("rank 1: %v, want the injected kill after 5 local steps", errs[1])
 	}
 	for _, r := range []int{0, 2} {
 		if errs[r] == nil || !strings.Contains(errs[r].Error(), "rank 1") {
 			t.Errorf("rank %d: %v, want an error naming rank 1", r, errs[r])
 		}
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the survivors took %v to notice the dead peer", d)
 	}
 }
 
@@ -277,14 +281,43 @@ func TestParseSlowPeer(t *testing.T) {
 			t.Errorf("ParseSlowPeer(%q) = %d, %v, %v", tc.in, r, f, err)
 		}
 	}
-	bad := []GossipConfig{
-		{Strategy: "ps"}, {Schedule: "star"}, {Every: -1}, {MaxStaleness: -2},
-		{Faults: Faults{SlowRank: 5, SlowFactor: 3}}, {Faults: Faults{KillRank: 9, KillAfter: 3}}, {Faults: Faults{KillAfter: -1}},
-	}
-	for _, gc := range bad {
-		gc.Fill()
-		if err := gc.Validate(3); err == nil {
-			t.Errorf("%+v accepted", gc)
+	for _, tc := range []struct {
+		st   Strategy
+		want string
+	}{
+		{Strategy{Name: "ps"}, `strategy "ps"`},
+		{Strategy{Name: StrategyGossip, Schedule: "star"}, `schedule "star"`},
+		{Strategy{Name: StrategyGossip, Every: -1}, "gossip every -1 steps"},
+		{Strategy{Name: StrategyGossip, MaxStaleness: -2}, "max staleness -2"},
+	} {
+		if err := tc.st.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error mentioning %q", tc.st, err, tc.want)
 		}
+	}
+	for _, st := range []Strategy{{}, {Name: StrategyRing}, {Name: StrategyGossip}, {Name: StrategyGossip, Schedule: "rotate", Every: 2, MaxStaleness: 1}} {
+		if err := st.Validate(); err != nil {
+			t.Errorf("%+v: %v", st, err)
+		}
+	}
+	for _, tc := range []struct {
+		f    Faults
+		want string
+	}{
+		{Faults{SlowRank: 5, SlowFactor: 3}, "--slow-peer rank 5"},
+		{Faults{SlowRank: 1, SlowFactor: 2000}, "--slow-peer factor 2000"},
+		{Faults{KillRank: 9, KillAfter: 3}, "--kill-rank 9"},
+		{Faults{KillAfter: -1}, "--kill-after -1"},
+	} {
+		if err := tc.f.Validate(3); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error mentioning %q", tc.f, err, tc.want)
+		}
+	}
+	// Without a world (Job.Validate), only the ranks' signs are checked:
+	// Run checks them against the group.
+	if err := (&Faults{KillRank: 9, KillAfter: 3}).Validate(-1); err != nil {
+		t.Errorf("rank 9 without a world: %v", err)
+	}
+	if err := (&Faults{KillRank: -1, KillAfter: 3}).Validate(-1); err == nil {
+		t.Error("kill rank -1 accepted without a world")
 	}
 }

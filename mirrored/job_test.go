@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,10 +41,23 @@ func testJob(t *testing.T, model string, mn *data.MNIST, batch, epochs int) Job 
 // rank's summary and error.
 func runGroup(t *testing.T, jobs []Job) ([]*Summary, []error) {
 	t.Helper()
+	return runGroupOn(t, jobs, nil, nil)
+}
+
+// runGroupOn is runGroup with hooks: wire, if set, sees the network and
+// the jobs (copies) before the runs start, to wire fault hooks; wrap, if
+// set, wraps each replica's Group. The replicas must be done within two
+// minutes.
+func runGroupOn(t *testing.T, jobs []Job, wire func(net *collective.MemNetwork, jobs []Job), wrap func(r int, g Group) Group) ([]*Summary, []error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	n := len(jobs)
 	net := collective.NewMemNetwork(n)
+	jobs = slices.Clone(jobs)
+	if wire != nil {
+		wire(net, jobs)
+	}
 	sums, errs := make([]*Summary, n), make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
@@ -51,13 +65,20 @@ func runGroup(t *testing.T, jobs []Job) ([]*Summary, []error) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var g Group = NewGroup(c)
+		if wrap != nil {
+			g = wrap(r, g)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[r], errs[r] = RunJob(ctx, jobs[r], NewGroup(c))
+			sums[r], errs[r] = Run(ctx, jobs[r], g)
 		}()
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("%d replicas did not finish within two minutes: %v", n, errors.Join(errs...))
+	}
 	return sums, errs
 }
 
@@ -424,7 +445,7 @@ func TestJobPeerFailure(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[r] = RunJob(ctx, j, NewGroup(c))
+			_, errs[r] = Run(ctx, j, NewGroup(c))
 		}()
 	}
 	wg.Wait()
@@ -463,7 +484,7 @@ func BenchmarkJobStep(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						var s *Summary
-						if s, errs[r] = RunJob(context.Background(), job, NewGroup(c)); r == 0 && s != nil {
+						if s, errs[r] = Run(context.Background(), job, NewGroup(c)); r == 0 && s != nil {
 							steps += s.Peer.Steps
 						}
 					}()

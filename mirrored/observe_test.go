@@ -31,25 +31,27 @@ func TestLogDirEveryMode(t *testing.T) {
 		{"dense-ring", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := testJob(t, nn.Softmax, mn, 16, 2)
 			job.LogDir, job.Progress, job.LogEvery = logdir, progress, 2
-			_, err := RunJob(ctx, job, NewGroup(c))
+			_, err := Run(ctx, job, NewGroup(c))
 			return err
 		}},
 		{"sparse-ring", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := sparseTestJob(train, test, dim, 20, 2, "adagrad", sparse.ExchangeAuto)
 			job.LogDir, job.Progress, job.LogEvery = logdir, progress, 2
-			_, err := RunSparseJob(ctx, job, NewGroup(c))
+			_, err := Run(ctx, job, NewGroup(c))
 			return err
 		}},
 		{"dense-gossip", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := testJob(t, nn.Softmax, mn, 16, 2)
 			job.LogDir, job.Progress, job.HashEvery, job.LogEvery = logdir, progress, 0, 1
-			_, err := RunGossip(ctx, job, GossipConfig{}, c)
+			job.Strategy = Strategy{Name: StrategyGossip}
+			_, err := Run(ctx, job, NewGroup(c))
 			return err
 		}},
 		{"sparse-gossip", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := sparseTestJob(train, test, dim, 20, 2, "adagrad", sparse.ExchangeSparse)
 			job.LogDir, job.Progress, job.HashEvery, job.LogEvery = logdir, progress, 0, 1
-			_, err := RunSparseGossip(ctx, job, GossipConfig{}, c)
+			job.Strategy = Strategy{Name: StrategyGossip}
+			_, err := Run(ctx, job, NewGroup(c))
 			return err
 		}},
 	} {

@@ -43,8 +43,8 @@ func TestDefaultConfigFor(t *testing.T) {
 			t.Errorf("%s: %v", m, c.Validate())
 		}
 	}
-	sj := SparseJob{Job: Job{Config: DefaultSparseConfig()}, Sparse: SparseConfig{Features: 10, TrainFiles: []string{"x"}, Optimizer: "adagrad"}}
-	if err := sj.validate(); err != nil {
+	sj := Job{Config: DefaultSparseConfig(), Sparse: &SparseConfig{Features: 10, TrainFiles: []string{"x"}, Optimizer: "adagrad"}}
+	if err := sj.Validate(); err != nil {
 		t.Errorf("sparse recipe: %v", err)
 	}
 }
@@ -101,11 +101,11 @@ func TestSparseRecipeOnSpamAssassin(t *testing.T) {
 	run := func(lr float64) Epoch {
 		cfg := DefaultSparseConfig()
 		cfg.LR = lr
-		job := SparseJob{Job: Job{Config: cfg}, Sparse: SparseConfig{Features: data.DefaultBagFeatures, Train: train, Test: test,
+		job := Job{Config: cfg, Sparse: &SparseConfig{Features: data.DefaultBagFeatures, Train: train, Test: test,
 			Optimizer: "adagrad", Exchange: sparse.ExchangeSparse}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		sum, err := RunSparseJob(ctx, job, LocalGroup{})
+		sum, err := Run(ctx, job, LocalGroup{})
 		if err != nil {
 			t.Fatal(err)
 		}

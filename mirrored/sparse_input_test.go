@@ -37,7 +37,7 @@ func TestSparseMemoryCheck(t *testing.T) {
 			if tc.ckdir {
 				job.CheckpointDir = t.TempDir()
 			}
-			err := job.validate()
+			err := job.Validate()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
@@ -69,7 +69,7 @@ func TestSparseBadTestFileUpFront(t *testing.T) {
 	job := sparseTestJob(nil, nil, 10, 10, 2, "adagrad", sparse.ExchangeSparse)
 	job.Sparse.TrainFiles, job.Sparse.TestFiles = []string{train}, []string{test}
 	started := make([]bool, 2)
-	jobs := []SparseJob{job, job}
+	jobs := sameSparse(2, job)
 	for r := range jobs {
 		jobs[r].OnEvent = func(e Event) {
 			if e.Kind == EventStart {

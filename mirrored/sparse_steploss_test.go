@@ -22,7 +22,7 @@ func TestSparseStepLossIsMean(t *testing.T) {
 	job := sparseTestJob(sparseSet(t, 1, n, 300, 5), nil, 300, batch, 1, "adagrad", sparse.ExchangeAuto)
 	var progress bytes.Buffer
 	job.Progress, job.LogEvery, job.LogDir = &progress, 1, t.TempDir()
-	_, _, errs := runSparse(t, []SparseJob{job})
+	_, _, errs := runSparse(t, []Job{job})
 	if errs[0] != nil {
 		t.Fatal(errs[0])
 	}

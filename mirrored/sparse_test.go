@@ -69,44 +69,75 @@ func sparseSet(t *testing.T, seed uint64, n, dim, k int) *data.SparseSet {
 	return s
 }
 
-func sparseTestJob(train, test data.Dataset, dim, batch, epochs int, optimizer string, exch sparse.Exchange) SparseJob {
-	return SparseJob{
-		Job:    Job{Config: Config{Model: SparseModel, Epochs: epochs, BatchSize: batch, LR: 0.1, Seed: 3}, HashEvery: 7, NoShuffle: true},
-		Sparse: SparseConfig{Features: dim, Train: train, Test: test, Optimizer: optimizer, Exchange: exch, L1: 0.001, L2: 0.001},
+func sparseTestJob(train, test data.Dataset, dim, batch, epochs int, optimizer string, exch sparse.Exchange) Job {
+	return Job{
+		Config: Config{Model: SparseModel, Epochs: epochs, BatchSize: batch, LR: 0.1, Seed: 3}, HashEvery: 7, NoShuffle: true,
+		Sparse: &SparseConfig{Features: dim, Train: train, Test: test, Optimizer: optimizer, Exchange: exch, L1: 0.001, L2: 0.001},
 	}
+}
+
+// cloneSparse returns j with its own copy of j.Sparse (a pointer), so that
+// editing the copy's sparse settings leaves j's alone.
+func cloneSparse(j Job) Job {
+	if j.Sparse != nil {
+		s := *j.Sparse
+		j.Sparse = &s
+	}
+	return j
 }
 
 // runSparse runs one job per replica over an in-memory network and
 // returns each replica's summary, final weights and error.
-func runSparse(t *testing.T, jobs []SparseJob) ([]*Summary, [][]float32, []error) {
+func runSparse(t *testing.T, jobs []Job) ([]*Summary, [][]float32, []error) {
+	t.Helper()
+	return runSparseOn(t, jobs, nil, nil)
+}
+
+// runSparseOn is runSparse with hooks: wire, if set, sees the network and
+// the jobs (copies, each with its own SparseConfig) before the runs start,
+// to wire fault hooks; wrap, if set, wraps each replica's Group.
+func runSparseOn(t *testing.T, jobs []Job, wire func(net *collective.MemNetwork, jobs []Job), wrap func(r int, g Group) Group) ([]*Summary, [][]float32, []error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := len(jobs)
 	net := collective.NewMemNetwork(n)
 	sums, weights, errs := make([]*Summary, n), make([][]float32, n), make([]error, n)
+	jobs = slices.Clone(jobs)
+	for r := range jobs {
+		jobs[r] = cloneSparse(jobs[r])
+		jobs[r].Sparse.OnWeights = func(w []float32) { weights[r] = append([]float32(nil), w...) }
+	}
+	if wire != nil {
+		wire(net, jobs)
+	}
 	var wg sync.WaitGroup
 	for r := range n {
 		c, err := collective.New(collective.CountTraffic(net.Transport(r)), collective.Options{Timeout: 20 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		job := jobs[r]
-		job.Sparse.OnWeights = func(w []float32) { weights[r] = append([]float32(nil), w...) }
+		var g Group = NewGroup(c)
+		if wrap != nil {
+			g = wrap(r, g)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[r], errs[r] = RunSparseJob(ctx, job, NewGroup(c))
+			sums[r], errs[r] = Run(ctx, jobs[r], g)
 		}()
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("%d sparse replicas did not finish within a minute: %v", n, errors.Join(errs...))
+	}
 	return sums, weights, errs
 }
 
-func sameSparse(n int, j SparseJob) []SparseJob {
-	out := make([]SparseJob, n)
+func sameSparse(n int, j Job) []Job {
+	out := make([]Job, n)
 	for i := range out {
-		out[i] = j
+		out[i] = cloneSparse(j)
 	}
 	return out
 }
@@ -130,7 +161,7 @@ func TestSparseReplicasMatchOneBigBatch(t *testing.T) {
 	} {
 		t.Run(tc.optimizer+"/"+tc.exchange.String()+"/"+tc.gather, func(t *testing.T) {
 			one := sparseTestJob(train, nil, dim, n*batch, 2, tc.optimizer, sparse.ExchangeSparse)
-			_, refs, errs := runSparse(t, []SparseJob{one})
+			_, refs, errs := runSparse(t, []Job{one})
 			if errs[0] != nil {
 				t.Fatal(errs[0])
 			}
@@ -220,24 +251,24 @@ func TestSparseJobBadInput(t *testing.T) {
 	train := sparseSet(t, 1, 100, 50, 3)
 	for _, tc := range []struct {
 		name string
-		edit func(*SparseJob)
+		edit func(*Job)
 		want string
 	}{
-		{"features", func(j *SparseJob) { j.Sparse.Features = 0 }, "--features 0"},
-		{"no data", func(j *SparseJob) { j.Sparse.Train = nil }, "--train-files"},
-		{"optimizer", func(j *SparseJob) { j.Sparse.Optimizer = "adam" }, `unknown optimizer "adam"`},
-		{"lr", func(j *SparseJob) { j.Config.LR = 0 }, "learning rate"},
-		{"model", func(j *SparseJob) { j.Config.Model = "lenet" }, `model "lenet"`},
-		{"checkpoint", func(j *SparseJob) { j.CheckpointEvery = -1 }, "checkpoint every -1"},
-		{"gather", func(j *SparseJob) { j.Sparse.Gather = "tree" }, `sparse gather "tree"`},
-		{"format", func(j *SparseJob) { j.Sparse.Format = "csv" }, `input format "csv"`},
-		{"batch too big", func(j *SparseJob) { j.Config.BatchSize = 101 }, "less than one batch"},
-		{"index out of range", func(j *SparseJob) { j.Sparse.Features = 10 }, "outside [0, 10)"},
+		{"features", func(j *Job) { j.Sparse.Features = 0 }, "--features 0"},
+		{"no data", func(j *Job) { j.Sparse.Train = nil }, "--train-files"},
+		{"optimizer", func(j *Job) { j.Sparse.Optimizer = "adam" }, `unknown optimizer "adam"`},
+		{"lr", func(j *Job) { j.Config.LR = 0 }, "learning rate"},
+		{"model", func(j *Job) { j.Config.Model = "lenet" }, `model "lenet"`},
+		{"checkpoint", func(j *Job) { j.CheckpointEvery = -1 }, "checkpoint every -1"},
+		{"gather", func(j *Job) { j.Sparse.Gather = "tree" }, `sparse gather "tree"`},
+		{"format", func(j *Job) { j.Sparse.Format = "csv" }, `input format "csv"`},
+		{"batch too big", func(j *Job) { j.Config.BatchSize = 101 }, "less than one batch"},
+		{"index out of range", func(j *Job) { j.Sparse.Features = 10 }, "outside [0, 10)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := sparseTestJob(train, nil, 50, 10, 1, "sgd", sparse.ExchangeSparse)
 			tc.edit(&job)
-			_, _, errs := runSparse(t, []SparseJob{job})
+			_, _, errs := runSparse(t, []Job{job})
 			if errs[0] == nil || !strings.Contains(errs[0].Error(), tc.want) {
 				t.Fatalf("error %v, want one mentioning %q", errs[0], tc.want)
 			}
@@ -248,10 +279,10 @@ func TestSparseJobBadInput(t *testing.T) {
 func TestSparseSettingsMismatch(t *testing.T) {
 	train := sparseSet(t, 1, 100, 50, 3)
 	a := sparseTestJob(train, nil, 50, 10, 1, "adagrad", sparse.ExchangeSparse)
-	b := a
+	b := cloneSparse(a)
 	b.Sparse.Exchange = sparse.ExchangeDense
 	b.Config.LR = 0.2
-	_, _, errs := runSparse(t, []SparseJob{a, b})
+	_, _, errs := runSparse(t, []Job{a, b})
 	for r, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "exchange is sparse on rank 0 but dense on rank 1") || !strings.Contains(err.Error(), "lr is 0.1 on rank 0 but 0.2 on rank 1") {
 			t.Fatalf("rank %d: error %v, want both differences named", r, err)
@@ -292,7 +323,7 @@ func TestSparsePeerFailure(t *testing.T) {
 					}
 				}
 			}
-			_, errs[r] = RunSparseJob(rctx, job, NewGroup(c))
+			_, errs[r] = Run(rctx, job, NewGroup(c))
 		}()
 	}
 	wg.Wait()
@@ -350,10 +381,6 @@ func (g gatherStub) gatherRing(ctx context.Context, local []byte) ([][]byte, err
 	return g.AllGather(ctx, local)
 }
 
-func (g gatherStub) gatherDirect(ctx context.Context, local []byte) ([][]byte, error) {
-	return g.AllGather(ctx, local)
-}
-
 // TestSparseExchangeRejectsBadParts: a malformed gradient from a peer is
 // an error naming that peer, never a silent merge.
 func TestSparseExchangeRejectsBadParts(t *testing.T) {
@@ -375,25 +402,26 @@ func TestSparseExchangeRejectsBadParts(t *testing.T) {
 		{"truncated", good(1, sparse.Vector{Indices: []int32{1}, Values: []float32{1}})[:4], "only 2 bytes follow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x, err := newExchanger(gatherStub{size: 2, other: tc.other}, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
+			x, err := newExchanger(0, 2, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
 			if err != nil {
 				t.Fatal(err)
 			}
 			var merged sparse.Vector
 			local := sparse.Vector{Indices: []int32{1, 2}, Values: []float32{0.5, -1}}
-			_, _, err = x.exchange(context.Background(), 1, local, 4, &merged)
+			_, _, err = x.exchange(context.Background(), gatherStub{size: 2, other: tc.other}, 1, local, 4, &merged)
 			if err == nil || !strings.Contains(err.Error(), "rank 1") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one naming rank 1 and %q", err, tc.want)
 			}
 		})
 	}
 	// And a good part merges: (0.5 + 0) / 7 at 1, (-1 + 3) / 7 at 2, 1/7 at 9.
-	x, err := newExchanger(gatherStub{size: 2, other: good(3, sparse.Vector{Indices: []int32{2, 9}, Values: []float32{3, 1}})}, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
+	x, err := newExchanger(0, 2, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
+	stub := gatherStub{size: 2, other: good(3, sparse.Vector{Indices: []int32{2, 9}, Values: []float32{3, 1}})}
 	var merged sparse.Vector
-	n, mode, err := x.exchange(context.Background(), 1, sparse.Vector{Indices: []int32{1, 2}, Values: []float32{0.5, -1}}, 4, &merged)
+	n, mode, err := x.exchange(context.Background(), stub, 1, sparse.Vector{Indices: []int32{1, 2}, Values: []float32{0.5, -1}}, 4, &merged)
 	if err != nil || n != 7 || mode != sparse.ExchangeSparse {
 		t.Fatalf("exchange: %d examples, mode %v, %v", n, mode, err)
 	}
@@ -434,7 +462,7 @@ func (g *reduceStub) AllReduceSum(_ context.Context, buf []float32) error {
 func TestDenseExchangeReusesBuffer(t *testing.T) {
 	const dim = 100
 	g := &reduceStub{gatherStub: gatherStub{size: 2}}
-	x, err := newExchanger(g, sparse.ExchangeDense, "", dim, zap.NewNop())
+	x, err := newExchanger(0, 2, sparse.ExchangeDense, "", dim, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +485,7 @@ func TestDenseExchangeReusesBuffer(t *testing.T) {
 	for i, st := range steps {
 		g.other, g.fail = st.other, st.fail
 		var merged sparse.Vector
-		n, _, err := x.exchange(context.Background(), i+1, st.local, 4, &merged)
+		n, _, err := x.exchange(context.Background(), g, i+1, st.local, 4, &merged)
 		if st.fail {
 			if err == nil || !strings.Contains(err.Error(), "dense all-reduce") {
 				t.Fatalf("step %d: %v, want the all-reduce's error", i+1, err)
@@ -482,12 +510,12 @@ func TestSparseExchangeAlone(t *testing.T) {
 		local.Indices = append(local.Indices, i)
 		local.Values = append(local.Values, float32(rng.NormFloat64()))
 	}
-	x, err := newExchanger(LocalGroup{}, sparse.ExchangeAuto, "", 1000, zap.NewNop())
+	x, err := newExchanger(0, 1, sparse.ExchangeAuto, "", 1000, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got, want sparse.Vector
-	n, mode, err := x.exchange(context.Background(), 1, local, 7, &got)
+	n, mode, err := x.exchange(context.Background(), LocalGroup{}, 1, local, 7, &got)
 	if err != nil || n != 7 || mode != sparse.ExchangeSparse {
 		t.Fatalf("%d examples, mode %v, %v", n, mode, err)
 	}
@@ -497,6 +525,27 @@ func TestSparseExchangeAlone(t *testing.T) {
 	}
 	if !slices.Equal(got.Indices, want.Indices) || !slices.Equal(got.Values, want.Values) {
 		t.Fatal("one replica's merged gradient differs from MergeGradients'")
+	}
+}
+
+// TestSparseExchangeChecksGroup: the exchanger is built for one rank of
+// a world and combines over the Group each step is given; a Group of
+// another size or rank is an error naming both, not a wrong merge.
+func TestSparseExchangeChecksGroup(t *testing.T) {
+	x, err := newExchanger(0, 2, sparse.ExchangeSparse, GatherDirect, 10, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merged sparse.Vector
+	local := sparse.Vector{Indices: []int32{1}, Values: []float32{1}}
+	_, _, err = x.exchange(context.Background(), LocalGroup{}, 1, local, 1, &merged)
+	if err == nil || !strings.Contains(err.Error(), "exchange over rank 0 of 1, but the replica was built as rank 0 of 2") {
+		t.Fatalf("exchange over a one-replica group: %v", err)
+	}
+	// The right group still works afterwards.
+	n, _, err := x.exchange(context.Background(), gatherStub{size: 2, other: sparse.AppendVector(binary.AppendUvarint(nil, 0), sparse.Vector{})}, 2, local, 1, &merged)
+	if err != nil || n != 1 || !slices.Equal(merged.Indices, []int32{1}) {
+		t.Fatalf("exchange over its group: %d examples, %+v, %v", n, merged, err)
 	}
 }
 
@@ -521,7 +570,7 @@ func TestSparseResume(t *testing.T) {
 			}
 
 			dir := t.TempDir()
-			cut := job
+			cut := cloneSparse(job)
 			cut.CheckpointDir = dir
 			cut.Sparse.MaxSteps = 100 // epoch 3 of 45 steps each: last checkpoint at step 98
 			first, _, errs := runSparse(t, sameSparse(2, cut))
@@ -567,13 +616,13 @@ func FuzzSparseExchangeFrame(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		const dim = 64
-		x, err := newExchanger(gatherStub{size: 2, other: frame}, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
+		x, err := newExchanger(0, 2, sparse.ExchangeSparse, GatherRing, dim, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}
 		var merged sparse.Vector
 		local := sparse.Vector{Indices: []int32{1, 63}, Values: []float32{0.5, -1}}
-		n, _, err := x.exchange(context.Background(), 1, local, 2, &merged)
+		n, _, err := x.exchange(context.Background(), gatherStub{size: 2, other: frame}, 1, local, 2, &merged)
 		if err != nil {
 			if !strings.Contains(err.Error(), "rank 1") {
 				t.Fatalf("error %v does not name the peer", err)

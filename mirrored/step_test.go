@@ -49,7 +49,7 @@ func stepCluster(t *testing.T, n, steps, batch int, ds data.Dataset, build func(
 			rep := build(r, g)
 			for s := range steps {
 				lo := s*batch*n + r*batch
-				if _, err := syncStep(ctx, rep, g, batchOf(ds, lo, lo+batch), s, 0.05, s%2 == 0, nil); err != nil {
+				if _, err := syncStep(ctx, rep, g, batchOf(ds, lo, lo+batch), s, 0.05, s%2 == 0, nil, nil); err != nil {
 					errs[r] = fmt.Errorf("step %d: %w", s, err)
 					return
 				}
@@ -97,7 +97,7 @@ func TestStepShardedEqualsWhole(t *testing.T) {
 			ds := mn.Train.Dataset()
 			build := func(world int) func(r int, g Group) Replica {
 				return func(r int, g Group) Replica {
-					rep, err := newDenseReplica(&cfg, mn.Test, mn.NumClasses(), r, world)
+					rep, err := newDenseReplica(&cfg, nil, mn.Test, mn.NumClasses(), r, world)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -121,11 +121,11 @@ func TestStepShardedEqualsWhole(t *testing.T) {
 		ds := sparseSet(t, 4, 200, dim, 5)
 		job := sparseTestJob(ds, nil, dim, batch, 1, "adagrad", sparse.ExchangeSparse)
 		build := func(r int, g Group) Replica {
-			rep, err := job.newReplica(nil)
+			rep, err := (*sparseBuilder)(&job).newReplica(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.xch, err = newExchanger(g, sparse.ExchangeSparse, GatherDirect, dim, nil); err != nil {
+			if rep.xch, err = newExchanger(g.Rank(), g.Size(), sparse.ExchangeSparse, GatherDirect, dim, nil); err != nil {
 				t.Fatal(err)
 			}
 			return rep

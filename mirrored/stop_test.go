@@ -156,7 +156,7 @@ func TestCheckpointDirsNotShared(t *testing.T) {
 func TestGossipStopSpreads(t *testing.T) {
 	job := testJob(t, nn.Softmax, synthMNIST(1200, 100, 7), 16, 20) // a budget of 20 epochs
 	job.HashEvery, job.MeasureWait = 0, false
-	jobs := same(3, job)
+	jobs := gossiping(3, job, Strategy{})
 	stop := make(chan struct{})
 	var once sync.Once
 	for r := range jobs {
@@ -168,7 +168,7 @@ func TestGossipStopSpreads(t *testing.T) {
 			once.Do(func() { close(stop) })
 		}
 	}
-	sums, errs := runGossipGroup(t, jobs, sameGC(3, GossipConfig{}), nil)
+	sums, errs := runGossipGroup(t, jobs, nil)
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}

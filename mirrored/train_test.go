@@ -37,11 +37,11 @@ func TestTrainDeterministic(t *testing.T) {
 		cfg.TrainExamples = 1280
 		cfg.TestExamples = 100
 		cfg.Seed = seed
-		res, err := Train(ctx, cfg)
+		sum, err := Train(ctx, Job{Config: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.ParamsSHA256
+		return sum.Run.ParamsSHA256
 	}
 	a, b := run(7, 2), run(7, 1)
 	if a != b {
@@ -59,17 +59,18 @@ func TestTargetStopsEarly(t *testing.T) {
 	cfg.Epochs = 5
 	cfg.TrainExamples = 3200
 	cfg.TargetAccuracy = 0.5
-	res, err := Train(ctx, cfg)
+	sum, err := Train(ctx, Job{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := sum.Run
 	if !res.TargetReached || len(res.EpochResults) != 1 || res.TimeToTarget != res.EpochResults[0].TrainSeconds || res.TimeToTarget <= 0 {
 		t.Fatalf("target 50%%: reached %v after %d epochs, %vs", res.TargetReached, len(res.EpochResults), res.TimeToTarget)
 	}
 	cfg.TargetAccuracy = 0
 	cfg.TargetLoss = 10 // any first epoch is below this
-	if res, err = Train(ctx, cfg); err != nil || !res.TargetReached || len(res.EpochResults) != 1 {
-		t.Fatalf("target loss 10: %+v, %v", res, err)
+	if sum, err = Train(ctx, Job{Config: cfg}); err != nil || !sum.Run.TargetReached || len(sum.Run.EpochResults) != 1 {
+		t.Fatalf("target loss 10: %+v, %v", sum, err)
 	}
 }
 
@@ -81,7 +82,7 @@ func TestDivergenceNamesStep(t *testing.T) {
 	cfg := quick(t, nn.LeNet5)
 	cfg.LR = 1e9
 	cfg.WarmupEpochs = 0
-	_, err := Train(ctx, cfg)
+	_, err := Train(ctx, Job{Config: cfg})
 	var nf *NonFiniteError
 	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "epoch 1 step") || nf.Step < 1 {
 		t.Fatalf("lr 1e9: err = %v, want a NonFiniteError naming the step", err)
@@ -112,7 +113,7 @@ func TestConfigErrors(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err = %v, want it to mention %q", err, tc.want)
 		}
-		if _, err := Train(context.Background(), c); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Train(context.Background(), Job{Config: c}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Train: err = %v, want it to mention %q", err, tc.want)
 		}
 	}
