@@ -85,7 +85,7 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 				model, len(rep.params), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)
 		}
 		p.evalView = rep.params
-		p.evaluate = func(ctx context.Context) (Metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
+		p.evaluate = func(ctx context.Context) (metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
 		p.averageModel = true
 	}
 	return p, nil

@@ -7,13 +7,21 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 )
 
-// Group is what a multi-replica Job needs from the collective layer: the
-// Comm collectives plus an all-gather of byte strings (the start-up
-// handshake, parameter-hash comparison) and a barrier (to tell waiting for
-// peers apart from communicating). Every replica calls them in the same
-// order.
+// Group is what Run needs from the collective layer: an all-reduce and a
+// broadcast of float32 buffers (updated in place), an all-gather of byte
+// strings (the start-up handshake, parameter-hash comparison) and a
+// barrier (to tell waiting for peers apart from communicating). Every
+// replica calls them in the same order. NewGroup adapts a collective.Comm,
+// LocalGroup is one replica; a caller may wrap either (to count or delay
+// collectives), except that gossip needs NewGroup's own.
 type Group interface {
-	Comm
+	Rank() int
+	Size() int
+	// AllReduceSum replaces buf on every replica by the element-wise sum
+	// of all replicas' buf.
+	AllReduceSum(ctx context.Context, buf []float32) error
+	// Broadcast replaces buf on every replica by root's buf.
+	Broadcast(ctx context.Context, buf []float32, root int) error
 	// AllGather returns every replica's local bytes, indexed by rank.
 	AllGather(ctx context.Context, local []byte) ([][]byte, error)
 	// Barrier returns once every replica has called it.
@@ -65,19 +73,6 @@ func (g *commGroup) Traffic() (int64, int64) {
 		return t.Traffic()
 	}
 	return 0, 0
-}
-
-// Comm is the numeric part of what a replica needs from the collective
-// layer (see Group). Every replica calls the same collectives in the same
-// order; buffers are updated in place.
-type Comm interface {
-	Rank() int
-	Size() int
-	// AllReduceSum replaces buf on every replica by the element-wise sum
-	// of all replicas' buf.
-	AllReduceSum(ctx context.Context, buf []float32) error
-	// Broadcast replaces buf on every replica by root's buf.
-	Broadcast(ctx context.Context, buf []float32, root int) error
 }
 
 // LocalGroup is the Group of a single replica: rank 0 of 1, where a sum,

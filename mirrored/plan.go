@@ -23,7 +23,7 @@ type builder interface {
 // replica, its settings and input, and the description of the run for the
 // Result.
 type plan struct {
-	rep      Replica
+	rep      replica
 	settings []Setting
 	shard    int // this replica's training examples
 	// pipeline opens this replica's training input from epoch startEpoch
@@ -57,7 +57,7 @@ type plan struct {
 	// scores it on the whole test set, on this replica alone (a peer may
 	// be gone).
 	evalView []float32
-	evaluate func(ctx context.Context) (Metrics, error)
+	evaluate func(ctx context.Context) (metrics, error)
 	// averageModel: at the end the survivors swap their parameters and
 	// score their average (dense models; sparse replicas never swap D
 	// floats).

@@ -9,12 +9,12 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// Replica is one replica's model and optimizer: the arithmetic of a step,
+// replica is one replica's model and optimizer: the arithmetic of a step,
 // with no data loading, disk or printing. The loops (runSync, runAsync)
 // drive it; denseReplica (the nn models) and sparseReplica (sparse
 // logistic regression) implement it. Methods are called from one
 // goroutine.
-type Replica interface {
+type replica interface {
 	// Params is the flat parameter vector and OptState the optimizer's
 	// state vectors: views, compared by hash, broadcast and checkpointed.
 	Params() []float32
@@ -35,7 +35,7 @@ type Replica interface {
 	// Evaluate scores Params on the test set: this replica's share, the
 	// figures combined over g so that every replica reports the same;
 	// Examples is 0 when there is no test set.
-	Evaluate(ctx context.Context, g Group) (Metrics, error)
+	Evaluate(ctx context.Context, g Group) (metrics, error)
 	// Checked returns the values whose hashes the replicas compare every
 	// Job.HashEvery steps, and what they are.
 	Checked() ([]float32, string)
@@ -44,8 +44,8 @@ type Replica interface {
 	Layout() checkpoint.Layout
 }
 
-// Metrics are a model's figures on the test set.
-type Metrics struct {
+// metrics are a model's figures on the test set.
+type metrics struct {
 	Examples       int
 	Loss, Accuracy float64
 	AUC            float64 // binary models only
@@ -165,19 +165,19 @@ func denseLayout(tensors []nn.ParamTensor, parts []nn.StatePart, spec nn.Spec) c
 
 // Evaluate all-reduces the loss sum and correct count of each replica's
 // share; alone, the loss is exact (not rounded through float32).
-func (r *denseReplica) Evaluate(ctx context.Context, g Group) (Metrics, error) {
+func (r *denseReplica) Evaluate(ctx context.Context, g Group) (metrics, error) {
 	testLoss, correct := 0.0, 0
 	if n := len(r.testY); n > 0 {
 		var err error
 		if testLoss, correct, err = r.model.Evaluate(r.testX, r.testY, n); err != nil {
-			return Metrics{}, err
+			return metrics{}, err
 		}
 	}
 	ev := []float32{float32(testLoss), float32(correct)}
 	if err := g.AllReduceSum(ctx, ev); err != nil {
-		return Metrics{}, fmt.Errorf("all-reducing the test counts: %w", err)
+		return metrics{}, fmt.Errorf("all-reducing the test counts: %w", err)
 	}
-	m := Metrics{Examples: r.testN, Loss: float64(ev[0]) / float64(r.testN), Accuracy: float64(ev[1]) / float64(r.testN)}
+	m := metrics{Examples: r.testN, Loss: float64(ev[0]) / float64(r.testN), Accuracy: float64(ev[1]) / float64(r.testN)}
 	if r.world == 1 {
 		m.Loss = testLoss / float64(r.testN)
 	}

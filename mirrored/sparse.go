@@ -407,12 +407,12 @@ func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, erro
 	if rep.test != nil {
 		p.evalView = make([]float32, sc.Features)
 	}
-	p.evaluate = func(ctx context.Context) (Metrics, error) {
+	p.evaluate = func(ctx context.Context) (metrics, error) {
 		if rep.test == nil {
-			return Metrics{}, nil
+			return metrics{}, nil
 		}
 		m, err := scoreSparse(ctx, sc, &sparse.LogReg{W: p.evalView}, open)
-		return Metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, err
+		return metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, err
 	}
 	return p, nil
 }

@@ -125,39 +125,39 @@ func (r *sparseReplica) epochInfo() string {
 // Evaluate scores this replica's share of the test set, all-gathers the
 // (margin, label) pairs and computes the metrics over all of them in rank
 // order, so every replica reports the same figures.
-func (r *sparseReplica) Evaluate(ctx context.Context, g Group) (Metrics, error) {
+func (r *sparseReplica) Evaluate(ctx context.Context, g Group) (metrics, error) {
 	if r.test == nil {
-		return Metrics{}, nil
+		return metrics{}, nil
 	}
 	rank, world := g.Rank(), g.Size()
 	pipe, err := r.test(ctx, sparseTestConfig(rank, world))
 	if err != nil {
-		return Metrics{}, err
+		return metrics{}, err
 	}
 	defer pipe.Close()
 	scored, err := r.score(ctx, pipe)
 	if err != nil {
-		return Metrics{}, err
+		return metrics{}, err
 	}
 	all, err := g.AllGather(ctx, scored)
 	if err != nil {
-		return Metrics{}, fmt.Errorf("gathering the test predictions: %w", err)
+		return metrics{}, fmt.Errorf("gathering the test predictions: %w", err)
 	}
 	var ev sparse.Evaluator
 	for r, part := range all {
 		if len(part)%8 != 0 {
-			return Metrics{}, fmt.Errorf("rank %d sent %d bytes of test predictions, not whole (margin, label) pairs", r, len(part))
+			return metrics{}, fmt.Errorf("rank %d sent %d bytes of test predictions, not whole (margin, label) pairs", r, len(part))
 		}
 		for k := 0; k+8 <= len(part); k += 8 {
 			margin := math.Float32frombits(binary.LittleEndian.Uint32(part[k:]))
 			label := math.Float32frombits(binary.LittleEndian.Uint32(part[k+4:]))
 			if err := ev.Add(margin, label); err != nil {
-				return Metrics{}, fmt.Errorf("test example %d of rank %d: %w", k/8, r, err)
+				return metrics{}, fmt.Errorf("test example %d of rank %d: %w", k/8, r, err)
 			}
 		}
 	}
 	m := ev.Metrics()
-	return Metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, nil
+	return metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, nil
 }
 
 // score returns each example of pipe as 8 bytes: float32 margin, float32

@@ -206,7 +206,7 @@ type stepClock [6]time.Time
 // called at each Point (at may be nil). It records the times from clk[2]
 // on (clk may be nil). A non-finite loss stops it before the exchange
 // with a *NonFiniteError (Epoch and Step for the caller to fill).
-func syncStep(ctx context.Context, rep Replica, g Group, b *data.Batch, global int, lr float64, barrier bool, clk *stepClock, at func(Point) error) (float64, error) {
+func syncStep(ctx context.Context, rep replica, g Group, b *data.Batch, global int, lr float64, barrier bool, clk *stepClock, at func(Point) error) (float64, error) {
 	if clk == nil {
 		clk = new(stepClock)
 	}
