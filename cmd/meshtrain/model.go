@@ -162,7 +162,7 @@ func modelExtrapolate(c *cli.Context) error {
 		return err
 	}
 	if path := c.String("png"); path != "" {
-		if err := plot.Save(path, plot.Extrapolation(pts)); err != nil {
+		if err := plot.SavePanels(path, plot.Extrapolation(pts)); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "plotted to %s\n", path)

@@ -1,7 +1,6 @@
 package compare
 
 import (
-	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -10,13 +9,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/meshtrain/meshtrain/mirrored"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/meshtrain/meshtrain/mirrored"
+	mplot "github.com/meshtrain/meshtrain/mirrored/measure/plot"
 )
 
 func fmtSeconds(s float64) string {
@@ -222,23 +222,14 @@ const (
 // save draws p with its legend in a column of its own to the right of the
 // axes, and writes the PNG.
 func save(p *plot.Plot, path string) error {
-	img := vgimg.New(plotWidth, plotHeight)
-	dc := draw.New(img)
-	leg := p.Legend
-	p.Legend = plot.NewLegend() // the plot itself draws none
-	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
-	leg.Top, leg.Left = true, true
-	leg.YOffs = -p.Title.TextStyle.Height(p.Title.Text) - vg.Points(8)
-	leg.Draw(draw.Crop(dc, plotWidth-legendWidth+vg.Points(6), 0, 0, 0))
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("compare: plot: %w", err)
-	}
-	_, werr := vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		return fmt.Errorf("compare: plot %s: %w", path, err)
-	}
-	return nil
+	return mplot.SavePNG(path, plotWidth, plotHeight, func(dc draw.Canvas) {
+		leg := p.Legend
+		p.Legend = plot.NewLegend() // the plot itself draws none
+		p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+		leg.Top, leg.Left = true, true
+		leg.YOffs = -p.Title.TextStyle.Height(p.Title.Text) - vg.Points(8)
+		leg.Draw(draw.Crop(dc, plotWidth-legendWidth+vg.Points(6), 0, 0, 0))
+	})
 }
 
 // fitY sets p's y range to the data's [lo, hi] with a margin, so that

@@ -1,19 +1,14 @@
-// Package chart draws the cost model's figures with gonum/plot: predicted
-// curves as lines, measurements as points on them, on log-log axes, one
-// panel per link rate (or one panel for an extrapolation).
 package plot
 
 import (
 	"errors"
 	"fmt"
-	"os"
 
-	"gonum.org/v1/plot"
+	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/meshtrain/meshtrain/collective/cost"
 )
@@ -37,37 +32,33 @@ const (
 	panelHeight = 4.5 * vg.Inch
 )
 
-// Save draws the panels side by side on log-log axes and writes a PNG.
-func Save(path string, panels ...Panel) error {
+// SavePanels draws the panels side by side on log-log axes, each
+// panelWidth × panelHeight, and writes them to path as one PNG (SavePNG).
+func SavePanels(path string, panels ...Panel) error {
 	if len(panels) == 0 {
-		return errors.New("chart: no panels to draw")
+		return errors.New("plot: no panels to draw")
 	}
-	img := vgimg.New(panelWidth*vg.Length(len(panels)), panelHeight)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Millimeter, PadY: vg.Millimeter}
+	plots := make([]*gplot.Plot, len(panels))
 	for i, pn := range panels {
 		p, err := panel(pn)
 		if err != nil {
 			return err
 		}
-		p.Draw(tiles.At(dc, i, 0))
+		plots[i] = p
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	_, werr := vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		return fmt.Errorf("chart: writing %s: %w", path, err)
-	}
-	return nil
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter, PadY: vg.Millimeter}
+	return SavePNG(path, panelWidth*vg.Length(len(plots)), panelHeight, func(dc draw.Canvas) {
+		for i, p := range plots {
+			p.Draw(tiles.At(dc, i, 0))
+		}
+	})
 }
 
-func panel(pn Panel) (*plot.Plot, error) {
-	p := plot.New()
+func panel(pn Panel) (*gplot.Plot, error) {
+	p := gplot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = pn.Title, pn.X, pn.Y
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.X.Scale, p.Y.Scale = gplot.LogScale{}, gplot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = gplot.LogTicks{Prec: -1}, gplot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
@@ -75,7 +66,7 @@ func panel(pn Panel) (*plot.Plot, error) {
 		c := plotutil.Color(i)
 		l, err := plotter.NewLine(s.Predicted)
 		if err != nil {
-			return nil, fmt.Errorf("chart: %s: %w", s.Name, err)
+			return nil, fmt.Errorf("plot: %s: %w", s.Name, err)
 		}
 		l.Color = c
 		p.Add(l)
@@ -85,7 +76,7 @@ func panel(pn Panel) (*plot.Plot, error) {
 		}
 		sc, err := plotter.NewScatter(s.Measured)
 		if err != nil {
-			return nil, fmt.Errorf("chart: %s: %w", s.Name, err)
+			return nil, fmt.Errorf("plot: %s: %w", s.Name, err)
 		}
 		sc.Color, sc.Shape, sc.Radius = c, draw.CircleGlyph{}, vg.Points(2.5)
 		p.Add(sc)

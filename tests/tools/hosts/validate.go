@@ -554,7 +554,7 @@ func (v validation) save(pts []Point) error {
 	for i := range panels {
 		panels[i].Series = v.series(pts, panels[i].Title)
 	}
-	return plot.Save(filepath.Join(v.out, "cost-model.png"), panels...)
+	return plot.SavePanels(filepath.Join(v.out, "cost-model.png"), panels...)
 }
 
 // series are one rate's curves and points, for N=2 and the largest N.

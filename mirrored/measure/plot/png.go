@@ -1,0 +1,31 @@
+package plot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// DPI is every figure's resolution, in dots per inch (vgimg's default).
+const DPI = vgimg.DefaultDPI
+
+// SavePNG writes a width × height PNG at DPI to path, drawn by paint on a
+// white canvas: a *plot.Plot's Draw method, or a caller's composition of
+// plots and legends.
+func SavePNG(path string, width, height vg.Length, paint func(draw.Canvas)) error {
+	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(DPI))
+	paint(draw.New(img))
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err) // names the path
+	}
+	_, werr := vgimg.PngCanvas{Canvas: img}.WriteTo(f)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("plot: writing %s: %w", path, err)
+	}
+	return nil
+}
