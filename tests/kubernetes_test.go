@@ -261,7 +261,8 @@ func readmePods(t *testing.T) (tfjob, indexed []k8sPod) {
 }
 
 // podCluster is the cluster worker makes of pod's environment (the same
-// functions: TF_CONFIG first, else the Indexed Job's variables).
+// function, cluster.Discover: TF_CONFIG first, else the Indexed Job's
+// variables).
 func podCluster(t *testing.T, pod k8sPod) *cluster.Cluster {
 	t.Helper()
 	env := map[string]string{}
@@ -269,15 +270,8 @@ func podCluster(t *testing.T, pod k8sPod) *cluster.Cluster {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	if s, ok := env[cluster.Env]; ok {
-		c, err := cluster.Parse([]byte(s), "TF_CONFIG")
-		if err != nil {
-			t.Fatalf("pod %s: %v", pod.name, err)
-		}
-		return c
-	}
-	c, ok, err := cluster.FromIndexedJob(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if !ok || err != nil {
+	c, err := cluster.Discover(cluster.DiscoverOptions{Lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
 		t.Fatalf("pod %s: no cluster from %q: %v", pod.name, pod.env, err)
 	}
 	return c

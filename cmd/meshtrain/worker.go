@@ -237,19 +237,20 @@ func init() {
 				fmt.Println(id)
 				return nil
 			}
-			cluster, err := loadCluster(c)
+			cl, err := cluster.Discover(cluster.DiscoverOptions{File: c.String("tf-config"), SlurmBasePort: c.Int("slurm-base-port"),
+				PeerPattern: c.String("peer-pattern"), NumWorkers: c.Int("num-workers")})
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
-			if cluster.IsEvaluator() {
+			if cl.IsEvaluator() {
 				return runEvaluator(c)
 			}
 			if r := c.String("report"); strings.Contains(r, rankPlaceholder) {
-				if err := c.Set("report", perRank(r, cluster.Rank)); err != nil {
+				if err := c.Set("report", perRank(r, cl.Rank)); err != nil {
 					return fmt.Errorf("worker: --report: %w", err)
 				}
 			}
-			job, sec, err := jobFromFlags(c, len(cluster.Peers))
+			job, sec, err := jobFromFlags(c, len(cl.Peers))
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
@@ -267,7 +268,7 @@ func init() {
 			if !c.Bool("events") { // under launch, which warned once for all
 				warnIgnored(c)
 			}
-			secret, psk, identity, err := credentials(c, cluster)
+			secret, psk, identity, err := credentials(c, cl)
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
@@ -275,11 +276,11 @@ func init() {
 			job.Logger = log
 			job.Progress = os.Stdout
 			wc := launch.WorkerConfig{
-				Job: job, Cluster: cluster, Security: sec, Secret: secret, PSK: psk, Identity: identity,
+				Job: job, Cluster: cl, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
 				LinkFaults: faults, Summary: c.String("summary"),
 			}
-			if wc.Summary != "" && cluster.Rank == 0 {
+			if wc.Summary != "" && cl.Rank == 0 {
 				wc.Table = os.Stdout
 			}
 			if c.Bool("events") {
@@ -303,37 +304,6 @@ const rankPlaceholder = "{rank}"
 // perRank is path with every rankPlaceholder replaced by rank.
 func perRank(path string, rank int) string {
 	return strings.ReplaceAll(path, rankPlaceholder, strconv.Itoa(rank))
-}
-
-// loadCluster finds this peer's cluster: the --tf-config file, else
-// TF_CONFIG (as Kubeflow's TFJob sets it; empty counts as unset), else
-// Slurm's environment when SLURM_PROCID is set (srun), else a Kubernetes
-// Indexed Job's (JOB_COMPLETION_INDEX with --peer-pattern and
-// --num-workers).
-func loadCluster(c *cli.Context) (*cluster.Cluster, error) {
-	if f := c.String("tf-config"); f != "" || strings.TrimSpace(os.Getenv(cluster.Env)) != "" {
-		return cluster.Load(f)
-	}
-	if _, ok := os.LookupEnv(cluster.SlurmProcIDEnv); ok {
-		return cluster.FromSlurm(os.LookupEnv, c.Int("slurm-base-port"))
-	}
-	cl, ok, err := cluster.FromIndexedJob(func(key string) (string, bool) {
-		switch key {
-		case cluster.PeerPatternEnv:
-			return c.String("peer-pattern"), true
-		case cluster.NumWorkersEnv:
-			if n := c.Int("num-workers"); n != 0 {
-				return fmt.Sprint(n), true
-			}
-			return "", false
-		}
-		return os.LookupEnv(key)
-	})
-	if ok {
-		return cl, err
-	}
-	_, err = cluster.Load("") // fails, saying how to write TF_CONFIG
-	return nil, fmt.Errorf("%w; or start the workers with srun inside a Slurm allocation; or, in a Kubernetes Indexed Job, %s with --peer-pattern and --num-workers", err, cluster.JobIndexEnv)
 }
 
 // runPeer runs this peer (launch.RunWorker) with the pod's side: the

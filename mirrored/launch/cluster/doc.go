@@ -1,10 +1,15 @@
-// Package cluster reads the cluster spec of a multi-process run in
-// TensorFlow's TF_CONFIG format ({"cluster": {"worker": [...], "chief":
-// [...]}, "task": {"type": "worker", "index": 0}}), from a file or the
-// TF_CONFIG environment variable, and validates it into a Cluster: the
-// peers' addresses in rank order and this process's rank. FromSlurm
-// builds the same Cluster from the environment srun gives a job step's
-// tasks (slurm.go), so every later check applies to both.
+// Package cluster is the running wing's resolver: it finds the cluster a
+// worker belongs to (every peer's address in rank order and this process's
+// rank) wherever it was started, and validates it into a Cluster.
+//
+// Discover is the order `meshtrain worker` looks in: the --tf-config file,
+// else the TF_CONFIG environment variable (Load, Parse: TensorFlow's format,
+// {"cluster": {"worker": [...], "chief": [...]}, "task": {"type":
+// "worker", "index": 0}}, as Kubeflow's TFJob writes it, KubeflowTFConfig),
+// else the environment srun gives a Slurm job step's tasks (FromSlurm,
+// slurm.go), else a Kubernetes Indexed Job's pod (FromIndexedJob,
+// indexedjob.go), else an error saying how to write TF_CONFIG. Every source
+// builds the same Cluster, so every later check applies to all.
 //
 // Invariants of a Cluster from Load or Parse: Peers is non-empty, its
 // addresses are well-formed host:port or multiaddrs and pairwise distinct

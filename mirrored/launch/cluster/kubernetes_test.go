@@ -61,14 +61,7 @@ func TestKubeflowTFConfig(t *testing.T) {
 }
 
 func TestFromIndexedJob(t *testing.T) {
-	env := func(kv ...string) func(string) (string, bool) {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
-	c, ok, err := FromIndexedJob(env(JobIndexEnv, "2", PeerPatternEnv, "train-{index}.train:7000", NumWorkersEnv, "3"))
+	c, ok, err := FromIndexedJob(envOf(JobIndexEnv, "2", PeerPatternEnv, "train-{index}.train:7000", NumWorkersEnv, "3"))
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -76,7 +69,7 @@ func TestFromIndexedJob(t *testing.T) {
 	if c.Rank != 2 || c.TaskType != TaskWorker || !slices.Equal(c.Peers, want) {
 		t.Errorf("got %+v, want rank 2 of %q", c, want)
 	}
-	if c, ok, err := FromIndexedJob(env(PeerPatternEnv, "x-{index}:1")); c != nil || ok || err != nil {
+	if c, ok, err := FromIndexedJob(envOf(PeerPatternEnv, "x-{index}:1")); c != nil || ok || err != nil {
 		t.Errorf("no JOB_COMPLETION_INDEX: got %v %v %v, want no cluster and no error", c, ok, err)
 	}
 	errs := []struct{ name, index, pattern, n, want string }{
@@ -90,7 +83,7 @@ func TestFromIndexedJob(t *testing.T) {
 	}
 	for _, tt := range errs {
 		t.Run(tt.name, func(t *testing.T) {
-			_, ok, err := FromIndexedJob(env(JobIndexEnv, tt.index, PeerPatternEnv, tt.pattern, NumWorkersEnv, tt.n))
+			_, ok, err := FromIndexedJob(envOf(JobIndexEnv, tt.index, PeerPatternEnv, tt.pattern, NumWorkersEnv, tt.n))
 			if !ok || err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}

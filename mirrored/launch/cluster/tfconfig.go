@@ -96,6 +96,11 @@ type tfConfig struct {
 // Load reads the cluster spec from file, or from the TF_CONFIG environment
 // variable when file is "".
 func Load(file string) (*Cluster, error) {
+	return load(file, os.LookupEnv)
+}
+
+// load is Load reading the environment through lookup.
+func load(file string, lookup func(string) (string, bool)) (*Cluster, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -103,7 +108,7 @@ func Load(file string) (*Cluster, error) {
 		}
 		return Parse(b, "TF_CONFIG file "+file)
 	}
-	s, ok := os.LookupEnv(Env)
+	s, ok := lookup(Env)
 	if !ok || strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("no cluster spec: set %s to a JSON like {\"cluster\": {\"worker\": [\"host1:7000\", \"host2:7000\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}} or pass --tf-config FILE", Env)
 	}
