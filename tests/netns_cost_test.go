@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective/cost"
-	mbench "github.com/meshtrain/meshtrain/mirrored/measure/bench"
+	"github.com/meshtrain/meshtrain/internal/stats"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
@@ -86,10 +86,10 @@ func TestEmulatedHostsBucket(t *testing.T) {
 	}
 	p := cost.Params{Beta: cost.LinkBeta(float64(h.Rate)), RankCores: 1, Burst: float64(h.Rate.Burst())}
 	for i, r := range res {
-		got, tr := mbench.Median(r.Seconds()), cost.RecursiveDoubling(2, float64(sizes[i]))
+		got, tr := stats.Median(r.Seconds()), cost.RecursiveDoubling(2, float64(sizes[i]))
 		want, all := p.Estimate(tr).Transfer, tr.Link/p.Beta
 		t.Logf("tree all-reduce of %d KiB: %.2f ms (spread %.0f%%); transfer %.2f ms beyond the %d-byte bucket, %.2f ms without it; load %s",
-			sizes[i]>>10, got*1e3, 100*netns.Spread(r.Seconds()), want*1e3, h.Rate.Burst(), all*1e3, netns.LoadAverage())
+			sizes[i]>>10, got*1e3, 100*stats.Spread(r.Seconds()), want*1e3, h.Rate.Burst(), all*1e3, netns.LoadAverage())
 		switch {
 		case i == 0 && got > all/2:
 			t.Errorf("%d KiB: %.2f ms, more than half its time at the rate: the repetitions do not start with a full bucket", sizes[i]>>10, got*1e3)

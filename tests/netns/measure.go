@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/meshtrain/meshtrain/internal/rusage"
-	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
+	"github.com/meshtrain/meshtrain/internal/stats"
 )
 
 // NetbenchPackage is the measuring program run on every host.
@@ -48,7 +47,7 @@ type AllReduceResult struct {
 
 // Median is the median repetition's bus bandwidth.
 func (r AllReduceResult) Median() float64 {
-	return bench.Median(r.BusBW)
+	return stats.Median(r.BusBW)
 }
 
 // Seconds is each repetition's time.
@@ -58,17 +57,6 @@ func (r AllReduceResult) Seconds() []float64 {
 		secs[i] = float64(r.Bytes) * 2 * float64(r.N-1) / float64(r.N) / bw
 	}
 	return secs
-}
-
-// Spread is how far apart the middle half of secs lies: the interquartile
-// range over the median (0.2: the middle half spans a fifth of the median).
-func Spread(secs []float64) float64 {
-	if len(secs) == 0 {
-		return 0
-	}
-	s := slices.Clone(secs)
-	slices.Sort(s)
-	return (s[len(s)*3/4] - s[len(s)/4]) / s[len(s)/2]
 }
 
 // Build compiles pkg into dir and returns the binary's path.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
+	"github.com/meshtrain/meshtrain/internal/stats"
 )
 
 // OpResult is one size of an operation other than the all-reduce (the
@@ -29,7 +29,7 @@ type OpResult struct {
 
 // Median is the median repetition's time.
 func (r OpResult) Median() float64 {
-	return bench.Median(r.Seconds)
+	return stats.Median(r.Seconds)
 }
 
 // MeasureGather times the sparse gradient exchange of a step on the hosts

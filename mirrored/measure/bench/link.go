@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/internal/stats"
 )
 
 // LinkConfig configures `meshtrain bench link`.
@@ -141,24 +142,13 @@ func (r *LinkResult) summarize() {
 			r.MinBothGBps = both
 		}
 	}
-	r.MedianAloneGBps, r.MedianRTTMicros = Median(alone), Median(rtts)
+	r.MedianAloneGBps, r.MedianRTTMicros = stats.Median(alone), stats.Median(rtts)
 	if len(alone) > 0 {
 		r.FastestGBps = slices.Max(alone)
 	}
 	if r.FastestGBps > 0 {
 		r.SlowestVsFastest = r.SlowestGBps / r.FastestGBps
 	}
-}
-
-// Median is the middle of v once sorted (the upper one of an even count),
-// 0 for none; v is left as it is.
-func Median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // linkColumns are bench link's table's: a pair's rates, then its round

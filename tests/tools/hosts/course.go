@@ -16,8 +16,8 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/stats"
 	"github.com/meshtrain/meshtrain/mirrored"
-	mbench "github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
@@ -226,7 +226,7 @@ func fitAlpha(ctx context.Context, h *netns.Hosts, netbench string, p cost.Param
 		return 0, err
 	}
 	t := cost.RecursiveDoubling(h.N, size)
-	took := mbench.Median(probe[0].Seconds())
+	took := stats.Median(probe[0].Seconds())
 	p.Alpha = 0
 	alpha := max(0, took-p.Estimate(t).Seconds) / t.Rounds
 	fmt.Printf("# α fitted: %s (a %d-byte tree all-reduce on %d hosts took %s, load %s)\n", cost.Seconds(alpha), size, h.N, cost.Seconds(took), netns.LoadAverage())

@@ -16,7 +16,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/cost"
-	mbench "github.com/meshtrain/meshtrain/mirrored/measure/bench"
+	"github.com/meshtrain/meshtrain/internal/stats"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 	"github.com/meshtrain/meshtrain/mirrored/measure/plot"
 	"github.com/meshtrain/meshtrain/tests/netns"
@@ -289,9 +289,9 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 	fmt.Printf("# %s, N=%d: %s\n", rate, n, p)
 	var pts []Point
 	add := func(op string, bytes int64, touched int, secs []float64, cpu float64, t cost.Traffic) {
-		e, med := p.Estimate(t), mbench.Median(secs)
+		e, med := p.Estimate(t), stats.Median(secs)
 		pts = append(pts, Point{Rate: rate.String(), N: n, Op: op, Bytes: bytes, Touched: touched, Measured: med, Predicted: e.Seconds,
-			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Spread: netns.Spread(secs), Alpha: p.Alpha, Message: p.Message, Gamma: p.Gamma,
+			Error: (med - e.Seconds) / med, Bound: e.Bound.String(), Spread: stats.Spread(secs), Alpha: p.Alpha, Message: p.Message, Gamma: p.Gamma,
 			Transfer: e.Transfer, Link: t.Link, Legs: t.Legs, CPU: cpu, Load: netns.LoadAverage()})
 	}
 	addAll := func(algo collective.Algo, res []netns.AllReduceResult) {
@@ -377,7 +377,7 @@ func (v validation) fitLatency(ctx context.Context, rates string, fits int) erro
 		alphas, messages = append(alphas, a), append(messages, m)
 		fmt.Printf("# fitted: α %s, %s a message (load %s)\n", cost.Seconds(a), cost.Seconds(m), netns.LoadAverage())
 	}
-	v.fit.alpha, v.fit.message = mbench.Median(alphas), mbench.Median(messages)
+	v.fit.alpha, v.fit.message = stats.Median(alphas), stats.Median(messages)
 	if fits > 1 {
 		fmt.Printf("# the median of %d fits: α %s, %s a message\n", fits, cost.Seconds(v.fit.alpha), cost.Seconds(v.fit.message))
 	}
@@ -423,15 +423,15 @@ func probeTimes(n int, algos []collective.Algo, reps int, run func(algo collecti
 				return nil, fmt.Errorf("timing a 4096-byte %v all-reduce on %d hosts: %w", algo, n, err)
 			}
 			if r >= 0 {
-				medians[i] = append(medians[i], mbench.Median(secs))
+				medians[i] = append(medians[i], stats.Median(secs))
 				continue
 			}
-			fmt.Printf("# warm-up: a 4096-byte %v all-reduce on %d hosts took %s (%d reps, discarded)\n", algo, n, cost.Seconds(mbench.Median(secs)), len(secs))
+			fmt.Printf("# warm-up: a 4096-byte %v all-reduce on %d hosts took %s (%d reps, discarded)\n", algo, n, cost.Seconds(stats.Median(secs)), len(secs))
 		}
 	}
 	out := make([]cost.Sample, len(algos))
 	for i, algo := range algos {
-		out[i] = cost.Sample{Algo: algo, N: n, Bytes: 4 << 10, Seconds: mbench.Median(medians[i])}
+		out[i] = cost.Sample{Algo: algo, N: n, Bytes: 4 << 10, Seconds: stats.Median(medians[i])}
 		fmt.Printf("# a 4096-byte %v all-reduce on %d hosts took %s (the median of %d runs of %d reps: %s; load %s)\n",
 			algo, n, cost.Seconds(out[i].Seconds), probeRuns, reps, seconds(medians[i]), netns.LoadAverage())
 	}
