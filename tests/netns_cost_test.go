@@ -16,7 +16,7 @@ import (
 // and a gossip round each complete with plausible figures, and a 16 MiB
 // ring all-reduce (bandwidth-bound) takes what the model predicts within
 // 25% (it measured within 5-20% under load 5-9; the goal of 15% is checked
-// by `go run ./tests/netns/hosts validate`, not here, where other tests
+// by `go run ./tests/tools/hosts validate`, not here, where other tests
 // share the cores).
 func TestEmulatedHostsCostModel(t *testing.T) {
 	const n, size = 3, 16 << 20

@@ -1,8 +1,9 @@
 // Package cost is meshtrain's cost model: what an all-reduce, a sparse
 // all-gather, a gossip round or a training step should take on N peers,
 // given a few measured parameters. It is pure arithmetic: no network, no
-// clock; the measuring lives in mirrored/cost/calibrate and the commands
-// that use it in cmd/meshtrain (`meshtrain model`).
+// clock; it sits beside the collectives it prices. The measuring lives in
+// mirrored/measure/calibrate, the figures in mirrored/measure/plot and the
+// commands that use it in cmd/meshtrain (`meshtrain model`).
 //
 // The parameters (Params):
 //

@@ -1,5 +1,5 @@
 // Package rawtls gives the TLS configurations of the raw TLS measurements
-// (tests/anchors/rawring, tests/netns/netbench tcp -tls): crypto/tls alone,
+// (tests/tools/rawring, tests/tools/netbench tcp -tls): crypto/tls alone,
 // TLS 1.3 as libp2p's TLS negotiates it, between processes a measurement
 // started itself, so the server's certificate is a throwaway and nothing
 // is verified. Never use these for anything but such a measurement.

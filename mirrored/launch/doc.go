@@ -1,10 +1,13 @@
-// Package launch runs mirrored training as real peer processes.
+// Package launch is the running wing: it runs mirrored training as real
+// peer processes. The launcher (Run), the worker (RunWorker), the
+// evaluator (RunEvaluator) and the pod's health probes (ServeHealth) are
+// here; the cluster a worker belongs to is found by its subpackage cluster
+// (TF_CONFIG, Slurm's srun, a Kubernetes Indexed Job: cluster.Discover).
 //
-// RunWorker is one peer (the "meshtrain worker" command): it joins the
-// cluster of a TF_CONFIG over the libp2p transport (collective/p2p), with
-// identities derived from the cluster secret in MESHTRAIN_CLUSTER_SECRET,
-// and runs its replica of the job under the chosen strategy
-// (mirrored.RunStrategy, or mirrored.RunSparseStrategy for sparse-lr).
+// RunWorker is one peer (the "meshtrain worker" command): it joins its
+// cluster over the libp2p transport (collective/p2p), with identities
+// derived from the cluster secret in MESHTRAIN_CLUSTER_SECRET, and runs
+// its replica of the job under the chosen strategy (mirrored.Run).
 //
 // Run is "meshtrain launch -n N": it picks N free ports on 127.0.0.1,
 // generates a random cluster secret (passed to the workers in their

@@ -20,4 +20,10 @@
 //
 // Everything here needs root, ip(8) and tc(8) with the tbf qdisc; Available
 // says why it cannot run when it cannot.
+//
+// The programs run on and against the hosts are not here but in
+// tests/tools: netbench, the measuring program on every host
+// (NetbenchPackage), and hosts, which brings hosts up by hand and runs the
+// experiments (bench, validate, course). The harness imports no benchmark
+// package: its medians and spreads come from internal/stats.
 package netns

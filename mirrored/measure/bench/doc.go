@@ -1,4 +1,4 @@
-// Package bench is `meshtrain bench`: it measures the collective layer and
+// Package bench is `meshtrain bench`, in the measuring wing: it measures the collective layer and
 // the training loop over the real libp2p transport between local peers.
 //
 // `bench allreduce` (AllReduce) measures the collective layer the way
@@ -10,7 +10,7 @@
 // same security.
 //
 // `bench sparse` (Sparse) is the speed of synchronous sparse logistic
-// regression (mirrored.RunSparseJob) at Criteo's width, on generated data
+// regression (mirrored.Run with a sparse Job) at Criteo's width, on generated data
 // held in memory. It measures, with the same training loop a real run
 // uses:
 //

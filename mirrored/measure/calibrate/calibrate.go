@@ -1,11 +1,3 @@
-// Package calibrate measures the cost model's parameters (package cost) on
-// this machine: α and β with `bench link` (one libp2p stream between two
-// peers on 127.0.0.1), and γ and the fixed cost per operation from two
-// short `bench allreduce` runs, each run as its own `meshtrain bench`
-// process with one process per peer: peers in separate processes pay the
-// wake-ups and copies that peers on separate hosts pay, which peers in one
-// process partly do not (on this machine γ measured 1.8 ns/B in one
-// process against 3 ns/B across the emulated hosts).
 package calibrate
 
 import (

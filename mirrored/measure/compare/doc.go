@@ -2,7 +2,7 @@
 // (decentralised asynchronous averaging) strategies side by side on the
 // same data, seed and number of replicas, with and without an injected
 // straggler, and writes a report: report.md, results.json and PNG plots
-// made with gonum/plot (test accuracy against training time and against
+// drawn with gonum/plot and saved through package plot (test accuracy against training time and against
 // epochs of work, the gossip replicas' consensus distance over time,
 // steps per second and bytes sent per peer).
 //

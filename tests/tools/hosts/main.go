@@ -1,11 +1,11 @@
 // Command hosts brings emulated hosts (package netns) up and down by hand,
 // and measures their links. It needs root.
 //
-//	go run ./tests/netns/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
-//	go run ./tests/netns/hosts down        # removes them (and clusters left by killed tests)
-//	go run ./tests/netns/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
-//	go run ./tests/netns/hosts validate [-n 2,3,4] [-rate 1.8gbit,1gbit,100mbit] [-params meshtrain-cost.json] [-out DIR] [-replot POINTS] [-fits K] [-fit-only]
-//	go run ./tests/netns/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json] [-gamma NS] [-dense-runs 5]
+//	go run ./tests/tools/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
+//	go run ./tests/tools/hosts down        # removes them (and clusters left by killed tests)
+//	go run ./tests/tools/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
+//	go run ./tests/tools/hosts validate [-n 2,3,4] [-rate 1.8gbit,1gbit,100mbit] [-params meshtrain-cost.json] [-out DIR] [-replot POINTS] [-fits K] [-fit-only]
+//	go run ./tests/tools/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json] [-gamma NS] [-dense-runs 5]
 //
 // Between up and down, run anything on host i with
 // `ip netns exec mtncli-h<i> COMMAND`, e.g. one `meshtrain worker` a host
@@ -24,7 +24,7 @@
 // ratio to it: the most any TLS all-reduce could reach on these hosts
 // with this machine's CPUs.
 //
-// validate checks the cost model (mirrored/cost) against the hosts: for
+// validate checks the cost model (collective/cost) against the hosts: for
 // each rate and N it times the ring, recursive doubling and star
 // all-reduces, the sparse all-gather of a step and a gossip round at
 // several sizes (sizes whose transfer would take over 4 s are skipped),

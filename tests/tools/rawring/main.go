@@ -8,7 +8,7 @@
 // busbw. Gloo, Open MPI and meshtrain pay these kernel copies (and
 // ciphers) and more.
 //
-//	go run ./tests/anchors/rawring -n 4 -mib 96 [-tls] [-reps 5]
+//	go run ./tests/tools/rawring -n 4 -mib 96 [-tls] [-reps 5]
 //
 // Each repetition starts after a token went round the ring; rank 0 prints
 // its time, rate and CPU time (one process's; the others spend about
