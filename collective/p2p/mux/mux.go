@@ -169,8 +169,8 @@ type Conn struct {
 	// wsem is the right to write on nc. Its holder also owns ctrlSpare.
 	wsem      chan struct{}
 	ctrlSpare []byte
-	// ctrl holds encoded control frames (window updates, SYN, FIN, reset)
-	// for the next writer; ctrlWake wakes the goroutine that writes them
+	// ctrl holds encoded control frames (window updates with SYN, ACK or
+	// FIN, resets, pings) for the next writer; ctrlWake wakes the goroutine that writes them
 	// when no data writer does.
 	ctrlMu   sync.Mutex
 	ctrl     []byte
@@ -200,14 +200,14 @@ type Conn struct {
 	// not yet accepted or reset (at most acceptBacklog).
 	opening chan struct{}
 
-	mu      sync.Mutex
-	streams map[uint32]*stream
-	nextID  uint32
-	inbound int                 // streams the peer opened that are still in streams
-	unacked map[uint32]struct{} // this side's streams that hold a place in opening
-	pending []*stream           // the peer's streams waiting for AcceptStream
-	err     error               // why the connection ended
-	done    chan struct{}
+	mu         sync.Mutex
+	streams    map[uint32]*stream
+	nextID     uint32
+	inbound    int                 // streams the peer opened that are still in streams
+	unaccepted map[uint32]struct{} // this side's streams that hold a place in opening
+	pending    []*stream           // the peer's streams waiting for AcceptStream
+	err        error               // why the connection ended
+	done       chan struct{}
 	// acceptWake is signalled when pending grows (or is left non-empty).
 	acceptWake chan struct{}
 	once       sync.Once
@@ -219,7 +219,7 @@ func newConn(nc net.Conn, isServer bool, cfg Config) *Conn {
 	c := &Conn{
 		nc: nc, br: bufio.NewReaderSize(nc, 4<<10), cfg: cfg,
 		wsem: make(chan struct{}, 1), ctrlWake: make(chan struct{}, 1), ctrlRoom: make(chan struct{}, 1),
-		streams: map[uint32]*stream{}, nextID: 1, unacked: map[uint32]struct{}{},
+		streams: map[uint32]*stream{}, nextID: 1, unaccepted: map[uint32]struct{}{},
 		opening: make(chan struct{}, acceptBacklog),
 		done:    make(chan struct{}), acceptWake: make(chan struct{}, 1),
 		born: time.Now(),
@@ -281,7 +281,7 @@ func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 	c.nextID += 2
 	s := newStream(c, id)
 	c.streams[id] = s
-	c.unacked[id] = struct{}{}
+	c.unaccepted[id] = struct{}{}
 	c.mu.Unlock()
 	c.queue(header{typ: typeWindow, flags: flagSYN, id: id, length: c.cfg.Window - baseWindow})
 	return s, nil
@@ -292,8 +292,8 @@ func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 // which the peer then reads before the SYN the place goes to).
 func (c *Conn) settled(id uint32) {
 	c.mu.Lock()
-	_, ok := c.unacked[id]
-	delete(c.unacked, id)
+	_, ok := c.unaccepted[id]
+	delete(c.unaccepted, id)
 	c.mu.Unlock()
 	if ok {
 		<-c.opening
