@@ -102,7 +102,7 @@ type Job struct {
 	OnEvent func(Event)
 	// Cluster and AllReduceAlgo are the driver's settings that every
 	// replica must share too, compared at start-up like the others: the
-	// cluster list (a digest such as tfconfig.Cluster.Digest) and the
+	// cluster list (a digest such as cluster.Cluster.Digest) and the
 	// all-reduce algorithm. Checkpoints do not record them.
 	Cluster, AllReduceAlgo string
 }
