@@ -171,6 +171,6 @@ func (f *Faults) killString() string {
 
 // settings are the faults every replica must agree on (not the
 // arithmetic: a checkpoint does not record them).
-func (f *Faults) settings() []Setting {
-	return []Setting{{Name: "slow_peer", Value: f.slowString()}, {Name: "kill", Value: f.killString()}}
+func (f *Faults) settings() []setting {
+	return []setting{{Name: "slow_peer", Value: f.slowString()}, {Name: "kill", Value: f.killString()}}
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 )
 
-// Setting is one configuration value that every replica must share. The
+// setting is one configuration value that every replica must share. The
 // replicas compare their settings at start-up (see Job), and a checkpoint
 // records the ones that shape the arithmetic (Resume), so that a run
 // cannot silently resume into a different one.
-type Setting struct {
+type setting struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 	// Resume marks settings that must also match a checkpoint being
@@ -28,11 +28,11 @@ type Setting struct {
 func f64(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // settings lists everything the replicas must agree on, in a fixed order.
-func (j *Job) settings(model string, params, replicas int, dataDigest string) []Setting {
+func (j *Job) settings(model string, params, replicas int, dataDigest string) []setting {
 	c := &j.Config
-	math := func(name, v string) Setting { return Setting{name, v, true} }
-	proto := func(name, v string) Setting { return Setting{name, v, false} }
-	return append([]Setting{
+	math := func(name, v string) setting { return setting{name, v, true} }
+	proto := func(name, v string) setting { return setting{name, v, false} }
+	return append([]setting{
 		math("model", model),
 		math("params", strconv.Itoa(params)),
 		math("replicas", strconv.Itoa(replicas)),
@@ -62,13 +62,13 @@ func (j *Job) settings(model string, params, replicas int, dataDigest string) []
 }
 
 // driverSettings are the Job's settings from its driver (see Job.Cluster).
-func (j *Job) driverSettings() []Setting {
-	return []Setting{{Name: "cluster", Value: j.Cluster}, {Name: "allreduce_algo", Value: j.AllReduceAlgo}}
+func (j *Job) driverSettings() []setting {
+	return []setting{{Name: "cluster", Value: j.Cluster}, {Name: "allreduce_algo", Value: j.AllReduceAlgo}}
 }
 
-// Fingerprint is the SHA-256 (hex) of the settings with Resume set: equal
+// fingerprint is the SHA-256 (hex) of the settings with Resume set: equal
 // fingerprints mean a checkpoint can resume the run.
-func Fingerprint(settings []Setting) string {
+func fingerprint(settings []setting) string {
 	h := sha256.New()
 	for _, s := range settings {
 		if s.Resume {
@@ -79,7 +79,7 @@ func Fingerprint(settings []Setting) string {
 }
 
 // settingsJSON is the Resume settings as a JSON object, for checkpoints.
-func settingsJSON(settings []Setting) string {
+func settingsJSON(settings []setting) string {
 	m := map[string]string{}
 	for _, s := range settings {
 		if s.Resume {
@@ -93,7 +93,7 @@ func settingsJSON(settings []Setting) string {
 // compareSettings checks that every party has the same value for each
 // setting; who names the parties ("rank 0", "the checkpoint"). The error
 // names every differing setting and which parties hold which value.
-func compareSettings(who []string, all [][]Setting) error {
+func compareSettings(who []string, all [][]setting) error {
 	var diffs []string
 	names := []string{}
 	values := make([]map[string]string, len(all))

@@ -14,7 +14,7 @@ import (
 // the run resumes. Error says why this replica cannot start, so that the
 // others report it instead of waiting for it.
 type hello struct {
-	Settings []Setting  `json:"settings"`
+	Settings []setting  `json:"settings"`
 	Shard    int        `json:"shard"`
 	Resume   *resumePos `json:"resume,omitempty"`
 	Error    string     `json:"error,omitempty"`
@@ -57,7 +57,7 @@ func handshake(ctx context.Context, g Group, me hello) (cluster, error) {
 	rank := g.Rank()
 	hellos := make([]hello, len(all))
 	who := make([]string, len(all))
-	sets := make([][]Setting, len(all))
+	sets := make([][]setting, len(all))
 	cl := cluster{minShard: math.MaxInt}
 	var failed []error
 	for r, b := range all {

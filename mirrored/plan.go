@@ -24,7 +24,7 @@ type builder interface {
 // Result.
 type plan struct {
 	rep      replica
-	settings []Setting
+	settings []setting
 	shard    int // this replica's training examples
 	// pipeline opens this replica's training input from epoch startEpoch
 	// (1-based) for epochs epochs (data.Forever under gossip: faster

@@ -14,7 +14,7 @@ import (
 // checkpoint to resume from (findCheckpoint; nil if none), where it
 // resumes with what to warn of, and any problem as text for every replica
 // to report.
-func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*checkpoint.Checkpoint, *resumePos, string) {
+func (j *Job) resumePoint(settings []setting, fp string, nparams, nstate int) (*checkpoint.Checkpoint, *resumePos, string) {
 	ck, path, warnings, err := j.findCheckpoint(settings, fp, nparams, nstate)
 	if err != nil {
 		return nil, nil, err.Error()
@@ -34,7 +34,7 @@ func (j *Job) resumePoint(settings []Setting, fp string, nparams, nstate int) (*
 
 // findCheckpoint (chief only) loads the checkpoint to resume from
 // (loadCheckpoint) and checks that it belongs to this configuration.
-func (j *Job) findCheckpoint(settings []Setting, fp string, nparams, nstate int) (*checkpoint.Checkpoint, string, []string, error) {
+func (j *Job) findCheckpoint(settings []setting, fp string, nparams, nstate int) (*checkpoint.Checkpoint, string, []string, error) {
 	ck, path, warnings, err := j.loadCheckpoint()
 	if err != nil || ck == nil {
 		return nil, "", nil, err
@@ -112,19 +112,19 @@ func unverified(ck *checkpoint.Checkpoint, path string) []string {
 // otherConfig is the error for a checkpoint written under another
 // configuration fingerprint: the settings that differ when its saved
 // configuration says.
-func otherConfig(ck *checkpoint.Checkpoint, path string, settings []Setting, fp string) error {
+func otherConfig(ck *checkpoint.Checkpoint, path string, settings []setting, fp string) error {
 	var saved map[string]string
 	if err := json.Unmarshal([]byte(ck.Config), &saved); err == nil {
-		var theirs, mine []Setting
+		var theirs, mine []setting
 		for _, s := range settings {
 			if s.Resume {
 				mine = append(mine, s)
 				if v, ok := saved[s.Name]; ok {
-					theirs = append(theirs, Setting{Name: s.Name, Value: v})
+					theirs = append(theirs, setting{Name: s.Name, Value: v})
 				}
 			}
 		}
-		if err := compareSettings([]string{"the checkpoint", "this run"}, [][]Setting{theirs, mine}); err != nil {
+		if err := compareSettings([]string{"the checkpoint", "this run"}, [][]setting{theirs, mine}); err != nil {
 			return fmt.Errorf("checkpoint %s was written by another configuration: %w: resume with the same flags, or use another --checkpoint-dir", path, err)
 		}
 	}

@@ -95,6 +95,8 @@ type Job struct {
 	Stop <-chan struct{}
 	// Observers receive every event of the run, every step's included,
 	// after meshtrain's own (see Observer); a slow one slows the steps.
+	// They are called on the replica's goroutine: give each replica run
+	// in one process its own, or make a shared one safe for concurrent use.
 	Observers []Observer
 	// OnEvent, if set, is called (on the calling goroutine) at start-up,
 	// after each epoch and after each checkpoint, and with the training

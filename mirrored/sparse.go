@@ -237,7 +237,7 @@ func sparseFormat(format, path string) string {
 }
 
 // settings lists what every replica must agree on.
-func (j *sparseBuilder) settings(replicas int) ([]Setting, error) {
+func (j *sparseBuilder) settings(replicas int) ([]setting, error) {
 	c, s := &j.Config, j.Sparse
 	digest := func(files []string, ds data.Dataset) (string, error) {
 		if ds != nil {
@@ -266,9 +266,9 @@ func (j *sparseBuilder) settings(replicas int) ([]Setting, error) {
 		gather = GatherDirect
 	}
 	// arith: the settings a checkpoint must also match to be resumed.
-	arith := func(name, value string) Setting { return Setting{Name: name, Value: value, Resume: true} }
-	v := func(name, value string) Setting { return Setting{Name: name, Value: value} }
-	return append([]Setting{
+	arith := func(name, value string) setting { return setting{Name: name, Value: value, Resume: true} }
+	v := func(name, value string) setting { return setting{Name: name, Value: value} }
+	return append([]setting{
 		arith("model", SparseModel),
 		arith("features", strconv.Itoa(s.Features)),
 		arith("replicas", strconv.Itoa(replicas)),
@@ -420,7 +420,7 @@ func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, erro
 // prepared is what both sparse loops start from.
 type prepared struct {
 	open     data.Opener
-	settings []Setting
+	settings []setting
 	pcfg     data.Config // this replica's training pipeline
 	shard    int         // its training examples
 	rep      *sparseReplica

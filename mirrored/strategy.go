@@ -129,11 +129,11 @@ func (s Strategy) Validate() error {
 
 // settings are the strategy's settings every replica must share (the
 // ring adds none: its checkpoints predate the strategy setting).
-func (g *Strategy) settings() []Setting {
+func (g *Strategy) settings() []setting {
 	if !g.Gossip() {
 		return nil
 	}
-	return []Setting{
+	return []setting{
 		{Name: "strategy", Value: g.Name, Resume: true},
 		{Name: "gossip_schedule", Value: g.Schedule, Resume: true},
 		{Name: "gossip_every", Value: strconv.Itoa(g.Every), Resume: true},

@@ -72,7 +72,7 @@ func runSync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, error
 // broadcasts the chief's state, and announces the run.
 func (l *syncLoop) start(ctx context.Context) error {
 	cfg, run := &l.job.Config, l.run
-	l.fp = Fingerprint(run.settings)
+	l.fp = fingerprint(run.settings)
 	me := hello{Settings: run.settings, Shard: run.shard, Checkpoints: l.job.newestSeen()}
 	var ck *checkpoint.Checkpoint
 	if l.rank == 0 {
