@@ -44,6 +44,7 @@ type k8sObject struct {
 			RestartPolicy string      `yaml:"restartPolicy"`
 			Template      podTemplate `yaml:"template"`
 		} `yaml:"tfReplicaSpecs"`
+		PodFailurePolicy         any               `yaml:"podFailurePolicy"`
 		CompletionMode           string            `yaml:"completionMode"`
 		Completions              int               `yaml:"completions"`
 		Parallelism              int               `yaml:"parallelism"`
@@ -56,6 +57,7 @@ type k8sObject struct {
 
 type podTemplate struct {
 	Spec struct {
+		RestartPolicy                 string         `yaml:"restartPolicy"`
 		Subdomain                     string         `yaml:"subdomain"`
 		TerminationGracePeriodSeconds int            `yaml:"terminationGracePeriodSeconds"`
 		Containers                    []k8sContainer `yaml:"containers"`
@@ -341,6 +343,70 @@ func podNames(pods []k8sPod, at func(i int) int) map[string]int {
 	return m
 }
 
+// sigtermExitCode is the exit code of a worker started with args that got
+// SIGTERM and stopped cleanly: the args' --sigterm-exit-code, else the
+// default worker's help states.
+func sigtermExitCode(t *testing.T, args []string) int {
+	t.Helper()
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--sigterm-exit-code="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+		if a == "--sigterm-exit-code" && i+1 < len(args) {
+			n, _ := strconv.Atoi(args[i+1])
+			return n
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := meshtrain(ctx, nil, "worker", "--help")
+	m := regexp.MustCompile(`--sigterm-exit-code value[^\n]*\(default: (\d+)\)`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("worker --help states no default of --sigterm-exit-code:\n%s", r)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// TestReadmeManifestsRetrySIGTERM: in every manifest of the README, a pod
+// that gets SIGTERM (evicted, its node drained) exits with a code its
+// controller retries, so that the job restarts and resumes from the
+// checkpoint written at the stop instead of ending mid-training. Kubeflow's
+// training operator, under restartPolicy ExitCode, restarts a replica whose
+// exit code is 128 or more and fails the job on 1-127, and a chief that
+// exits 0 marks the whole TFJob Succeeded; a Job without a podFailurePolicy
+// retries any non-zero exit (within backoffLimit), while an Indexed Job's
+// pod that exits 0 counts as its index completed. The peers that were not
+// signalled always exit 143.
+func TestReadmeManifestsRetrySIGTERM(t *testing.T) {
+	blocks := readmeManifests(t)
+	n := 0
+	for _, docs := range blocks {
+		for _, o := range docs {
+			switch o.Kind {
+			case "TFJob":
+				for typ, rs := range o.Spec.TFReplicaSpecs {
+					n++
+					code := sigtermExitCode(t, rs.Template.Spec.Containers[0].Args)
+					if rs.RestartPolicy != "ExitCode" || code < 128 || code > 255 {
+						t.Errorf("TFJob %s: restartPolicy %s, a SIGTERM exits %d: the operator would not restart it (ExitCode retries 128-255)", typ, rs.RestartPolicy, code)
+					}
+				}
+			case "Job":
+				n++
+				code := sigtermExitCode(t, o.Spec.Template.Spec.Containers[0].Args)
+				if rp := o.Spec.Template.Spec.RestartPolicy; (rp != "OnFailure" && rp != "Never") || o.Spec.PodFailurePolicy != nil || code == 0 {
+					t.Errorf("Job %s: restartPolicy %s, podFailurePolicy %v, a SIGTERM exits %d: want a non-zero code the Job retries", o.Metadata.Name, rp, o.Spec.PodFailurePolicy, code)
+				}
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d pod templates checked in the README's manifests, want the TFJob's chief and worker and the Job", n)
+	}
+}
+
 // TestKubernetesManifests reads the TFJob and the Indexed Job from
 // README.md, computes every pod's environment (the training operator's
 // TF_CONFIG; the Job's env and JOB_COMPLETION_INDEX), checks the cluster
@@ -473,7 +539,7 @@ var stoppedAt = regexp.MustCompile(`every peer stopped after step (\d+)`)
 // hosts with --checkpoint-dir on storage they all mount, evicts pod 1
 // (SIGTERM) mid-run, then reschedules the job with every pod on another
 // host: every peer stops after the same step, pod 1 first saying it was
-// asked (its manifest's --sigterm-exit-code 143), the others naming it;
+// asked (exit 143, the default), the others naming it;
 // the restarted job resumes from that step on every rank. Restarted with
 // each pod its own directory (not shared: the chief's holding the newest
 // checkpoint, the others empty), every pod fails naming that.
@@ -614,9 +680,10 @@ func waitStatus(t *testing.T, ctx context.Context, url string, code int) {
 // probes on --health-addr, a shared --checkpoint-dir): /readyz answers
 // 200 once a worker listens, /readyz/cluster 503 while a peer is missing
 // and 200 once the cluster has formed. SIGTERM to
-// both (the job deleted) stops both after the same step, exit 0, the
-// chief's checkpoint there; SIGTERM to one (an eviction) exits it 0 and
-// the other 143 naming it; the restarted job resumes from that step.
+// both (the job deleted) stops both after the same step, exit 143 (128 +
+// SIGTERM, by default), the chief's checkpoint there; SIGTERM to one (an
+// eviction) exits it 143 saying so and the other 143 naming it; the
+// restarted job resumes from that step.
 func TestWorkerSIGTERM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -659,8 +726,8 @@ func TestWorkerSIGTERM(t *testing.T) {
 	steps, codes, logs := start(0, 1) // the job deleted
 	s := steps[0]
 	for i := range steps {
-		if codes[i] != 0 || steps[i] != s || s%mirrored.StopVoteEvery != 0 || !strings.Contains(logs[i], "stopped on SIGTERM: rank ") {
-			t.Errorf("worker %d: exit %d after %d steps (worker 0: %d), want 0 after the same step and the stop logged:\n%s", i, codes[i], steps[i], s, logs[i])
+		if codes[i] != 143 || steps[i] != s || s%mirrored.StopVoteEvery != 0 || !strings.Contains(logs[i], "stopped on SIGTERM: rank ") {
+			t.Errorf("worker %d: exit %d after %d steps (worker 0: %d), want 143 after the same step and the stop logged:\n%s", i, codes[i], steps[i], s, logs[i])
 		}
 	}
 	if _, err := os.Stat(filepath.Join(ckdir, fmt.Sprintf("ckpt-%09d.safetensors", s))); err != nil {
@@ -669,8 +736,8 @@ func TestWorkerSIGTERM(t *testing.T) {
 
 	steps, codes, logs = start(1) // worker 1 evicted; the run resumes at s
 	want := fmt.Sprintf("rank 1 asked to stop (SIGTERM): every peer stopped after step %d", s+steps[0])
-	if codes[0] != 143 || codes[1] != 0 || steps[0] != steps[1] || steps[0] == 0 || !strings.Contains(logs[0], want) {
-		t.Errorf("exits %v after steps %v (resumed at %d), want 143 and 0 after the same step, and worker 0 saying %q:\n%s", codes, steps, s, want, logs[0])
+	if codes[0] != 143 || codes[1] != 143 || steps[0] != steps[1] || steps[0] == 0 || !strings.Contains(logs[0], want) || !strings.Contains(logs[1], "stopped on SIGTERM") {
+		t.Errorf("exits %v after steps %v (resumed at %d), want 143 from both after the same step, worker 0 saying %q and worker 1 that it got SIGTERM:\n%s\n%s", codes, steps, s, want, logs[0], logs[1])
 	}
 	if !strings.Contains(logs[0], `"msg":"resumed"`) {
 		t.Errorf("worker 0 did not log its resume:\n%s", logs[0])
@@ -721,8 +788,8 @@ func TestKubernetesLatePod(t *testing.T) {
 
 // TestWorkerSIGTERMGossip: SIGTERM to one of three gossip workers (an
 // eviction) spreads through the gossip stop flag: every worker ends within
-// seconds with the final swap among all three, the signalled one exits 0,
-// the others 143 naming it, and the chief's summary says who asked.
+// seconds with the final swap among all three, every one exits 143 (the
+// signalled one by default, the others naming it), and the chief's summary says who asked.
 func TestWorkerSIGTERMGossip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -744,8 +811,8 @@ func TestWorkerSIGTERMGossip(t *testing.T) {
 	want := "rank 1 asked to stop (SIGTERM): every gossip replica stopped"
 	for i, p := range procs {
 		code := p.wait(t, ctx, fmt.Sprintf("worker %d", i))
-		if wantCode := map[bool]int{true: 0, false: 143}[i == 1]; code != wantCode {
-			t.Errorf("worker %d: exit %d, want %d:\n%s", i, code, wantCode, p)
+		if code != 143 {
+			t.Errorf("worker %d: exit %d, want 143:\n%s", i, code, p)
 		}
 		if i != 1 && !strings.Contains(p.stderr.String(), want) {
 			t.Errorf("worker %d does not say %q:\n%s", i, want, p)

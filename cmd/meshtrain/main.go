@@ -138,9 +138,11 @@ func logger(c *cli.Context, name string) *zap.Logger {
 const (
 	exitUsage       = 2   // a bad command line: nothing was run
 	exitInterrupted = 130 // 128 + SIGINT
-	// exitTerminated (128 + SIGTERM) is a worker's that stopped because
-	// another peer was asked to stop: retryable, as Kubeflow's ExitCode
-	// restart policy reads 128-255, so the job restarts and resumes.
+	// exitTerminated (128 + SIGTERM) is a process's that SIGTERM ended,
+	// and a worker's that stopped because it or another peer was asked
+	// to stop: retryable, as Kubeflow's ExitCode restart policy reads
+	// 128-255 (and a Job any non-zero code), so the job restarts and
+	// resumes; 0 would end a TFJob whose chief was evicted as Succeeded.
 	exitTerminated = 143
 )
 
@@ -228,7 +230,8 @@ func version() string {
 }
 
 // exitCode reports err on stderr in one line and returns the process's
-// exit code: 130 after Ctrl-C, 2 for a usage error, 1 otherwise.
+// exit code: 130 after Ctrl-C, 143 after SIGTERM, 2 for a usage error, 1
+// otherwise.
 func exitCode(ctx context.Context, err error) int {
 	if err == nil {
 		return 0
@@ -240,6 +243,9 @@ func exitCode(ctx context.Context, err error) int {
 	case errors.As(err, &ee):
 		reportError("meshtrain: " + err.Error())
 		return ee.code
+	case context.Cause(ctx) == errTerminated:
+		reportError("meshtrain: terminated")
+		return exitTerminated
 	case ctx.Err() != nil:
 		reportError("meshtrain: interrupted")
 		return exitInterrupted

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"sync"
@@ -31,21 +32,38 @@ func stopGracefully(timeout time.Duration) <-chan struct{} {
 	return g.stop
 }
 
+// The causes of the root context's cancellation (context.Cause), by
+// which the process's exit code follows the Unix convention: 128 + the
+// signal's number.
+var (
+	errInterrupted = errors.New("interrupted")
+	errTerminated  = errors.New("terminated")
+)
+
 // signalContext is the root context: cancelled by Ctrl-C and by SIGTERM,
-// unless a command stops gracefully on SIGTERM (stopGracefully).
+// unless a command stops gracefully on SIGTERM (stopGracefully), with the
+// signal as its cause (errInterrupted, errTerminated).
 func signalContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go handleSignals(ctx, cancel, sigs)
-	return ctx, func() { signal.Stop(sigs); cancel() }
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
+}
+
+// signalCause is the cancellation cause of signal s.
+func signalCause(s os.Signal) error {
+	if s == syscall.SIGTERM {
+		return errTerminated
+	}
+	return errInterrupted
 }
 
 // handleSignals acts on each signal from sigs until ctx ends: SIGTERM
 // with a graceful command (gracefulStop) closes its stop channel the
 // first time and cancels its timeout later; any other signal, or a
 // second SIGTERM, cancels at once.
-func handleSignals(ctx context.Context, cancel context.CancelFunc, sigs <-chan os.Signal) {
+func handleSignals(ctx context.Context, cancel context.CancelCauseFunc, sigs <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -53,16 +71,16 @@ func handleSignals(ctx context.Context, cancel context.CancelFunc, sigs <-chan o
 		case s := <-sigs:
 			g := gracefulStop.Load()
 			if s != syscall.SIGTERM || g == nil {
-				cancel()
+				cancel(signalCause(s))
 				continue
 			}
 			first := false
 			g.once.Do(func() { first = true; close(g.stop) })
 			if !first {
-				cancel()
+				cancel(errTerminated)
 				continue
 			}
-			time.AfterFunc(g.timeout, cancel)
+			time.AfterFunc(g.timeout, func() { cancel(errTerminated) })
 		}
 	}
 }

@@ -11,7 +11,9 @@ import (
 // TestGracefulSIGTERM: with a command stopping gracefully, the first
 // SIGTERM closes its stop channel and cancels the root context only
 // --stop-timeout later; a second SIGTERM cancels it at once. Without one,
-// SIGTERM cancels at once, and so does Ctrl-C with one.
+// SIGTERM cancels at once, and so does Ctrl-C with one. The process then
+// exits 128 + the signal: 143 after SIGTERM (also past --stop-timeout),
+// 130 after Ctrl-C.
 func TestGracefulSIGTERM(t *testing.T) {
 	within := func(what string, ch <-chan struct{}, d time.Duration) {
 		t.Helper()
@@ -28,8 +30,8 @@ func TestGracefulSIGTERM(t *testing.T) {
 		if graceful > 0 {
 			stopping = stopGracefully(graceful)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		t.Cleanup(func() { cancel(nil) })
 		sigs := make(chan os.Signal)
 		go handleSignals(ctx, cancel, sigs)
 		return ctx, sigs, stopping
@@ -43,6 +45,9 @@ func TestGracefulSIGTERM(t *testing.T) {
 		t.Fatal("the first SIGTERM cancelled the root context at once")
 	}
 	within("cancelled after --stop-timeout", ctx.Done(), 5*time.Second)
+	if c := context.Cause(ctx); c != errTerminated || exitCode(ctx, c) != 143 {
+		t.Errorf("cancelled past --stop-timeout by %v, exit %d: want terminated, 143", c, exitCode(ctx, c))
+	}
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("cancelled after %v, before --stop-timeout", d)
 	}
@@ -55,8 +60,14 @@ func TestGracefulSIGTERM(t *testing.T) {
 	ctx, sigs, _ = run(time.Hour)
 	sigs <- os.Interrupt
 	within("cancelled at Ctrl-C", ctx.Done(), 5*time.Second)
+	if c := context.Cause(ctx); c != errInterrupted || exitCode(ctx, c) != 130 {
+		t.Errorf("cancelled at Ctrl-C by %v, exit %d: want interrupted, 130", c, exitCode(ctx, c))
+	}
 
 	ctx, sigs, _ = run(0)
 	sigs <- syscall.SIGTERM
 	within("cancelled at SIGTERM without a graceful command", ctx.Done(), 5*time.Second)
+	if c := context.Cause(ctx); c != errTerminated || exitCode(ctx, c) != 143 {
+		t.Errorf("cancelled at SIGTERM by %v, exit %d: want terminated, 143 (128 + SIGTERM)", c, exitCode(ctx, c))
+	}
 }
