@@ -44,8 +44,8 @@ const (
 	DefaultCriteoZipf = 1.1
 	// DefaultCriteoWeightStd is the spread of the ground-truth weights,
 	// chosen so that the Bayes-optimal model scores about what a
-	// well-trained logistic regression reaches on the real data (0.786
-	// accuracy, 0.457 log-loss): with seed 1 it scores about 0.793 and 0.444.
+	// well-trained logistic regression reaches on the real data
+	// (BENCHMARKS.md, "Figures behind the code": the Criteo-like generator).
 	DefaultCriteoWeightStd = 0.3
 )
 

@@ -85,12 +85,12 @@ func (c *Config) logEvery() int {
 
 // DefaultConfig is LeNet-5 with the anchors' recipe: SGD with momentum
 // 0.9, learning rate 0.05 halved every epoch, batch 64, 10 epochs; with
-// two changes that make the first epoch reliable across seeds (measured
-// over seeds 1-5: 97.7-98.4% after one epoch, against 95.7-97.9% with the
-// anchors' once-per-epoch halving): the halving is spread over the epoch
-// in four steps of ×2^-¼, and the first tenth of an epoch warms the rate
-// up linearly. The other models have recipes of their own (see
-// DefaultConfigFor).
+// two changes that make the first epoch reliable across seeds (better on
+// seeds 1-5 than the anchors' once-per-epoch halving: BENCHMARKS.md,
+// "Figures behind the code": LeNet's first epoch): the halving is spread
+// over the epoch in four steps of ×2^-¼, and the first tenth of an epoch
+// warms the rate up linearly. The other models have recipes of their own
+// (see DefaultConfigFor).
 func DefaultConfig() Config {
 	return Config{
 		Model: nn.LeNet5, Epochs: 10, BatchSize: 64,
@@ -239,9 +239,10 @@ func ParamsHash(params []float32) string {
 }
 
 // paramsSum is the SHA-256 of params as little-endian float32 bytes: on a
-// little-endian host the vector's own memory (135 MB of sparse-LR hash in
-// 76 ms rather than 88 through a conversion buffer), elsewhere through a
-// small buffer rather than one copy of the whole vector.
+// little-endian host the vector's own memory (faster than through a
+// conversion buffer: BENCHMARKS.md, "Figures behind the code": hashing the
+// parameters), elsewhere through a small buffer rather than one copy of
+// the whole vector.
 func paramsSum(params []float32) [32]byte {
 	if littleEndian {
 		return sha256.Sum256(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(params))), 4*len(params)))

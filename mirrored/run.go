@@ -78,8 +78,8 @@ type Job struct {
 	// WaitSampleEvery-th step, so that the time spent waiting for slower
 	// replicas can be told apart from communicating: the share of waiting
 	// in those steps' all-reduce phase is applied to every step's. (A
-	// barrier every step would cost 10-20% of a LeNet step at batch 32
-	// on a loaded 2-core machine.)
+	// barrier every step would cost a sizeable share of a short LeNet
+	// step: BENCHMARKS.md, "Figures behind the code": sampling the wait.)
 	MeasureWait bool
 	// NoShuffle keeps each shard in data-set order (for tests that compare
 	// against one replica on the whole batch).

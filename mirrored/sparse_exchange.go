@@ -97,10 +97,11 @@ func (x *exchanger) gather(ctx context.Context, local []byte) ([][]byte, error) 
 }
 
 // faultedIn returns a zeroed []float32 of length n with every page already
-// faulted in: the first write to each 4 KB page of a fresh 135 MB buffer
-// costs 60 ms in all, which belongs to start-up, not to the first step.
-// (Huge-page advice, as the model's weights get, made the allocation take
-// 0.35 s here, for no gain on a buffer that is only streamed.)
+// faulted in: the first write to each 4 KB page of a fresh buffer costs
+// time that belongs to start-up, not to the first step. (Huge-page advice,
+// as the model's weights get, made the allocation slower, for no gain on a
+// buffer that is only streamed.) Figures: BENCHMARKS.md, "Figures behind
+// the code": faulting in the dense buffer.
 func faultedIn(n int) []float32 {
 	s := make([]float32, n)
 	for i := 0; i < n; i += 1024 {

@@ -435,8 +435,9 @@ func (l *syncLoop) checkHashes(ctx context.Context, sum [32]byte, what string) e
 func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, error) {
 	rep, res := l.run.rep, l.res
 	// The summary's hash, computed once and compared: only the comparison
-	// counts as communication (hashing sparse-LR's 135 MB takes 76 ms,
-	// which would add 10 ms to each step of an 8-step run's exchange).
+	// counts as communication (hashing sparse-LR's 135 MB would add
+	// noticeably to each step of a short run's exchange: BENCHMARKS.md,
+	// "Figures behind the code": hashing the parameters).
 	sum := paramsSum(rep.Params())
 	if l.world > 1 { // alone there is nobody to compare with
 		if err := l.checkHashes(ctx, sum, "the end"); err != nil {

@@ -174,8 +174,8 @@ func lenetLayers(classes int) []Layer {
 
 // lenetInit is LeNet's initialisation: the He variant PyTorch uses by
 // default, which the anchors' recipe was tuned with. After one epoch of
-// the anchors' recipe (seed 1), plain He uniform measured 96.9% test
-// accuracy, Glorot 97.1%, this one 97.9%.
+// the anchors' recipe it scored above plain He uniform and Glorot
+// (BENCHMARKS.md, "Figures behind the code": LeNet's initialisation).
 const lenetInit = Torch
 
 // softmaxLayers is multinomial logistic regression in → classes; 7,850

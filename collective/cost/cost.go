@@ -11,7 +11,8 @@ import (
 // PayloadShare is the share of a shaped Ethernet link's rate left for TCP
 // payload: 1448 bytes of a 1514-byte frame (a 1500-byte MTU, 20 bytes of
 // IP, 32 of TCP with timestamps, 14 of Ethernet header, which is what tc
-// counts). Raw TCP on the emulated hosts measures 0.95× the shaped rate.
+// counts). What raw TCP reaches on the emulated hosts is in BENCHMARKS.md
+// ("Figures behind the code": payload share).
 const PayloadShare = 1448.0 / 1514.0
 
 // Params are the measured parameters of a cluster (see the package doc).
@@ -169,8 +170,9 @@ func Ring(n int, m float64) Traffic {
 // hand-back round when n is not a power of two. With an odd number of
 // hand-ins, one receiving rank's first partner has none and sends at once:
 // its m and the hand-in's m converge on that rank's link, which then
-// carries 2m before the rank can start sending (n=3: 4m in all, not 3m;
-// on the emulated hosts at 100 Mbit it took 3.9m/β).
+// carries 2m before the rank can start sending (n=3: 4m in all, not 3m,
+// as the emulated hosts showed: BENCHMARKS.md, "Figures behind the code":
+// recursive doubling's hand-in).
 func RecursiveDoubling(n int, m float64) Traffic {
 	if n < 2 {
 		return Traffic{Ranks: max(n, 1)}
@@ -197,8 +199,8 @@ func RecursiveDoubling(n int, m float64) Traffic {
 // reduces and sends the result back, in frames of StarFrameBytes. The
 // root's link carries (n−1)m each way; it folds and returns frame i while
 // the next arrives, so the two directions overlap but for the last frame,
-// which goes out only after it came in (measured: on 2 ranks at 1 Gbit a
-// 1 MiB star takes m/β, as recursive doubling does, not 2m/β). A message
+// which goes out only after it came in (as the emulated hosts showed:
+// BENCHMARKS.md, "Figures behind the code": the star's overlap). A message
 // of one frame goes in, then out: 2(n−1)m, a bucket each way.
 //
 // Fan-in: the n−1 flows into the root share its link unevenly (a shaper's
@@ -224,10 +226,10 @@ func Star(n int, m float64) Traffic {
 const StarFrameBytes = 64 << 10
 
 // FanInQueue is what each flow beyond the first adds to a fan-in, in
-// messages at β (Star): measured on the emulated hosts, 1 MiB stars took
-// 0.1-0.4 m/β beyond (n−1)(m + a frame)/β at n=3 and 0.5-1 at n=4, at 100
-// Mbit, 1 Gbit and 1.8 Gbit, with no drops at 1 Gbit (so not loss: the
-// uneven shares) and drops at 100 Mbit.
+// messages at β (Star), fitted to 1 MiB stars on the emulated hosts,
+// which took longer than (n−1)(m + a frame)/β even where the root's
+// shaper dropped nothing: not loss but the uneven shares (BENCHMARKS.md,
+// "Figures behind the code": the star's fan-in).
 const FanInQueue = 0.5
 
 // AllReduce is the algorithm collective's Auto picks for m bytes on n
@@ -254,8 +256,9 @@ func AllGatherDirect(n int, b float64) Traffic {
 
 // SparseBytesPerPair is what one touched feature costs on the wire in
 // sparse.AppendVector's encoding: a float32 value and a varint index gap
-// (1 to 3 bytes for the head-heavy gradients of Criteo-like data; 3.4 is
-// the mean measured by `meshtrain bench sparse`).
+// (1 to 3 bytes for the head-heavy gradients of Criteo-like data; the
+// constant takes the mean gap `meshtrain bench sparse` measured:
+// BENCHMARKS.md, "Figures behind the code": bytes per sparse pair).
 const SparseBytesPerPair = 7.4
 
 // SparseAllGather is the sparse gradient exchange of a step: a direct

@@ -457,9 +457,10 @@ func (t *Transport) hostOptions(key crypto.PrivKey, addrs []ma.Multiaddr) ([]lib
 // idle link at connect (and every 30 s), which on real links it never is,
 // and then each window update waits behind up to a window of the other
 // direction's data, halving the link rate when traffic flows both ways.
-// 64 MiB because at 1 and 1.8 Gbit/s a 64 MiB all-reduce still lost
-// 10-15% to window updates with 16 MiB windows, and none with 64 MiB
-// (BENCHMARKS.md, "Emulated hosts"). A window is a bound, not an
+// 64 MiB because on the emulated hosts large all-reduces still lost part
+// of the link to window updates with 16 MiB windows, and not with 64 MiB
+// (BENCHMARKS.md, "Figures behind the code": stream windows, and "Across
+// emulated hosts", yamux windows). A window is a bound, not an
 // allocation: memory is used only for data the reader has not taken yet.
 // Package mux's windows are the same size for the same reasons; its
 // frames are at most 1 MiB, as yamux's are here (fewer headers than

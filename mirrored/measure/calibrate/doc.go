@@ -5,7 +5,7 @@
 // and the fixed cost per operation from short `bench allreduce` runs, each
 // run as its own `meshtrain bench` process with one process per peer:
 // peers in separate processes pay the wake-ups and copies that peers on
-// separate hosts pay, which peers in one process partly do not (on this
-// machine γ measured 1.8 ns/B in one process against 3 ns/B across the
-// emulated hosts).
+// separate hosts pay, which peers in one process partly do not (γ in one
+// process came out well below γ across the emulated hosts: BENCHMARKS.md,
+// "Figures behind the code": γ in one process).
 package calibrate

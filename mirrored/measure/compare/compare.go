@@ -136,9 +136,9 @@ func (c *Config) check() error {
 }
 
 // DefaultTarget is the comparison's target accuracy for a model: one the
-// default recipe reaches within an epoch or two of MNIST (softmax
-// regression levels off near 92%, LeNet-5 passes 98%), so that time to
-// target is measured rather than "not reached".
+// default recipe reaches within an epoch or two of MNIST, below where the
+// model levels off (BENCHMARKS.md, "Figures behind the code": compare's
+// targets), so that time to target is measured rather than "not reached".
 func DefaultTarget(model string) float64 {
 	if model == nn.Softmax {
 		return 0.90
