@@ -450,6 +450,7 @@ func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*Summary,
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	peer := PeerStats{Rank: l.rank, Steps: l.local, Examples: l.examples, TestAccuracy: res.FinalAccuracy, ParamsSHA256: res.ParamsSHA256}
 	peer.finish(l.c.Transport(), l.compute, l.comm, l.wait)
+	peer.InputSeconds = l.wait.Seconds() // a gossip replica waits for nobody else
 	peer.EvalSeconds = l.evalTime.Seconds()
 	info := ""
 	if l.rank == 0 {

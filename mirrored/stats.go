@@ -38,6 +38,9 @@ type PeerStats struct {
 	ComputeShare   float64 `json:"compute_share"`
 	CommShare      float64 `json:"comm_share"`
 	WaitShare      float64 `json:"wait_share"`
+	// InputSeconds is the part of WaitSeconds spent waiting for the input
+	// pipeline's next batch (the rest is waiting for slower peers).
+	InputSeconds float64 `json:"input_seconds"`
 	// EvalSeconds and CheckpointSeconds are spent outside the steps.
 	EvalSeconds       float64 `json:"eval_seconds"`
 	CheckpointSeconds float64 `json:"checkpoint_seconds"`
@@ -51,6 +54,7 @@ type PeerStats struct {
 // syncTimes adds up where a synchronous run's time went.
 type syncTimes struct {
 	compute, comm, wait time.Duration
+	input               time.Duration // the part of wait spent on the input
 	// phase is the time from the end of a step's gradient to the end of
 	// its exchange; sampledWait/sampledPhase the barrier's part of it in
 	// the steps sampled by MeasureWait.
@@ -60,6 +64,7 @@ type syncTimes struct {
 // step adds one step's times (see stepClock).
 func (s *syncTimes) step(c stepClock, sample bool) {
 	s.wait += c[1].Sub(c[0])
+	s.input += c[1].Sub(c[0])
 	s.compute += c[2].Sub(c[1]) + c[5].Sub(c[4])
 	s.phase += c[4].Sub(c[2])
 	if sample {
@@ -73,6 +78,7 @@ func (s *syncTimes) step(c stepClock, sample bool) {
 func (s *syncTimes) finish(p *PeerStats, counted any) {
 	comm, wait := splitExchange(s.phase, s.sampledWait, s.sampledPhase)
 	p.finish(counted, s.compute, s.comm+comm, s.wait+wait)
+	p.InputSeconds = s.input.Seconds()
 }
 
 // splitExchange divides the time a run spent in its gradient exchanges

@@ -1,0 +1,30 @@
+// Package verdict names what bounds a run's step: the one resource a user
+// should look at first, with the figures that show it and the next thing
+// to try. It reads what every run already records (each peer's
+// mirrored.PeerStats: the split of step time into computing,
+// communicating, waiting for the input and waiting for slower peers, the
+// bytes per link, the CPU time) and what the caller knows of the machine
+// (cores, peers per host, a measured link rate, the cost model's
+// prediction). It measures nothing itself and has no state: the same
+// figures give the same verdict.
+//
+// The rules, in order; the first that holds is the verdict (Rules lists
+// their thresholds):
+//
+//  1. input pipeline: the peers wait for their next batch for at least
+//     InputShare of the step;
+//  2. straggler: one rank computes at least StragglerRatio× as long per
+//     step as the median of the others, and the others wait for it (or
+//     spend it in the exchange, where a ring waits) for at least
+//     StragglerWait of their step;
+//  3. peers sharing CPU cores: more peers on one host than it has cores,
+//     and the host's cores were at least BusyShare busy;
+//  4. when communicating takes at least CommShare of the step:
+//     the cipher's CPU (an encrypted link, and the CPU at least BusyShare
+//     busy: the cores, not the wire, set the pace); network latency (each
+//     step sends less than SmallStep bytes per peer: many small messages,
+//     where the per-message cost dominates); otherwise network bandwidth
+//     (with the rate each link carried, against the measured link rate
+//     when known);
+//  5. compute: otherwise.
+package verdict

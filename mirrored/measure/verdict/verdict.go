@@ -1,0 +1,286 @@
+package verdict
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/meshtrain/meshtrain/mirrored"
+)
+
+// Resources a verdict may name.
+const (
+	Input     = "input pipeline"
+	Straggler = "straggler"
+	Shared    = "peers sharing CPU cores"
+	Cipher    = "the cipher's CPU"
+	Latency   = "network latency"
+	Bandwidth = "network bandwidth"
+	Compute   = "compute"
+)
+
+// Rules are the thresholds of the rules (see the package doc).
+var Rules = struct {
+	InputShare, StragglerRatio, StragglerWait, BusyShare, CommShare float64
+	SmallStep                                                      int64
+}{
+	InputShare:     0.20,
+	StragglerRatio: 1.3,
+	StragglerWait:  0.15,
+	BusyShare:      0.75,
+	CommShare:      0.40,
+	SmallStep:      256 << 10,
+}
+
+// Run is what a verdict is drawn from.
+type Run struct {
+	// Peers are the peers' figures, indexed by rank (nil: no figures,
+	// e.g. a peer that failed).
+	Peers []*mirrored.PeerStats
+	// WallSeconds is the run's training time (the longest peer's, if 0).
+	WallSeconds float64
+	// Security is the links' security (tls, noise, quic, plaintext; ""
+	// for no links).
+	Security string
+	// Cores is the logical CPUs of one host; PeersPerHost the most peers
+	// that ran on one host (1 if each had its own).
+	Cores, PeersPerHost int
+	// LinkBytesPerSec is the link rate a measurement gave (meshtrain bench
+	// link, or the cost model's β), 0 if unknown.
+	LinkBytesPerSec float64
+	// PredictedStepSeconds is the cost model's step time for this run, 0
+	// if there is no calibration.
+	PredictedStepSeconds float64
+	// Sparse, for sparse logistic regression with the dense exchange, is
+	// the bytes per step the sparse exchange would send (0: not known or
+	// not applicable).
+	SparseBytesPerStep float64
+}
+
+// Verdict is the resource that bounds the step, why, and what to try.
+type Verdict struct {
+	Resource string `json:"resource"`
+	// Rank is the straggler (-1 for the other verdicts).
+	Rank     int    `json:"rank"`
+	Evidence string `json:"evidence"`
+	Next     string `json:"next"`
+	// StepSeconds is the measured step (the median peer's); Predicted the
+	// cost model's, 0 if none.
+	StepSeconds          float64 `json:"step_seconds"`
+	PredictedStepSeconds float64 `json:"predicted_step_seconds,omitempty"`
+}
+
+func (v Verdict) String() string {
+	s := fmt.Sprintf("bottleneck: %s — %s", v.Resource, v.Evidence)
+	if v.PredictedStepSeconds > 0 {
+		s += fmt.Sprintf("; the cost model predicted %s a step, measured %s", dur(v.PredictedStepSeconds), dur(v.StepSeconds))
+	}
+	if v.Next != "" {
+		s += " (" + v.Next + ")"
+	}
+	return s
+}
+
+// peer is one peer's figures per step.
+type peer struct {
+	rank                                int
+	steps                               float64
+	compute, comm, wait, input, barrier float64 // seconds per step
+	sent                                float64 // bytes per step
+	cpu, train                          float64 // seconds in all
+}
+
+func (p peer) step() float64 { return p.compute + p.comm + p.wait }
+
+// Of is the verdict on run, or ok false when no peer took a step.
+func Of(run Run) (v Verdict, ok bool) {
+	var ps []peer
+	for r, s := range run.Peers {
+		if s == nil || s.Steps <= 0 {
+			continue
+		}
+		n := float64(s.Steps)
+		ps = append(ps, peer{rank: r, steps: n, compute: s.ComputeSeconds / n, comm: s.CommSeconds / n, wait: s.WaitSeconds / n,
+			input: s.InputSeconds / n, barrier: max(0, s.WaitSeconds-s.InputSeconds) / n, sent: float64(s.BytesSent) / n,
+			cpu: s.CPUSeconds, train: s.ComputeSeconds + s.CommSeconds + s.WaitSeconds})
+	}
+	if len(ps) == 0 {
+		return Verdict{}, false
+	}
+	wall := run.WallSeconds
+	if wall <= 0 {
+		for _, p := range ps {
+			wall = max(wall, p.train)
+		}
+	}
+	var step, compute, comm, input, sent float64
+	for _, p := range ps {
+		step += p.step()
+		compute += p.compute
+		comm += p.comm
+		input += p.input
+		sent += p.sent
+	}
+	share := func(x float64) float64 { return x / math.Max(step, 1e-12) }
+	v = Verdict{Rank: -1, StepSeconds: median(ps, peer.step), PredictedStepSeconds: run.PredictedStepSeconds}
+	busy := busyShare(ps, wall, run.Cores, run.PeersPerHost)
+
+	switch strag, ratio, othersWait := straggler(ps); {
+	case share(input) >= Rules.InputShare:
+		v.Resource = Input
+		v.Evidence = fmt.Sprintf("the peers wait for their next batch %s of the step (%s a step)", pct(share(input)), dur(input/float64(len(ps))))
+		v.Next = "read faster: data on local disk or in memory, uncompressed, more prefetch, or fewer peers per file system"
+	case strag >= 0:
+		v.Resource, v.Rank = Straggler, strag
+		v.Evidence = fmt.Sprintf("rank %d computes %.1f× as long a step as the median of the others (%s against %s), and they wait %s of their step for it",
+			strag, ratio, dur(ps[slices.IndexFunc(ps, func(p peer) bool { return p.rank == strag })].compute), dur(medianOthers(ps, strag)), pct(othersWait))
+		v.Next = fmt.Sprintf("find what slows rank %d (a busy, throttled or smaller host), or train with --strategy gossip, which does not wait for it", strag)
+	case run.Cores > 0 && run.PeersPerHost > run.Cores && busy >= Rules.BusyShare:
+		v.Resource = Shared
+		v.Evidence = fmt.Sprintf("%d peers ran on a host with %d cores, which were %s busy", run.PeersPerHost, run.Cores, pct(busy))
+		v.Next = "run at most one peer per core (fewer peers per host, or more hosts)"
+	case share(comm) >= Rules.CommShare:
+		v.comm(run, ps, share(comm), busy, sent/float64(len(ps)), comm/float64(len(ps)))
+	default:
+		v.Resource = Compute
+		v.Evidence = fmt.Sprintf("computing is %s of the step (communication %s)", pct(share(compute)), pct(share(comm)))
+		if busy > 0 {
+			v.Evidence += fmt.Sprintf("; the cores were %s busy", pct(busy))
+		}
+		v.Next = "more peers split the work of a global batch; a larger batch per peer uses the cores better"
+	}
+	return v, true
+}
+
+// comm fills a verdict on a run whose step is mostly communication: the
+// cipher, latency or bandwidth. sent and comm are per peer per step.
+func (v *Verdict) comm(run Run, ps []peer, share, busy, sent, comm float64) {
+	rate := sent / math.Max(comm, 1e-12)
+	encrypted := run.Security != "" && run.Security != "plaintext"
+	switch {
+	case encrypted && busy >= Rules.BusyShare && (run.LinkBytesPerSec == 0 || rate < 0.8*run.LinkBytesPerSec):
+		v.Resource = Cipher
+		v.Evidence = fmt.Sprintf("communication is %s of the step over %s links and the cores were %s busy: each peer moved %s a second while communicating, below what the wire carries",
+			pct(share), run.Security, pct(busy), rateStr(rate))
+		v.Next = "more cores per peer, or --security plaintext on a network you trust"
+	case int64(sent) < Rules.SmallStep:
+		v.Resource = Latency
+		v.Evidence = fmt.Sprintf("communication is %s of the step, but each step sends only %s per peer (%s of communication): the cost per message, not the bytes, sets the pace",
+			pct(share), bytesStr(sent), dur(comm))
+		v.Next = "fewer, larger messages: a larger batch per step, or --allreduce-algo tree or star at small sizes"
+	default:
+		v.Resource = Bandwidth
+		v.Evidence = fmt.Sprintf("communication is %s of the step; each peer sent %s a step, %s while communicating", pct(share), bytesStr(sent), rateStr(rate))
+		if run.LinkBytesPerSec > 0 {
+			v.Evidence += fmt.Sprintf(", of the %s the link measured", rateStr(run.LinkBytesPerSec))
+		}
+		v.Next = "send fewer bytes: a larger batch (fewer steps), a smaller model, or gossip"
+		if run.SparseBytesPerStep > 0 && sent > 0 {
+			v.Next = fmt.Sprintf("the sparse exchange would send 1/%.0f of the bytes (try --exchange sparse)", sent/run.SparseBytesPerStep)
+		}
+	}
+}
+
+// straggler is the rank that computes StragglerRatio× longer than the
+// median of the others while they wait for it, the ratio and the
+// others' waiting share; -1 if there is none.
+func straggler(ps []peer) (int, float64, float64) {
+	if len(ps) < 2 {
+		return -1, 0, 0
+	}
+	slow := ps[0]
+	for _, p := range ps[1:] {
+		if p.compute > slow.compute {
+			slow = p
+		}
+	}
+	others := medianOthers(ps, slow.rank)
+	if others <= 0 {
+		return -1, 0, 0
+	}
+	ratio := slow.compute / others
+	// The others' wait for the slow rank: the barrier's measure of it, or,
+	// without one, the exchange they sit in until it arrives.
+	var wait, step float64
+	for _, p := range ps {
+		if p.rank != slow.rank {
+			wait += p.barrier + max(0, p.comm-slow.comm)
+			step += p.step()
+		}
+	}
+	share := wait / math.Max(step, 1e-12)
+	if ratio < Rules.StragglerRatio || share < Rules.StragglerWait {
+		return -1, ratio, share
+	}
+	return slow.rank, ratio, share
+}
+
+// busyShare is the share of a host's cores the peers on it kept busy:
+// their CPU time over their training time, for peersPerHost peers on
+// cores cores (0 when unknown).
+func busyShare(ps []peer, wall float64, cores, perHost int) float64 {
+	if cores <= 0 || wall <= 0 {
+		return 0
+	}
+	var cpu, train float64
+	for _, p := range ps {
+		cpu += p.cpu
+		train += p.train
+	}
+	// Peers in one process share its CPU time: count it once.
+	if perHost < 1 {
+		perHost = 1
+	}
+	perPeer := cpu / float64(len(ps))
+	return math.Min(1, perPeer*float64(min(perHost, len(ps)))/(wall*float64(cores)))
+}
+
+func median(ps []peer, f func(peer) float64) float64 {
+	xs := make([]float64, len(ps))
+	for i, p := range ps {
+		xs[i] = f(p)
+	}
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+func medianOthers(ps []peer, rank int) float64 {
+	var rest []peer
+	for _, p := range ps {
+		if p.rank != rank {
+			rest = append(rest, p)
+		}
+	}
+	if len(rest) == 0 {
+		return 0
+	}
+	return median(rest, func(p peer) float64 { return p.compute })
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
+
+func dur(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("%.2f s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	}
+	return fmt.Sprintf("%.0f µs", s*1e6)
+}
+
+func bytesStr(b float64) string {
+	units := []string{"B", "KB", "MB", "GB"}
+	i := 0
+	for b >= 1000 && i < len(units)-1 {
+		b /= 1000
+		i++
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%.3g %s", b, units[i]), " ")
+}
+
+func rateStr(r float64) string { return bytesStr(r) + "/s" }

@@ -1,0 +1,89 @@
+package verdict
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/meshtrain/meshtrain/mirrored"
+)
+
+// stats is a peer's figures for 100 steps of the given per-step seconds.
+func stats(compute, comm, input, barrier float64, sentPerStep int64, cpu float64) *mirrored.PeerStats {
+	const n = 100
+	return &mirrored.PeerStats{Steps: n, ComputeSeconds: compute * n, CommSeconds: comm * n, WaitSeconds: (input + barrier) * n,
+		InputSeconds: input * n, BytesSent: sentPerStep * n, CPUSeconds: cpu}
+}
+
+func TestVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		run      Run
+		resource string
+		rank     int
+		mention  []string
+	}{
+		{"one worker computing", Run{Peers: []*mirrored.PeerStats{stats(0.020, 0, 0.0005, 0, 0, 2)}, Cores: 2, PeersPerHost: 1},
+			Compute, -1, []string{"computing is 98%"}},
+		{"input throttled", Run{Peers: []*mirrored.PeerStats{stats(0.010, 0.002, 0.010, 0, 1e6, 1), stats(0.010, 0.002, 0.012, 0, 1e6, 1)}},
+			Input, -1, []string{"wait for their next batch"}},
+		{"rank 2 slow, barrier measured", Run{Peers: []*mirrored.PeerStats{
+			stats(0.010, 0.002, 0, 0.020, 1e6, 1), stats(0.010, 0.002, 0, 0.020, 1e6, 1), stats(0.030, 0.002, 0, 0, 1e6, 3)}},
+			Straggler, 2, []string{"rank 2 computes 3.0×", "rank 2"}},
+		{"rank 0 slow, waiting shows as exchange", Run{Peers: []*mirrored.PeerStats{
+			stats(0.040, 0.001, 0, 0, 1e6, 4), stats(0.010, 0.031, 0, 0, 1e6, 1), stats(0.010, 0.031, 0, 0, 1e6, 1)}},
+			Straggler, 0, []string{"rank 0 computes 4.0×"}},
+		{"uneven but nobody waits", Run{Peers: []*mirrored.PeerStats{stats(0.013, 0.001, 0, 0.001, 1e6, 1), stats(0.010, 0.001, 0, 0.001, 1e6, 1)}},
+			Compute, -1, nil},
+		{"four peers on two cores", Run{Peers: []*mirrored.PeerStats{
+			stats(0.020, 0.005, 0, 0.001, 1e6, 2), stats(0.020, 0.005, 0, 0.001, 1e6, 2), stats(0.020, 0.005, 0, 0.001, 1e6, 2), stats(0.020, 0.005, 0, 0.001, 1e6, 2)},
+			WallSeconds: 2.6, Cores: 2, PeersPerHost: 4},
+			Shared, -1, []string{"4 peers ran on a host with 2 cores"}},
+		{"dense bytes over a slow link", Run{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 1), stats(0.005, 0.100, 0, 0.001, 12e6, 1)},
+			Security: "plaintext", LinkBytesPerSec: 125e6, WallSeconds: 11, Cores: 2, PeersPerHost: 1},
+			Bandwidth, -1, []string{"120 MB/s", "125 MB/s"}},
+		{"sparse would send less", Run{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 1), stats(0.005, 0.100, 0, 0.001, 12e6, 1)},
+			Security: "plaintext", SparseBytesPerStep: 12e6 / 900},
+			Bandwidth, -1, []string{"1/900", "--exchange sparse"}},
+		{"many small messages", Run{Peers: []*mirrored.PeerStats{stats(0.0005, 0.002, 0, 0, 8000, 0.1), stats(0.0005, 0.002, 0, 0, 8000, 0.1)},
+			Security: "plaintext"},
+			Latency, -1, []string{"8 KB per peer"}},
+		{"TLS with busy cores", Run{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
+			Security: "tls", WallSeconds: 10.6, Cores: 1, PeersPerHost: 1, LinkBytesPerSec: 1e9},
+			Cipher, -1, []string{"over tls links"}},
+		{"TLS at the link's rate is bandwidth", Run{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
+			Security: "tls", WallSeconds: 10.6, Cores: 1, PeersPerHost: 1, LinkBytesPerSec: 125e6},
+			Bandwidth, -1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := Of(tc.run)
+			if !ok {
+				t.Fatal("no verdict")
+			}
+			if v.Resource != tc.resource || v.Rank != tc.rank {
+				t.Fatalf("verdict %q rank %d, want %q rank %d: %s", v.Resource, v.Rank, tc.resource, tc.rank, v)
+			}
+			s := v.String()
+			for _, m := range append(tc.mention, "bottleneck: "+tc.resource) {
+				if !strings.Contains(s, m) {
+					t.Errorf("%q does not mention %q", s, m)
+				}
+			}
+			if v.Next == "" || v.Evidence == "" || v.StepSeconds <= 0 {
+				t.Errorf("incomplete verdict %+v", v)
+			}
+		})
+	}
+}
+
+func TestNoVerdictWithoutSteps(t *testing.T) {
+	if _, ok := Of(Run{Peers: []*mirrored.PeerStats{nil, {Steps: 0}}}); ok {
+		t.Fatal("a verdict on a run without steps")
+	}
+}
+
+func TestPredictionShown(t *testing.T) {
+	v, _ := Of(Run{Peers: []*mirrored.PeerStats{stats(0.020, 0, 0, 0, 0, 2)}, PredictedStepSeconds: 0.018})
+	if s := v.String(); !strings.Contains(s, "predicted 18.0 ms a step, measured 20.0 ms") {
+		t.Fatalf("%s", s)
+	}
+}
