@@ -23,7 +23,7 @@ const (
 // Rules are the thresholds of the rules (see the package doc).
 var Rules = struct {
 	InputShare, StragglerRatio, StragglerWait, BusyShare, CommShare float64
-	SmallStep                                                      int64
+	SmallStep                                                       int64
 }{
 	InputShare:     0.20,
 	StragglerRatio: 1.3,
