@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 )
 
 // freeBase returns a port p such that p..p+n-1 are free on all
@@ -91,6 +93,102 @@ func TestSlurmEnvironmentWorkers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// jobTaskEnv is srunTaskEnv for Slurm job id, with no base port given:
+// the worker derives its ports from the job's ID.
+func jobTaskEnv(r, n, id int) []string {
+	var env []string
+	for _, kv := range srunTaskEnv(r, n, 0) {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "MESHTRAIN_SLURM_BASE_PORT":
+		case "SLURM_JOB_ID":
+			env = append(env, fmt.Sprintf("SLURM_JOB_ID=%d", id))
+		default:
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// freeJobID returns a Slurm job ID whose ports (cluster.SlurmJobBase) are
+// free, n of them, and not among avoid's.
+func freeJobID(t *testing.T, n int, avoid ...int) int {
+	t.Helper()
+	for range 200 {
+		id := rand.IntN(1 << 20)
+		base, ok := cluster.SlurmJobBase(id), true
+		for _, a := range avoid {
+			ok = ok && cluster.SlurmJobBase(a) != base
+		}
+		var ls []net.Listener
+		for i := range n {
+			l, err := net.Listen("tcp", fmt.Sprintf(":%d", base+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			_ = l.Close()
+		}
+		if ok {
+			return id
+		}
+	}
+	t.Fatalf("no job ID with %d free ports", n)
+	return 0
+}
+
+// TestSlurmJobsShareANode: two Slurm jobs on one node, started with no
+// base port, each take the ports their job ID gives them and train side
+// by side; a port that is taken makes the task fail at once naming the
+// port, the job and the flag to change (not a task started twice).
+func TestSlurmJobsShareANode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := freeJobID(t, 2)
+	b := freeJobID(t, 2, a)
+	dir := t.TempDir()
+	results := map[int][]result{a: make([]result, 2), b: make([]result, 2)}
+	var wg sync.WaitGroup
+	for id, res := range results {
+		for r := range res {
+			wg.Go(func() {
+				res[r] = meshtrain(ctx, append(jobTaskEnv(r, 2, id), e2eSecret),
+					quickWorker("--summary", filepath.Join(dir, fmt.Sprintf("job%d.json", id)))...)
+			})
+		}
+	}
+	wg.Wait()
+	for id, res := range results {
+		for r, x := range res {
+			if x.err != nil {
+				t.Fatalf("job %d rank %d: %s", id, r, x)
+			}
+		}
+		s := readSummary(t, filepath.Join(dir, fmt.Sprintf("job%d.json", id)))
+		for i, addr := range s.Cluster {
+			if want := fmt.Sprintf("localhost:%d", cluster.SlurmJobBase(id)+i); addr != want {
+				t.Errorf("job %d rank %d's address %q, want %q (from the job's ID)", id, i, addr, want)
+			}
+		}
+	}
+
+	id := freeJobID(t, 1, a, b)
+	port := cluster.SlurmJobBase(id)
+	l, err := net.Listen("tcp", fmt.Sprintf(":%d", port)) // another job's task, say
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	x := meshtrain(ctx, append(jobTaskEnv(0, 1, id), e2eSecret), quickWorker()...)
+	want := fmt.Sprintf("the address is in use: port %d (task 0 of node localhost in Slurm job %d, from the job's ID", port, id)
+	if exitCode(x.err) != 1 || !strings.Contains(x.stderr, want) || !strings.Contains(x.stderr, "--slurm-base-port") ||
+		strings.Contains(x.stderr, "started twice") || x.elapsed > 30*time.Second {
+		t.Errorf("want a quick exit 1 saying %q and naming --slurm-base-port, not a task started twice; got (after %v)\n%s", want, x.elapsed.Round(time.Second), x)
 	}
 }
 

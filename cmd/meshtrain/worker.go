@@ -190,13 +190,16 @@ func credentials(c *cli.Context, spec *cluster.Cluster) (secret, psk []byte, ide
 
 // slurmHelp is worker's help on running under srun.
 const slurmHelp = "With no TF_CONFIG, under srun (SLURM_PROCID set), the cluster is the job step: rank SLURM_PROCID, the step's\n" +
-	"nodes under block distribution, task i on a node at --slurm-base-port + i:\n\n" +
+	"nodes under block distribution, task i on a node at the step's i-th reserved port (srun --resv-ports), else at\n" +
+	"a base derived from SLURM_JOB_ID (or --slurm-base-port) + i:\n\n" +
 	"  srun meshtrain worker --secret-file ~/.meshtrain-secret --model lenet --epochs 10 --summary summary.json\n\n"
 
 func init() {
 	flags := append(append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable, else Slurm's environment under srun)"},
-		&cli.IntFlag{Name: "slurm-base-port", Value: cluster.DefaultSlurmBasePort, EnvVars: []string{cluster.SlurmBasePortEnv}, Usage: "under srun: task i on a node listens on this port plus i"},
+		&cli.IntFlag{Name: "slurm-base-port", EnvVars: []string{cluster.SlurmBasePortEnv}, Usage: "under srun: task i on a node listens on this port plus i",
+			DefaultText: fmt.Sprintf("the step's reserved ports (%s, from srun --resv-ports), else %d + %d × (%s mod %d), so that jobs sharing a node do not meet",
+				cluster.SlurmResvPortsEnv, cluster.SlurmJobPortLow, cluster.SlurmJobPortStride, cluster.SlurmJobIDEnv, cluster.SlurmJobPortSlots)},
 		&cli.StringFlag{Name: "secret-file", EnvVars: []string{launch.SecretFileEnv}, Usage: "read the cluster secret from this file (mode 600) instead of " + launch.SecretEnv},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file; " + rankPlaceholder + " in it is replaced by this peer's rank (one srun gives every task the same arguments: --report peer-" + rankPlaceholder + ".json)"},
 		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file, and print launch's table"},

@@ -110,6 +110,9 @@ func (t *Transport) dialError(r int, err error) error {
 // in use most likely means a second process started as the same rank.
 func (t *Transport) listenError(addr fmt.Stringer, err error) error {
 	if errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use") {
+		if t.cfg.ListenHint != "" {
+			return fmt.Errorf("p2p: rank %d cannot listen on %s: the address is in use: %s (%w)", t.cfg.Rank, addr, t.cfg.ListenHint, err)
+		}
 		return fmt.Errorf("p2p: rank %d cannot listen on %s: the address is in use; is another process already running as rank %d (the same task index started twice), or another program on that port? (%w)", t.cfg.Rank, addr, t.cfg.Rank, err)
 	}
 	return fmt.Errorf("p2p: starting rank %d's host on %s: %w", t.cfg.Rank, addr, err)

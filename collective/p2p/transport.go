@@ -130,6 +130,11 @@ type Config struct {
 	// it connects to the others (New only): a pod is then reachable, and
 	// ready for the Service that publishes its name.
 	OnListening func()
+	// ListenHint, if set, replaces the guess in the error of an address
+	// in use (that a second process was started as this rank) with what
+	// the caller knows: where the port came from and how to choose
+	// another (under Slurm, several jobs share a node's ports).
+	ListenHint string
 }
 
 // Transport is a collective.Transport over libp2p streams.

@@ -162,7 +162,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	m, t, err := p2p.Join(ctx, p2p.Config{
 		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
-		OnListening: cfg.OnListening,
+		OnListening: cfg.OnListening, ListenHint: cfg.Cluster.ListenHint,
 	}, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")})
 	if err != nil {
 		return nil, err

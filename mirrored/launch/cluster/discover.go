@@ -13,7 +13,8 @@ type DiscoverOptions struct {
 	// File is the cluster spec file (--tf-config); "" reads TF_CONFIG.
 	File string
 	// SlurmBasePort is the port of each node's first task under srun
-	// (--slurm-base-port, DefaultSlurmBasePort unless set).
+	// (--slurm-base-port); 0 chooses (FromSlurm): the step's reserved
+	// ports, else a base derived from the job's ID.
 	SlurmBasePort int
 	// PeerPattern and NumWorkers are a Kubernetes Indexed Job's peers
 	// (--peer-pattern, --num-workers); when "" and 0, the environment's

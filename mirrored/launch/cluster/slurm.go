@@ -17,8 +17,25 @@ const (
 	// SlurmBasePortEnv sets the port of each node's first task (also
 	// --slurm-base-port); task i on a node listens on the base plus i.
 	SlurmBasePortEnv = "MESHTRAIN_SLURM_BASE_PORT"
-	// DefaultSlurmBasePort is the base port when neither is given.
+	// SlurmResvPortsEnv holds the ports srun reserved for the step
+	// (srun --resv-ports, with MpiParams=ports=… in slurm.conf): the same
+	// on every node of the step, task i of a node listening on the i-th.
+	SlurmResvPortsEnv = "SLURM_STEP_RESV_PORTS"
+	// SlurmJobIDEnv is the job's ID, from which the base port is derived
+	// when neither a base nor reserved ports are given (SlurmJobBase).
+	SlurmJobIDEnv = "SLURM_JOB_ID"
+	// DefaultSlurmBasePort is the base port when there is no base, no
+	// reserved port and no job ID.
 	DefaultSlurmBasePort = 7000
+	// The ports derived from a job ID: SlurmJobPortLow +
+	// SlurmJobPortStride × (ID mod SlurmJobPortSlots), a block of
+	// SlurmJobPortStride ports per job below Linux's ephemeral ports
+	// (32768 up), so jobs whose IDs differ by less than SlurmJobPortSlots
+	// never share a port on a node (with up to SlurmJobPortStride tasks
+	// per node).
+	SlurmJobPortLow    = 20000
+	SlurmJobPortStride = 16
+	SlurmJobPortSlots  = 768
 	// maxSlurmHosts bounds a node list's expansion, a tasks-per-node
 	// list's and each of its counts, so a malformed "n[0-999999999]"
 	// fails instead of allocating gigabytes.
@@ -31,7 +48,13 @@ const (
 // step's nodes (SLURM_STEP_NODELIST or SLURM_JOB_NODELIST) holding
 // SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE) consecutive ranks
 // each, as Slurm's default block distribution places them, and task i of
-// a node at node:basePort+i. There is no separate chief: rank 0 is.
+// a node at node:port i. There is no separate chief: rank 0 is.
+//
+// The ports, so that two jobs sharing a node do not meet: basePort + i
+// when basePort > 0 (given by the user); else the step's reserved ports
+// (SLURM_STEP_RESV_PORTS, srun --resv-ports), the i-th for task i; else
+// SlurmJobBase(SLURM_JOB_ID) + i; else DefaultSlurmBasePort + i. The
+// Cluster's ListenHint says which, for the error of a port in use.
 //
 // The Cluster keeps the invariants of Parse's. Every error starts with
 // "Slurm environment" and names the variables at fault.
@@ -103,19 +126,92 @@ func fromSlurm(lookup func(string) (string, bool), basePort int) (*Cluster, erro
 	if err := checkPlace(env, hosts, rank, node, local); err != nil {
 		return nil, err
 	}
-	if maxPerNode := maxOf(perNode); basePort < 1 || basePort+maxPerNode-1 > 65535 {
-		return nil, fmt.Errorf("base port %d with up to %d tasks per node: want ports in 1..65535 (set --slurm-base-port or %s)", basePort, maxPerNode, SlurmBasePortEnv)
+	ports, source, err := slurmPorts(env, basePort, maxOf(perNode))
+	if err != nil {
+		return nil, err
 	}
 	var peers []string
 	for i, h := range hosts {
 		for j := range perNode[i] {
-			peers = append(peers, net.JoinHostPort(h, strconv.Itoa(basePort+j)))
+			peers = append(peers, net.JoinHostPort(h, strconv.Itoa(ports[j])))
 		}
 	}
 	if peers, err = peerList(nil, peers); err != nil {
 		return nil, err
 	}
-	return &Cluster{Peers: peers, Rank: rank, TaskType: TaskWorker, TaskIndex: rank}, nil
+	job, _ := env.first(SlurmJobIDEnv)
+	if job == "" {
+		job = "?"
+	}
+	hint := fmt.Sprintf("port %d (task %d of node %s in Slurm job %s, from %s) is taken by another job or step on this node, or another program: give this job another base with --slurm-base-port (or %s), or start the step with srun --resv-ports",
+		ports[local], local, hosts[node], job, source, SlurmBasePortEnv)
+	return &Cluster{Peers: peers, Rank: rank, TaskType: TaskWorker, TaskIndex: rank, ListenHint: hint}, nil
+}
+
+// SlurmJobBase is the base port derived from a Slurm job ID (see
+// SlurmJobPortLow).
+func SlurmJobBase(jobID int) int {
+	return SlurmJobPortLow + SlurmJobPortStride*(jobID%SlurmJobPortSlots)
+}
+
+// slurmPorts returns the port of each task of a node (perNode of them at
+// most) and where they came from (see FromSlurm).
+func slurmPorts(env slurmEnv, basePort, perNode int) (ports []int, source string, err error) {
+	consecutive := func(base int, source string) ([]int, string, error) {
+		if base < 1 || base+perNode-1 > 65535 {
+			return nil, "", fmt.Errorf("base port %d with up to %d tasks per node: want ports in 1..65535 (set --slurm-base-port or %s)", base, perNode, SlurmBasePortEnv)
+		}
+		for i := range perNode {
+			ports = append(ports, base+i)
+		}
+		return ports, source, nil
+	}
+	if basePort > 0 {
+		return consecutive(basePort, fmt.Sprintf("the base port %d (--slurm-base-port or %s)", basePort, SlurmBasePortEnv))
+	}
+	if v, name := env.first(SlurmResvPortsEnv); name != "" {
+		if ports, err = ExpandPorts(v); err != nil {
+			return nil, "", fmt.Errorf("%s=%q: %w", name, v, err)
+		}
+		if len(ports) < perNode {
+			return nil, "", fmt.Errorf("%s=%q reserves %d ports but a node runs up to %d tasks: reserve one per task (srun --resv-ports=%d), or give --slurm-base-port", name, v, len(ports), perNode, perNode)
+		}
+		return ports[:perNode], fmt.Sprintf("the step's reserved ports (%s=%s)", name, v), nil
+	}
+	if id, name, ok, err := env.count(SlurmJobIDEnv); err != nil {
+		return nil, "", err
+	} else if ok {
+		if perNode > SlurmJobPortStride {
+			return nil, "", fmt.Errorf("up to %d tasks per node, more than the %d ports a job's ID gives it: give --slurm-base-port (or %s), or start the step with srun --resv-ports", perNode, SlurmJobPortStride, SlurmBasePortEnv)
+		}
+		base := SlurmJobBase(id)
+		return consecutive(base, fmt.Sprintf("the job's ID (%d + %d × (%s=%d mod %d) = %d)", SlurmJobPortLow, SlurmJobPortStride, name, id, SlurmJobPortSlots, base))
+	}
+	return consecutive(DefaultSlurmBasePort, fmt.Sprintf("the default base %d", DefaultSlurmBasePort))
+}
+
+// ExpandPorts expands Slurm's port list ("12000-12003,12010" is 12000,
+// 12001, 12002, 12003, 12010), as SLURM_STEP_RESV_PORTS holds it.
+func ExpandPorts(s string) ([]int, error) {
+	var out []int
+	for _, r := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(r), "-")
+		if !isRange {
+			hi = lo
+		}
+		a, errA := strconv.Atoi(lo)
+		b, errB := strconv.Atoi(hi)
+		if errA != nil || errB != nil || a < 1 || b > 65535 || b < a {
+			return nil, fmt.Errorf("%q: want ports or ranges LO-HI in 1..65535, separated by commas", r)
+		}
+		if len(out)+b-a+1 > maxSlurmHosts {
+			return nil, fmt.Errorf("more than %d ports", maxSlurmHosts)
+		}
+		for p := a; p <= b; p++ {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // slurmLayout returns the step's hosts and how many tasks each runs,

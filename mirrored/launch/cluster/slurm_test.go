@@ -216,3 +216,77 @@ func FuzzExpandTasksPerNode(f *testing.F) {
 		}
 	})
 }
+
+// TestSlurmPorts: under srun the ports are the user's base when given,
+// else the step's reserved ports (srun --resv-ports), else a base derived
+// from the job's ID, so two jobs sharing a node do not meet; the Cluster's
+// ListenHint names the port, the job and the flag to change.
+func TestSlurmPorts(t *testing.T) {
+	twoPerNode := func(changes ...string) func(string) (string, bool) {
+		return srunEnv("3", "1", "1", "n2", "n[1-2]", "2(x2)", "4", changes...)
+	}
+	for _, tt := range []struct {
+		name  string
+		env   func(string) (string, bool)
+		base  int
+		peers []string
+		hint  []string
+	}{
+		{"reserved ports", twoPerNode("SLURM_JOB_ID", "1234", "SLURM_STEP_RESV_PORTS", "12000-12001"), 0,
+			[]string{"n1:12000", "n1:12001", "n2:12000", "n2:12001"},
+			[]string{"port 12001 (task 1 of node n2 in Slurm job 1234, from the step's reserved ports (SLURM_STEP_RESV_PORTS=12000-12001))", "--slurm-base-port"}},
+		{"reserved ports, a list longer than needed", twoPerNode("SLURM_JOB_ID", "1234", "SLURM_STEP_RESV_PORTS", "12005,12007-12009"), 0,
+			[]string{"n1:12005", "n1:12007", "n2:12005", "n2:12007"}, nil},
+		{"from the job ID", twoPerNode("SLURM_JOB_ID", "1234"), 0,
+			[]string{"n1:27456", "n1:27457", "n2:27456", "n2:27457"},
+			[]string{"port 27457 (task 1 of node n2 in Slurm job 1234, from the job's ID (20000 + 16 × (SLURM_JOB_ID=1234 mod 768) = 27456)) is taken by another job or step on this node",
+				"give this job another base with --slurm-base-port (or MESHTRAIN_SLURM_BASE_PORT), or start the step with srun --resv-ports"}},
+		{"the next job", twoPerNode("SLURM_JOB_ID", "1235"), 0, []string{"n1:27472", "n1:27473", "n2:27472", "n2:27473"}, nil},
+		{"the user's base first", twoPerNode("SLURM_JOB_ID", "1234", "SLURM_STEP_RESV_PORTS", "12000-12001"), 9000,
+			[]string{"n1:9000", "n1:9001", "n2:9000", "n2:9001"}, []string{"port 9001", "from the base port 9000 (--slurm-base-port or MESHTRAIN_SLURM_BASE_PORT)"}},
+		{"no job ID", twoPerNode(), 0, []string{"n1:7000", "n1:7001", "n2:7000", "n2:7001"}, []string{"Slurm job ?", "the default base 7000"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := FromSlurm(tt.env, tt.base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(c.Peers, tt.peers) {
+				t.Errorf("peers %q, want %q", c.Peers, tt.peers)
+			}
+			for _, w := range tt.hint {
+				if !strings.Contains(c.ListenHint, w) {
+					t.Errorf("ListenHint %q lacks %q", c.ListenHint, w)
+				}
+			}
+		})
+	}
+	// Jobs whose IDs are less than SlurmJobPortSlots apart have disjoint
+	// blocks of ports, every one below the ephemeral range.
+	seen := map[int]int{}
+	for id := 5000; id < 5000+SlurmJobPortSlots; id++ {
+		b := SlurmJobBase(id)
+		for p := b; p < b+SlurmJobPortStride; p++ {
+			if other, ok := seen[p]; ok {
+				t.Fatalf("jobs %d and %d share port %d", other, id, p)
+			}
+			seen[p] = id
+		}
+		if b < 1024 || b+SlurmJobPortStride-1 >= 32768 {
+			t.Fatalf("job %d: ports %d-%d, want them between 1024 and the ephemeral range (32768)", id, b, b+SlurmJobPortStride-1)
+		}
+	}
+	for _, tt := range []struct {
+		env  func(string) (string, bool)
+		want string
+	}{
+		{twoPerNode("SLURM_STEP_RESV_PORTS", "12000"), `SLURM_STEP_RESV_PORTS="12000" reserves 1 ports but a node runs up to 2 tasks: reserve one per task (srun --resv-ports=2), or give --slurm-base-port`},
+		{twoPerNode("SLURM_STEP_RESV_PORTS", "12001-12000"), `SLURM_STEP_RESV_PORTS="12001-12000": "12001-12000": want ports or ranges`},
+		{twoPerNode("SLURM_JOB_ID", "x"), `SLURM_JOB_ID="x": want a non-negative integer`},
+		{srunEnv("0", "0", "0", "n", "n", "17", "17", "SLURM_JOB_ID", "7"), "up to 17 tasks per node, more than the 16 ports a job's ID gives it: give --slurm-base-port"},
+	} {
+		if _, err := FromSlurm(tt.env, 0); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("got %v, want an error saying %q", err, tt.want)
+		}
+	}
+}

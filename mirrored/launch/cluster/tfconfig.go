@@ -50,6 +50,11 @@ type Cluster struct {
 	TaskIndex int
 	// HasChief says whether the spec listed a separate chief.
 	HasChief bool
+	// ListenHint, if set, is what to tell a user whose peer cannot listen
+	// because its port is taken (where the port came from and how to
+	// choose another), instead of the default guess that the same task
+	// was started twice (see p2p.Config.ListenHint).
+	ListenHint string
 }
 
 // IsEvaluator says whether this process is the cluster's evaluator, which
