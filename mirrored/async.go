@@ -10,6 +10,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
+	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
 )
@@ -285,6 +286,11 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 		return err
 	}
 	t5 := time.Now()
+	if tl := l.job.Timeline; tl != nil {
+		tl.Add(timeline.Input, "", l.local, t0, t1)
+		tl.Add(timeline.Compute, "gradient and update", l.local, t1, t4)
+		tl.Add(timeline.Gossip, "average", l.local, t4, t5)
+	}
 	l.wait += t1.Sub(t0)
 	l.compute += t4.Sub(t1) // the injected slowness emulates slower computing
 	l.comm += t5.Sub(t4)
@@ -388,6 +394,7 @@ func (l *gossipLoop) evaluate(ctx context.Context, total uint64) (GossipEval, er
 	l.gos.Snapshot(l.run.evalView)
 	m, err := l.run.evaluate(ctx)
 	l.evalTime += time.Since(te)
+	l.job.Timeline.Add(timeline.Evaluate, "", l.local, te, time.Now())
 	if err != nil {
 		return GossipEval{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -93,6 +94,10 @@ type Job struct {
 	// spreads with the averages, and every replica ends at its next step
 	// with the final swap.
 	Stop <-chan struct{}
+	// Timeline, if set, records this replica's spans (input, compute,
+	// wait, combine, update, evaluation, checkpoints, gossip averages) for
+	// a trace (package timeline); the caller gathers and writes them.
+	Timeline *timeline.Recorder
 	// Observers receive every event of the run, every step's included,
 	// after meshtrain's own (see Observer); a slow one slows the steps.
 	// They are called on the replica's goroutine: give each replica run

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
 )
@@ -307,6 +308,15 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	l.global++
 	sums.ran++
 	l.times.step(clk, sample)
+	if tl := l.job.Timeline; tl != nil {
+		tl.Add(timeline.Input, "", l.global, clk[0], clk[1])
+		tl.Add(timeline.Compute, "gradient", l.global, clk[1], clk[2])
+		if sample {
+			tl.Add(timeline.Wait, "barrier", l.global, clk[2], clk[3])
+		}
+		tl.Add(timeline.Combine, "", l.global, clk[3], clk[4])
+		tl.Add(timeline.Update, "", l.global, clk[4], clk[5])
+	}
 	l.stats = StepStats{Loss: l.run.stepLoss(loss, b.Size), LR: lr, Examples: b.Size, BytesSent: bytesSent(l.g),
 		Compute: clk[2].Sub(clk[1]) + clk[5].Sub(clk[4]), Comm: clk[4].Sub(clk[3]), Wait: clk[1].Sub(clk[0]) + clk[3].Sub(clk[2])}
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.global, Steps: l.total, Train: &l.stats}); err != nil {
@@ -371,6 +381,7 @@ func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elaps
 	te := time.Now()
 	m, err := rep.Evaluate(ctx, l.g)
 	l.evalTime += time.Since(te)
+	l.job.Timeline.Add(timeline.Evaluate, fmt.Sprintf("epoch %d", epoch), l.global, te, time.Now())
 	if err != nil {
 		return false, fmt.Errorf("epoch %d: evaluating: %w", epoch, err)
 	}
@@ -415,6 +426,7 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 		Fingerprint: l.fp, Config: settingsJSON(l.run.settings), History: string(hist), SavedAt: time.Now(),
 	}, l.job.KeepCheckpoints)
 	l.ckTime += time.Since(t)
+	l.job.Timeline.Add(timeline.Checkpoint, "", l.global, t, time.Now())
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint at step %d: %w", l.global, err)
 	}
