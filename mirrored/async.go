@@ -95,17 +95,18 @@ func (r *GossipReport) stopped(byPeer, asked bool) {
 
 // gossipLoop is one gossip replica's run in progress.
 type gossipLoop struct {
-	g     Group
-	job   *Job
-	gc    *Strategy
-	run   *plan
-	c     *collective.Comm
-	log   *zap.Logger
-	rank  int
-	world int
-	obs   *observers
-	gos   *gossip.Node
-	steps int // per pass over a shard
+	g       Group
+	sampler *sampler
+	job     *Job
+	gc      *Strategy
+	run     *plan
+	c       *collective.Comm
+	log     *zap.Logger
+	rank    int
+	world   int
+	obs     *observers
+	gos     *gossip.Node
+	steps   int // per pass over a shard
 	// epochWork is the local steps of one synchronous epoch (steps × N);
 	// budget the cluster's local steps in all.
 	epochWork int
@@ -138,6 +139,8 @@ func runAsync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, erro
 	}
 	defer l.obs.close()
 	defer l.gos.Close()
+	l.sampler = startSampler(sampleEvery, groupLinks(g))
+	defer l.sampler.finish()
 	pipe, err := run.pipeline(ctx, 1, data.Forever, l.steps)
 	if err != nil {
 		return nil, err
@@ -297,7 +300,10 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 	l.trainTime += t5.Sub(t0)
 	l.stats = StepStats{Loss: loss, LR: l.lr, Examples: b.Size, BytesSent: bytesSent(l.c.Transport()),
 		Compute: t4.Sub(t1), Comm: t5.Sub(t4), Wait: t1.Sub(t0)}
-	return l.obs.emit(Event{Kind: EventStep, Step: l.local, Steps: l.job.Epochs * l.steps, Train: &l.stats})
+	if err := l.obs.emit(Event{Kind: EventStep, Step: l.local, Steps: l.job.Epochs * l.steps, Train: &l.stats}); err != nil {
+		return err
+	}
+	return emitResources(l.obs, l.sampler, l.local, l.job.Epochs*l.steps)
 }
 
 // fault calls the faults hook, logging an injected kill.
@@ -459,6 +465,7 @@ func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*Summary,
 	peer.finish(l.c.Transport(), l.compute, l.comm, l.wait)
 	peer.InputSeconds = l.wait.Seconds() // a gossip replica waits for nobody else
 	peer.EvalSeconds = l.evalTime.Seconds()
+	peer.Resources = l.sampler.finish()
 	info := ""
 	if l.rank == 0 {
 		info = fmt.Sprintf("gossip done: %d local steps (%.1f steps/s), survivors %v, consensus distance %.3g (%.2g relative)",

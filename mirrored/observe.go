@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/meshtrain/meshtrain/nn/tensorboard"
 )
@@ -21,6 +22,9 @@ const (
 	EventEpoch      = "epoch"
 	EventCheckpoint = "checkpoint"
 	EventDone       = "done"
+	// EventResources carries a resource sample (about one a second, with
+	// the step events; not passed to an OnEvent hook).
+	EventResources = "resources"
 )
 
 // Event is one thing a replica's run reports. Every strategy emits the
@@ -39,6 +43,8 @@ type Event struct {
 	Train *StepStats `json:"train,omitempty"`
 	// Gossip is a gossip replica's evaluation (kind epoch under gossip).
 	Gossip *GossipEval `json:"-"`
+	// Resources is a resource sample (kind resources).
+	Resources *ResourceSample `json:"-"`
 }
 
 // StepStats are one training step's figures, on this replica; or, with
@@ -122,8 +128,13 @@ func (o *observers) close() error {
 // caller's OnEvent.
 func newObservers(job *Job, rank, replicas int, everyRank bool) (*observers, error) {
 	cfg, onEvent := &job.Config, job.OnEvent
-	o := &observers{rank: rank, obs: []Observer{logObserver{cfg.logger().With(zap.Int("rank", rank))}}}
-	if cfg.Progress != nil && (rank == 0 || everyRank) {
+	progress := cfg.Progress != nil && (rank == 0 || everyRank)
+	shown := zap.InfoLevel // the level of what the progress shows
+	if progress && cfg.QuietProgressLog {
+		shown = zap.DebugLevel
+	}
+	o := &observers{rank: rank, obs: []Observer{logObserver{cfg.logger().With(zap.Int("rank", rank)), shown}}}
+	if progress {
 		o.obs = append(o.obs, newProgressObserver(cfg.Progress, cfg.logEvery(), replicas, everyRank, rank))
 	}
 	if cfg.LogDir != "" {
@@ -158,6 +169,9 @@ type stepSampler struct {
 }
 
 func (s *stepSampler) Observe(e Event) error {
+	if e.Kind == EventResources {
+		return nil // the history reaches the caller in the Summary
+	}
 	if e.Kind != EventStep {
 		s.onEvent(e)
 		return nil
@@ -175,13 +189,17 @@ func (s *stepSampler) Observe(e Event) error {
 	return nil
 }
 
-// logObserver writes the events to the zap logger (steps at debug level).
-type logObserver struct{ log *zap.Logger }
+// logObserver writes the events to the zap logger (steps at debug level;
+// the start, the epochs and the end at shown).
+type logObserver struct {
+	log   *zap.Logger
+	shown zapcore.Level
+}
 
 func (l logObserver) Observe(e Event) error {
 	switch e.Kind {
 	case EventStart:
-		l.log.Info("start", zap.String("run", e.Info), zap.Int("steps", e.Steps))
+		l.log.Log(l.shown, "start", zap.String("run", e.Info), zap.Int("steps", e.Steps))
 	case EventResumed:
 		if e.Info != "" {
 			l.log.Warn("resumed", zap.String("checkpoint", e.Path), zap.Int("step", e.Step), zap.String("warning", e.Info))
@@ -204,9 +222,9 @@ func (l logObserver) Observe(e Event) error {
 		if e.Info != "" {
 			fields = append(fields, zap.String("info", e.Info))
 		}
-		l.log.Info("epoch", fields...)
+		l.log.Log(l.shown, "epoch", fields...)
 	case EventDone:
-		l.log.Info("done", zap.Int("steps", e.Step), zap.String("info", e.Info))
+		l.log.Log(l.shown, "done", zap.Int("steps", e.Step), zap.String("info", e.Info))
 	}
 	return nil
 }
@@ -245,6 +263,8 @@ func newTensorboardObserver(dir string, every int) (*tensorboardObserver, error)
 
 func (t *tensorboardObserver) Observe(e Event) error {
 	switch e.Kind {
+	case EventResources:
+		return t.resources(e)
 	case EventStep:
 		return t.step(e)
 	case EventEpoch:
@@ -303,6 +323,23 @@ func (t *tensorboardObserver) epoch(e Event) error {
 		errs = append(errs, t.val.Scalar("epoch_auc", step, float32(ep.TestAUC), now))
 	}
 	return errors.Join(append(errs, t.train.Flush(), t.val.Flush())...)
+}
+
+// resources writes a resource sample under system/, at the steps done
+// when it was taken: CPU in cores, memory in MiB, rates in MB/s.
+func (t *tensorboardObserver) resources(e Event) error {
+	r, now, step := e.Resources, time.Now(), int64(e.Step)
+	mb := func(x float64) float32 { return float32(x / 1e6) }
+	errs := []error{
+		t.train.Scalar("system/cpu_user", step, float32(r.CPUUser), now),
+		t.train.Scalar("system/cpu_system", step, float32(r.CPUSystem), now),
+		t.train.Scalar("system/rss_mib", step, float32(float64(r.RSSBytes)/(1<<20)), now),
+		t.train.Scalar("system/disk_read_mb_per_sec", step, mb(r.DiskRead), now),
+		t.train.Scalar("system/disk_write_mb_per_sec", step, mb(r.DiskWrite), now),
+		t.train.Scalar("system/net_sent_mb_per_sec", step, mb(r.Sent), now),
+		t.train.Scalar("system/net_received_mb_per_sec", step, mb(r.Received), now),
+	}
+	return errors.Join(errs...)
 }
 
 func (t *tensorboardObserver) Close() error { return errors.Join(t.train.Close(), t.val.Close()) }

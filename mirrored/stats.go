@@ -45,6 +45,9 @@ type PeerStats struct {
 	EvalSeconds       float64 `json:"eval_seconds"`
 	CheckpointSeconds float64 `json:"checkpoint_seconds"`
 	ParamsSHA256      string  `json:"params_sha256"`
+	// Resources is the process's resource use over the run, one sample a
+	// ResourceInterval (merged in pairs past MaxResourceSamples).
+	Resources []ResourceSample `json:"resources,omitempty"`
 	// ResumedFrom is the checkpoint the run continued from (on the chief;
 	// "rank 0's checkpoint" elsewhere) and ResumedStep its step.
 	ResumedFrom string `json:"resumed_from,omitempty"`

@@ -33,6 +33,7 @@ type syncLoop struct {
 	job        *Job
 	run        *plan
 	g          Group
+	sampler    *sampler
 	rank       int
 	world      int
 	obs        *observers
@@ -63,6 +64,8 @@ func runSync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, error
 		return nil, err
 	}
 	defer l.obs.close()
+	l.sampler = startSampler(sampleEvery, groupLinks(g))
+	defer l.sampler.finish()
 	if err := l.train(ctx); err != nil {
 		return nil, err
 	}
@@ -322,6 +325,9 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.global, Steps: l.total, Train: &l.stats}); err != nil {
 		return err
 	}
+	if err := emitResources(l.obs, l.sampler, l.global, l.total); err != nil {
+		return err
+	}
 	if job.HashEvery > 0 && l.global%job.HashEvery == 0 {
 		vals, what := rep.Checked()
 		if err := l.checkHashes(ctx, paramsSum(vals), fmt.Sprintf("step %d%s", l.global, what)); err != nil {
@@ -476,6 +482,7 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 	peer.TestAccuracy, peer.ParamsSHA256 = res.FinalAccuracy, res.ParamsSHA256
 	l.times.finish(peer, l.g)
 	peer.EvalSeconds, peer.CheckpointSeconds = l.evalTime.Seconds(), l.ckTime.Seconds()
+	peer.Resources = l.sampler.finish()
 	if err := l.obs.emit(Event{Kind: EventDone, Step: l.global, Steps: l.total, Info: info}); err != nil {
 		return nil, err
 	}

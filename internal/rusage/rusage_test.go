@@ -63,3 +63,22 @@ func TestLoadAverage(t *testing.T) {
 		t.Errorf("LoadAverage = %q, want three figures", got)
 	}
 }
+
+func TestNow(t *testing.T) {
+	a := Now()
+	x := 0.0
+	for i := range 20_000_000 {
+		x += float64(i % 7)
+	}
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	b := Now()
+	if b.User+b.System <= a.User+a.System || x == 0 {
+		t.Fatalf("CPU time did not grow: %v → %v", a.User+a.System, b.User+b.System)
+	}
+	if runtime.GOOS == "linux" && (b.RSSBytes < 64<<20 || buf[len(buf)-1] != byte(len(buf)-1)) {
+		t.Fatalf("resident set %d bytes with 64 MiB touched", b.RSSBytes)
+	}
+}
