@@ -2,6 +2,8 @@ package mirrored
 
 import (
 	"fmt"
+	"os"
+	"runtime"
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
@@ -45,6 +47,12 @@ type PeerStats struct {
 	EvalSeconds       float64 `json:"eval_seconds"`
 	CheckpointSeconds float64 `json:"checkpoint_seconds"`
 	ParamsSHA256      string  `json:"params_sha256"`
+	// Host is the machine's name and Cores its logical CPUs (to tell
+	// peers that shared a machine's cores).
+	Host  string `json:"host,omitempty"`
+	Cores int    `json:"cores,omitempty"`
+	// PID is the process (replicas in one process share its CPUSeconds).
+	PID int `json:"pid,omitempty"`
 	// Resources is the process's resource use over the run, one sample a
 	// ResourceInterval (merged in pairs past MaxResourceSamples).
 	Resources []ResourceSample `json:"resources,omitempty"`
@@ -106,6 +114,8 @@ func (p *PeerStats) finish(counted any, compute, comm, wait time.Duration) {
 		p.BytesSent, p.BytesReceived = tr.Traffic()
 	}
 	p.CPUSeconds, p.PeakRSSBytes = rusage.CPUTime().Seconds(), rusage.PeakRSS()
+	p.Host, _ = os.Hostname()
+	p.Cores, p.PID = runtime.NumCPU(), os.Getpid()
 	p.ComputeSeconds, p.CommSeconds, p.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
 	if total := compute + comm + wait; total > 0 {
 		p.ComputeShare, p.CommShare, p.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)

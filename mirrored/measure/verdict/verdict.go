@@ -89,6 +89,7 @@ type peer struct {
 	compute, comm, wait, input, barrier float64 // seconds per step
 	sent                                float64 // bytes per step
 	cpu, train                          float64 // seconds in all
+	host                                string  // host and process: who shares CPUSeconds
 }
 
 func (p peer) step() float64 { return p.compute + p.comm + p.wait }
@@ -103,7 +104,10 @@ func Of(run Run) (v Verdict, ok bool) {
 		n := float64(s.Steps)
 		ps = append(ps, peer{rank: r, steps: n, compute: s.ComputeSeconds / n, comm: s.CommSeconds / n, wait: s.WaitSeconds / n,
 			input: s.InputSeconds / n, barrier: max(0, s.WaitSeconds-s.InputSeconds) / n, sent: float64(s.BytesSent) / n,
-			cpu: s.CPUSeconds, train: s.ComputeSeconds + s.CommSeconds + s.WaitSeconds})
+			cpu: s.CPUSeconds, train: s.ComputeSeconds + s.CommSeconds + s.WaitSeconds, host: s.Host})
+		if s.PID != 0 {
+			ps[len(ps)-1].host += fmt.Sprintf("/%d", s.PID)
+		}
 	}
 	if len(ps) == 0 {
 		return Verdict{}, false
@@ -216,24 +220,39 @@ func straggler(ps []peer) (int, float64, float64) {
 	return slow.rank, ratio, share
 }
 
-// busyShare is the share of a host's cores the peers on it kept busy:
-// their CPU time over their training time, for peersPerHost peers on
-// cores cores (0 when unknown).
+// busyShare is the share of a host's cores the peers on it kept busy
+// over wall seconds: their processes' CPU time (counted once for peers
+// that share a process) over the cores of the busiest host; when the
+// peers did not say where they ran, perHost peers share each host.
 func busyShare(ps []peer, wall float64, cores, perHost int) float64 {
 	if cores <= 0 || wall <= 0 {
 		return 0
 	}
-	var cpu, train float64
+	known := true
 	for _, p := range ps {
-		cpu += p.cpu
-		train += p.train
+		known = known && p.host != ""
 	}
-	// Peers in one process share its CPU time: count it once.
-	if perHost < 1 {
-		perHost = 1
+	if !known {
+		var cpu float64
+		for _, p := range ps {
+			cpu += p.cpu
+		}
+		return math.Min(1, cpu/float64(len(ps))*float64(max(1, min(perHost, len(ps))))/(wall*float64(cores)))
 	}
-	perPeer := cpu / float64(len(ps))
-	return math.Min(1, perPeer*float64(min(perHost, len(ps)))/(wall*float64(cores)))
+	procs := map[string]float64{} // host/pid → CPU seconds
+	for _, p := range ps {
+		procs[p.host] = p.cpu
+	}
+	hosts := map[string]float64{}
+	for hp, cpu := range procs {
+		host, _, _ := strings.Cut(hp, "/")
+		hosts[host] += cpu
+	}
+	var busiest float64
+	for _, cpu := range hosts {
+		busiest = max(busiest, cpu)
+	}
+	return math.Min(1, busiest/(wall*float64(cores)))
 }
 
 func median(ps []peer, f func(peer) float64) float64 {
@@ -284,3 +303,21 @@ func bytesStr(b float64) string {
 }
 
 func rateStr(r float64) string { return bytesStr(r) + "/s" }
+
+// FromPeers is a Run of the peers' figures, with the cores and peers per
+// host they recorded (PeerStats.Host, Cores).
+func FromPeers(peers []*mirrored.PeerStats, security string) Run {
+	run := Run{Peers: peers, Security: security, PeersPerHost: 1}
+	perHost := map[string]int{}
+	for _, p := range peers {
+		if p == nil {
+			continue
+		}
+		run.Cores = max(run.Cores, p.Cores)
+		if p.Host != "" {
+			perHost[p.Host]++
+			run.PeersPerHost = max(run.PeersPerHost, perHost[p.Host])
+		}
+	}
+	return run
+}

@@ -87,3 +87,26 @@ func TestPredictionShown(t *testing.T) {
 		t.Fatalf("%s", s)
 	}
 }
+
+// TestBusyCountsAProcessOnce: replicas in one process share its CPU time,
+// so two of them on two cores are not "sharing cores" unless the process
+// kept both busy; two processes on one core are.
+func TestBusyCountsAProcessOnce(t *testing.T) {
+	peer := func(host string, pid int, cpu float64) *mirrored.PeerStats {
+		s := stats(0.010, 0.002, 0, 0.001, 1e6, cpu)
+		s.Host, s.PID, s.Cores = host, pid, 2
+		return s
+	}
+	// 3 replicas in one process, 0.7 s of CPU over 1.3 s on 2 cores: 27%.
+	one := FromPeers([]*mirrored.PeerStats{peer("a", 1, 0.7), peer("a", 1, 0.7), peer("a", 1, 0.7)}, "tls")
+	one.WallSeconds = 1.3
+	if v, _ := Of(one); v.Resource == Shared {
+		t.Fatalf("one process's CPU counted per replica: %s", v)
+	}
+	// 3 processes on host a with 2 cores, 0.9 s of CPU each over 1.3 s.
+	three := FromPeers([]*mirrored.PeerStats{peer("a", 1, 0.9), peer("a", 2, 0.9), peer("a", 3, 0.9)}, "tls")
+	three.WallSeconds = 1.3
+	if v, _ := Of(three); v.Resource != Shared || three.PeersPerHost != 3 || three.Cores != 2 {
+		t.Fatalf("3 busy processes on 2 cores: %s (peers per host %d, cores %d)", v, three.PeersPerHost, three.Cores)
+	}
+}
