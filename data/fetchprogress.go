@@ -30,8 +30,13 @@ type fetchMeter struct {
 }
 
 func newFetchMeter(w io.Writer, what string) *fetchMeter {
-	f, ok := w.(*os.File)
-	return &fetchMeter{w: w, tty: ok && term.IsTerminal(int(f.Fd())), what: what, next: FetchReportBytes}
+	tty := false
+	if t, ok := w.(interface{ IsTerminal() bool }); ok { // a writer sharing the terminal with the log
+		tty = t.IsTerminal()
+	} else if f, ok := w.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	return &fetchMeter{w: w, tty: tty, what: what, next: FetchReportBytes}
 }
 
 // update shows n bytes downloaded so far.

@@ -70,6 +70,12 @@ type Config struct {
 	// Progress, if set, receives one human-readable line per epoch.
 	Progress io.Writer
 	Logger   *zap.Logger
+	// QuietProgressLog logs the events Progress shows (the run's start,
+	// each epoch, its end) at debug level instead of info on a replica
+	// that writes Progress, so that a person reading the log and the
+	// progress on one terminal sees each once (the CLI sets it with
+	// console logs; JSON logs keep them at info for the machines).
+	QuietProgressLog bool
 }
 
 // DefaultLogEvery is Config.LogEvery's default: about 19 points per epoch

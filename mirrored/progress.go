@@ -31,8 +31,13 @@ func newProgressObserver(w io.Writer, every, replicas int, everyRank bool, rank 
 	return p
 }
 
-// IsTerminal says whether w is a terminal (golang.org/x/term).
+// IsTerminal says whether w is a terminal (golang.org/x/term), or says
+// it is one (an IsTerminal method: a writer that shares the terminal with
+// the log, as the CLI's does).
 func IsTerminal(w io.Writer) bool {
+	if t, ok := w.(interface{ IsTerminal() bool }); ok {
+		return t.IsTerminal()
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

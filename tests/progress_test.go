@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -45,6 +46,48 @@ func TestProgressOnTerminal(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("terminal output lacks %q:\n%q", want, s)
 		}
+	}
+}
+
+// logLineRE finds the start of a console log line (zap's timestamp).
+var logLineRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z\t(DEBUG|INFO|WARN|ERROR)\t`)
+
+// TestTerminalOneWriter: on a terminal, the log and the progress bar share
+// the screen: a log line first clears the bar's line and starts at the
+// line's beginning (never after the bar's text), the bar is drawn again
+// after it; and at the default level train shows each epoch once (the
+// progress line, not also a log entry).
+func TestTerminalOneWriter(t *testing.T) {
+	s := onTerminal(t, trainArgs...)
+	for _, ep := range []string{"epoch  1", "epoch  2"} {
+		if n := strings.Count(s, ep); n != 1 {
+			t.Errorf("%q shown %d times at the default level, want once:\n%q", ep, n, s)
+		}
+	}
+	if logLineRE.MatchString(s) {
+		t.Errorf("log lines at the default level:\n%q", s)
+	}
+
+	s = onTerminal(t, append(slices.Clone(trainArgs), "--log-level", "debug")...)
+	cleared := 0
+	for _, loc := range logLineRE.FindAllStringIndex(s, -1) {
+		before := s[:loc[0]]
+		if i := strings.LastIndexByte(before, '\n'); i >= 0 {
+			before = before[i+1:]
+		}
+		if strings.HasSuffix(before, "\r\x1b[K") {
+			cleared++
+			before = strings.TrimSuffix(before, "\r\x1b[K")
+			// (the terminal turns each "\n" into "\r\n")
+			if _, next, _ := strings.Cut(s[loc[1]:], "\n"); !strings.HasPrefix(next, "\r") || !strings.Contains(strings.SplitN(next[1:], "\r", 2)[0], "/80)") {
+				t.Errorf("the bar is not drawn again after a log line:\n%q", s[loc[0]:])
+			}
+		} else if before != "" {
+			t.Errorf("a log line written after %q on the same line:\n%q", before, s)
+		}
+	}
+	if cleared == 0 {
+		t.Errorf("no log line cleared the bar (the epochs' debug entries come while it is drawn):\n%q", s)
 	}
 }
 

@@ -78,7 +78,7 @@ func init() {
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
 				Gossip:    job.Strategy.Gossip(), TolerateLoss: c.Bool("tolerate-loss"),
-				Stdout: os.Stdout, Stderr: os.Stderr, LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
+				Stdout: screen.Stdout(), Stderr: screen.Stderr(), LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
 				Info: launch.RunInfo{Strategy: job.Strategy.Name, Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes

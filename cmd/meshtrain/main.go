@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -17,8 +18,31 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/meshtrain/meshtrain/internal/console"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
+
+// screen is the process's stdout and stderr as one terminal: what is drawn
+// in place on stdout (train's progress bar, a fetch's byte count) is
+// cleared before each log line on stderr and drawn again after it.
+// Commands write their progress to screen.Stdout(); the log and the final
+// error go to screen.Stderr().
+var screen = console.New(os.Stdout, os.Stderr)
+
+// logSink is the zap sink of the log: screen.Stderr() (see newLogger).
+const logSink = "meshtrain-console"
+
+func init() {
+	err := zap.RegisterSink(logSink, func(*url.URL) (zap.Sink, error) { return stderrSink{screen.Stderr()}, nil })
+	if err != nil {
+		panic(err)
+	}
+}
+
+// stderrSink is screen.Stderr() as a zap.Sink.
+type stderrSink struct{ *console.Writer }
+
+func (stderrSink) Close() error { return nil }
 
 // commands is filled by register from each command file's init;
 // subcommands of the groups below by registerSub.
@@ -121,8 +145,8 @@ func newLogger(format, level string) (*zap.Logger, error) {
 		return nil, fmt.Errorf("--log-format %q: want console or json", format)
 	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.OutputPaths = []string{"stderr"}
-	cfg.ErrorOutputPaths = []string{"stderr"}
+	cfg.OutputPaths = []string{logSink + ":stderr"}
+	cfg.ErrorOutputPaths = []string{logSink + ":stderr"}
 	return cfg.Build()
 }
 
@@ -157,7 +181,7 @@ func (e exitError) Unwrap() error { return e.err }
 
 // reportError writes the process's last line, its error, on stderr (as
 // JSON with --log-format json).
-var reportError = func(msg string) { fmt.Fprintln(os.Stderr, msg) }
+var reportError = func(msg string) { fmt.Fprintln(screen.Stderr(), msg) }
 
 // usageError is a mistake in the command line.
 type usageError struct{ err error }

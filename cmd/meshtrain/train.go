@@ -44,7 +44,9 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
-			cfg.Progress, cfg.Logger = os.Stdout, logger(c, "train")
+			cfg.Progress, cfg.Logger = screen.Stdout(), logger(c, "train")
+			// The progress shows each epoch; a console log repeats it only at debug.
+			cfg.QuietProgressLog = c.String("log-format") == "console"
 			job := mirrored.Job{Config: cfg, Strategy: strategy}
 			if job.Sparse, err = sparseFromFlags(c); err != nil {
 				return fmt.Errorf("train: %w", err)

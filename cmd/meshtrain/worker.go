@@ -277,7 +277,8 @@ func init() {
 			}
 			log := logger(c, "worker")
 			job.Logger = log
-			job.Progress = os.Stdout
+			job.Progress = screen.Stdout()
+			job.QuietProgressLog = c.String("log-format") == "console"
 			wc := launch.WorkerConfig{
 				Job: job, Cluster: cl, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
