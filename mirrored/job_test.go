@@ -498,3 +498,57 @@ func BenchmarkJobStep(b *testing.B) {
 		})
 	}
 }
+
+// TestExtendFinishedRun: a finished run extended with more epochs (the
+// same flags and --epochs larger, as Keras's initial_epoch, Horovod and
+// torch users extend runs) resumes from its last checkpoint and ends bit
+// for bit where an uninterrupted run of that many epochs ends, on a
+// schedule that does not depend on the total (the recipe's step decay
+// after a warm-up); a cosine schedule, which does, is refused with the
+// reason, and so is a checkpoint past the run's last epoch.
+func TestExtendFinishedRun(t *testing.T) {
+	mn := synthMNIST(300, 50, 11)
+	job := testJob(t, nn.Softmax, mn, 16, 2)
+	job.LRDecayEpochs, job.WarmupEpochs = 0.5, 0.3
+	want, errs := runGroup(t, same(2, job)) // uninterrupted, 2 epochs
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+
+	short := job
+	short.Epochs, short.CheckpointDir = 1, t.TempDir()
+	if _, errs := runGroup(t, same(2, short)); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	long := short
+	long.Epochs = 2
+	got, errs := runGroup(t, same(2, long))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for r := range got {
+		if got[r].Run.ParamsSHA256 != want[r].Run.ParamsSHA256 || got[r].Peer.ResumedStep == 0 || len(got[r].Run.EpochResults) != 2 {
+			t.Errorf("rank %d: extended to 2 epochs from step %d: params %.12s, %d epochs; want %.12s as uninterrupted",
+				r, got[r].Peer.ResumedStep, got[r].Run.ParamsSHA256, len(got[r].Run.EpochResults), want[r].Run.ParamsSHA256)
+		}
+	}
+
+	// Past the run's last epoch: the 2-epoch checkpoint, resumed at 1.
+	_, errs = runGroup(t, same(2, short))
+	if err := errs[0]; err == nil || !strings.Contains(err.Error(), "past this run's 1 epochs: give --epochs 2 or more") {
+		t.Errorf("a 2-epoch checkpoint resumed with 1 epoch: %v", err)
+	}
+
+	cos := job
+	cos.Schedule, cos.Epochs, cos.CheckpointDir = nn.ScheduleCosine, 1, t.TempDir()
+	if _, errs := runGroup(t, same(2, cos)); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	cos.Epochs = 2
+	_, errs = runGroup(t, same(2, cos))
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "the cosine schedule decays over the run's total steps, so a run of 2 epochs would have had another learning rate at every step and cannot continue this one") {
+			t.Errorf("rank %d: a cosine run extended: %v, want it refused with the reason", r, err)
+		}
+	}
+}

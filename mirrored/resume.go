@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
 )
 
@@ -40,7 +42,9 @@ func (j *Job) findCheckpoint(settings []setting, fp string, nparams, nstate int)
 		return nil, "", nil, err
 	}
 	if ck.Fingerprint != fp {
-		return nil, "", nil, otherConfig(ck, path, settings, fp)
+		if err := j.extends(ck, path, settings); err != nil {
+			return nil, "", nil, err
+		}
 	}
 	if len(ck.Params) != nparams || len(ck.OptState) != nstate {
 		return nil, "", nil, fmt.Errorf("checkpoint %s holds %d parameters and %d optimizer values, this model has %d and %d", path, len(ck.Params), len(ck.OptState), nparams, nstate)
@@ -107,6 +111,42 @@ func unverified(ck *checkpoint.Checkpoint, path string) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("checkpoint %s: no digest: unverified (format %s, written before meshtrain verified checkpoints)", path, checkpoint.FormatV1)}
+}
+
+// extends returns nil when ck differs from this run's settings in the
+// number of epochs alone and the run may continue it bit for bit: a
+// finished (or unfinished) run extended, as Keras's initial_epoch does,
+// or cut short. That holds when the learning-rate schedule does not
+// depend on the run's total steps (constant, step, any warm-up; sparse
+// runs are constant); the cosine schedule does, so a longer run would have
+// had another rate at every step, and it is refused with that reason. A
+// checkpoint already past this run's last epoch is refused too. Any other
+// difference is otherConfig's error.
+func (j *Job) extends(ck *checkpoint.Checkpoint, path string, settings []setting) error {
+	var saved map[string]string
+	if err := json.Unmarshal([]byte(ck.Config), &saved); err != nil {
+		return otherConfig(ck, path, settings, "")
+	}
+	theirs := slices.Clone(settings)
+	mine := ""
+	for i, s := range theirs {
+		if s.Name == "epochs" {
+			mine, theirs[i].Value = s.Value, saved["epochs"]
+		}
+	}
+	if mine == saved["epochs"] || fingerprint(theirs) != ck.Fingerprint {
+		return otherConfig(ck, path, settings, fingerprint(settings))
+	}
+	if j.Sparse == nil && j.Config.Schedule == nn.ScheduleCosine {
+		return fmt.Errorf("checkpoint %s was written by a run of %s epochs, this one has %s: the cosine schedule decays over the run's total steps, so a run of %s epochs would have had another learning rate at every step and cannot continue this one; resume with --epochs %s, or start afresh (another --checkpoint-dir); runs on a constant or step schedule can be extended",
+			path, saved["epochs"], mine, mine, saved["epochs"])
+	}
+	// ck.Epoch is the epoch it resumes in (ck.StepInEpoch steps into it).
+	if left := ck.Epoch; left > j.Config.Epochs+1 || (left == j.Config.Epochs+1 && ck.StepInEpoch > 0) {
+		return fmt.Errorf("checkpoint %s is at epoch %d step %d, past this run's %d epochs: give --epochs %d or more", path, ck.Epoch, ck.StepInEpoch, j.Config.Epochs, ck.Epoch-1)
+	}
+	j.logger().Info("extending the checkpoint's run", zap.String("checkpoint", path), zap.String("epochs_then", saved["epochs"]), zap.String("epochs_now", mine))
+	return nil
 }
 
 // otherConfig is the error for a checkpoint written under another
