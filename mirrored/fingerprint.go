@@ -63,7 +63,11 @@ func (j *Job) settings(model string, params, replicas int, dataDigest string) []
 
 // driverSettings are the Job's settings from its driver (see Job.Cluster).
 func (j *Job) driverSettings() []setting {
-	return []setting{{Name: "cluster", Value: j.Cluster}, {Name: "allreduce_algo", Value: j.AllReduceAlgo}}
+	tl := "off"
+	if j.Timeline != nil {
+		tl = fmt.Sprintf("last %d steps", j.Timeline.Steps()) // the peers gather their spans at the end
+	}
+	return []setting{{Name: "cluster", Value: j.Cluster}, {Name: "allreduce_algo", Value: j.AllReduceAlgo}, {Name: "timeline", Value: tl}}
 }
 
 // fingerprint is the SHA-256 (hex) of the settings with Resume set: equal

@@ -88,7 +88,7 @@ func (s *sampler) run(interval time.Duration) {
 		case <-s.stop:
 			// The last, partial interval: a run shorter than one still
 			// has its sample.
-			if time.Since(prevAt) < interval/10 {
+			if time.Since(prevAt) < time.Millisecond {
 				return
 			}
 			final = true

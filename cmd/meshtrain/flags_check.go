@@ -130,7 +130,7 @@ type output struct {
 
 // runOutputs are train's, launch's, worker's and compare's output flags
 // (those a command does not have read as unset).
-var runOutputs = []output{{name: "summary"}, {name: "report"}, {name: "logdir", dir: true}, {name: "checkpoint-dir", dir: true},
+var runOutputs = []output{{name: "summary"}, {name: "report"}, {name: "timeline"}, {name: "logdir", dir: true}, {name: "checkpoint-dir", dir: true},
 	{name: "run-dir", dir: true}, {name: "out", dir: true}}
 
 // checkOutputs checks the output flags outs (files and directories a

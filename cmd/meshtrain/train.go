@@ -8,6 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
+	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
 
 func init() {
@@ -48,6 +50,9 @@ func init() {
 			// The progress shows each epoch; a console log repeats it only at debug.
 			cfg.QuietProgressLog = c.String("log-format") == "console"
 			job := mirrored.Job{Config: cfg, Strategy: strategy}
+			if c.String("timeline") != "" {
+				job.Timeline = timeline.NewRecorder(c.Int("timeline-steps"))
+			}
 			if job.Sparse, err = sparseFromFlags(c); err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
@@ -61,8 +66,26 @@ func init() {
 			res := sum.Run
 			fmt.Printf("done: %d epochs, %d steps, final test accuracy %.2f%%, %.1fs training, %.1fs wall, params sha256 %s\n",
 				len(res.EpochResults), res.Steps, 100*res.FinalAccuracy, res.TrainSeconds, res.WallSeconds, res.ParamsSHA256)
+			v, ok := verdict.Of(verdict.FromPeers([]*mirrored.PeerStats{&sum.Peer}, ""))
+			if ok {
+				fmt.Println(v)
+			}
+			if path := c.String("timeline"); path != "" {
+				if err := timeline.WriteFile(path, []timeline.Peer{{Spans: job.Timeline.Spans()}}); err != nil {
+					return fmt.Errorf("train: %w", err)
+				}
+			}
 			if path := c.String("summary"); path != "" {
-				b, err := json.MarshalIndent(res, "", "  ")
+				// The run's figures, its verdict and its resource history.
+				out := struct {
+					*mirrored.Result
+					Verdict   *verdict.Verdict          `json:"verdict,omitempty"`
+					Resources []mirrored.ResourceSample `json:"resources,omitempty"`
+				}{Result: res, Resources: sum.Peer.Resources}
+				if ok {
+					out.Verdict = &v
+				}
+				b, err := json.MarshalIndent(out, "", "  ")
 				if err != nil {
 					return fmt.Errorf("train: encoding the summary: %w", err)
 				}

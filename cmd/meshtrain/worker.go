@@ -16,6 +16,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -43,6 +44,8 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		allowUnverifiedFlag(),
 		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (worker-N/train and worker-N/validation, as Keras lays them out)"},
 		&cli.IntFlag{Name: "log-every", Value: mirrored.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
+		&cli.StringFlag{Name: "timeline", Usage: "write the run's timeline to this file (Chrome's trace format: chrome://tracing, ui.perfetto.dev): every peer's input, compute, wait, combine, update, evaluation and checkpoints, on the chief's clock, with who arrived last at each combine"},
+		&cli.IntFlag{Name: "timeline-steps", Value: timeline.DefaultSteps, Usage: "the timeline keeps each peer's last this many steps"},
 		&cli.Float64Flag{Name: "target-accuracy", Usage: "stop after the first epoch with at least this test accuracy (fraction, e.g. 0.99)"},
 		&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss (e.g. 0.35)"},
 		&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
@@ -282,7 +285,7 @@ func init() {
 			wc := launch.WorkerConfig{
 				Job: job, Cluster: cl, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
-				LinkFaults: faults, Summary: c.String("summary"),
+				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 			}
 			if wc.Summary != "" && cl.Rank == 0 {
 				wc.Table = os.Stdout

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/measure/plot"
+	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
 )
 
 // WriteTable prints one row per peer: steps, examples/s, test accuracy,
@@ -62,6 +65,21 @@ func WriteTable(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "stopped early: %s\n", run.Stopped)
 		}
 	}
+	if v, ok := rep.Verdict(); ok {
+		fmt.Fprintln(w, v)
+	}
+}
+
+// Verdict names the run's bottleneck from the peers' figures (package
+// verdict); ok is false when no peer has any.
+func (rep *Report) Verdict() (verdict.Verdict, bool) {
+	peers := make([]*mirrored.PeerStats, len(rep.Peers))
+	for i := range rep.Peers {
+		if s := rep.Peers[i].Summary; s != nil {
+			peers[i] = &s.Peer
+		}
+	}
+	return verdict.Of(verdict.FromPeers(peers, rep.Info.Security))
 }
 
 // writeLinks prints the bytes each peer sent over each link, one row per
@@ -130,7 +148,9 @@ type SummaryJSON struct {
 	ParamsIdentical   bool             `json:"params_identical"`
 	LaunchWallSeconds float64          `json:"launch_wall_seconds"`
 	Run               *mirrored.Result `json:"run"`
-	Peers             []PeerJSON       `json:"peers"`
+	// Verdict is the run's bottleneck, with its evidence (package verdict).
+	Verdict *verdict.Verdict `json:"verdict,omitempty"`
+	Peers   []PeerJSON       `json:"peers"`
 }
 
 // PeerJSON is one peer in SummaryJSON.
@@ -163,6 +183,9 @@ func WriteSummary(path string, rep *Report) error {
 	if out.Run != nil && out.Run.Version != "" {
 		out.Version = out.Run.Version // the workers' build
 	}
+	if v, ok := rep.Verdict(); ok {
+		out.Verdict = &v
+	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err
@@ -170,5 +193,19 @@ func WriteSummary(path string, rep *Report) error {
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the summary: %w", err)
 	}
+	var peers []mirrored.PeerStats
+	for _, p := range out.Peers {
+		peers = append(peers, p.PeerStats)
+	}
+	if err := plot.Resources(ResourcesPath(path), peers); err != nil {
+		return fmt.Errorf("drawing the peers' resources: %w", err)
+	}
 	return nil
+}
+
+// ResourcesPath is where WriteSummary draws the peers' resource history
+// (plot.Resources) beside a summary at path: summary.json gives
+// summary-resources.png.
+func ResourcesPath(summary string) string {
+	return strings.TrimSuffix(summary, filepath.Ext(summary)) + "-resources.png"
 }

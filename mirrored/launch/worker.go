@@ -19,6 +19,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
 
 // Environment variables shared by the launcher and its workers.
@@ -67,6 +68,12 @@ type WorkerConfig struct {
 	// LinkFaults delays and paces this peer's outgoing frames (fault
 	// injection, see collective.DelayLinks); peers may differ.
 	LinkFaults collective.LinkFaults
+	// Timeline, if set, is where the chief writes the run's trace (package
+	// timeline): every peer records its last TimelineSteps steps (0:
+	// timeline.DefaultSteps) and, under the ring, sends them to the chief
+	// at the end with its clock offset; a gossip chief has only its own.
+	Timeline      string
+	TimelineSteps int
 	// Report, if set, receives the worker's Summary as JSON at the end.
 	Report string
 	// Summary and Table, if set, receive on the chief the cluster's
@@ -172,6 +179,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		f.Kill = func() { _ = t.Host().Close() } // the peers see the links reset, not a goodbye
 	}
 	gossip := job.Strategy.Gossip()
+	if cfg.Timeline != "" {
+		job.Timeline = timeline.NewRecorder(cfg.TimelineSteps)
+	}
 	sum, err = mirrored.Run(ctx, job, mirrored.NewGroup(m.Comm))
 	var all []*mirrored.Summary
 	if err == nil {
@@ -180,6 +190,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		if !gossip { // a lost gossip replica could not take part
 			all, err = gatherSummaries(ctx, m.Comm, sum)
 		}
+	}
+	if err == nil && cfg.Timeline != "" {
+		err = writeTimeline(ctx, m.Comm, job.Timeline, cfg.Timeline, !gossip)
 	}
 	// Gossip replicas already left together (their final swap), and a
 	// barrier would fail over a peer that died.
@@ -206,6 +219,28 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		}
 	}
 	return sum, nil
+}
+
+// writeTimeline writes, on the chief, the trace of the run's last steps
+// to path: every peer's spans on the chief's clock when gather is set
+// (each peer's offset measured now, at the end of the ring run, when
+// every peer is still there), else the chief's own.
+func writeTimeline(ctx context.Context, c *collective.Comm, rec *timeline.Recorder, path string, gather bool) error {
+	peers := []timeline.Peer{{Rank: c.Rank(), Spans: rec.Spans()}}
+	if gather {
+		off, err := timeline.MeasureOffset(ctx, c, 8)
+		if err != nil {
+			return err
+		}
+		peers[0].Offset = off.Nanoseconds()
+		if peers, err = collective.AllGatherJSON(ctx, c, peers[0]); err != nil {
+			return fmt.Errorf("gathering the peers' timelines: %w", err)
+		}
+	}
+	if c.Rank() != 0 {
+		return nil
+	}
+	return timeline.WriteFile(path, peers)
 }
 
 // gatherSummaries gives every rank every rank's summary, over the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/data/atomicfile"
 )
 
 // Tracks a peer's spans go on, in the order they are shown.
@@ -31,8 +32,10 @@ var tracks = []string{Input, Compute, Wait, Combine, Update, Evaluate, Checkpoin
 // DefaultSteps is how many steps a Recorder keeps by default.
 const DefaultSteps = 2000
 
-// spansPerStep bounds a step's spans (input, compute, wait, combine,
-// update, and room for the epoch's evaluation and checkpoint).
+// spansPerStep is the room a step has in a Recorder's buffer (input,
+// compute, wait, combine, update, and an epoch's evaluation and
+// checkpoint): the buffer's hard bound; Spans returns the last Steps
+// steps of it.
 const spansPerStep = 8
 
 // Span is one piece of a peer's work: on Track, from Start for Dur
@@ -54,6 +57,7 @@ type Recorder struct {
 	next  int  // where the next span goes
 	full  bool // buf has wrapped
 	steps int
+	last  int // the highest step recorded
 }
 
 // NewRecorder keeps the spans of about the last steps steps (≤ 0:
@@ -75,6 +79,7 @@ func (r *Recorder) Add(track, name string, step int, start, end time.Time) {
 	}
 	s := Span{Track: track, Name: name, Step: step, Start: start.UnixNano(), Dur: end.Sub(start).Nanoseconds()}
 	r.mu.Lock()
+	r.last = max(r.last, step)
 	r.buf[r.next] = s
 	r.next++
 	if r.next == len(r.buf) {
@@ -83,17 +88,18 @@ func (r *Recorder) Add(track, name string, step int, start, end time.Time) {
 	r.mu.Unlock()
 }
 
-// Spans returns the spans kept, oldest first.
+// Spans returns the spans of the last Steps steps, oldest first.
 func (r *Recorder) Spans() []Span {
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.full {
-		return slices.Clone(r.buf[:r.next])
+	all := slices.Clone(r.buf[:r.next])
+	if r.full {
+		all = append(slices.Clone(r.buf[r.next:]), all...)
 	}
-	return append(slices.Clone(r.buf[r.next:]), r.buf[:r.next]...)
+	return slices.DeleteFunc(all, func(s Span) bool { return s.Step <= r.last-r.steps })
 }
 
 // Peer is one peer's record as the chief merges it.
@@ -257,4 +263,21 @@ func Write(w io.Writer, peers []Peer) error {
 		TraceEvents     []event `json:"traceEvents"`
 		DisplayTimeUnit string  `json:"displayTimeUnit"`
 	}{evs, "ms"})
+}
+
+// WriteFile writes the trace to path (atomically: a reader never sees half
+// of it).
+func WriteFile(path string, peers []Peer) error {
+	f, err := atomicfile.Create(path, 0o644)
+	if err != nil {
+		return fmt.Errorf("timeline: %w", err)
+	}
+	if err := Write(f, peers); err != nil {
+		f.Abort()
+		return err
+	}
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("timeline: %w", err)
+	}
+	return nil
 }

@@ -13,14 +13,25 @@ import (
 )
 
 func TestRecorderKeepsTheLastSteps(t *testing.T) {
-	r := NewRecorder(2) // 16 spans
+	r := NewRecorder(2) // the last 2 steps, 16 spans at most
 	t0 := time.Unix(100, 0)
 	for i := range 40 {
 		r.Add(Compute, "", i, t0.Add(time.Duration(i)*time.Millisecond), t0.Add(time.Duration(i)*time.Millisecond+500*time.Microsecond))
 	}
 	got := r.Spans()
-	if len(got) != 16 || got[0].Step != 24 || got[15].Step != 39 {
-		t.Fatalf("kept %d spans, steps %d..%d; want the last 16, 24..39", len(got), got[0].Step, got[len(got)-1].Step)
+	if len(got) != 2 || got[0].Step != 38 || got[1].Step != 39 {
+		t.Fatalf("kept %d spans, steps %d..%d; want steps 38 and 39", len(got), got[0].Step, got[len(got)-1].Step)
+	}
+	// Many spans a step: the buffer bounds them (8 a step) and the last
+	// steps are whole.
+	r = NewRecorder(2)
+	for i := range 10 {
+		for range 5 {
+			r.Add(Compute, "", i, t0, t0)
+		}
+	}
+	if got := r.Spans(); len(got) != 10 || got[0].Step != 8 {
+		t.Fatalf("kept %d spans from step %d; want 10 from step 8", len(got), got[0].Step)
 	}
 	var nilRec *Recorder
 	nilRec.Add(Compute, "", 1, t0, t0) // a nil recorder records nothing

@@ -1,0 +1,145 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
+)
+
+// checkTrace reads a timeline and checks it is a trace of n peers: the
+// Trace Event Format's object form, complete events with their
+// microsecond timestamps and durations, a named process per peer, and
+// a last-arrival mark at the combines when n > 1.
+func checkTrace(t *testing.T, path string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Name string   `json:"name"`
+			Ph   string   `json:"ph"`
+			Ts   *float64 `json:"ts"`
+			Dur  *float64 `json:"dur"`
+			Pid  *int     `json:"pid"`
+			Tid  *int     `json:"tid"`
+			Cat  string   `json:"cat"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatalf("timeline %s is not JSON: %v", path, err)
+	}
+	procs, cats, marks := map[int]bool{}, map[string]bool{}, 0
+	for _, e := range tr.TraceEvents {
+		if e.Name == "" || e.Pid == nil || e.Tid == nil {
+			t.Fatalf("event without name, pid or tid: %+v", e)
+		}
+		switch e.Ph {
+		case "M":
+			if e.Name == "process_name" {
+				procs[*e.Pid] = true
+			}
+		case "X":
+			if e.Ts == nil || e.Dur == nil || *e.Dur < 0 || *e.Ts < 0 {
+				t.Fatalf("complete event %q without a timestamp or duration", e.Name)
+			}
+			cats[e.Cat] = true
+		case "i":
+			marks++
+		default:
+			t.Fatalf("phase %q", e.Ph)
+		}
+	}
+	if len(procs) != n {
+		t.Fatalf("%d processes in the timeline, want %d", len(procs), n)
+	}
+	for _, c := range []string{"input", "compute", "combine", "update", "evaluate"} {
+		if !cats[c] {
+			t.Errorf("no %s spans in the timeline (have %v)", c, cats)
+		}
+	}
+	if n > 1 && marks == 0 {
+		t.Error("no last-arrival marks")
+	}
+}
+
+// TestLaunchNamesStragglerWithTimelineAndResources: a 3-peer launch with
+// rank 2 slowed 4× ends with a verdict naming rank 2 (in the table and the
+// summary JSON), a timeline of the 3 peers and a figure of their
+// resources.
+func TestLaunchNamesStragglerWithTimelineAndResources(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	sum, tl := filepath.Join(dir, "summary.json"), filepath.Join(dir, "timeline.json")
+	r := meshtrain(ctx, nil, "launch", "-n", "3", "--model", "softmax", "--epochs", "1", "--train-examples", "9600", "--test-examples", "1000",
+		"--slow-peer", "2:4", "--summary", sum, "--timeline", tl)
+	if r.err != nil {
+		t.Fatalf("launch: %v\n%s", r.err, r)
+	}
+	if !strings.Contains(r.stdout, "bottleneck: straggler — rank 2") {
+		t.Errorf("launch's output names no straggler:\n%s", r.stdout)
+	}
+	s := readSummary(t, sum)
+	if s.Verdict == nil || s.Verdict.Resource != verdict.Straggler || s.Verdict.Rank != 2 {
+		t.Errorf("summary verdict %+v, want a straggler at rank 2", s.Verdict)
+	}
+	for _, p := range s.Peers {
+		if len(p.Resources) == 0 || p.Cores != runtime.NumCPU() || p.Host == "" {
+			t.Errorf("rank %d: %d resource samples, cores %d, host %q", p.Rank, len(p.Resources), p.Cores, p.Host)
+		}
+	}
+	checkTrace(t, tl, 3)
+	f, err := os.Open(launch.ResourcesPath(sum))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil || img.Bounds().Dy() < 3*200 {
+		t.Fatalf("resources figure: %v, %v", err, img)
+	}
+}
+
+// TestTrainVerdictTimeline: one worker computes, says so, and writes its
+// timeline and summary with the verdict and resources.
+func TestTrainVerdictTimeline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	sum, tl := filepath.Join(dir, "s.json"), filepath.Join(dir, "t.json")
+	r := meshtrain(ctx, nil, "train", "--model", "lenet", "--epochs", "1", "--train-examples", "1600", "--test-examples", "200",
+		"--summary", sum, "--timeline", tl, "--timeline-steps", "10")
+	if r.err != nil {
+		t.Fatalf("train: %v\n%s", r.err, r)
+	}
+	if !strings.Contains(r.stdout, "bottleneck: compute") {
+		t.Errorf("train's output has no compute verdict:\n%s", r.stdout)
+	}
+	var out struct {
+		Steps     int              `json:"steps"`
+		Verdict   *verdict.Verdict `json:"verdict"`
+		Resources []any            `json:"resources"`
+	}
+	b, err := os.ReadFile(sum)
+	if err != nil || json.Unmarshal(b, &out) != nil || out.Verdict == nil || out.Verdict.Resource != verdict.Compute || len(out.Resources) == 0 {
+		t.Fatalf("summary: %v: %s", err, b)
+	}
+	checkTrace(t, tl, 1)
+	// Bounded: 10 steps kept of 25.
+	b, _ = os.ReadFile(tl)
+	if n := strings.Count(string(b), `"name":"gradient"`); n == 0 || n > 10 {
+		t.Errorf("%d gradient spans kept with --timeline-steps 10 (of %s steps)", n, strconv.Itoa(out.Steps))
+	}
+}
