@@ -170,3 +170,23 @@ func TestSameTaskIndexTwice(t *testing.T) {
 		t.Errorf("want a quick failure saying %q, got (after %v)\n%s", want, second.elapsed.Round(time.Second), second)
 	}
 }
+
+// TestJSONLogsOnListenFailure: with --log-format json every line the
+// process writes on stderr is a JSON log entry, libp2p's own included:
+// a port that is taken makes go-libp2p's start-up (go.uber.org/fx) log
+// its failure, which goes through meshtrain's logger, not as logfmt.
+func TestJSONLogsOnListenFailure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addrs := []string{l.Addr().String(), freePorts(t, 1)[0]}
+	r := meshtrain(ctx, []string{e2eSecret, "TF_CONFIG=" + tfConfig(addrs, 0)}, append([]string{"--log-format", "json"}, quickWorker()...)...)
+	if exitCode(r.err) != 1 || !strings.Contains(r.stderr, "cannot listen on") || !strings.Contains(r.stderr, `"logger":"libp2p.`) {
+		t.Fatalf("want exit 1, the listen failure reported, and libp2p's own record of it in the log:\n%s", r)
+	}
+	checkJSONLines(t, "worker", r.stderr)
+}

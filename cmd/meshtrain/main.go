@@ -100,6 +100,8 @@ func newApp() *cli.App {
 				return err
 			}
 			c.App.Metadata = map[string]any{loggerKey: log}
+			// Its records carry their own source; no stack of the adapter.
+			routeLibp2pLogs(log.Named("libp2p").WithOptions(zap.WithCaller(false), zap.AddStacktrace(zapcore.FatalLevel)))
 			if c.String("log-format") == "json" {
 				// Every line on stderr is then JSON, the last one too.
 				last := log.WithOptions(zap.AddStacktrace(zapcore.FatalLevel))
