@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 )
 
@@ -54,6 +55,14 @@ func init() {
 				return fmt.Errorf("launch: %w", err)
 			}
 			warnIgnored(c) // once here: the workers launched with --events do not repeat it
+			if job.Sparse == nil {
+				// Find or fetch MNIST once, showing the fetch's bytes, before
+				// the workers look for it (they then find it).
+				if _, err := data.EnsureMNIST(c.Context, data.MNISTOptions{Dir: job.DataDir, AllowUnverified: job.AllowUnverified,
+					Logger: logger(c, "data"), Progress: screen.Stdout()}); err != nil {
+					return fmt.Errorf("launch: %w", err)
+				}
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("launch: finding this binary to start the workers: %w", err)
