@@ -143,3 +143,24 @@ func TestTrainVerdictTimeline(t *testing.T) {
 		t.Errorf("%d gradient spans kept with --timeline-steps 10 (of %s steps)", n, strconv.Itoa(out.Steps))
 	}
 }
+
+// TestLaunchMorePeersThanCores: more LeNet-5 peers on this machine than
+// it has cores keep them all busy, and the verdict says they share them.
+func TestLaunchMorePeersThanCores(t *testing.T) {
+	n := runtime.NumCPU() + 2
+	if n > 10 {
+		t.Skipf("%d cores: too many peers to start here", n-2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum := filepath.Join(t.TempDir(), "summary.json")
+	r := meshtrain(ctx, nil, "launch", "-n", strconv.Itoa(n), "--model", "lenet", "--epochs", "1", "--train-examples", strconv.Itoa(64*n*12),
+		"--test-examples", "500", "--summary", sum)
+	if r.err != nil {
+		t.Fatalf("launch: %v\n%s", r.err, r)
+	}
+	s := readSummary(t, sum)
+	if s.Verdict == nil || s.Verdict.Resource != verdict.Shared {
+		t.Fatalf("%d peers on %d cores: verdict %+v, want %q\n%s", n, runtime.NumCPU(), s.Verdict, verdict.Shared, r.stdout)
+	}
+}

@@ -30,7 +30,7 @@ var Rules = struct {
 	StragglerWait:  0.15,
 	BusyShare:      0.75,
 	CommShare:      0.40,
-	SmallStep:      256 << 10,
+	SmallStep:      64 << 10,
 }
 
 // Run is what a verdict is drawn from.
