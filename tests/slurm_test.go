@@ -192,6 +192,51 @@ func TestSlurmJobsShareANode(t *testing.T) {
 	}
 }
 
+// TestSlurmQuietRanks: srun gathers every task's output into one file,
+// so under srun the ranks other than 0 log only warnings and errors unless
+// --log-level (or MESHTRAIN_LOG_LEVEL) asks otherwise, rank 0 prints the
+// cluster's table with no flag, and each task's result line gives its
+// bytes in units.
+func TestSlurmQuietRanks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, level := range []string{"", "info"} {
+		t.Run("log level "+level, func(t *testing.T) {
+			id := freeJobID(t, 2)
+			res := make([]result, 2)
+			var wg sync.WaitGroup
+			for r := range res {
+				wg.Go(func() {
+					args := quickWorker()
+					if level != "" {
+						args = append(args, "--log-level", level)
+					}
+					res[r] = meshtrain(ctx, append(jobTaskEnv(r, 2, id), e2eSecret), args...)
+				})
+			}
+			wg.Wait()
+			for r, x := range res {
+				if x.err != nil {
+					t.Fatalf("rank %d: %s", r, x)
+				}
+				if !regexp.MustCompile(fmt.Sprintf(`rank %d done: .* sent [0-9.]+ [KMG]iB, received [0-9.]+ [KMG]iB,`, r)).MatchString(x.stdout) {
+					t.Errorf("rank %d's result line does not give its bytes in units:\n%s", r, x)
+				}
+			}
+			infos := strings.Count(res[1].stderr, "\tINFO\t")
+			if level == "" && infos > 0 || level == "info" && infos == 0 {
+				t.Errorf("rank 1 logged %d info lines with --log-level %q:\n%s", infos, level, res[1])
+			}
+			if !strings.Contains(res[0].stdout, "rank  steps") || !strings.Contains(res[0].stdout, "parameters identical on every peer") {
+				t.Errorf("rank 0 printed no cluster table:\n%s", res[0])
+			}
+			if strings.Contains(res[1].stdout, "rank  steps") {
+				t.Errorf("rank 1 printed a table:\n%s", res[1])
+			}
+		})
+	}
+}
+
 // TestSlurm runs the README's sbatch script, then a step whose tasks
 // differ in one flag, on a real Slurm: munged, slurmctld and slurmd started
 // here with a generated configuration (one node with 2 CPUs, tasks

@@ -10,6 +10,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
@@ -205,7 +207,7 @@ func init() {
 				cluster.SlurmResvPortsEnv, cluster.SlurmJobPortLow, cluster.SlurmJobPortStride, cluster.SlurmJobIDEnv, cluster.SlurmJobPortSlots)},
 		&cli.StringFlag{Name: "secret-file", EnvVars: []string{launch.SecretFileEnv}, Usage: "read the cluster secret from this file (mode 600) instead of " + launch.SecretEnv},
 		&cli.StringFlag{Name: "report", Usage: "write this peer's summary as JSON to this file; " + rankPlaceholder + " in it is replaced by this peer's rank (one srun gives every task the same arguments: --report peer-" + rankPlaceholder + ".json)"},
-		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file, and print launch's table"},
+		&cli.StringFlag{Name: "summary", Usage: "on the chief: write the cluster's summary (every peer's figures, gathered at the end, as launch --summary writes it) as JSON to this file (the chief prints launch's table in any case)"},
 		&cli.BoolFlag{Name: "events", Usage: "print progress events as marked JSON lines on stdout (for meshtrain launch)"},
 		&cli.StringFlag{Name: "identity", Usage: "this peer's libp2p key file (instead of the one derived from " + launch.SecretEnv + "), for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "new-identity", Usage: "write a fresh key to this file, print its peer ID and exit"},
@@ -279,6 +281,11 @@ func init() {
 				return fmt.Errorf("worker: %w", err)
 			}
 			log := logger(c, "worker")
+			if cl.Scheduler == cluster.SchedulerSlurm && cl.Rank != 0 && !c.IsSet("log-level") {
+				// srun gathers every task's output into one file: the
+				// others' info lines would repeat rank 0's.
+				log = log.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+			}
 			job.Logger = log
 			job.Progress = screen.Stdout()
 			job.QuietProgressLog = c.String("log-format") == "console"
@@ -287,7 +294,7 @@ func init() {
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 			}
-			if wc.Summary != "" && cl.Rank == 0 {
+			if cl.Rank == 0 { // the chief prints the cluster's table, as launch does
 				wc.Table = os.Stdout
 			}
 			if c.Bool("events") {
@@ -349,8 +356,8 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 	}
 	if !c.Bool("events") {
 		p := sum.Peer
-		fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %d B, received %d B, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",
-			p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, p.BytesSent, p.BytesReceived, p.CPUSeconds,
+		fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %s, received %s, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",
+			p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, launch.BytesIEC(p.BytesSent), launch.BytesIEC(p.BytesReceived), p.CPUSeconds,
 			100*p.ComputeShare, 100*p.CommShare, 100*p.WaitShare, p.ParamsSHA256)
 	}
 	st := sum.Run.Stopped

@@ -118,6 +118,9 @@ func writeLinks(w io.Writer, rep *Report) {
 	tw.Flush()
 }
 
+// BytesIEC is n bytes as the table shows them: "220.9 MiB".
+func BytesIEC(n int64) string { return bytesIEC(n) }
+
 func bytesIEC(n int64) string {
 	const unit = 1024
 	if n < unit {

@@ -14,6 +14,9 @@ const (
 	// SlurmProcIDEnv is the task's rank in the step; its presence says
 	// this process was started by Slurm.
 	SlurmProcIDEnv = "SLURM_PROCID"
+	// SchedulerSlurm is Cluster.Scheduler of a cluster from srun's
+	// environment.
+	SchedulerSlurm = "slurm"
 	// SlurmBasePortEnv sets the port of each node's first task (also
 	// --slurm-base-port); task i on a node listens on the base plus i.
 	SlurmBasePortEnv = "MESHTRAIN_SLURM_BASE_PORT"
@@ -145,7 +148,7 @@ func fromSlurm(lookup func(string) (string, bool), basePort int) (*Cluster, erro
 	}
 	hint := fmt.Sprintf("port %d (task %d of node %s in Slurm job %s, from %s) is taken by another job or step on this node, or another program: give this job another base with --slurm-base-port (or %s), or start the step with srun --resv-ports",
 		ports[local], local, hosts[node], job, source, SlurmBasePortEnv)
-	return &Cluster{Peers: peers, Rank: rank, TaskType: TaskWorker, TaskIndex: rank, ListenHint: hint}, nil
+	return &Cluster{Peers: peers, Rank: rank, TaskType: TaskWorker, TaskIndex: rank, Scheduler: SchedulerSlurm, ListenHint: hint}, nil
 }
 
 // SlurmJobBase is the base port derived from a Slurm job ID (see

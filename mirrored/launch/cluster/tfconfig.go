@@ -50,6 +50,9 @@ type Cluster struct {
 	TaskIndex int
 	// HasChief says whether the spec listed a separate chief.
 	HasChief bool
+	// Scheduler names the scheduler the cluster came from: SchedulerSlurm
+	// (srun's environment), else "" (a spec, an Indexed Job).
+	Scheduler string
 	// ListenHint, if set, is what to tell a user whose peer cannot listen
 	// because its port is taken (where the port came from and how to
 	// choose another), instead of the default guess that the same task
