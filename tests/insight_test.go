@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
 )
 
@@ -118,14 +120,21 @@ func TestTrainVerdictTimeline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	sum, tl := filepath.Join(dir, "s.json"), filepath.Join(dir, "t.json")
+	sum, tl, cal := filepath.Join(dir, "s.json"), filepath.Join(dir, "t.json"), filepath.Join(dir, "cost.json")
+	if err := calibrate.Save(cal, calibrate.File{Params: cost.Params{Alpha: 50e-6, Beta: 1e9, Gamma: 1e-9, Message: 1e-6, RankCores: 1}}); err != nil {
+		t.Fatal(err)
+	}
 	r := meshtrain(ctx, nil, "train", "--model", "lenet", "--epochs", "1", "--train-examples", "1600", "--test-examples", "200",
-		"--summary", sum, "--timeline", tl, "--timeline-steps", "10")
+		"--summary", sum, "--timeline", tl, "--timeline-steps", "10", "--cost-params", cal)
 	if r.err != nil {
 		t.Fatalf("train: %v\n%s", r.err, r)
 	}
-	if !strings.Contains(r.stdout, "bottleneck: compute") {
-		t.Errorf("train's output has no compute verdict:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, "bottleneck: compute") || !strings.Contains(r.stdout, "the cost model predicted") {
+		t.Errorf("train's output has no compute verdict with the cost model's step:\n%s", r.stdout)
+	}
+	// A calibration named but missing is an error before any training.
+	if r := meshtrain(ctx, nil, "train", "--cost-params", filepath.Join(dir, "none.json")); r.err == nil || !strings.Contains(r.stderr, "--cost-params") {
+		t.Errorf("a missing --cost-params: %v\n%s", r.err, r)
 	}
 	var out struct {
 		Steps     int              `json:"steps"`

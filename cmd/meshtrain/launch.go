@@ -47,6 +47,10 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("launch: --allreduce-algo: %w", err)
 			}
+			costParams, err := costFromFlags(c)
+			if err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
 			faults, err := linkFaultsFromFlags(c)
 			if err != nil {
 				return fmt.Errorf("launch: %w", err)
@@ -91,6 +95,7 @@ func init() {
 				Info: launch.RunInfo{Strategy: job.Strategy.Name, Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
+				rep.Cost = costParams
 				fmt.Println()
 				launch.WriteTable(os.Stdout, rep)
 				if path := c.String("summary"); path != "" {

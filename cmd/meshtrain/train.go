@@ -59,6 +59,10 @@ func init() {
 			if err := job.Validate(); err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
+			costParams, err := costFromFlags(c)
+			if err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
 			sum, err := mirrored.Train(c.Context, job)
 			if err != nil {
 				return fmt.Errorf("train: %w", err)
@@ -66,7 +70,11 @@ func init() {
 			res := sum.Run
 			fmt.Printf("done: %d epochs, %d steps, final test accuracy %.2f%%, %.1fs training, %.1fs wall, params sha256 %s\n",
 				len(res.EpochResults), res.Steps, 100*res.FinalAccuracy, res.TrainSeconds, res.WallSeconds, res.ParamsSHA256)
-			v, ok := verdict.Of(verdict.FromPeers([]*mirrored.PeerStats{&sum.Peer}, ""))
+			vr := verdict.FromPeers([]*mirrored.PeerStats{&sum.Peer}, "")
+			if costParams != nil && res.Model != mirrored.SparseModel {
+				vr.Cost, vr.GradientBytes = costParams, 4*float64(res.Params)
+			}
+			v, ok := verdict.Of(vr)
 			if ok {
 				fmt.Println(v)
 			}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -14,10 +16,12 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -48,6 +52,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.IntFlag{Name: "log-every", Value: mirrored.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
 		&cli.StringFlag{Name: "timeline", Usage: "write the run's timeline to this file (Chrome's trace format: chrome://tracing, ui.perfetto.dev): every peer's input, compute, wait, combine, update, evaluation and checkpoints, on the chief's clock, with who arrived last at each combine"},
 		&cli.IntFlag{Name: "timeline-steps", Value: timeline.DefaultSteps, Usage: "the timeline keeps each peer's last this many steps"},
+		&cli.StringFlag{Name: "cost-params", Value: defaultCostFile, Usage: "the cost model's calibration (meshtrain model calibrate): the verdict at the end shows its predicted step beside the measured one (the default file is used when it exists)"},
 		&cli.Float64Flag{Name: "target-accuracy", Usage: "stop after the first epoch with at least this test accuracy (fraction, e.g. 0.99)"},
 		&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss (e.g. 0.35)"},
 		&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
@@ -266,6 +271,10 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: --allreduce-algo: %w", err)
 			}
+			costParams, err := costFromFlags(c)
+			if err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
 			faults, err := linkFaultsFromFlags(c)
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
@@ -293,6 +302,7 @@ func init() {
 				Job: job, Cluster: cl, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
+				Cost: costParams,
 			}
 			if cl.Rank == 0 { // the chief prints the cluster's table, as launch does
 				wc.Table = os.Stdout
@@ -396,4 +406,21 @@ func runEvaluator(c *cli.Context) error {
 		Out:             os.Stdout, Logger: logger(c, "evaluator"),
 	})
 	return err
+}
+
+// costFromFlags loads --cost-params: nil when the flag is left at its
+// default and that file does not exist (no calibration on this machine).
+func costFromFlags(c *cli.Context) (*cost.Params, error) {
+	path := c.String("cost-params")
+	if path == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && !c.IsSet("cost-params") {
+		return nil, nil
+	}
+	f, err := calibrate.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cost-params: %w", err)
+	}
+	return &f.Params, nil
 }

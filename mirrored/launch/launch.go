@@ -23,6 +23,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
@@ -96,6 +97,9 @@ type Report struct {
 	// Started is when the run started; Info what it was asked to run.
 	Started time.Time
 	Info    RunInfo
+	// Cost, if set, is a calibration of the cost model: the verdict puts
+	// its predicted step beside the measured one.
+	Cost *cost.Params
 }
 
 // identical says whether every peer with a summary ended with the same

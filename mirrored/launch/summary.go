@@ -79,7 +79,16 @@ func (rep *Report) Verdict() (verdict.Verdict, bool) {
 			peers[i] = &s.Peer
 		}
 	}
-	return verdict.Of(verdict.FromPeers(peers, rep.Info.Security))
+	run := verdict.FromPeers(peers, rep.Info.Security)
+	for _, p := range rep.Peers {
+		// The ring's dense exchange of an nn model's gradient is what the
+		// cost model prices here.
+		if s := p.Summary; s != nil && rep.Cost != nil && !rep.Gossip && s.Run.Model != mirrored.SparseModel {
+			run.Cost, run.GradientBytes = rep.Cost, 4*float64(s.Run.Params)
+			break
+		}
+	}
+	return verdict.Of(run)
 }
 
 // writeLinks prints the bytes each peer sent over each link, one row per

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
@@ -74,6 +75,9 @@ type WorkerConfig struct {
 	// at the end with its clock offset; a gossip chief has only its own.
 	Timeline      string
 	TimelineSteps int
+	// Cost, if set, is the cost model's calibration: the chief's verdict
+	// puts its predicted step beside the measured one.
+	Cost *cost.Params
 	// Report, if set, receives the worker's Summary as JSON at the end.
 	Report string
 	// Summary and Table, if set, receive on the chief the cluster's
@@ -272,7 +276,7 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 	if info.Security == "" {
 		info.Security = string(p2p.SecurityTLS)
 	}
-	rep := &Report{WallSeconds: time.Since(start).Seconds(), Started: start, Gossip: gossip, Info: info}
+	rep := &Report{WallSeconds: time.Since(start).Seconds(), Started: start, Gossip: gossip, Info: info, Cost: cfg.Cost}
 	for r, addr := range cfg.Cluster.Peers {
 		p := Peer{Rank: r, Addr: addr}
 		if r < len(all) {

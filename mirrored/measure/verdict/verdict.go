@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
 
@@ -50,8 +51,12 @@ type Run struct {
 	// link, or the cost model's β), 0 if unknown.
 	LinkBytesPerSec float64
 	// PredictedStepSeconds is the cost model's step time for this run, 0
-	// if there is no calibration.
+	// if there is no calibration; with Cost and GradientBytes set instead,
+	// Of predicts it: the median peer's compute and an all-reduce of
+	// GradientBytes among the peers (the ring's dense exchange).
 	PredictedStepSeconds float64
+	Cost                 *cost.Params
+	GradientBytes        float64
 	// Sparse, for sparse logistic regression with the dense exchange, is
 	// the bytes per step the sparse exchange would send (0: not known or
 	// not applicable).
@@ -128,6 +133,15 @@ func Of(run Run) (v Verdict, ok bool) {
 	}
 	share := func(x float64) float64 { return x / math.Max(step, 1e-12) }
 	v = Verdict{Rank: -1, StepSeconds: median(ps, peer.step), PredictedStepSeconds: run.PredictedStepSeconds}
+	if v.PredictedStepSeconds == 0 && run.Cost != nil && run.GradientBytes > 0 {
+		compute := median(ps, func(p peer) float64 { return p.compute })
+		if len(run.Peers) == 1 {
+			v.PredictedStepSeconds = compute
+		} else {
+			_, t := cost.AllReduce(len(run.Peers), run.GradientBytes)
+			v.PredictedStepSeconds = run.Cost.Step(compute, t).Seconds
+		}
+	}
 	busy := busyShare(ps, wall, run.Cores, run.PeersPerHost)
 
 	switch strag, ratio, othersWait := straggler(ps); {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
 
@@ -108,5 +109,18 @@ func TestBusyCountsAProcessOnce(t *testing.T) {
 	three.WallSeconds = 1.3
 	if v, _ := Of(three); v.Resource != Shared || three.PeersPerHost != 3 || three.Cores != 2 {
 		t.Fatalf("3 busy processes on 2 cores: %s (peers per host %d, cores %d)", v, three.PeersPerHost, three.Cores)
+	}
+}
+
+// TestPredictionFromCalibration: with calibrated parameters the verdict
+// prices the step itself: the median compute plus an all-reduce of the
+// gradient among the peers.
+func TestPredictionFromCalibration(t *testing.T) {
+	p := cost.Params{Alpha: 50e-6, Beta: 1e9, Gamma: 1e-9}
+	run := Run{Peers: []*mirrored.PeerStats{stats(0.010, 0.002, 0, 0, 1e6, 1), stats(0.010, 0.002, 0, 0, 1e6, 1)}, Cost: &p, GradientBytes: 4e6}
+	v, _ := Of(run)
+	_, tr := cost.AllReduce(2, 4e6)
+	if want := p.Step(0.010, tr).Seconds; v.PredictedStepSeconds != want || want <= 0.010 {
+		t.Fatalf("predicted %v, want %v", v.PredictedStepSeconds, want)
 	}
 }
