@@ -152,8 +152,12 @@ func (c *Config) validateCommon() error {
 
 // Epoch is the record of one epoch.
 type Epoch struct {
-	Epoch        int     `json:"epoch"` // 1-based
-	Loss         float64 `json:"loss"`  // mean training loss over the epoch's steps (all replicas)
+	Epoch int     `json:"epoch"` // 1-based
+	Loss  float64 `json:"loss"`  // mean training loss over the epoch's steps (all replicas)
+	// Accuracy is the training accuracy over the epoch's batches (all
+	// replicas), as the model counted it computing the loss (a model
+	// that is an nn.TrainCounter; 0 otherwise).
+	Accuracy     float64 `json:"accuracy,omitempty"`
 	TestLoss     float64 `json:"test_loss"`
 	TestAccuracy float64 `json:"test_accuracy"`      // fraction
 	TestAUC      float64 `json:"test_auc,omitempty"` // area under the ROC curve (sparse-lr; binary labels only)

@@ -52,8 +52,12 @@ type Event struct {
 type StepStats struct {
 	Loss     float64 `json:"loss"` // on its batch (the mean over Steps)
 	LR       float64 `json:"lr"`
-	Examples int     `json:"examples"`        // in its batch (in the Steps batches)
-	Steps    int     `json:"steps,omitempty"` // steps covered; 0 means 1
+	Examples int     `json:"examples"` // in its batch (in the Steps batches)
+	// Correct is how many of the batch's examples the model classified
+	// correctly computing the loss, when Counted (an nn.TrainCounter).
+	Correct int  `json:"-"`
+	Counted bool `json:"-"`
+	Steps   int  `json:"steps,omitempty"` // steps covered; 0 means 1
 	// Compute, Comm and Wait split the step's time as PeerStats does.
 	Compute, Comm, Wait time.Duration `json:"-"`
 	// BytesSent is the bytes this replica has sent so far (-1: the
@@ -243,6 +247,7 @@ type tensorboardObserver struct {
 // stepWindow adds up the steps since the last scalars were written.
 type stepWindow struct {
 	steps, examples     int
+	correct, counted    int // examples counted, and correct among them
 	loss                float64
 	compute, comm, wait time.Duration
 	bytes0              int64 // bytes sent before the window (-1: not counted)
@@ -282,6 +287,10 @@ func (t *tensorboardObserver) step(e Event) error {
 	}
 	w.steps++
 	w.examples += st.Examples
+	if st.Counted {
+		w.correct += st.Correct
+		w.counted += st.Examples
+	}
 	w.loss += st.Loss
 	w.compute += st.Compute
 	w.comm += st.Comm
@@ -301,6 +310,9 @@ func (t *tensorboardObserver) step(e Event) error {
 		t.train.Scalar("step/comm_ms", step, ms(w.comm), now),
 		t.train.Scalar("step/wait_ms", step, ms(w.wait), now),
 	}
+	if w.counted > 0 {
+		errs = append(errs, t.train.Scalar("batch_accuracy", step, float32(float64(w.correct)/float64(w.counted)), now))
+	}
 	if w.bytes0 >= 0 && st.BytesSent >= 0 {
 		errs = append(errs, t.train.Scalar("step/bytes_sent", step, float32(float64(st.BytesSent-w.bytes0)/n), now))
 	}
@@ -309,15 +321,20 @@ func (t *tensorboardObserver) step(e Event) error {
 }
 
 // epoch writes the epoch's training figures to the train run and its test
-// figures to the validation run, at the global step.
+// figures to the validation run, at the epoch's index as Keras writes its
+// epoch_* scalars (0 for the first), so runs overlay by epoch; the per-step
+// scalars stay at the global step.
 func (t *tensorboardObserver) epoch(e Event) error {
-	ep, now, step := e.Epoch, time.Now(), int64(e.Step)
+	ep, now, step := e.Epoch, time.Now(), int64(e.Epoch.Epoch-1)
 	errs := []error{
 		t.train.Scalar("epoch_loss", step, float32(ep.Loss), now),
 		t.train.Scalar("epoch_learning_rate", step, float32(ep.LR), now),
 		t.train.Scalar("epoch_examples_per_sec", step, float32(ep.ExamplesPerSec), now),
 		t.val.Scalar("epoch_loss", step, float32(ep.TestLoss), now),
 		t.val.Scalar("epoch_accuracy", step, float32(ep.TestAccuracy), now),
+	}
+	if ep.Accuracy > 0 {
+		errs = append(errs, t.train.Scalar("epoch_accuracy", step, float32(ep.Accuracy), now))
 	}
 	if ep.TestAUC > 0 {
 		errs = append(errs, t.val.Scalar("epoch_auc", step, float32(ep.TestAUC), now))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,63 @@ func TestStepSampler(t *testing.T) {
 	}
 	if a, b := loss(&direct), loss(&relayed); strings.Join(a, "|") != strings.Join(b, "|") || len(a) != 2 {
 		t.Errorf("relayed progress lines %q, want the replica's own %q", b, a)
+	}
+}
+
+// TestTensorBoardLikeKeras: the train run has the training accuracy
+// Keras writes (epoch_accuracy, beside epoch_loss) and a batch_accuracy
+// with every batch_loss; the epoch scalars are at the epoch's index as
+// Keras writes them (0, 1, …) in both runs, so meshtrain and Keras runs
+// overlay by epoch, and the per-step scalars at the global step. The
+// training accuracy is also in the summary's epochs.
+func TestTensorBoardLikeKeras(t *testing.T) {
+	mn := synthMNIST(192, 48, 3)
+	job := testJob(t, nn.Softmax, mn, 16, 2) // 12 steps an epoch
+	job.LogDir, job.LogEvery = t.TempDir(), 4
+	sum, err := Train(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ep := range sum.Run.EpochResults {
+		if !(ep.Accuracy > 0 && ep.Accuracy <= 1) {
+			t.Errorf("epoch %d: training accuracy %v", i+1, ep.Accuracy)
+		}
+	}
+	steps := func(run string) map[string][]int64 {
+		files, _ := filepath.Glob(filepath.Join(tensorboard.WorkerDir(job.LogDir, 0), run, "events.out.tfevents.*"))
+		if len(files) != 1 {
+			t.Fatalf("%s: event files %v", run, files)
+		}
+		events, err := tensorboard.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string][]int64{}
+		for _, ev := range events {
+			for _, v := range ev.Values {
+				m[v.Tag] = append(m[v.Tag], ev.Step)
+			}
+		}
+		return m
+	}
+	train, val := steps("train"), steps("validation")
+	epochs, batches := []int64{0, 1}, []int64{4, 8, 12, 16, 20, 24}
+	for _, tc := range []struct {
+		run, tag string
+		got      map[string][]int64
+		want     []int64
+	}{
+		{"train", "epoch_loss", train, epochs},
+		{"train", "epoch_accuracy", train, epochs},
+		{"train", "epoch_learning_rate", train, epochs},
+		{"validation", "epoch_loss", val, epochs},
+		{"validation", "epoch_accuracy", val, epochs},
+		{"train", "batch_loss", train, batches},
+		{"train", "batch_accuracy", train, batches},
+		{"train", "learning_rate", train, batches},
+	} {
+		if !slices.Equal(tc.got[tc.tag], tc.want) {
+			t.Errorf("%s/%s at steps %v, want %v", tc.run, tc.tag, tc.got[tc.tag], tc.want)
+		}
 	}
 }

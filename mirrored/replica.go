@@ -116,6 +116,15 @@ func (r *denseReplica) Gradient(b *data.Batch) (float64, error) {
 	return r.model.ForwardBackward(b.X, r.labels, b.Size)
 }
 
+// TrainCorrect is the count of correct examples in the last Gradient's
+// batch, if the model counts them (nn.TrainCounter).
+func (r *denseReplica) TrainCorrect() (int, bool) {
+	if tc, ok := r.model.(nn.TrainCounter); ok {
+		return tc.TrainCorrect(), true
+	}
+	return 0, false
+}
+
 func (r *denseReplica) Combine(ctx context.Context, g Group, _ int) error {
 	if err := g.AllReduceSum(ctx, r.grads); err != nil {
 		return fmt.Errorf("all-reducing the gradients: %w", err)

@@ -251,6 +251,17 @@ func syncStep(ctx context.Context, rep replica, g Group, b *data.Batch, global i
 type epochSums struct {
 	loss          float64
 	ran, examples int
+	// correct of counted examples (the replica counts them: trainCorrect)
+	correct, counted int
+}
+
+// trainCorrect is the count of correct examples in the last step's batch,
+// if rep counts them.
+func trainCorrect(rep replica) (int, bool) {
+	if tc, ok := rep.(interface{ TrainCorrect() (int, bool) }); ok {
+		return tc.TrainCorrect()
+	}
+	return 0, false
 }
 
 // epoch runs the steps of one epoch from step first, then its end; stop
@@ -308,6 +319,11 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	}
 	sums.loss += loss
 	sums.examples += b.Size
+	correct, counted := trainCorrect(rep)
+	if counted && b.Size > 0 {
+		sums.correct += correct
+		sums.counted += b.Size
+	}
 	l.global++
 	sums.ran++
 	l.times.step(clk, sample)
@@ -320,7 +336,7 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 		tl.Add(timeline.Combine, "", l.global, clk[3], clk[4])
 		tl.Add(timeline.Update, "", l.global, clk[4], clk[5])
 	}
-	l.stats = StepStats{Loss: l.run.stepLoss(loss, b.Size), LR: lr, Examples: b.Size, BytesSent: bytesSent(l.g),
+	l.stats = StepStats{Loss: l.run.stepLoss(loss, b.Size), LR: lr, Examples: b.Size, BytesSent: bytesSent(l.g), Correct: correct, Counted: counted,
 		Compute: clk[2].Sub(clk[1]) + clk[5].Sub(clk[4]), Comm: clk[4].Sub(clk[3]), Wait: clk[1].Sub(clk[0]) + clk[3].Sub(clk[2])}
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.global, Steps: l.total, Train: &l.stats}); err != nil {
 		return err
@@ -369,12 +385,15 @@ func (r *plan) stepLoss(loss float64, size int) float64 {
 // ends the run without a checkpoint of its own.
 func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elapsed time.Duration, sums epochSums) (bool, error) {
 	cfg, rep := &l.job.Config, l.run.rep
-	agg := []float32{float32(sums.loss), float32(sums.ran), float32(sums.examples)}
+	agg := []float32{float32(sums.loss), float32(sums.ran), float32(sums.examples), float32(sums.correct), float32(sums.counted)}
 	if err := l.g.AllReduceSum(ctx, agg); err != nil {
 		return false, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
 	}
 	ep := Epoch{Epoch: epoch, LR: l.sched.At(l.global - 1), ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(),
 		EpochSeconds: elapsed.Seconds(), TrainSeconds: l.trainTime.Seconds()}
+	if agg[4] > 0 { // counts of whole examples: exact in float32 below 2^24
+		ep.Accuracy = float64(agg[3]) / float64(agg[4])
+	}
 	switch {
 	case !l.run.perStepLoss:
 		ep.Loss = float64(agg[0]) / math.Max(float64(agg[2]), 1)

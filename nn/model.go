@@ -412,6 +412,16 @@ func (m *net) ForwardBackward(x []float32, labels []int32, n int) (float64, erro
 	return loss / float64(n), nil
 }
 
+// TrainCorrect is the number of the last ForwardBackward's examples whose
+// largest score was their label's (TrainCounter), counted with the loss.
+func (m *net) TrainCorrect() int {
+	c := 0
+	for _, s := range m.shards {
+		c += s.right
+	}
+	return c
+}
+
 // evalChunk bounds the examples per shard per pass in Evaluate, keeping
 // its activation buffers near a training batch's.
 const evalChunk = 256
