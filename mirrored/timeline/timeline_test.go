@@ -153,3 +153,17 @@ func TestMeasureOffset(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStep is what recording one synchronous step costs: its five
+// spans.
+func BenchmarkStep(b *testing.B) {
+	r := NewRecorder(DefaultSteps)
+	t0 := time.Now()
+	for i := range b.N {
+		r.Add(Input, "", i, t0, t0)
+		r.Add(Compute, "gradient", i, t0, t0)
+		r.Add(Wait, "barrier", i, t0, t0)
+		r.Add(Combine, "", i, t0, t0)
+		r.Add(Update, "", i, t0, t0)
+	}
+}
