@@ -110,7 +110,7 @@ func DefaultConfig() Config {
 // would be accepted.
 func (c *Config) Validate() error {
 	if !slices.Contains(nn.ModelNames, c.Model) {
-		return fmt.Errorf("model %q: want one of %v", c.Model, nn.ModelNames)
+		return fmt.Errorf("model %q: want one of %v", c.Model, slices.Concat(nn.ModelNames, []string{SparseModel}))
 	}
 	if !slices.Contains(nn.OptimizerNames, c.Optimizer) {
 		return fmt.Errorf("optimizer %q: want one of %v", c.Optimizer, nn.OptimizerNames)

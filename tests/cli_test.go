@@ -25,7 +25,9 @@ func exitCode(err error) int {
 }
 
 // TestCLIConventions runs the binary as a user would and checks the exit
-// codes and messages shells, CI and torchrun users rely on.
+// codes and messages shells, CI and torchrun users rely on: every usage
+// error exits 2 naming the valid choices, with nothing on stdout (help
+// goes there only when asked for).
 func TestCLIConventions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -40,6 +42,13 @@ func TestCLIConventions(t *testing.T) {
 		{"flag typo", []string{"train", "--epoch", "2"}, 2, "stderr", "unknown flag -epoch: did you mean --epochs?"},
 		{"bad flag value", []string{"train", "--epochs", "two"}, 2, "stderr", "invalid value"},
 		{"version", []string{"--version"}, 0, "stdout", "meshtrain version "},
+		{"unknown model", []string{"train", "--model", "foo"}, 2, "stderr", `model "foo": want one of [lenet softmax sparse-lr]`},
+		{"unknown optimizer", []string{"train", "--optimizer", "adamw"}, 2, "stderr", `optimizer "adamw": want one of [sgd momentum nesterov adam]`},
+		{"unknown schedule", []string{"launch", "--lr-schedule", "exp"}, 2, "stderr", `learning-rate schedule "exp": want one of`},
+		{"no workers", []string{"launch", "-n", "0"}, 2, "stderr", "-n 0: want at least 1 worker"},
+		{"eval without a checkpoint", []string{"eval"}, 2, "stderr", "eval needs --checkpoint FILE"},
+		{"gossip alone", []string{"train", "--strategy", "gossip"}, 2, "stderr", "--strategy gossip needs several replicas: use launch -n N --strategy gossip"},
+		{"help asked for", []string{"eval", "--help"}, 0, "stdout", "--checkpoint"},
 		{"global flag after the command", []string{"train", "--model", "softmax", "--epochs", "1", "--train-examples", "640", "--test-examples", "100", "--log-format", "json"}, 0, "stderr", `{"level":"info"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +59,9 @@ func TestCLIConventions(t *testing.T) {
 			}
 			if got := exitCode(r.err); got != tc.code || !strings.Contains(out, tc.want) {
 				t.Errorf("exit %d, want %d; %s should contain %q\n%s", got, tc.code, tc.stream, tc.want, r)
+			}
+			if tc.code == 2 && r.stdout != "" { // help only when asked for
+				t.Errorf("a usage error wrote on stdout:\n%s", r)
 			}
 		})
 	}

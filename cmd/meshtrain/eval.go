@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -17,7 +18,7 @@ func init() {
 		ArgsUsage:          " ",
 		CustomHelpTemplate: withExample("meshtrain eval --checkpoint ckpt/ckpt-000936.safetensors"),
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "checkpoint", Required: true, Usage: "checkpoint file (ckpt-*.safetensors) written by meshtrain worker/launch"},
+			&cli.StringFlag{Name: "checkpoint", Usage: "checkpoint file (ckpt-*.safetensors) written by meshtrain worker/launch (required)"},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
 			allowUnverifiedFlag(),
 			&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
@@ -25,7 +26,10 @@ func init() {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("eval takes no arguments, got %q", c.Args().Slice())
+				return usageError{fmt.Errorf("eval takes no arguments, got %q", c.Args().Slice())}
+			}
+			if c.String("checkpoint") == "" {
+				return usageError{errors.New("eval needs --checkpoint FILE: a ckpt-*.safetensors written by meshtrain worker or launch --checkpoint-dir")}
 			}
 			res, err := mirrored.EvaluateCheckpoint(c.Context, mirrored.EvalConfig{
 				Checkpoint: c.String("checkpoint"), DataDir: c.String("data-dir"), AllowUnverified: c.Bool("allow-unverified"),

@@ -38,14 +38,17 @@ func init() {
 				return usageError{fmt.Errorf("launch takes no arguments, got %q", c.Args().Slice())}
 			}
 			n := c.Int("n")
+			if n < 1 {
+				return usageError{fmt.Errorf("launch: -n %d: want at least 1 worker", n)}
+			}
 			// Check the flags here so that a typo fails once, not N times.
 			job, _, err := jobFromFlags(c, n)
 			if err != nil {
-				return fmt.Errorf("launch: %w", err)
+				return usageError{fmt.Errorf("launch: %w", err)}
 			}
 			algo, err := collective.ParseAlgo(c.String("allreduce-algo"))
 			if err != nil {
-				return fmt.Errorf("launch: --allreduce-algo: %w", err)
+				return usageError{fmt.Errorf("launch: --allreduce-algo: %w", err)}
 			}
 			costParams, err := costFromFlags(c)
 			if err != nil {
@@ -53,7 +56,7 @@ func init() {
 			}
 			faults, err := linkFaultsFromFlags(c)
 			if err != nil {
-				return fmt.Errorf("launch: %w", err)
+				return usageError{fmt.Errorf("launch: %w", err)}
 			}
 			if err := checkOutputs(c); err != nil {
 				return fmt.Errorf("launch: %w", err)

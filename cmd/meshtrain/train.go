@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -36,7 +37,10 @@ func init() {
 			}
 			strategy, _, err := strategyFromFlags(c, 1)
 			if err != nil {
-				return fmt.Errorf("train: %w", err)
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
+			if strategy.Gossip() { // it would run alone, averaging with nobody
+				return usageError{errors.New("train: --strategy gossip needs several replicas: use launch -n N --strategy gossip (or compare)")}
 			}
 			if err := checkOutputs(c); err != nil {
 				return fmt.Errorf("train: %w", err)
@@ -44,7 +48,7 @@ func init() {
 			warnIgnored(c)
 			cfg, err := configFromFlags(c)
 			if err != nil {
-				return fmt.Errorf("train: %w", err)
+				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			cfg.Progress, cfg.Logger = screen.Stdout(), logger(c, "train")
 			// The progress shows each epoch; a console log repeats it only at debug.
@@ -54,10 +58,10 @@ func init() {
 				job.Timeline = timeline.NewRecorder(c.Int("timeline-steps"))
 			}
 			if job.Sparse, err = sparseFromFlags(c); err != nil {
-				return fmt.Errorf("train: %w", err)
+				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			if err := job.Validate(); err != nil {
-				return fmt.Errorf("train: %w", err)
+				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			costParams, err := costFromFlags(c)
 			if err != nil {

@@ -265,11 +265,11 @@ func init() {
 			}
 			job, sec, err := jobFromFlags(c, len(cl.Peers))
 			if err != nil {
-				return fmt.Errorf("worker: %w", err)
+				return usageError{fmt.Errorf("worker: %w", err)}
 			}
 			algo, err := collective.ParseAlgo(c.String("allreduce-algo"))
 			if err != nil {
-				return fmt.Errorf("worker: --allreduce-algo: %w", err)
+				return usageError{fmt.Errorf("worker: --allreduce-algo: %w", err)}
 			}
 			costParams, err := costFromFlags(c)
 			if err != nil {
@@ -277,7 +277,7 @@ func init() {
 			}
 			faults, err := linkFaultsFromFlags(c)
 			if err != nil {
-				return fmt.Errorf("worker: %w", err)
+				return usageError{fmt.Errorf("worker: %w", err)}
 			}
 			if err := checkOutputs(c); err != nil {
 				return fmt.Errorf("worker: %w", err)
