@@ -30,8 +30,8 @@ func TestKernelsMatchGo(t *testing.T) {
 			t.Run(fmt.Sprintf("%v_fused_%v", sh, fused), func(t *testing.T) {
 				const n = 3
 				rng := rand.New(rand.NewPCG(uint64(sh[0]*31+sh[3]), 5))
-				build := func() (Layer, []float32) {
-					c := NewConv2D(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5])
+				build := func() (layer, []float32) {
+					c := newConv2D(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5])
 					c.setTrain(true)
 					if fused {
 						return newConvPoolReLU(c), nil
@@ -46,7 +46,7 @@ func TestKernelsMatchGo(t *testing.T) {
 				lg.Bind(params, gg)
 				x := randSlice(rng, n*la.InSize())
 				dy := randSlice(rng, n*la.OutSize())
-				run := func(l Layer) (y, dx []float32) {
+				run := func(l layer) (y, dx []float32) {
 					y, dx = make([]float32, n*l.OutSize()), make([]float32, len(x))
 					l.Forward(y, x, n)
 					l.Backward(dx, dy, x, y, n)

@@ -40,25 +40,25 @@ func spacedInputs(rng *rand.Rand, n int) []float32 {
 func TestLayerGradients(t *testing.T) {
 	cases := []struct {
 		name  string
-		layer func() Layer
+		layer func() layer
 	}{
-		{"conv_2x6x5_to_3_k3_pad1", func() Layer { return NewConv2D(2, 6, 5, 3, 3, 1) }},
-		{"conv_1x7x7_to_2_k5_pad2", func() Layer { return NewConv2D(1, 7, 7, 2, 5, 2) }},
-		{"conv_3x6x6_to_5_k3_pad0", func() Layer { return NewConv2D(3, 6, 6, 5, 3, 0) }},
-		{"conv_6x14x14_to_16_k5", func() Layer { return NewConv2D(6, 14, 14, 16, 5, 0) }},
-		{"conv_2x6x5_to_3_k3_pad1_training", func() Layer { c := NewConv2D(2, 6, 5, 3, 3, 1); c.setTrain(true); return c }},
-		{"conv_1x28x28_to_6_k5_pad2_training", func() Layer { c := NewConv2D(1, 28, 28, 6, 5, 2); c.setTrain(true); return c }},
-		{"maxpool_2x4x4_s2", func() Layer { return NewMaxPool2D(2, 4, 4, 2) }},
-		{"maxpool_1x5x5_s2_drops_edge", func() Layer { return NewMaxPool2D(1, 5, 5, 2) }},
-		{"avgpool_2x4x6_s2", func() Layer { return NewAvgPool2D(2, 4, 6, 2) }},
-		{"avgpool_1x6x6_s3", func() Layer { return NewAvgPool2D(1, 6, 6, 3) }},
-		{"relu_10", func() Layer { return NewReLU(10) }},
-		{"tanh_10", func() Layer { return NewTanh(10) }},
-		{"flatten_12", func() Layer { return NewFlatten(12) }},
-		{"dense_7_to_5", func() Layer { return NewDense(7, 5) }},
-		{"dense_20_to_17", func() Layer { return NewDense(20, 17) }},
-		{"dense_3_to_1", func() Layer { return NewDense(3, 1) }},
-		{"dense_40_to_12_glorot", func() Layer { d := NewDense(40, 12); d.WeightInit = Glorot; return d }},
+		{"conv_2x6x5_to_3_k3_pad1", func() layer { return newConv2D(2, 6, 5, 3, 3, 1) }},
+		{"conv_1x7x7_to_2_k5_pad2", func() layer { return newConv2D(1, 7, 7, 2, 5, 2) }},
+		{"conv_3x6x6_to_5_k3_pad0", func() layer { return newConv2D(3, 6, 6, 5, 3, 0) }},
+		{"conv_6x14x14_to_16_k5", func() layer { return newConv2D(6, 14, 14, 16, 5, 0) }},
+		{"conv_2x6x5_to_3_k3_pad1_training", func() layer { c := newConv2D(2, 6, 5, 3, 3, 1); c.setTrain(true); return c }},
+		{"conv_1x28x28_to_6_k5_pad2_training", func() layer { c := newConv2D(1, 28, 28, 6, 5, 2); c.setTrain(true); return c }},
+		{"maxpool_2x4x4_s2", func() layer { return newMaxPool2D(2, 4, 4, 2) }},
+		{"maxpool_1x5x5_s2_drops_edge", func() layer { return newMaxPool2D(1, 5, 5, 2) }},
+		{"avgpool_2x4x6_s2", func() layer { return newAvgPool2D(2, 4, 6, 2) }},
+		{"avgpool_1x6x6_s3", func() layer { return newAvgPool2D(1, 6, 6, 3) }},
+		{"relu_10", func() layer { return newReLU(10) }},
+		{"tanh_10", func() layer { return newTanh(10) }},
+		{"flatten_12", func() layer { return &reshape{Size: 12} }},
+		{"dense_7_to_5", func() layer { return newDense(7, 5) }},
+		{"dense_20_to_17", func() layer { return newDense(20, 17) }},
+		{"dense_3_to_1", func() layer { return newDense(3, 1) }},
+		{"dense_40_to_12_glorot", func() layer { d := newDense(40, 12); d.WeightInit = Glorot; return d }},
 	}
 	const (
 		n   = 3
@@ -77,8 +77,8 @@ func TestLayerGradients(t *testing.T) {
 				params[i] += 0.1 * float32(rng.NormFloat64())
 			}
 			x := spacedInputs(rng, n*l.InSize())
-			if _, isAct := l.(*Activation); !isAct {
-				if _, isPool := l.(*Pool2D); !isPool {
+			if _, isAct := l.(*activation); !isAct {
+				if _, isPool := l.(*pool2D); !isPool {
 					x = randSlice(rng, n*l.InSize())
 				}
 			}
@@ -133,14 +133,14 @@ func TestLayerGradients(t *testing.T) {
 
 func TestLayerShapes(t *testing.T) {
 	for _, tc := range []struct {
-		l           Layer
+		l           layer
 		in, out, np int
 	}{
-		{NewConv2D(1, 28, 28, 6, 5, 2), 784, 6 * 28 * 28, 156},
-		{NewConv2D(6, 14, 14, 16, 5, 0), 6 * 14 * 14, 16 * 10 * 10, 2416},
-		{NewMaxPool2D(6, 28, 28, 2), 6 * 28 * 28, 6 * 14 * 14, 0},
-		{NewAvgPool2D(1, 5, 5, 2), 25, 4, 0},
-		{NewDense(400, 120), 400, 120, 48120},
+		{newConv2D(1, 28, 28, 6, 5, 2), 784, 6 * 28 * 28, 156},
+		{newConv2D(6, 14, 14, 16, 5, 0), 6 * 14 * 14, 16 * 10 * 10, 2416},
+		{newMaxPool2D(6, 28, 28, 2), 6 * 28 * 28, 6 * 14 * 14, 0},
+		{newAvgPool2D(1, 5, 5, 2), 25, 4, 0},
+		{newDense(400, 120), 400, 120, 48120},
 	} {
 		if tc.l.InSize() != tc.in || tc.l.OutSize() != tc.out || tc.l.NumParams() != tc.np {
 			t.Errorf("%T: in %d out %d params %d, want %d %d %d", tc.l, tc.l.InSize(), tc.l.OutSize(), tc.l.NumParams(), tc.in, tc.out, tc.np)
@@ -241,7 +241,7 @@ func TestBinaryLogistic(t *testing.T) {
 	}
 }
 
-// TestConvPoolReLUMatchesLayers: the fused layer computes what Conv2D,
+// TestConvPoolReLUMatchesLayers: the fused layer computes what conv2D,
 // 2×2 MaxPool2D and ReLU compute in turn, output bit for bit and
 // gradients up to the order of summation. (A finite-difference check of
 // the fused layer alone would cross pooling and ReLU kinks at almost every
@@ -253,10 +253,10 @@ func TestConvPoolReLUMatchesLayers(t *testing.T) {
 			t.Run(fmt.Sprintf("%v_train_%v", sh, train), func(t *testing.T) {
 				const n = 4
 				rng := rand.New(rand.NewPCG(uint64(sh[0]*100+sh[1]), 3))
-				conv := NewConv2D(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5])
-				fused := newConvPoolReLU(NewConv2D(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]))
-				pool := NewMaxPool2D(conv.OutC, conv.OutH, conv.OutW, 2)
-				relu := NewReLU(pool.OutSize())
+				conv := newConv2D(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5])
+				fused := newConvPoolReLU(newConv2D(sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]))
+				pool := newMaxPool2D(conv.OutC, conv.OutH, conv.OutW, 2)
+				relu := newReLU(pool.OutSize())
 				params := randSlice(rng, conv.NumParams())
 				g1, g2 := make([]float32, len(params)), make([]float32, len(params))
 				conv.Bind(params, g1)

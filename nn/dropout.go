@@ -1,0 +1,96 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// dropout zeroes each input of a training pass with probability Rate and
+// scales the others by 1/(1−Rate) (inverted dropout, as Keras and PyTorch
+// do), so evaluation passes, which it leaves alone, need no scaling.
+//
+// The mask is a hash, not a stream: whether input i of example e is kept
+// depends only on key and (first+e)·Size+i, where key stands for (seed,
+// layer, replica, epoch, step) and first is the index in the whole batch
+// of the shard's first example. So the mask of a step is the same however
+// the batch is split into shards, on whichever replica count computes it
+// again, and a resumed run draws the masks of an uninterrupted one.
+type dropout struct {
+	Size int
+	Rate float64
+
+	key   uint64
+	first int
+	train bool
+	mask  []float32 // n × Size: 0 or 1/(1−Rate), from the last training Forward
+}
+
+func newDropout(size int, rate float64) *dropout { return &dropout{Size: size, Rate: rate} }
+
+func (l *dropout) InSize() int         { return l.Size }
+func (l *dropout) OutSize() int        { return l.Size }
+func (l *dropout) NumParams() int      { return 0 }
+func (l *dropout) Bind(_, _ []float32) {}
+func (l *dropout) Init(_ *rand.Rand)   {}
+func (l *dropout) setTrain(on bool)    { l.train = on }
+
+// setStep sets the key of the next training passes and the batch index of
+// this layer's first example.
+func (l *dropout) setStep(key uint64, first int) { l.key, l.first = key, first }
+
+// mix is SplitMix64's finaliser: a bijection of 64-bit words whose output
+// bits each depend on every input bit.
+func mix(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// dropoutKey folds a run's seed, a layer's index and the replica, epoch
+// and step of a training pass into one key.
+func dropoutKey(seed int64, layer, rank, epoch, step int) uint64 {
+	k := mix(uint64(seed) ^ 0x64726f706f7574) // "dropout"
+	for _, v := range [...]int{layer, rank, epoch, step} {
+		k = mix(k + uint64(v) + 0x9e3779b97f4a7c15)
+	}
+	return k
+}
+
+func (l *dropout) Forward(y, x []float32, n int) {
+	x, y = x[:n*l.Size], y[:n*l.Size]
+	if !l.train || l.Rate == 0 {
+		copy(y, x)
+		return
+	}
+	if cap(l.mask) < len(x) {
+		l.mask = make([]float32, len(x))
+	}
+	l.mask = l.mask[:len(x)]
+	// Input j is kept when the top 24 bits of its hash are at least
+	// Rate·2²⁴.
+	cut := uint64(math.Round(l.Rate * (1 << 24)))
+	scale := float32(1 / (1 - l.Rate))
+	base := uint64(l.first * l.Size)
+	for j, v := range x {
+		m := scale
+		if mix(l.key+(base+uint64(j))*0x9e3779b97f4a7c15)>>40 < cut {
+			m = 0
+		}
+		l.mask[j] = m
+		y[j] = v * m
+	}
+}
+
+func (l *dropout) Backward(dx, dy, _, _ []float32, n int) {
+	if dx == nil {
+		return
+	}
+	dx, dy = dx[:n*l.Size], dy[:n*l.Size]
+	if !l.train || l.Rate == 0 {
+		copy(dx, dy)
+		return
+	}
+	for j, m := range l.mask[:len(dy)] {
+		dx[j] = dy[j] * m
+	}
+}

@@ -1,0 +1,597 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Sequential is a classifier whose layers run one after the other, built
+// by NewSequential from LayerSpecs. It is a Model: mirrored trains it
+// through Job.NewModel, and nn's built-in models (NewModelFor) are
+// Sequentials.
+//
+// A batch is split into shards (see DefaultShards), each with its own copy
+// of the layers and its own gradient buffer, all bound to the one
+// parameter vector; shard 0's gradient buffer is the model's, and the
+// others' are added to it in shard order.
+type Sequential struct {
+	name    string
+	input   Shape
+	specs   []LayerSpec
+	outs    []Shape // outs[i] is the output shape of specs[i]
+	loss    lossKind
+	classes int
+	seed    int64
+	fused   []int // the first spec of each fused stage
+
+	params, grads []float32
+	tensors       []ParamTensor
+	tensorSpec    []int // the spec each tensor belongs to
+	shards        []*shard
+	workers       bool // shards 1.. have goroutines
+
+	// Where the next training pass is in a run (SetStep); step advances
+	// after each ForwardBackward.
+	rank, epoch, step int
+}
+
+// lossKind is the loss a Sequential ends in, chosen by its last layer.
+type lossKind int
+
+const (
+	softmaxCE  lossKind = iota // softmax cross-entropy over the class scores
+	sigmoidBCE                 // sigmoid binary cross-entropy of one score
+)
+
+// Stepper is a model whose training passes depend on where they are in a
+// run: a Sequential with Dropout. SetStep tells it the replica's rank and
+// the epoch and step (the batch's index in the epoch) of the next
+// ForwardBackward, so that replicas draw different dropout masks and a
+// resumed run draws those of an uninterrupted one. mirrored calls it
+// before every step of a model that has it.
+type Stepper interface {
+	SetStep(rank, epoch, step int)
+}
+
+var (
+	_ Model   = (*Sequential)(nil)
+	_ Stepper = (*Sequential)(nil)
+)
+
+// NewSequential returns a model that applies layers in turn to inputs of
+// shape input, initialised from seed (the same seed, the same parameters,
+// bit for bit) and splitting each batch into shards parts (0 for
+// DefaultShards). Each layer's input shape is the previous layer's output
+// shape; a shape a layer cannot take is an error naming the layer's index
+// and kind.
+//
+// The last layer chooses the loss: Activation{"softmax"} makes the
+// previous layer's outputs class scores for softmax cross-entropy,
+// computed as one fused step; Activation{"sigmoid"} after a single output
+// makes a binary classifier (labels 0 and 1) with sigmoid binary
+// cross-entropy, fused the same way. Any other last layer (a Dense,
+// Activation{"linear"} …) gives class scores (logits) for softmax
+// cross-entropy, as if softmax followed. The class scores must be a vector
+// of at least 2.
+//
+// Tensors names the parameters as torch.nn.Sequential does: "0.weight",
+// "0.bias", "3.weight" …, numbered by the layer's position among all the
+// layers (those without parameters count), unless the layer's Name gives
+// the prefix ("conv1.weight"). A convolution followed by a ReLU and a 2×2
+// max-pooling, in either order, runs as one fused layer (LeNet's stages);
+// the result is the same to rounding.
+func NewSequential(name string, input Shape, seed int64, shards int, layers ...LayerSpec) (*Sequential, error) {
+	return newSequential(name, input, seed, shards, seqOptions{}, layers)
+}
+
+// seqOptions are the choices nn makes for its own models and tests.
+type seqOptions struct {
+	unfused bool // run conv → ReLU → max-pool as three layers
+	bare    bool // tensors named weight and bias, without a prefix (one layer with parameters)
+}
+
+func newSequential(name string, input Shape, seed int64, nshards int, opt seqOptions, specs []LayerSpec) (*Sequential, error) {
+	if nshards < 0 {
+		return nil, fmt.Errorf("nn: %s: %d batch shards: want at least 1 (or 0 for %d)", name, nshards, DefaultShards)
+	}
+	if nshards == 0 {
+		nshards = DefaultShards
+	}
+	if !input.valid() {
+		return nil, fmt.Errorf("nn: %s: input shape %+v: want H, W, C ≥ 1 for an image or H = W = 0 and C ≥ 1 for a vector", name, input)
+	}
+	m := &Sequential{name: name, input: input, specs: slices.Clone(specs), seed: seed}
+	proto, err := m.compile(!opt.unfused)
+	if err != nil {
+		return nil, err
+	}
+	if m.tensors, m.tensorSpec, err = m.names(proto, opt.bare); err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, l := range proto.layers {
+		total += l.NumParams()
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("nn: %s: no layer has parameters", name)
+	}
+	m.params = make([]float32, total)
+	for i := 0; i < nshards; i++ {
+		c := proto
+		if i > 0 {
+			c, _ = m.compile(!opt.unfused)
+		}
+		s := &shard{compiled: c, grads: make([]float32, total)}
+		for _, l := range c.layers {
+			if t, ok := l.(modal); ok {
+				s.modal = append(s.modal, t)
+			}
+		}
+		if i == 0 {
+			m.grads = s.grads
+		}
+		off := 0
+		for _, l := range c.layers {
+			np := l.NumParams()
+			l.Bind(m.params[off:off+np:off+np], s.grads[off:off+np:off+np])
+			off += np
+		}
+		m.shards = append(m.shards, s)
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e6e2d696e6974)) // "nn-init"
+	for _, l := range proto.layers {
+		l.Init(rng)
+	}
+	if nshards > 1 {
+		m.workers = true
+		chans := make([]chan struct{}, 0, nshards-1)
+		for _, s := range m.shards[1:] {
+			s.start, s.done = make(chan struct{}), make(chan struct{})
+			chans = append(chans, s.start)
+			go s.serve()
+		}
+		// The workers hold only their shard, so the model can become
+		// unreachable; then their start channels are closed and they exit.
+		runtime.AddCleanup(m, func(cs []chan struct{}) {
+			for _, c := range cs {
+				close(c)
+			}
+		}, chans)
+	}
+	return m, nil
+}
+
+// compiled is one copy of a Sequential's layers: those that compute (a
+// view, Flatten, Reshape or a linear activation, is none: the next layer
+// reads its input, and a final softmax or sigmoid belongs to the loss), in
+// order.
+type compiled struct {
+	layers   []layer
+	spec     []int // the spec each layer computes (the first of a fused run)
+	dropouts []*dropout
+	dropSpec []int
+}
+
+// compile checks the specs and builds one copy of the layers; the first
+// call also sets m's shapes, loss and classes.
+func (m *Sequential) compile(fuse bool) (compiled, error) {
+	var c compiled
+	if len(m.specs) == 0 {
+		return c, fmt.Errorf("nn: %s: no layers", m.name)
+	}
+	fail := func(i int, err error) (compiled, error) {
+		return compiled{}, fmt.Errorf("nn: %s: layer %d (%s): %w", m.name, i, m.specs[i].kind(), err)
+	}
+	outs := make([]Shape, len(m.specs))
+	in := m.input
+	n := len(m.specs)
+	loss := softmaxCE
+	if a, ok := m.specs[n-1].(Activation); ok && (a.Fn == "softmax" || a.Fn == "sigmoid") {
+		n-- // the loss's
+		if a.Fn == "sigmoid" {
+			loss = sigmoidBCE
+		}
+	}
+	for i := 0; i < len(m.specs); i++ {
+		if m.specs[i] == nil {
+			return compiled{}, fmt.Errorf("nn: %s: layer %d is a nil LayerSpec", m.name, i)
+		}
+		l, out, err := m.specs[i].build(in)
+		if err != nil {
+			return fail(i, err)
+		}
+		outs[i] = out
+		if i >= n {
+			in = out
+			continue
+		}
+		if fuse && i+2 < n {
+			if f, ok := fusable(l, m.specs[i+1], m.specs[i+2], out); ok {
+				outs[i+1], outs[i+2] = m.shapeAfter(i+1, out), f.outShape()
+				c.layers, c.spec = append(c.layers, f), append(c.spec, i)
+				in = outs[i+2]
+				i += 2
+				continue
+			}
+		}
+		in = out
+		if _, view := l.(*reshape); view {
+			continue
+		}
+		if d, ok := l.(*dropout); ok {
+			c.dropouts, c.dropSpec = append(c.dropouts, d), append(c.dropSpec, i)
+		}
+		c.layers, c.spec = append(c.layers, l), append(c.spec, i)
+	}
+	last := m.input
+	if n > 0 {
+		last = outs[n-1]
+	}
+	classes := 0
+	switch {
+	case !last.vector():
+		return fail(len(m.specs)-1, fmt.Errorf("the model ends in an image, %v: end with class scores (Flatten, then Dense)", last))
+	case loss == sigmoidBCE && last.C != 1:
+		return fail(len(m.specs)-1, fmt.Errorf("sigmoid after %d outputs: a binary model ends in 1 output and a sigmoid; for more classes end with softmax", last.C))
+	case loss == sigmoidBCE:
+		classes = 2
+	case last.C < 2:
+		return fail(len(m.specs)-1, fmt.Errorf("%d class score: want at least 2, or 1 output and a sigmoid for a binary model", last.C))
+	default:
+		classes = last.C
+	}
+	m.outs, m.loss, m.classes = outs, loss, classes
+	if fuse {
+		m.fused = m.fused[:0]
+		for i, l := range c.layers {
+			if _, ok := l.(*convPoolReLU); ok {
+				m.fused = append(m.fused, c.spec[i])
+			}
+		}
+	}
+	return c, nil
+}
+
+// shapeAfter is the output shape of spec i given its input shape.
+func (m *Sequential) shapeAfter(i int, in Shape) Shape {
+	_, out, _ := m.specs[i].build(in)
+	return out
+}
+
+// outShape is the fused layer's output shape.
+func (l *convPoolReLU) outShape() Shape { return Shape{H: l.ph, W: l.pw, C: l.OutC} }
+
+// fusable returns conv as a fused layer when a and b are a ReLU and a 2×2
+// max-pooling (in either order; they commute) that convPoolReLU computes:
+// stride 1, an even output, windows side by side without padding.
+func fusable(conv layer, a, b LayerSpec, out Shape) (*convPoolReLU, bool) {
+	c, ok := conv.(*conv2D)
+	if !ok || c.S != 1 || out.H%2 != 0 || out.W%2 != 0 {
+		return nil, false
+	}
+	relu := func(s LayerSpec) bool { r, ok := s.(Activation); return ok && r.Fn == "relu" }
+	pool2 := func(s LayerSpec) bool {
+		p, ok := s.(MaxPooling2D)
+		if !ok {
+			return false
+		}
+		l, _, err := p.build(out)
+		return err == nil && l.(*pool2D).max2()
+	}
+	if !(relu(a) && pool2(b) || pool2(a) && relu(b)) {
+		return nil, false
+	}
+	return newConvPoolReLU(c), true
+}
+
+// names names the parameter tensors (see NewSequential) and checks the
+// layers' names.
+func (m *Sequential) names(c compiled, bare bool) ([]ParamTensor, []int, error) {
+	var out []ParamTensor
+	var specOf []int
+	seen := map[string]int{}
+	off := 0
+	for i, l := range c.layers {
+		s, ok := l.(shaped)
+		if !ok || l.NumParams() == 0 {
+			continue
+		}
+		k := c.spec[i]
+		prefix := strconv.Itoa(k) + "."
+		if n, ok := m.specs[k].(named); ok && n.name() != "" {
+			if strings.Contains(n.name(), ".") {
+				return nil, nil, fmt.Errorf("nn: %s: layer %d (%s): name %q: a name cannot contain a dot", m.name, k, m.specs[k].kind(), n.name())
+			}
+			prefix = n.name() + "."
+		}
+		if j, dup := seen[prefix]; dup {
+			return nil, nil, fmt.Errorf("nn: %s: layer %d (%s): name %q is layer %d's too", m.name, k, m.specs[k].kind(), strings.TrimSuffix(prefix, "."), j)
+		}
+		seen[prefix] = k
+		if bare {
+			prefix = ""
+		}
+		for j, shape := range s.ParamShapes() {
+			p := ParamTensor{Name: prefix + [2]string{"weight", "bias"}[j], Shape: shape, Offset: off}
+			out, specOf = append(out, p), append(specOf, k)
+			off += p.Size()
+		}
+	}
+	if bare && len(seen) > 1 {
+		panic("nn: bare tensor names for more than one layer")
+	}
+	return out, specOf, nil
+}
+
+// shaped is a layer with parameters: their shapes, weights then biases,
+// in PyTorch's layouts.
+type shaped interface {
+	ParamShapes() [][]int
+}
+
+// modal is a layer that works differently when training (see conv2D and
+// dropout).
+type modal interface{ setTrain(bool) }
+
+func (m *Sequential) Name() string      { return m.name }
+func (m *Sequential) InputDim() int     { return m.input.Size() }
+func (m *Sequential) Classes() int      { return m.classes }
+func (m *Sequential) Params() []float32 { return m.params }
+func (m *Sequential) Grads() []float32  { return m.grads }
+
+// Input is the shape of one example.
+func (m *Sequential) Input() Shape { return m.input }
+
+func (m *Sequential) Tensors() []ParamTensor {
+	out := make([]ParamTensor, len(m.tensors))
+	for i, p := range m.tensors {
+		out[i] = ParamTensor{Name: p.Name, Shape: slices.Clone(p.Shape), Offset: p.Offset}
+	}
+	return out
+}
+
+// SetStep sets where the next ForwardBackward is in a run (see Stepper);
+// each ForwardBackward then moves to the next step. Only Dropout depends on
+// it. Without calls, the passes are steps 0, 1, 2 … of epoch 0 on rank 0.
+func (m *Sequential) SetStep(rank, epoch, step int) {
+	m.rank, m.epoch, m.step = rank, epoch, step
+}
+
+// Summary describes the model a line per layer: its index, kind, output
+// shape and tensors, then which layers run fused.
+func (m *Sequential) Summary() string {
+	var b strings.Builder
+	loss := "softmax cross-entropy"
+	if m.loss == sigmoidBCE {
+		loss = "sigmoid binary cross-entropy"
+	}
+	fmt.Fprintf(&b, "%s: %v → %d classes, %s, %d parameters\n", m.name, m.input, m.classes, loss, len(m.params))
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "#\tlayer\toutput\ttensors")
+	ti := 0
+	for i, s := range m.specs {
+		var ts []string
+		for ; ti < len(m.tensors) && m.tensorSpec[ti] == i; ti++ {
+			ts = append(ts, fmt.Sprintf("%s %v", m.tensors[ti].Name, m.tensors[ti].Shape))
+		}
+		fmt.Fprintf(w, "%d\t%s\t%v\t%s\n", i, s.kind(), m.outs[i], strings.Join(ts, ", "))
+	}
+	w.Flush()
+	for _, f := range m.fused {
+		fmt.Fprintf(&b, "layers %d–%d run as one fused layer\n", f, f+2)
+	}
+	return b.String()
+}
+
+type shard struct {
+	compiled
+	modal  []modal // the layers that are modal
+	grads  []float32
+	acts   [][]float32 // acts[i] is the output of layers[i]
+	dacts  [][]float32 // dacts[i] is the gradient at the output of layers[i] (two buffers, see reserve)
+	yf     []float32   // float labels for sigmoidBCE
+	capN   int         // examples the buffers hold
+	kind   lossKind
+	scores int // class scores per example
+
+	// The job: set by the caller before signalling start.
+	x       []float32
+	labels  []int32
+	n       int
+	train   bool
+	scale   float32
+	lossSum float64
+	right   int
+
+	start, done chan struct{}
+}
+
+func (s *shard) serve() {
+	for range s.start {
+		s.run()
+		s.done <- struct{}{}
+	}
+}
+
+// reserve sizes the activation buffers for n examples (once, in warm-up).
+// The gradients need only two buffers: layer i's Backward reads dacts[i]
+// and writes dacts[i−1], which then nothing reads again, so dacts
+// alternate between them, which keeps more of the pass in cache.
+func (s *shard) reserve(n int) {
+	if n <= s.capN {
+		return
+	}
+	s.acts = s.acts[:0]
+	s.dacts = s.dacts[:0]
+	most := 0
+	for _, l := range s.layers {
+		s.acts = append(s.acts, make([]float32, n*l.OutSize()))
+		most = max(most, n*l.OutSize())
+	}
+	grads := [2][]float32{make([]float32, most), make([]float32, most)}
+	for i, l := range s.layers {
+		s.dacts = append(s.dacts, grads[i%2][:n*l.OutSize()])
+	}
+	s.yf = make([]float32, n)
+	s.capN = n
+}
+
+// run does the shard's job: forward, loss, and for training backward into
+// s.grads (which it zeroes first).
+func (s *shard) run() {
+	s.lossSum, s.right = 0, 0
+	if s.train {
+		clear(s.grads)
+	}
+	if s.n == 0 {
+		return
+	}
+	s.reserve(s.n)
+	for _, t := range s.modal {
+		t.setTrain(s.train)
+	}
+	in := s.x
+	for i, l := range s.layers {
+		l.Forward(s.acts[i], in, s.n)
+		in = s.acts[i]
+	}
+	last := len(s.layers) - 1
+	var dl []float32
+	if s.train {
+		dl = s.dacts[last]
+	}
+	k := s.scores
+	if s.kind == sigmoidBCE {
+		for i, y := range s.labels[:s.n] {
+			s.yf[i] = float32(y)
+		}
+		s.lossSum, s.right = BinaryLogistic(in[:s.n], s.yf, s.n, dl, s.scale)
+	} else {
+		s.lossSum, s.right = SoftmaxCrossEntropy(in[:s.n*k], s.labels, s.n, k, dl, s.scale)
+	}
+	if !s.train {
+		return
+	}
+	for i := last; i >= 0; i-- {
+		x := s.x
+		var dx []float32
+		if i > 0 {
+			x = s.acts[i-1]
+			dx = s.dacts[i-1]
+		}
+		s.layers[i].Backward(dx, s.dacts[i], x, s.acts[i], s.n)
+	}
+}
+
+// dispatch splits n examples over the shards (contiguous, sizes differing
+// by at most one), runs them, and waits for all.
+func (m *Sequential) dispatch(x []float32, labels []int32, n int, train bool, scale float32) {
+	ns := len(m.shards)
+	dim := m.InputDim()
+	off := 0
+	for i, s := range m.shards {
+		c := n / ns
+		if i < n%ns {
+			c++
+		}
+		s.x, s.labels, s.n, s.train, s.scale = x[off*dim:(off+c)*dim], labels[off:off+c], c, train, scale
+		s.kind, s.scores = m.loss, m.classes
+		if m.loss == sigmoidBCE {
+			s.scores = 1
+		}
+		if train {
+			for j, d := range s.dropouts {
+				d.setStep(dropoutKey(m.seed, s.dropSpec[j], m.rank, m.epoch, m.step), off)
+			}
+		}
+		off += c
+	}
+	parallel := m.workers && runtime.GOMAXPROCS(0) > 1
+	if parallel {
+		for _, s := range m.shards[1:] {
+			s.start <- struct{}{}
+		}
+	} else {
+		for _, s := range m.shards[1:] {
+			s.run()
+		}
+	}
+	m.shards[0].run()
+	if parallel {
+		for _, s := range m.shards[1:] {
+			<-s.done
+		}
+	}
+}
+
+func (m *Sequential) check(x []float32, labels []int32, n int) error {
+	dim := m.InputDim()
+	if n <= 0 {
+		return fmt.Errorf("nn: %s: batch of %d examples: want at least 1", m.name, n)
+	}
+	if len(x) < n*dim || len(labels) < n {
+		return fmt.Errorf("nn: %s: batch of %d needs %d inputs and %d labels, got %d and %d",
+			m.name, n, n*dim, n, len(x), len(labels))
+	}
+	for i, y := range labels[:n] {
+		if y < 0 || int(y) >= m.classes {
+			return fmt.Errorf("nn: %s: label %d of example %d is outside [0, %d)", m.name, y, i, m.classes)
+		}
+	}
+	return nil
+}
+
+func (m *Sequential) ForwardBackward(x []float32, labels []int32, n int) (float64, error) {
+	if err := m.check(x, labels, n); err != nil {
+		return 0, err
+	}
+	m.dispatch(x, labels, n, true, 1/float32(n))
+	m.step++
+	loss := m.shards[0].lossSum
+	for _, s := range m.shards[1:] {
+		loss += s.lossSum
+		addRows(m.grads, 0, s.grads, 0, 1, len(m.grads))
+	}
+	return loss / float64(n), nil
+}
+
+// TrainCorrect is the number of the last ForwardBackward's examples whose
+// largest score was their label's (TrainCounter), counted with the loss.
+func (m *Sequential) TrainCorrect() int {
+	c := 0
+	for _, s := range m.shards {
+		c += s.right
+	}
+	return c
+}
+
+// evalChunk bounds the examples per shard per pass in Evaluate, keeping
+// its activation buffers near a training batch's.
+const evalChunk = 256
+
+func (m *Sequential) Evaluate(x []float32, labels []int32, n int) (float64, int, error) {
+	if n == 0 {
+		return 0, 0, nil
+	}
+	if err := m.check(x, labels, n); err != nil {
+		return 0, 0, err
+	}
+	var loss float64
+	correct := 0
+	step := evalChunk * len(m.shards)
+	dim := m.InputDim()
+	for off := 0; off < n; off += step {
+		c := min(step, n-off)
+		m.dispatch(x[off*dim:], labels[off:], c, false, 0)
+		for _, s := range m.shards {
+			loss += s.lossSum
+			correct += s.right
+		}
+	}
+	return loss, correct, nil
+}
