@@ -432,6 +432,8 @@ func FuzzPeerBytes(f *testing.F) {
 	f.Add(header{typ: typeReset, id: 1, length: 7}.encode(nil))
 	f.Add(header{typ: typeGoAway, length: 1}.encode(nil))
 	f.Add(append(header{typ: typeData, flags: flagSYN, id: 3, length: 3}.encode(nil), 1, 2, 3))
+	f.Add(append(header{typ: typePing, flags: flagSYN, length: 9}.encode(nil), header{typ: typePing, flags: flagACK, length: 9}.encode(nil)...))
+	f.Add(header{typ: typeWindow, flags: flagACK, id: 2, length: 1 << 20}.encode(nil))
 	tr, _ := New(Config{Window: baseWindow, MaxFrame: 64 << 10, MaxStreams: 4})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		raw, other := net.Pipe()
