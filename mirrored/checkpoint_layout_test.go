@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
 	"github.com/meshtrain/meshtrain/nn"
@@ -259,5 +260,28 @@ func TestSparseCheckpointLayout(t *testing.T) {
 		if fmt.Sprint(ck.Layout.Params) != fmt.Sprint(params) || fmt.Sprint(ck.Layout.State) != fmt.Sprint(want) {
 			t.Errorf("%s: layout %v / %v, want %v / %v", opt, ck.Layout.Params, ck.Layout.State, params, want)
 		}
+	}
+}
+
+// TestCheckpointRecordsVersionAndNormalisation: a run's checkpoint records
+// the meshtrain that wrote it and the inputs' normalisation (what a
+// PyTorch user must apply to evaluate it: pixels/255, then mean and std),
+// as strings in the safetensors metadata.
+func TestCheckpointRecordsVersionAndNormalisation(t *testing.T) {
+	job := testJob(t, nn.Softmax, synthMNIST(64, 16, 2), 16, 1)
+	job.CheckpointDir = t.TempDir()
+	if _, err := Train(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	all, err := checkpoint.List(job.CheckpointDir)
+	if err != nil || len(all) == 0 {
+		t.Fatalf("checkpoints %v, %v", all, err)
+	}
+	ck, err := checkpoint.Read(all[len(all)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Version != Version() || ck.InputMean != data.MNISTMean || ck.InputStd != data.MNISTStd {
+		t.Errorf("version %q, normalisation mean %v std %v; want %q, %v, %v", ck.Version, ck.InputMean, ck.InputStd, Version(), data.MNISTMean, data.MNISTStd)
 	}
 }

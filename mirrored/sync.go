@@ -445,10 +445,15 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 	for _, a := range rep.OptState() {
 		state = append(state, a...)
 	}
+	var mean, std float64
+	if l.job.Sparse == nil { // the images' pixels, as the input pipeline normalised them
+		mean, std = data.MNISTMean, data.MNISTStd
+	}
 	path, err := checkpoint.Write(l.job.CheckpointDir, &checkpoint.Checkpoint{
 		Model: l.res.Model, Params: rep.Params(), OptState: state, Layout: rep.Layout(),
 		Step: l.global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: l.steps, Seed: l.job.Seed,
 		Fingerprint: l.fp, Config: settingsJSON(l.run.settings), History: string(hist), SavedAt: time.Now(),
+		Version: Version(), InputMean: mean, InputStd: std,
 	}, l.job.KeepCheckpoints)
 	l.ckTime += time.Since(t)
 	l.job.Timeline.Add(timeline.Checkpoint, "", l.global, t, time.Now())

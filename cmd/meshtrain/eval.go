@@ -16,7 +16,7 @@ func init() {
 		Name:               "eval",
 		Usage:              "report the test accuracy and loss of a saved checkpoint",
 		ArgsUsage:          " ",
-		CustomHelpTemplate: withExample("meshtrain eval --checkpoint ckpt/ckpt-000936.safetensors"),
+		CustomHelpTemplate: withExample("meshtrain eval --checkpoint ckpt/ckpt-000000936.safetensors"),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "checkpoint", Usage: "checkpoint file (ckpt-*.safetensors) written by meshtrain worker/launch (required)"},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},

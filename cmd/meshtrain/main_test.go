@@ -2,7 +2,10 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 )
 
 func TestNewLoggerRejectsBadInput(t *testing.T) {
@@ -29,6 +32,16 @@ func TestHoistGlobalFlags(t *testing.T) {
 	} {
 		if got := hoistGlobalFlags(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("hoistGlobalFlags(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestEvalExampleNamesACheckpoint: eval's help names a checkpoint file as
+// meshtrain writes them.
+func TestEvalExampleNamesACheckpoint(t *testing.T) {
+	for _, c := range newApp().Commands {
+		if c.Name == "eval" && !strings.Contains(c.CustomHelpTemplate, checkpoint.FileName(936)) {
+			t.Errorf("eval's example does not name a checkpoint as written (%s):\n%s", checkpoint.FileName(936), c.CustomHelpTemplate)
 		}
 	}
 }

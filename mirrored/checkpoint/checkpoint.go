@@ -131,6 +131,14 @@ type Checkpoint struct {
 	// History is the per-epoch record so far, as JSON.
 	History string
 	SavedAt time.Time
+	// Version is the meshtrain that wrote it (its --version), in the
+	// metadata's "meshtrain_version".
+	Version string
+	// InputMean and InputStd are the normalisation the model's inputs
+	// had, in "input_mean" and "input_std" (0: not recorded): each pixel
+	// scaled to [0, 1] (x/255, as torchvision's ToTensor does), then
+	// (· - InputMean)/InputStd, torchvision's Normalize((mean,), (std,)).
+	InputMean, InputStd float64
 	// Unverified is set by Decode on a FormatV1 file: it has no digest,
 	// so its bytes could not be checked. Encode ignores it.
 	Unverified bool
@@ -155,6 +163,13 @@ func (c *Checkpoint) metadata() map[string]string {
 	}
 	if c.Rows > 0 || c.Cols > 0 {
 		m["image_size"] = fmt.Sprintf("%dx%d", c.Rows, c.Cols)
+	}
+	if c.Version != "" {
+		m["meshtrain_version"] = c.Version
+	}
+	if c.InputStd > 0 {
+		m["input_mean"] = strconv.FormatFloat(c.InputMean, 'g', -1, 64)
+		m["input_std"] = strconv.FormatFloat(c.InputStd, 'g', -1, 64)
 	}
 	return m
 }
@@ -398,6 +413,15 @@ func (c *Checkpoint) readMeta(meta map[string]string) error {
 	if s, ok := meta["image_size"]; ok {
 		if _, err := fmt.Sscanf(s, "%dx%d", &c.Rows, &c.Cols); err != nil || c.Rows < 1 || c.Cols < 1 || s != fmt.Sprintf("%dx%d", c.Rows, c.Cols) {
 			return fmt.Errorf("metadata \"image_size\" = %q: want ROWSxCOLS", s)
+		}
+	}
+	c.Version = meta["meshtrain_version"]
+	if s, ok := meta["input_std"]; ok {
+		if c.InputStd, err = strconv.ParseFloat(s, 64); err != nil || !(c.InputStd > 0) {
+			return fmt.Errorf("metadata \"input_std\" = %q: want a number > 0", s)
+		}
+		if c.InputMean, err = strconv.ParseFloat(meta["input_mean"], 64); err != nil {
+			return fmt.Errorf("metadata \"input_mean\" = %q: want a number", meta["input_mean"])
 		}
 	}
 	return nil

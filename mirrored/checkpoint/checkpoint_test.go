@@ -28,6 +28,7 @@ func testCheckpoint() *Checkpoint {
 		Step: 1875, Epoch: 3, StepInEpoch: 12, StepsPerEpoch: 937, Seed: -42,
 		Fingerprint: "abc123", Config: `{"model":"softmax"}`, History: `[]`,
 		SavedAt: time.Date(2026, 11, 22, 5, 0, 0, 123, time.UTC),
+		Version: "v0.9.0 (rev f041fb3bed36)", InputMean: 0.1307, InputStd: 0.3081,
 	}
 }
 
@@ -35,8 +36,9 @@ func testCheckpoint() *Checkpoint {
 func flatMeta() map[string]string {
 	m := testCheckpoint().metadata()
 	m["format"] = FormatV2
-	delete(m, "classes")
-	delete(m, "image_size")
+	for _, k := range []string{"classes", "image_size", "meshtrain_version", "input_mean", "input_std"} {
+		delete(m, k)
+	}
 	return m
 }
 
@@ -234,6 +236,7 @@ func TestFormatVersions(t *testing.T) {
 	c2, err := Decode(b2)
 	want := testCheckpoint()
 	want.Layout = Layout{Params: []Slot{{paramsTensor, []int{4}}}, State: []Slot{{optimizerTensor, []int{4}}}}
+	want.Version, want.InputMean, want.InputStd = "", 0, 0 // recorded since format 3
 	if c2 != nil {
 		c2.Layout = Layout{Params: []Slot{{paramsTensor, []int{len(c2.Params)}}}, State: []Slot{{optimizerTensor, []int{len(c2.OptState)}}}}
 	}

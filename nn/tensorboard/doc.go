@@ -7,7 +7,9 @@
 // worker. A file starts with an Event whose file_version is
 // "brain.Event:2"; every later Event carries one scalar Summary (tag,
 // simple_value) with its step and wall time. The file name is
-// events.out.tfevents.<unix seconds>.<host>, as TensorBoard expects.
+// events.out.tfevents.<unix seconds>.<host>.<pid>.<sequence>.v2, as
+// TensorFlow names its own, so a restart never appends to or overwrites
+// another file.
 //
 // The fields written (field numbers from tensorflow/core/util/event.proto
 // and summary.proto):

@@ -15,8 +15,10 @@ const KubeflowPort = 2222
 // json.Marshal of {"cluster", "task", "environment": "cloud"}, each
 // replica type in lower case listing "<job>-<type>-<i>.<namespace>.svc:<port>"
 // (the operator's headless Service per pod), with clusterDomain appended
-// after "svc" when the operator runs with CUSTOM_CLUSTER_DOMAIN set. The
-// evaluator is left out of the cluster, as the operator does. replicas maps
+// after "svc" when the operator runs with CUSTOM_CLUSTER_DOMAIN set. An
+// evaluator is listed like the others (the operator has listed every
+// replica type, the evaluator's too, since 2020); it is no rank of the
+// training (see Parse). replicas maps
 // each type (Chief, Worker, Evaluator, as in tfReplicaSpecs) to its
 // replica count and ports to its port (KubeflowPort if absent). Tests use it
 // to check that worker accepts exactly what the operator writes.
@@ -24,9 +26,6 @@ func KubeflowTFConfig(job, namespace, clusterDomain string, replicas, ports map[
 	cluster := map[string][]string{}
 	for rtype, n := range replicas {
 		rt := strings.ToLower(rtype)
-		if rt == TaskEvaluator {
-			continue
-		}
 		port, ok := ports[rtype]
 		if !ok {
 			port = KubeflowPort

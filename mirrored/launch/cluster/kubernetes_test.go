@@ -27,7 +27,7 @@ func TestKubeflowTFConfig(t *testing.T) {
 			[]string{"mnist-chief-0.ml.svc:2222", "mnist-worker-0.ml.svc:2222", "mnist-worker-1.ml.svc:2222"}},
 		{"a worker beside a chief", chief, "", "Worker", 1, 2,
 			[]string{"mnist-chief-0.ml.svc:2222", "mnist-worker-0.ml.svc:2222", "mnist-worker-1.ml.svc:2222"}},
-		{"the evaluator, left out of the cluster", chief, "", "Evaluator", 0, -1,
+		{"the evaluator, listed but no rank", chief, "", "Evaluator", 0, -1,
 			[]string{"mnist-chief-0.ml.svc:2222", "mnist-worker-0.ml.svc:2222", "mnist-worker-1.ml.svc:2222"}},
 		{"CUSTOM_CLUSTER_DOMAIN", map[string]int{"Worker": 2}, "cluster.local", "Worker", 1, 1,
 			[]string{"mnist-worker-0.ml.svc.cluster.local:2222", "mnist-worker-1.ml.svc.cluster.local:2222"}},
@@ -49,6 +49,11 @@ func TestKubeflowTFConfig(t *testing.T) {
 				t.Errorf("rank %d peers %q, want rank %d peers %q\n%s", c.Rank, c.Peers, tt.rank, tt.peers, b)
 			}
 		})
+	}
+	// The operator lists the evaluator in the cluster of every replica.
+	b, _ := KubeflowTFConfig("mnist", "ml", "", chief, nil, "Worker", 0)
+	if !strings.Contains(string(b), `"evaluator":["mnist-evaluator-0.ml.svc:2222"]`) {
+		t.Errorf("no evaluator in the cluster: %s", b)
 	}
 	// The operator's exact text for one pod, as its own tests pin it.
 	const literal = `{"cluster":{"chief":["mnist-chief-0.ml.svc:2222"],"worker":["mnist-worker-0.ml.svc:2222"]},"task":{"type":"worker","index":0},"environment":"cloud"}`
