@@ -382,5 +382,10 @@ func barPlot(path string, rep *Report, ms []Measures, what string) error {
 		p.Legend.Add(fmt.Sprintf("rank %d", k), bar)
 	}
 	p.NominalX(names...)
+	// Room around the bars: half a group's width beside the first and
+	// last groups, a tenth of the tallest bar above it, and the bars
+	// standing on zero.
+	p.X.Min, p.X.Max = -0.5, float64(len(rep.Runs))-0.5
+	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.1
 	return save(p, path)
 }

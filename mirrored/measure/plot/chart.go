@@ -3,6 +3,7 @@ package plot
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -62,13 +63,23 @@ func panel(pn Panel) (*gplot.Plot, error) {
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, s := range pn.Series {
 		c := plotutil.Color(i)
 		l, err := plotter.NewLine(s.Predicted)
 		if err != nil {
 			return nil, fmt.Errorf("plot: %s: %w", s.Name, err)
 		}
+		for _, xy := range append(append(plotter.XYs(nil), s.Predicted...), s.Measured...) {
+			if xy.Y > 0 {
+				lo, hi = min(lo, xy.Y), max(hi, xy.Y)
+			}
+		}
+		// Curves that coincide (the dense exchange is the ring's
+		// all-reduce) stay visible: each its own dashes, the earlier
+		// ones wider underneath.
 		l.Color = c
+		l.Width, l.Dashes = seriesLine(i, len(pn.Series))
 		p.Add(l)
 		p.Legend.Add(s.Name, l)
 		if len(s.Measured) == 0 {
@@ -81,7 +92,17 @@ func panel(pn Panel) (*gplot.Plot, error) {
 		sc.Color, sc.Shape, sc.Radius = c, draw.CircleGlyph{}, vg.Points(2.5)
 		p.Add(sc)
 	}
+	if lo < hi { // headroom above the data for the legend, at the top left
+		p.Y.Min, p.Y.Max = lo/2, hi*math.Pow(hi/lo, 0.45)
+	}
 	return p, nil
+}
+
+// seriesLine is the width and dashes of series i of n: curves that
+// coincide stay visible, each with its own dashes and the earlier ones
+// wider, underneath.
+func seriesLine(i, n int) (vg.Length, []vg.Length) {
+	return vg.Points(1 + 1.5*float64(n-1-i)), plotutil.Dashes(i)
 }
 
 // Extrapolation is the panel of an extrapolation: time per exchange

@@ -1,6 +1,7 @@
 package plot
 
 import (
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/meshtrain/meshtrain/collective/cost"
 )
 
 // TestSavePNG: a plot saved at 2 × 1 inches is 192 × 96 pixels at DPI 96,
@@ -61,4 +64,30 @@ func pngSize(t *testing.T, path string) (w, h int) {
 		t.Fatal(err)
 	}
 	return cfg.Width, cfg.Height
+}
+
+// TestExtrapolationReadable: the extrapolation's legend (top left) has
+// room above the curves, and curves that coincide (the dense exchange is
+// the ring's all-reduce) stay visible: each its own dashes, the earlier
+// drawn wider underneath.
+func TestExtrapolationReadable(t *testing.T) {
+	p := cost.Params{Alpha: 50e-6, Beta: 1.25e8, Gamma: 2e-9, Fixed: 30e-6, RankCores: 1}
+	pts := p.Extrapolate(cost.Sizes(1000), 246824, 246824/4, 1000)
+	pl, err := panel(Extrapolation(pts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hi := 0.0
+	for _, pt := range pts {
+		hi = max(hi, pt.Ring.Seconds, pt.Gossip.Seconds, pt.Dense.Seconds, pt.Sparse.Seconds)
+	}
+	if pl.Y.Max < 3*hi {
+		t.Errorf("y axis ends at %v, the data at %v: no room for the legend above the curves", pl.Y.Max, hi)
+	}
+	// The ring is series 0, the dense exchange series 2.
+	rw, rd := seriesLine(0, 4)
+	dw, dd := seriesLine(2, 4)
+	if rw <= dw || fmt.Sprint(rd) == fmt.Sprint(dd) {
+		t.Errorf("the ring (width %v, dashes %v) would hide under the dense exchange (width %v, dashes %v)", rw, rd, dw, dd)
+	}
 }
