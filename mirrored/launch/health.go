@@ -10,7 +10,29 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 )
+
+// HealthLimits bound what the probe server holds, so that nobody who can
+// reach --health-addr can take the worker's file descriptors (and with
+// them its libp2p listener): at most MaxConns connections at once (more
+// wait in the kernel's accept queue, holding no descriptor of this
+// process), each closed once idle for Idle between requests or if its
+// request's header takes longer than ReadHeader, its whole request longer
+// than Read or its answer longer than Write. Probes are one short request
+// each (kubelet opens a connection per probe), so none of these is near.
+type HealthLimits struct {
+	MaxConns                      int
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxHeaderBytes                int
+}
+
+// DefaultHealthLimits are ServeHealth's limits.
+var DefaultHealthLimits = HealthLimits{MaxConns: 32, ReadHeader: 5 * time.Second, Read: 5 * time.Second, Write: 5 * time.Second,
+	Idle: 10 * time.Second, MaxHeaderBytes: 8 << 10}
+
+// healthLimits are the limits ServeHealth uses (a test's shorter ones).
+var healthLimits = DefaultHealthLimits
 
 // Health serves a pod's probes over HTTP, as Kubernetes' httpGet probes
 // read them (no shell or client needed in the image):
@@ -38,14 +60,16 @@ func ServeHealth(ctx context.Context, addr string, log *zap.Logger) (*Health, er
 	if err != nil {
 		return nil, fmt.Errorf("--health-addr %s: %w (another process on that port? pick another in the flag and the pod's probes)", addr, err)
 	}
+	lim := healthLimits
 	h := &Health{addr: ln.Addr()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", h.probe(&h.listening, "listening", "not listening yet"))
 	mux.HandleFunc("/readyz/cluster", h.probe(&h.formed, "the cluster formed", "the cluster has not formed"))
-	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write,
+		IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
 	go func() {
-		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := h.srv.Serve(netutil.LimitListener(ln, lim.MaxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn("health server stopped", zap.Error(err))
 		}
 	}()

@@ -2,8 +2,14 @@ package launch
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +71,100 @@ func TestHealth(t *testing.T) {
 			t.Fatal("still serving 5 s after the context ended")
 		}
 	}
+}
+
+// TestHealthFloodOfIdleConnections: a flood of keep-alive connections
+// that go idle (or never send a request) holds at most MaxConns of the
+// worker's file descriptors at once, each for a bounded time, and the
+// probes answer again once the flood stops (issue 24 item 5: 1,016 idle
+// connections took a worker's descriptors, and its libp2p listener with
+// them).
+func TestHealthFloodOfIdleConnections(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("counts this process's sockets in /proc")
+	}
+	old := healthLimits
+	healthLimits = HealthLimits{MaxConns: 8, ReadHeader: 300 * time.Millisecond, Read: 300 * time.Millisecond,
+		Write: 300 * time.Millisecond, Idle: 300 * time.Millisecond, MaxHeaderBytes: 1 << 10}
+	defer func() { healthLimits = old }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h, err := ServeHealth(ctx, "127.0.0.1:0", zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := h.Addr().(*net.TCPAddr).Port
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range 80 {
+		c, err := net.Dial("tcp", h.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if i%2 == 0 { // one request, then idle with the connection kept alive
+			fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		} // else: connected, and never a byte
+	}
+	peak := 0
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		peak = max(peak, serverSockets(t, port))
+	}
+	if peak > 8 {
+		t.Errorf("the server held %d connections at once, want at most MaxConns 8", peak)
+	}
+	// Every connection is closed by the server within a bounded time: the
+	// client sees EOF on each.
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Fatalf("connection %d not closed by the server: %v", i, err)
+		}
+	}
+	if n := serverSockets(t, port); n != 0 {
+		t.Errorf("%d connections still held after the flood", n)
+	}
+	resp, err := http.Get("http://" + h.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatalf("no probe after the flood: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// serverSockets counts this process's accepted TCP connections on port
+// (their local port; not the listener).
+func serverSockets(t *testing.T, port int) int {
+	t.Helper()
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 10 || fs[3] == "0A" { // 0A: LISTEN
+				continue
+			}
+			_, p, _ := strings.Cut(fs[1], ":")
+			if v, err := strconv.ParseInt(p, 16, 32); err == nil && int(v) == port {
+				inodes["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && inodes[l] {
+			n++
+		}
+	}
+	return n
 }
