@@ -33,6 +33,8 @@ func TestIgnoredFlags(t *testing.T) {
 		{"train", []string{"--model", "softmax", "--train-files", "x", "--l2", "1"}, []string{"--train-files", "--l2"}},
 		{"launch", []string{"--model", "sparse-lr", "--train-files", "x", "--momentum", "0.5", "--data-dir", "d", "--lr", "0.1"}, []string{"--momentum", "--data-dir"}},
 		{"worker", []string{"--gossip-every", "3"}, []string{"--gossip-every"}},
+		{"launch", []string{"--tolerate-loss"}, []string{"--tolerate-loss"}}, // the ring stops at any loss
+		{"launch", []string{"--strategy", "gossip", "--tolerate-loss"}, nil},
 		{"worker", []string{"--strategy", "gossip", "--gossip-every", "3"}, nil},
 		{"compare", []string{"--gossip-every", "3", "--out", "x"}, nil}, // compare runs gossip whatever --strategy
 	} {

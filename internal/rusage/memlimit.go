@@ -11,8 +11,10 @@ import (
 
 // MemoryLimit returns the most memory this process may use, in bytes, and
 // what sets it: the Go runtime's limit (GOMEMLIMIT or
-// debug.SetMemoryLimit), the cgroup's memory.max, or the machine's
-// physical memory, whichever is least. 0 means none is known.
+// debug.SetMemoryLimit), the cgroup's memory.max, what the address-space
+// limit (ulimit -v, RLIMIT_AS) leaves beyond what is mapped already, or
+// the machine's physical memory, whichever is least. 0 means none is
+// known.
 func MemoryLimit() (bytes int64, source string) {
 	consider := func(b int64, s string) {
 		if b > 0 && (bytes == 0 || b < bytes) {
@@ -29,6 +31,7 @@ func MemoryLimit() (bytes int64, source string) {
 			}
 		}
 	}
+	consider(addressSpaceLeft(), "what the address-space limit (ulimit -v) leaves beyond what is mapped")
 	consider(memTotal(), "the machine's memory (MemTotal)")
 	return bytes, source
 }

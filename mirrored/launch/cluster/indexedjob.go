@@ -56,8 +56,8 @@ func fromIndexedJob(lookup func(string) (string, bool), idxText string) (*Cluste
 	if nText == "" {
 		return nil, fmt.Errorf("no worker count: set %s (or --num-workers) to the Job's completions", NumWorkersEnv)
 	}
-	if err != nil || n < 1 {
-		return nil, fmt.Errorf("%s=%q: want a number ≥ 1, the Job's completions", NumWorkersEnv, nText)
+	if err != nil || n < 1 || n > MaxPeers {
+		return nil, fmt.Errorf("%s=%q: want a number from 1 to %d, the Job's completions", NumWorkersEnv, nText, MaxPeers)
 	}
 	idx, err := strconv.Atoi(strings.TrimSpace(idxText))
 	if err != nil || idx < 0 {

@@ -81,7 +81,7 @@ func TestFromIndexedJob(t *testing.T) {
 		{"no pattern", "0", "", "2", "no peer pattern: set MESHTRAIN_PEER_PATTERN (or --peer-pattern)"},
 		{"no placeholder", "0", "train.train:7000", "2", `peer pattern "train.train:7000" has no {index}`},
 		{"no count", "0", "t-{index}:7000", "", "no worker count: set MESHTRAIN_NUM_WORKERS"},
-		{"bad count", "0", "t-{index}:7000", "zero", `MESHTRAIN_NUM_WORKERS="zero": want a number ≥ 1`},
+		{"bad count", "0", "t-{index}:7000", "zero", `MESHTRAIN_NUM_WORKERS="zero": want a number from 1 to 65536`},
 		{"index past the count", "3", "t-{index}:7000", "3", "index 3 out of range: MESHTRAIN_NUM_WORKERS=3"},
 		{"bad index", "-1", "t-{index}:7000", "3", "Indexed Job (JOB_COMPLETION_INDEX=-1): want a number ≥ 0"},
 		{"bad address", "0", "t-{index}", "2", `peer pattern "t-{index}": cluster worker 0 address "t-0"`},

@@ -115,6 +115,9 @@ func fromSlurm(lookup func(string) (string, bool), basePort int) (*Cluster, erro
 	if !ok || world == 0 {
 		return nil, errors.New("neither SLURM_STEP_NUM_TASKS nor SLURM_NTASKS is set: start the workers with srun -n N inside a Slurm allocation")
 	}
+	if world > MaxPeers {
+		return nil, fmt.Errorf("%s=%d: more than the %d peers meshtrain runs", worldVar, world, MaxPeers)
+	}
 	if _, step := env.first("SLURM_STEP_ID", "SLURM_STEPID"); step == "" && world > 1 {
 		return nil, fmt.Errorf("%s=%d but no SLURM_STEP_ID: this is a job's batch script, not a task of a job step; start the workers with srun meshtrain worker … (one task per worker)", worldVar, world)
 	}
@@ -307,8 +310,10 @@ func maxOf(xs []int) (m int) {
 
 // ExpandTasksPerNode expands Slurm's tasks-per-node syntax ("2(x3),1" is
 // 2, 2, 2, 1): comma-separated counts, each optionally repeated with (xN).
+// The tasks add up to at most MaxPeers.
 func ExpandTasksPerNode(s string) ([]int, error) {
 	var out []int
+	tasks := 0
 	for _, item := range strings.Split(s, ",") {
 		count, rep := strings.TrimSpace(item), 1
 		if base, r, ok := strings.Cut(count, "(x"); ok {
@@ -325,6 +330,9 @@ func ExpandTasksPerNode(s string) ([]int, error) {
 		}
 		if len(out)+rep > maxSlurmHosts {
 			return nil, fmt.Errorf("more than %d nodes", maxSlurmHosts)
+		}
+		if tasks += n * rep; tasks > MaxPeers {
+			return nil, fmt.Errorf("more than %d tasks: meshtrain runs at most %d peers", MaxPeers, MaxPeers)
 		}
 		for range rep {
 			out = append(out, n)

@@ -20,6 +20,15 @@ import (
 // is given, as in TensorFlow.
 const Env = "TF_CONFIG"
 
+// MaxPeers is the most training peers a cluster may have, from any
+// source: a count from the environment (MESHTRAIN_NUM_WORKERS, srun's
+// task counts) beyond it is refused before anything is allocated for it,
+// so a typo cannot make the runtime die out of memory. 65,536 is Slurm's
+// bound on a node list here too, and far beyond what a ring of
+// all-reduces over one link per peer trains well on (the cost model's
+// extrapolation goes to 1,000).
+const MaxPeers = 1 << 16
+
 // Task types a TF_CONFIG task may have.
 const (
 	TaskWorker = "worker"
@@ -154,6 +163,9 @@ func parse(b []byte) (*Cluster, error) {
 		return nil, err
 	}
 	chief, workers := tc.Cluster[TaskChief], tc.Cluster[TaskWorker]
+	if n := len(chief) + len(workers); n > MaxPeers {
+		return nil, fmt.Errorf("cluster lists %d peers: more than the %d meshtrain runs", n, MaxPeers)
+	}
 	if len(workers) == 0 && len(chief) == 0 {
 		return nil, errors.New(`cluster.worker is empty: list at least one "host:port"`)
 	}
@@ -265,7 +277,10 @@ func checkTaskTypes(cluster map[string][]string) error {
 // duplicateKey reports the first key repeated within one JSON object of b
 // (well-formed), with its line and column: encoding/json, like TensorFlow's
 // parser, silently keeps the last, so a repeated "task" would make this
-// process another task than the one its author read first.
+// process another task than the one its author read first. Keys that
+// differ only in case ("task" and "Task", "index" and "INDEX") are
+// repeats too: encoding/json matches a key to a field case-insensitively,
+// so the last of them would count.
 func duplicateKey(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var walk func(in string) error
@@ -275,7 +290,7 @@ func duplicateKey(b []byte) error {
 			return err
 		}
 		if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
-			seen := map[string]bool{}
+			seen := map[string]string{} // folded key -> the key as first written
 			for dec.More() {
 				inner := in
 				if d == '{' {
@@ -284,11 +299,15 @@ func duplicateKey(b []byte) error {
 						return err
 					}
 					key := kt.(string) // an object's tokens alternate key, value
-					if seen[key] {
+					folded := foldKey(key)
+					if first, dup := seen[folded]; dup {
 						line, col := lineCol(b, valueStart(b, dec.InputOffset())+1)
-						return fmt.Errorf("duplicate key %q in %s at line %d, column %d: only the last would count; keep one", key, in, line, col)
+						if first == key {
+							return fmt.Errorf("duplicate key %q in %s at line %d, column %d: only the last would count; keep one", key, in, line, col)
+						}
+						return fmt.Errorf("duplicate key %q and %q in %s at line %d, column %d: keys are matched regardless of case, so only the last would count; keep one", first, key, in, line, col)
 					}
-					seen[key], inner = true, fmt.Sprintf("the %q object", key)
+					seen[folded], inner = key, fmt.Sprintf("the %q object", key)
 				}
 				if err := walk(inner); err != nil {
 					return err
@@ -300,6 +319,11 @@ func duplicateKey(b []byte) error {
 	}
 	return walk("the top-level object")
 }
+
+// foldKey is equal for two keys encoding/json matches to one field: equal
+// under Unicode case folding (so also the Kelvin sign K and k, the long ſ
+// and s).
+func foldKey(k string) string { return strings.ToLower(strings.ToUpper(k)) }
 
 // normaliseHost returns a key equal for two spellings of one host: IP
 // addresses in their canonical form, names in lower case, and localhost as
