@@ -96,8 +96,9 @@ func TestTrainSlice(t *testing.T) {
 				for _, ev := range events[1:] {
 					for _, v := range ev.Values {
 						if strings.HasPrefix(v.Tag, "epoch_") {
-							if ev.Step != 100 {
-								t.Errorf("%s %s at step %d, want 100", run, v.Tag, ev.Step)
+							// Keras writes epoch scalars at the epoch's index.
+							if ev.Step != 0 {
+								t.Errorf("%s %s at step %d, want 0 (the first epoch)", run, v.Tag, ev.Step)
 							}
 							got[v.Tag] = v.Value
 						}
