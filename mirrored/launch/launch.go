@@ -547,16 +547,21 @@ var waitingFor = regexp.MustCompile(`waiting for rank (\d+)|rank (\d+) (?:\(the 
 
 // blame picks the worker to name: one that died of a signal nobody sent
 // (killed, crashed), else one the fault injection killed (which may exit
-// after the peers that lost it, and is stopped with them), else the rank
-// the others' errors say they were waiting for (a stopped or hung worker,
-// a chief that could not start), else the first to exit with an error;
-// the others then failed because they lost it.
+// after the peers that lost it, and is stopped with them), else one the
+// launcher had to kill because it neither finished nor exited when asked
+// (a stopped or hung worker: what the others waited for, whatever rank
+// their errors name first), else the rank the others' errors say they
+// were waiting for at the end of the chain (a chief that could not
+// start), else the first to exit with an error; the others then failed
+// because they lost it.
 func blame(workers []*worker, first *worker) error {
 	culprit := first
 	waiting, firstMissed := waitedFor(workers)
 	if w := pick(workers, func(w *worker) bool { return !w.stopped && diedOfSignal(w.waitErr) }); w != nil {
 		culprit = w
 	} else if w := pick(workers, func(w *worker) bool { return w.killed }); w != nil {
+		culprit = w
+	} else if w := pick(workers, func(w *worker) bool { return w.hung }); w != nil {
 		culprit = w
 	} else if r, ok := mostNamed(waiting); ok {
 		culprit = workers[r]
@@ -581,14 +586,26 @@ func blame(workers []*worker, first *worker) error {
 	return fe
 }
 
-// waitedFor maps each rank to the ranks whose errors name it (waiting for
-// it, or for it to start), and to when the first of them reported it.
+// waitedFor maps each rank to the ranks that were waiting for it (or for
+// it to start), and to when the first of them reported it. A rank waits
+// for the rank its error names innermost, and through it for whatever
+// that rank's own error names, to the end of the chain: rank 0 of a tree
+// all-reduce waits for rank 1, which waits for the stopped rank 2, so
+// both wait for rank 2.
 func waitedFor(workers []*worker) (map[int][]int, map[int]time.Time) {
 	waiting, first := map[int][]int{}, map[int]time.Time{}
+	named := func(r int) (int, bool) { return namedRank(workers[r].lastErr, r, len(workers)) }
 	for _, w := range workers {
-		r, ok := namedRank(w.lastErr, w.rank, len(workers))
+		r, ok := named(w.rank)
 		if !ok {
 			continue
+		}
+		for seen := map[int]bool{w.rank: true, r: true}; ; {
+			next, ok := named(r)
+			if !ok || seen[next] {
+				break
+			}
+			r, seen[next] = next, true
 		}
 		waiting[r] = append(waiting[r], w.rank)
 		if t, ok := first[r]; !ok || w.errAt.Before(t) {
@@ -599,17 +616,18 @@ func waitedFor(workers []*worker) (map[int][]int, map[int]time.Time) {
 }
 
 // namedRank is the rank of n that a worker's error (of rank self) says it
-// was waiting for, if any.
+// was waiting for, if any: the innermost one named, as an error wraps the
+// one it was given ("waiting for rank 0: rank 0 aborted: … waiting for
+// rank 2" was waiting for rank 2).
 func namedRank(lastErr string, self, n int) (int, bool) {
-	m := waitingFor.FindStringSubmatch(lastErr)
-	if m == nil {
-		return 0, false
+	all := waitingFor.FindAllStringSubmatch(lastErr, -1)
+	for i := len(all) - 1; i >= 0; i-- {
+		r, err := strconv.Atoi(all[i][1] + all[i][2])
+		if err == nil && r >= 0 && r < n && r != self {
+			return r, true
+		}
 	}
-	r, err := strconv.Atoi(m[1] + m[2])
-	if err != nil || r < 0 || r >= n || r == self {
-		return 0, false
-	}
-	return r, true
+	return 0, false
 }
 
 // mostNamed is the rank the most others were waiting for.

@@ -113,6 +113,8 @@ func fakeWorker(role string, args []string) int {
 		event(Message{Event: mirrored.Event{Kind: "error"}, Error: msg})
 		fmt.Fprintln(os.Stderr, "meshtrain: worker:", msg)
 		return 1
+	case strings.HasPrefix(role, "stop-"):
+		return stoppedPeer(role, rank, n, event)
 	case role == "chief-0" && rank == 0:
 		// The chief cannot start, and is the last to say so.
 		time.Sleep(300 * time.Millisecond)
@@ -140,6 +142,49 @@ func fakeWorker(role string, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// stoppedPeer plays role "stop-K-how": rank K is stopped (SIGSTOP) in
+// mid-run, and the others fail after the collective timeout with errors
+// naming ranks as how says: "inner", rank K+1 waited for K and the others
+// for K+1, which aborted them saying it waited for K (an error wrapping
+// another); "chain", each rank waited for the next, up to K (a tree
+// all-reduce); "misled", every other rank names K+1 alone, which names
+// nobody.
+func stoppedPeer(role string, rank, n int, event func(Message)) int {
+	var k int
+	var how string
+	if _, err := fmt.Sscanf(strings.ReplaceAll(role, "-", " "), "stop %d %s", &k, &how); err != nil {
+		fmt.Fprintln(os.Stderr, "meshtrain: bad role", role)
+		return 2
+	}
+	if rank == k {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		select {}
+	}
+	signal.Ignore(os.Interrupt) // each says what it waited for, whenever asked to stop
+	next := (k + 1) % n
+	timedOut := func(r, waited int) string {
+		return fmt.Sprintf("collective: allreduce(ring) #5 on rank %d: waiting for rank %d: timed out after 3s: context deadline exceeded", r, waited)
+	}
+	time.Sleep(time.Duration(100+20*((rank-next+n)%n)) * time.Millisecond) // rank K+1 first
+	var msg string
+	switch {
+	case how == "chain":
+		msg = timedOut(rank, (rank+1)%n)
+	case rank == next && how == "misled":
+		msg = "lost a peer: stream reset"
+	case rank == next:
+		msg = timedOut(rank, k)
+	case how == "inner":
+		msg = fmt.Sprintf("collective: allreduce(ring) #5 on rank %d: waiting for rank %d: rank %d aborted: %s", rank, next, next, timedOut(next, k))
+	default: // misled
+		msg = fmt.Sprintf("collective: allreduce(ring) #5 on rank %d: waiting for rank %d: stream reset", rank, next)
+	}
+	msg = fmt.Sprintf("rank %d: epoch 3 step 229: all-reducing the gradients: %s", rank, msg)
+	event(Message{Event: mirrored.Event{Kind: "error"}, Error: msg})
+	fmt.Fprintln(os.Stderr, "meshtrain: worker:", msg)
+	return 1
 }
 
 // killedMark is the file by which the fake rank 1 of role kill-1 tells
@@ -349,5 +394,34 @@ func TestRunEndsWithAStoppedGossipWorker(t *testing.T) {
 				t.Errorf("report %+v\n%s", rep, out.String())
 			}
 		})
+	}
+}
+
+// TestRunBlamesTheStoppedRank: whichever rank of 3 or 4 is stopped
+// (SIGSTOP), launch names it, whatever rank the others' errors name
+// first: the innermost rank an error names counts, a chain of waits is
+// followed to its end, and a rank launch had to kill because it did not
+// exit comes first (issue 24 item 7: rank 0 named in 5 runs of 5 with
+// rank 2 of 3 stopped).
+func TestRunBlamesTheStoppedRank(t *testing.T) {
+	for _, n := range []int{3, 4} {
+		for k := range n {
+			for _, how := range []string{"inner", "chain", "misled"} {
+				t.Run(fmt.Sprintf("rank %d of %d, %s", k, n, how), func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					t.Setenv(roleEnv, fmt.Sprintf("stop-%d-%s", k, how))
+					var out, errOut bytes.Buffer
+					_, err := Run(ctx, Config{
+						N: n, Executable: os.Args[0], WorkerArgs: []string{"--model", "softmax"}, RunDir: t.TempDir(),
+						StopGrace: time.Second, Stdout: &out, Stderr: &errOut,
+					})
+					want := fmt.Sprintf("rank %d failed: stopped responding and did not exit: killed", k)
+					if err == nil || !strings.HasPrefix(err.Error(), want) {
+						t.Fatalf("got %v\nwant it to start %q\n%s%s", err, want, out.String(), errOut.String())
+					}
+				})
+			}
+		}
 	}
 }
