@@ -23,6 +23,26 @@ type dropout struct {
 	first int
 	train bool
 	mask  []float32 // n × Size: 0 or 1/(1−Rate), from the last training Forward
+
+	// A batch in chunks (see chunker): examples cFirst … of cBatch, whose
+	// masks mask holds.
+	cFirst, cBatch int
+}
+
+func (l *dropout) chunk(first, batch int) { l.cFirst, l.cBatch = first, batch }
+func (l *dropout) reads() (x, y bool)     { return false, false }
+
+// masks returns the masks of a pass over n examples.
+func (l *dropout) masks(n int) []float32 {
+	first, batch := l.cFirst, l.cBatch
+	if batch == 0 {
+		first, batch = 0, n
+	}
+	if cap(l.mask) < batch*l.Size {
+		l.mask = make([]float32, batch*l.Size)
+	}
+	l.mask = l.mask[:batch*l.Size]
+	return l.mask[first*l.Size : (first+n)*l.Size]
 }
 
 func newDropout(size int, rate float64) *dropout { return &dropout{Size: size, Rate: rate} }
@@ -62,21 +82,18 @@ func (l *dropout) Forward(y, x []float32, n int) {
 		copy(y, x)
 		return
 	}
-	if cap(l.mask) < len(x) {
-		l.mask = make([]float32, len(x))
-	}
-	l.mask = l.mask[:len(x)]
+	mask := l.masks(n)
 	// Input j is kept when the top 24 bits of its hash are at least
 	// Rate·2²⁴.
 	cut := uint64(math.Round(l.Rate * (1 << 24)))
 	scale := float32(1 / (1 - l.Rate))
-	base := uint64(l.first * l.Size)
+	base := uint64((l.first + l.cFirst) * l.Size)
 	for j, v := range x {
 		m := scale
 		if mix(l.key+(base+uint64(j))*0x9e3779b97f4a7c15)>>40 < cut {
 			m = 0
 		}
-		l.mask[j] = m
+		mask[j] = m
 		y[j] = v * m
 	}
 }
@@ -90,7 +107,7 @@ func (l *dropout) Backward(dx, dy, _, _ []float32, n int) {
 		copy(dx, dy)
 		return
 	}
-	for j, m := range l.mask[:len(dy)] {
+	for j, m := range l.masks(n) {
 		dx[j] = dy[j] * m
 	}
 }

@@ -136,7 +136,6 @@ type conv2D struct {
 	dwp     []float32 // OutC × InC·K × 8: the weight gradient by row
 	pos, ch []int32
 	g       []float32
-	lanes   [8]int32 // grid offsets of 8 consecutive outputs of a row, for listNZ
 
 	// In training mode Forward keeps the grids of the whole batch (xg, n ×
 	// glen) for Backward; otherwise xg holds one example.
@@ -144,7 +143,25 @@ type conv2D struct {
 	xg     []float32
 	savedN int
 	savedX *float32
+
+	// A batch in chunks (see chunker): examples cFirst … of cBatch.
+	cFirst, cBatch int
+	listed         bool // a chunk's weight gradient went to dwp
 }
+
+// chunker is a layer whose passes may each cover a chunk of the batch:
+// before each Forward and Backward over examples first … first+n−1 of a
+// batch of batch, the model calls chunk(first, batch), and the layer keeps
+// what Backward needs for the whole batch. A model runs the layers it
+// can chunk one chunk at a time, so that a chunk's activations are still in
+// cache when the next layer reads them. Without calls, each pass is a
+// whole batch.
+type chunker interface{ chunk(first, batch int) }
+
+func (l *conv2D) chunk(first, batch int) { l.cFirst, l.cBatch = first, batch }
+
+// reads: a chunked Backward reads the grids its Forward kept.
+func (l *conv2D) reads() (x, y bool) { return false, false }
 
 // newConv2D returns a stride-1 convolution for InC×InH×InW inputs with pad
 // zeros on every side.
@@ -214,12 +231,12 @@ func newConv(inC, inH, inW, outC, k, s int, pad [4]int) *conv2D {
 		// listNZ writes up to 8 entries past the last.
 		out := outC*l.OutH*l.OutW + 8
 		l.pos, l.ch, l.g = make([]int32, out), make([]int32, out), make([]float32, out)
-		for i := range l.lanes {
-			l.lanes[i] = int32(i * s)
-		}
 	}
 	return l
 }
+
+// tailTab[t:t+8] selects the last t of 8 lanes.
+var tailTab = [16]int32{8: -1, 9: -1, 10: -1, 11: -1, 12: -1, 13: -1, 14: -1, 15: -1}
 
 // packLUT[m] lists the set bits of m, lowest first: the permutation that
 // packs the lanes m selects to the front, for listNZ.
@@ -310,6 +327,9 @@ func (l *conv2D) forwardStart(x []float32, n int) []float32 {
 	if !l.train {
 		return l.grids(1)
 	}
+	if l.cBatch > 0 {
+		return l.grids(l.cBatch)[l.cFirst*l.glen:]
+	}
 	if n > 0 {
 		l.savedN, l.savedX = n, &x[0]
 	}
@@ -341,10 +361,17 @@ func (l *conv2D) Backward(dx, dy, x, y []float32, n int) {
 		return
 	}
 	in, out := l.InSize(), l.OutSize()
-	xg := l.backwardStart(x, n, dx != nil)
-	listed := false
-	if l.sparse {
-		clear(l.dwp)
+	var xg []float32
+	if l.cBatch == 0 || l.cFirst == 0 {
+		xg = l.backwardStart(x, n, dx != nil)
+		if l.sparse {
+			clear(l.dwp)
+		}
+		l.listed = false
+	}
+	if l.cBatch > 0 {
+		// The chunk's grids, kept by its training Forward.
+		xg = l.grids(l.cBatch)[l.cFirst*l.glen:]
 	}
 	for e := 0; e < n; e++ {
 		dye := dy[e*out : (e+1)*out]
@@ -353,44 +380,57 @@ func (l *conv2D) Backward(dx, dy, x, y []float32, n int) {
 		if dx != nil {
 			dxe = dx[e*in : (e+1)*in]
 		}
+		placed := false
 		if l.sparse {
-			if cnt := l.listGrad(dye); cnt <= out/sparseShare {
+			var cnt int
+			cnt, placed = l.listGrad(dye)
+			if cnt <= out/sparseShare {
 				l.gatherGrad(cnt, g)
-				listed = true
+				l.listed = true
 				if dxe != nil {
-					l.placeGrad(dye, false)
+					if !placed {
+						l.placeGrad(dye, false)
+					}
 					l.inputGrad(dxe)
 				}
 				continue
 			}
 		}
-		l.placeGrad(dye, !l.sparse)
+		if !placed {
+			l.placeGrad(dye, !l.sparse)
+		}
 		l.backwardGrid(g, dxe)
 	}
+	if l.cBatch > 0 && l.cFirst+n < l.cBatch {
+		return // more chunks to come
+	}
 	l.backwardEnd()
-	if listed {
+	if l.listed {
 		l.sparseEnd()
 	}
 }
 
 // listGrad lists the non-zero entries of one example's output gradient
 // (grid position, value, channel), grouped by channel, adds the channel
-// sums to db, and returns how many there are.
-func (l *conv2D) listGrad(dy []float32) int {
+// sums to db, and returns how many there are and whether it also placed
+// the gradient on the grid dyg (as placeGrad does).
+func (l *conv2D) listGrad(dy []float32) (int, bool) {
 	hw, ow, gw, st := l.OutH*l.OutW, l.OutW, l.gw, l.S
-	if useAsm {
+	if useAsm && st == 1 {
 		cnt := 0
 		tail := ow - (ow-1)&^7
+		// listNZ writes the grid rows in whole chunks of 8.
+		_ = l.dyg[(l.OutC-1)*l.np+(l.OutH-1)*gw+(ow+7)&^7-1]
 		for c := 0; c < l.OutC; c++ {
 			var sum [8]float32
 			dc := dy[c*hw : (c+1)*hw]
 			_ = l.pos[cnt+hw+7]
 			_ = l.ch[cnt+hw+7]
 			_ = l.g[cnt+hw+7]
-			cnt += listNZ(l.OutH, ow, &dc[0], ow, st*gw, int32(c), &l.pos[cnt], &l.ch[cnt], &l.g[cnt], &l.lanes[0], &maskTab[16-tail], &packLUT[0][0], &sum[0])
+			cnt += listNZ(l.OutH, ow, &dc[0], ow, &l.dyg[c*l.np], gw, int32(c), &l.pos[cnt], &l.ch[cnt], &l.g[cnt], &maskTab[16-tail], &packLUT[0][0], &sum[0])
 			l.db[c] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))
 		}
-		return cnt
+		return cnt, true
 	}
 	pos, ch, gs := l.pos[:l.OutC*hw], l.ch[:l.OutC*hw], l.g[:l.OutC*hw]
 	cnt := 0
@@ -423,7 +463,7 @@ func (l *conv2D) listGrad(dy []float32) int {
 		}
 		l.db[c] += s0 + s1
 	}
-	return cnt
+	return cnt, false
 }
 
 // gatherGrad adds the weight gradient of the cnt listed entries, for the
@@ -456,7 +496,7 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 		if l.S == 1 && useAsm && bias {
 			var sum [8]float32
 			_ = l.dyg[c*l.np+(l.OutH-1)*l.gw+l.OutW-1]
-			copyRowsSum(&l.dyg[c*l.np], l.gw, &dc[0], l.OutW, l.OutH, l.OutW, &sum[0])
+			copyRowsSum(&l.dyg[c*l.np], l.gw, &dc[0], l.OutW, l.OutH, l.OutW, &sum[0], &tailTab[l.OutW%8])
 			l.db[c] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))
 			continue
 		}
@@ -486,7 +526,7 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 func (l *conv2D) backwardStart(x []float32, n int, wantDx bool) []float32 {
 	in, ckk := l.InSize(), l.InC*l.K*l.K
 	xg := l.grids(n)
-	if l.savedN != n || l.savedX != &x[0] {
+	if l.cBatch == 0 && (l.savedN != n || l.savedX != &x[0]) {
 		for e := 0; e < n; e++ {
 			l.grid(xg[e*l.glen:(e+1)*l.glen], x[e*in:(e+1)*in])
 		}
@@ -781,10 +821,21 @@ type pool2D struct {
 	Avg              bool
 
 	// The 2×2 kernels keep each window's code (which cell is its first
-	// maximum) from the training Forward of x and n for Backward.
-	code  []int32
-	codeX *float32
-	codeN int
+	// maximum) from the Forward of x and n for Backward; for a batch in
+	// chunks (see chunker), the whole batch's, from cFirst of cBatch.
+	code           []int32
+	codeX          *float32
+	codeN          int
+	cFirst, cBatch int
+}
+
+func (l *pool2D) chunk(first, batch int) { l.cFirst, l.cBatch = first, batch }
+
+// reads: the 2×2 kernels' Backward reads its Forward's codes, the others
+// x and y.
+func (l *pool2D) reads() (x, y bool) {
+	k := !(l.max2() && useAsm)
+	return k, k
 }
 
 // newPool returns Size×Size pooling with stride s and padT, padL cells of
@@ -864,7 +915,7 @@ func (l *pool2D) Backward(dx, dy, x, y []float32, n int) {
 	if dx == nil || n == 0 {
 		return
 	}
-	if l.max2() && l.codeN == n && l.codeX == &x[0] {
+	if l.max2() && useAsm && (l.cBatch > 0 || l.codeN == n && l.codeX == &x[0]) {
 		l.backwardMax2Asm(dx, dy, n)
 		return
 	}
@@ -923,10 +974,7 @@ func (l *pool2D) maxMasks() (groups int, lmask, smask *int32) {
 func (l *pool2D) forwardMax2Asm(y, x []float32, n int) {
 	oh, ow := l.OutH, l.OutW
 	planes := n * l.C
-	if cap(l.code) < planes*oh*ow {
-		l.code = make([]int32, planes*oh*ow)
-	}
-	l.code = l.code[:planes*oh*ow]
+	code := l.codes(n)
 	l.codeN, l.codeX = n, &x[0]
 	if oh == 0 || ow == 0 {
 		return
@@ -937,12 +985,47 @@ func (l *pool2D) forwardMax2Asm(y, x []float32, n int) {
 		calls, rows = 1, planes*oh
 	}
 	for p := 0; p < calls; p++ {
-		xp, yp, cp := x[p*l.H*l.W:], y[p*oh*ow:], l.code[p*oh*ow:]
+		xp, yp, cp := x[p*l.H*l.W:], y[p*oh*ow:], code[p*oh*ow:]
 		_ = xp[(2*rows-1)*l.W+2*ow-1]
 		_ = yp[rows*ow-1]
 		_ = cp[rows*ow-1]
-		maxPool2Fwd(rows, groups, &xp[0], l.W, &yp[0], ow, &cp[0], lmask, smask)
+		// Masked moves cost more than whole ones: the rows before the
+		// last run whole, each overrun landing in a row written after it.
+		whole := l.wholeRows(rows, groups)
+		if whole > 0 {
+			maxPool2Fwd(whole, groups, &xp[0], l.W, &yp[0], ow, &cp[0], nil, nil)
+		}
+		if rows > whole {
+			xp, yp, cp = xp[2*whole*l.W:], yp[whole*ow:], cp[whole*ow:]
+			maxPool2Fwd(rows-whole, groups, &xp[0], l.W, &yp[0], ow, &cp[0], lmask, smask)
+		}
 	}
+}
+
+// wholeRows is how many of rows pooled rows the 2×2 kernels can run with
+// whole groups: all but the last, when a row's overrun (16 floats a group
+// past 2·OutW input columns, 8 past OutW outputs) stays within the next
+// row, which is written after it.
+func (l *pool2D) wholeRows(rows, groups int) int {
+	if 16*groups-2*l.OutW > l.W || 8*groups-l.OutW > l.OutW || l.W%2 != 0 {
+		return 0
+	}
+	return rows - 1
+}
+
+// codes returns the window codes of a pass over n examples: the batch's
+// from the chunk's first example, or the pass's own.
+func (l *pool2D) codes(n int) []int32 {
+	per := l.C * l.OutH * l.OutW
+	first, batch := l.cFirst, l.cBatch
+	if batch == 0 {
+		first, batch = 0, n
+	}
+	if cap(l.code) < batch*per {
+		l.code = make([]int32, batch*per)
+	}
+	l.code = l.code[:batch*per]
+	return l.code[first*per:]
 }
 
 // backwardMax2Asm is Backward from the codes of the last Forward. The
@@ -957,17 +1040,28 @@ func (l *pool2D) backwardMax2Asm(dx, dy []float32, n int) {
 	if oh == 0 || ow == 0 {
 		return
 	}
+	code := l.codes(n)
 	groups, lmask, smask := l.maxMasks()
 	calls, rows := planes, oh
 	if l.H%2 == 0 {
 		calls, rows = 1, planes*oh
 	}
 	for p := 0; p < calls; p++ {
-		dxp, dyp, cp := dx[p*l.H*l.W:], dy[p*oh*ow:], l.code[p*oh*ow:]
+		dxp, dyp, cp := dx[p*l.H*l.W:], dy[p*oh*ow:], code[p*oh*ow:]
 		_ = dxp[(2*rows-1)*l.W+2*ow-1]
 		_ = dyp[rows*ow-1]
 		_ = cp[rows*ow-1]
-		maxPool2Bwd(rows, groups, &dxp[0], l.W, &dyp[0], ow, &cp[0], lmask, smask)
+		// The rows before the last may overrun into the next pair of rows,
+		// which is written after them (see maxPool2Bwd).
+		over := rows - 1
+		if 16*groups-l.W > 2*ow || l.W%2 != 0 {
+			over = 0
+		}
+		if over > 0 {
+			maxPool2Bwd(over, groups, &dxp[0], l.W, &dyp[0], ow, &cp[0], lmask, smask, true)
+		}
+		dxp, dyp, cp = dxp[2*over*l.W:], dyp[over*ow:], cp[over*ow:]
+		maxPool2Bwd(rows-over, groups, &dxp[0], l.W, &dyp[0], ow, &cp[0], lmask, smask, false)
 	}
 }
 
@@ -1049,6 +1143,8 @@ type activation struct {
 func newReLU(size int) *activation { return &activation{Size: size, Fn: "relu"} }
 func newTanh(size int) *activation { return &activation{Size: size, Fn: "tanh"} }
 
+func (l *activation) chunk(_, _ int)      {}
+func (l *activation) reads() (x, y bool)  { return false, true }
 func (l *activation) InSize() int         { return l.Size }
 func (l *activation) OutSize() int        { return l.Size }
 func (l *activation) NumParams() int      { return 0 }

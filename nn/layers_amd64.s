@@ -25,6 +25,11 @@ DATA lbit8<>+8(SB)/8, $0x0000000800000008
 DATA lbit8<>+16(SB)/8, $0x0000000800000008
 DATA lbit8<>+24(SB)/8, $0x0000000800000008
 GLOBL lbit8<>(SB), RODATA|NOPTR, $32
+DATA lanes8<>+0(SB)/8, $0x0000000100000000
+DATA lanes8<>+8(SB)/8, $0x0000000300000002
+DATA lanes8<>+16(SB)/8, $0x0000000500000004
+DATA lanes8<>+24(SB)/8, $0x0000000700000006
+GLOBL lanes8<>(SB), RODATA|NOPTR, $32
 
 // POOLMAX pools the 8 windows of rows Y0:Y1 (top) and Y2:Y3 (bottom):
 // Y8 = the windows' maxima and Y0 = the one-hot codes of their first
@@ -63,23 +68,29 @@ TEXT ·maxPool2Fwd(SB), NOSPLIT, $0-72
 	MOVQ    ldy+40(FP), R11
 	MOVQ    code+48(FP), DX
 	MOVQ    lmask+56(FP), AX
+	TESTQ   AX, AX
+	JZ      mpfnomask
 	VMOVDQU (AX), Y14
 	VMOVDQU 32(AX), Y15
-	MOVQ    smask+64(FP), AX
-	VMOVDQU (AX), Y13
-	SHLQ    $2, R9
-	SHLQ    $2, R11
-	TESTQ   CX, CX
-	JZ      mpfdone
+	MOVQ    smask+64(FP), R8
+	VMOVDQU (R8), Y13
+
+mpfnomask:
+	SHLQ  $2, R9
+	SHLQ  $2, R11
+	TESTQ CX, CX
+	JZ    mpfdone
 
 mpfrow:
 	MOVQ SI, R12
 	LEAQ (SI)(R9*1), R13
 	MOVQ DI, R14
 	MOVQ DX, R15
-	MOVQ groups+8(FP), BX
-	DECQ BX
-	JZ   mpflast
+	MOVQ  groups+8(FP), BX
+	TESTQ AX, AX
+	JZ    mpfgroup // no masks: every group whole
+	DECQ  BX
+	JZ    mpflast
 
 mpfgroup:
 	VMOVUPS (R12), Y0
@@ -95,6 +106,8 @@ mpfgroup:
 	ADDQ    $32, R15
 	DECQ    BX
 	JNZ     mpfgroup
+	TESTQ   AX, AX
+	JZ      mpfnext
 
 mpflast:
 	VMASKMOVPS (R12), Y14, Y0
@@ -104,6 +117,8 @@ mpflast:
 	POOLMAX
 	VMASKMOVPS Y8, Y13, (R14)
 	VMASKMOVPS Y0, Y13, (R15)
+
+mpfnext:
 	LEAQ       (SI)(R9*2), SI
 	ADDQ       R11, DI
 	ADDQ       R11, DX
@@ -138,8 +153,8 @@ mpfdone:
 	VPERM2F128 $0x20, Y1, Y0, Y8 \
 	VPERM2F128 $0x31, Y1, Y0, Y9
 
-// func maxPool2Bwd(rows, groups int, dx *float32, ldx int, dy *float32, ldy int, code *int32, lmask, smask *int32)
-TEXT ·maxPool2Bwd(SB), NOSPLIT, $0-72
+// func maxPool2Bwd(rows, groups int, dx *float32, ldx int, dy *float32, ldy int, code *int32, lmask, smask *int32, over bool)
+TEXT ·maxPool2Bwd(SB), NOSPLIT, $0-73
 	MOVQ    rows+0(FP), CX
 	MOVQ    dx+16(FP), SI
 	MOVQ    ldx+24(FP), R9
@@ -151,6 +166,7 @@ TEXT ·maxPool2Bwd(SB), NOSPLIT, $0-72
 	VMOVDQU 32(AX), Y15
 	MOVQ    smask+64(FP), AX
 	VMOVDQU (AX), Y13
+	MOVBLZX over+72(FP), AX
 	SHLQ    $2, R9
 	SHLQ    $2, R11
 	TESTQ   CX, CX
@@ -181,6 +197,8 @@ mpbgroup:
 	JNZ     mpbgroup
 
 mpblast:
+	TESTQ      AX, AX
+	JNZ        mpbover
 	VMASKMOVPS (R14), Y13, Y10
 	VMASKMOVPS (R15), Y13, Y11
 	POOLSPREAD
@@ -188,6 +206,18 @@ mpblast:
 	VMASKMOVPS Y3, Y15, 32(R12)
 	VMASKMOVPS Y8, Y14, (R13)
 	VMASKMOVPS Y9, Y15, 32(R13)
+	JMP        mpbnext
+
+mpbover:
+	VMOVUPS    (R14), Y10
+	VMOVDQU    (R15), Y11
+	POOLSPREAD
+	VMASKMOVPS Y2, Y14, (R12)
+	VMASKMOVPS Y3, Y15, 32(R12)
+	VMOVUPS    Y8, (R13)
+	VMOVUPS    Y9, 32(R13)
+
+mpbnext:
 	LEAQ       (SI)(R9*2), SI
 	ADDQ       R11, DI
 	ADDQ       R11, DX
@@ -310,31 +340,36 @@ brdone:
 	VZEROUPPER
 	RET
 
-// func copyRowsSum(dst *float32, ldd int, src *float32, lds, rows, w int, sum *float32)
+// func copyRowsSum(dst *float32, ldd int, src *float32, lds, rows, w int, sum *float32, tmask *int32)
 // Copies rows as rowsKernel does and adds every float copied into
-// sum[0:8] (lane by lane; the w mod 8 tail of each row into sum[0]).
-TEXT ·copyRowsSum(SB), NOSPLIT, $0-56
-	MOVQ   dst+0(FP), DI
-	MOVQ   ldd+8(FP), R8
-	MOVQ   src+16(FP), SI
-	MOVQ   lds+24(FP), R9
-	MOVQ   rows+32(FP), CX
-	MOVQ   w+40(FP), R10
-	VXORPS Y11, Y11, Y11
-	VXORPS X12, X12, X12
-	SHLQ   $2, R8
-	SHLQ   $2, R9
-	MOVQ   R10, R13
-	ANDQ   $7, R13     // tail length
-	SHRQ   $3, R10     // full chunks
-	TESTQ  CX, CX
-	JZ     crsdone
+// sum[0:8]. For w ≥ 8 the w mod 8 tail of a row is an overlapping 8-wide
+// copy of the row's last 8 floats, of which only the lanes tmask selects
+// (the last w mod 8) are summed; shorter rows are scalar (into sum[0]).
+TEXT ·copyRowsSum(SB), NOSPLIT, $0-64
+	MOVQ    dst+0(FP), DI
+	MOVQ    ldd+8(FP), R8
+	MOVQ    src+16(FP), SI
+	MOVQ    lds+24(FP), R9
+	MOVQ    rows+32(FP), CX
+	MOVQ    w+40(FP), R10
+	MOVQ    tmask+56(FP), AX
+	VMOVDQU (AX), Y10
+	VXORPS  Y11, Y11, Y11
+	VXORPS  X12, X12, X12
+	SHLQ    $2, R8
+	SHLQ    $2, R9
+	LEAQ    -32(R10*4), R12 // byte offset of the last 8 elements
+	MOVQ    R10, R13
+	ANDQ    $7, R13         // tail length
+	SHRQ    $3, R10         // full chunks
+	TESTQ   CX, CX
+	JZ      crsdone
 
 crsloop:
 	MOVQ  R10, BX
 	XORQ  DX, DX
 	TESTQ BX, BX
-	JZ    crstail
+	JZ    crsscalar
 
 crschunk:
 	VMOVUPS (SI)(DX*1), Y0
@@ -343,19 +378,26 @@ crschunk:
 	ADDQ    $32, DX
 	DECQ    BX
 	JNZ     crschunk
+	TESTQ   R13, R13
+	JZ      crsnext
+	VMOVUPS (SI)(R12*1), Y0
+	VMOVUPS Y0, (DI)(R12*1)
+	VANDPS  Y10, Y0, Y0
+	VADDPS  Y0, Y11, Y11
+	JMP     crsnext
 
-crstail:
+crsscalar:
 	MOVQ  R13, BX
 	TESTQ BX, BX
 	JZ    crsnext
 
-crsscalar:
+crsscalarloop:
 	VMOVSS (SI)(DX*1), X0
 	VMOVSS X0, (DI)(DX*1)
 	VADDSS X0, X12, X12
 	ADDQ   $4, DX
 	DECQ   BX
-	JNZ    crsscalar
+	JNZ    crsscalarloop
 
 crsnext:
 	ADDQ R8, DI
@@ -390,32 +432,32 @@ crsdone:
 	VMOVDQU   Y12, (R8)(AX*4) \
 	ADDQ      R14, AX
 
-// func listNZ(rows, w int, src *float32, lds, gstep int, ch int32, pos, chs *int32, gv *float32, lanes, mask, lut *int32, sum *float32) int
+// func listNZ(rows, w int, src *float32, lds int, dst *float32, ldd int, ch int32, pos, chs *int32, gv *float32, mask, lut *int32, sum *float32) int
 TEXT ·listNZ(SB), NOSPLIT, $0-112
 	MOVQ         rows+0(FP), CX
 	MOVQ         w+8(FP), R10
 	DECQ         R10
-	SHRQ         $3, R10          // full chunks before the (masked) last
+	SHRQ         $3, R10
+	VMOVQ        R10, X8          // full chunks before the (masked) last
 	MOVQ         src+16(FP), SI
 	MOVQ         lds+24(FP), R9
 	SHLQ         $2, R9
-	MOVL         ch+40(FP), R14
+	MOVQ         dst+32(FP), R10
+	MOVL         ch+48(FP), R14
 	VMOVD        R14, X12
 	VPBROADCASTD X12, Y12
-	MOVQ         pos+48(FP), DI
-	MOVQ         chs+56(FP), R8
-	MOVQ         gv+64(FP), R11
-	MOVQ         lanes+72(FP), AX
-	VMOVDQU      (AX), Y11        // grid offsets of a chunk's lanes
-	MOVL         4(AX), R14
-	SHLL         $3, R14
-	VMOVD        R14, X10
-	VPBROADCASTD X10, Y10         // a chunk's step
+	MOVQ         pos+56(FP), DI
+	MOVQ         chs+64(FP), R8
+	MOVQ         gv+72(FP), R11
 	MOVQ         mask+80(FP), AX
 	VMOVDQU      (AX), Y15
 	MOVQ         lut+88(FP), R12
 	VXORPS       Y14, Y14, Y14
 	VXORPS       Y13, Y13, Y13
+	VMOVDQU      lanes8<>(SB), Y11
+	MOVL         $8, R14
+	VMOVD        R14, X10
+	VPBROADCASTD X10, Y10         // a chunk's step
 	XORQ         AX, AX           // entries listed
 	XORQ         R13, R13         // grid position of the row's first output
 	TESTQ        CX, CX
@@ -426,12 +468,13 @@ lnrow:
 	VPBROADCASTD X9, Y9
 	VPADDD       Y11, Y9, Y9
 	XORQ         DX, DX
-	MOVQ         R10, BX
+	VMOVQ        X8, BX
 	TESTQ        BX, BX
 	JZ           lntail
 
 lnchunk:
 	VMOVUPS (SI)(DX*1), Y0
+	VMOVUPS Y0, (R10)(DX*1)
 	LISTCHUNK
 	VPADDD  Y10, Y9, Y9
 	ADDQ    $32, DX
@@ -440,9 +483,13 @@ lnchunk:
 
 lntail:
 	VMASKMOVPS (SI)(DX*1), Y15, Y0
+	VMOVUPS    Y0, (R10)(DX*1)
 	LISTCHUNK
 	ADDQ       R9, SI
-	ADDQ       gstep+32(FP), R13
+	MOVQ       ldd+40(FP), BX
+	ADDQ       BX, R13
+	SHLQ       $2, BX
+	ADDQ       BX, R10
 	DECQ       CX
 	JNZ        lnrow
 

@@ -8,7 +8,7 @@ package nn
 func maxPool2Fwd(rows, groups int, x *float32, ldx int, y *float32, ldy int, code *int32, lmask, smask *int32) {
 	panic("nn: no assembly kernels on this platform")
 }
-func maxPool2Bwd(rows, groups int, dx *float32, ldx int, dy *float32, ldy int, code *int32, lmask, smask *int32) {
+func maxPool2Bwd(rows, groups int, dx *float32, ldx int, dy *float32, ldy int, code *int32, lmask, smask *int32, over bool) {
 	panic("nn: no assembly kernels on this platform")
 }
 func reluFwd8(n int, x, y *float32)      { panic("nn: no assembly kernels on this platform") }
@@ -16,9 +16,9 @@ func reluBwd8(n int, dy, y, dx *float32) { panic("nn: no assembly kernels on thi
 func biasRows(dst *float32, ldd int, src *float32, lds, rows, w int, bias float32) {
 	panic("nn: no assembly kernels on this platform")
 }
-func copyRowsSum(dst *float32, ldd int, src *float32, lds, rows, w int, sum *float32) {
+func copyRowsSum(dst *float32, ldd int, src *float32, lds, rows, w int, sum *float32, tmask *int32) {
 	panic("nn: no assembly kernels on this platform")
 }
-func listNZ(rows, w int, src *float32, lds, gstep int, ch int32, pos, chs *int32, gv *float32, lanes, mask, lut *int32, sum *float32) int {
+func listNZ(rows, w int, src *float32, lds int, dst *float32, ldd int, ch int32, pos, chs *int32, gv *float32, mask, lut *int32, sum *float32) int {
 	panic("nn: no assembly kernels on this platform")
 }
