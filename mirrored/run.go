@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -180,6 +181,18 @@ func (j *Job) validateJob() error {
 // (the final swap), and a barrier would fail if a peer died.
 func Run(ctx context.Context, job Job, g Group) (*Summary, error) {
 	job.Strategy.fill()
+	// The chief, which alone writes checkpoints, holds the directory for
+	// the run: a second run on it is refused before it loads anything.
+	if g.Rank() == 0 && job.CheckpointDir != "" && !job.Strategy.Gossip() {
+		lock, warning, err := checkpoint.LockDir(job.CheckpointDir)
+		if err != nil {
+			return nil, failStartup(ctx, g, err)
+		}
+		defer lock.Unlock()
+		if warning != "" {
+			job.logger().Warn(warning)
+		}
+	}
 	p, err := job.build(ctx, g)
 	if err != nil {
 		// Say why in the handshake the others are waiting in, so that they
