@@ -58,7 +58,7 @@ type denseReplica struct {
 	spec          nn.Spec
 	params, grads []float32
 	opt           nn.Optimizer
-	world         int
+	rank, world   int
 	labels        []int32
 	// testX, testY are this replica's contiguous share of the testN test
 	// examples.
@@ -88,7 +88,7 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 		return nil, fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d images and %d classes",
 			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, classes)
 	}
-	r := &denseReplica{model: model, spec: spec, params: model.Params(), grads: model.Grads(), world: world, testN: test.N}
+	r := &denseReplica{model: model, spec: spec, params: model.Params(), grads: model.Grads(), rank: rank, world: world, testN: test.N}
 	if r.opt, err = nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
 		Params: len(r.params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay}); err != nil {
 		return nil, err
@@ -113,6 +113,9 @@ func (r *denseReplica) Gradient(b *data.Batch) (float64, error) {
 		return 0, nil
 	}
 	r.labels = b.IntLabels(r.labels)
+	if s, ok := r.model.(nn.Stepper); ok { // dropout's masks: this replica's, this batch's
+		s.SetStep(r.rank, b.Epoch, b.Step)
+	}
 	return r.model.ForwardBackward(b.X, r.labels, b.Size)
 }
 
