@@ -2,7 +2,6 @@ package compare
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -20,6 +19,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
+	"github.com/meshtrain/meshtrain/mirrored/measure/sweep"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -43,36 +43,40 @@ func TestCompareWritesReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + progress.String())
-	if len(rep.Runs) != 4 {
-		t.Fatalf("%d runs, want ring and gossip × baseline and straggler", len(rep.Runs))
+	if len(rep.Points) != 4 {
+		t.Fatalf("%d runs, want ring and gossip × baseline and straggler", len(rep.Points))
 	}
 	// TensorBoard: every run, every replica, train and validation.
-	for _, r := range rep.Runs {
+	for _, r := range rep.Points {
+		scenario := "baseline"
+		if !r.Straggler.None() {
+			scenario = "straggler"
+		}
 		for rank := range 2 {
-			dir := filepath.Join(cfg.LogDir, r.Strategy+"-"+r.Scenario, fmt.Sprintf("worker-%d", rank))
+			dir := filepath.Join(cfg.LogDir, r.Strategy+"-"+scenario, fmt.Sprintf("worker-%d", rank))
 			if files, _ := filepath.Glob(filepath.Join(dir, "*", "events.out.tfevents.*")); len(files) != 2 {
 				t.Errorf("%s: event files %v, want train and validation", dir, files)
 			}
 		}
 	}
-	for _, r := range rep.Runs {
-		m := measure(r, rep.Target)
+	for _, r := range rep.Points {
+		m := sweep.Measure(r.Peers, rep.Target)
 		if m.Errors != "" {
-			t.Errorf("%s: %s", runName(r), m.Errors)
+			t.Errorf("%s: %s", r.Point, m.Errors)
 		}
 		if math.IsNaN(m.TimeToTarget) || m.FinalAccuracy < 0.9 {
-			t.Errorf("%s: time to target %v, final accuracy %v", runName(r), m.TimeToTarget, m.FinalAccuracy)
+			t.Errorf("%s: time to target %v, final accuracy %v", r.Point, m.TimeToTarget, m.FinalAccuracy)
 		}
 		for k, b := range m.BytesSent {
 			if b == 0 || m.StepsPerSec[k] == 0 {
-				t.Errorf("%s rank %d: %d bytes, %v steps/s", runName(r), k, b, m.StepsPerSec[k])
+				t.Errorf("%s rank %d: %d bytes, %v steps/s", r.Point, k, b, m.StepsPerSec[k])
 			}
 		}
 		// Relative distance between the replicas at the end: a straggler
 		// on a loaded machine may take a handful of steps and exchange as
 		// rarely (0.109 was seen; quiet runs give under 0.01).
 		if r.Strategy == "gossip" && (math.IsNaN(m.Consensus) || m.Consensus > 0.25) {
-			t.Errorf("%s: consensus %v", runName(r), m.Consensus)
+			t.Errorf("%s: consensus %v", r.Point, m.Consensus)
 		}
 	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
@@ -94,9 +98,8 @@ func TestCompareWritesReport(t *testing.T) {
 			t.Errorf("%s: %d bytes, %v", png, len(b), err)
 		}
 	}
-	var back Report
-	b, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil || json.Unmarshal(b, &back) != nil || len(back.Runs) != 4 {
+	back, err := sweep.Load(filepath.Join(out, "results.json"))
+	if err != nil || len(back.Points) != 4 {
 		t.Errorf("results.json unreadable or incomplete: %v", err)
 	}
 }
@@ -152,7 +155,7 @@ func TestCompareReportsCloseErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for r, p := range rep.Runs[0].Peers {
+	for r, p := range rep.Points[0].Peers {
 		if want := fmt.Sprintf("rank %d: closing rank %d's transport failed", r, r); p.Err != want {
 			t.Errorf("rank %d's error %q, want %q", r, p.Err, want)
 		}
