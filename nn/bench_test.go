@@ -14,6 +14,11 @@ func newStepper(tb testing.TB, name string, batch int) func() {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return modelStepper(tb, m, batch)
+}
+
+// modelStepper is newStepper for a model built by the caller.
+func modelStepper(tb testing.TB, m Model, batch int) func() {
 	opt, err := NewOptimizer(SGD, OptimizerConfig{LR: 0.01, Momentum: 0.9, Params: len(m.Params())})
 	if err != nil {
 		tb.Fatal(err)
@@ -68,7 +73,10 @@ func TestTrainStepAllocs(t *testing.T) {
 }
 
 func benchTrainStep(b *testing.B, name string, batch int) {
-	step := newStepper(b, name, batch)
+	benchStep(b, newStepper(b, name, batch), batch)
+}
+
+func benchStep(b *testing.B, step func(), batch int) {
 	step()
 	b.ReportAllocs()
 	cpu0 := rusage.CPUTime()
@@ -86,6 +94,17 @@ func benchTrainStep(b *testing.B, name string, batch int) {
 
 // BenchmarkLeNetTrainStep: batch 64, as the PyTorch anchor.
 func BenchmarkLeNetTrainStep(b *testing.B) { benchTrainStep(b, LeNet5, 64) }
+
+// BenchmarkLeNetGenericTrainStep is BenchmarkLeNetTrainStep with LeNet's
+// conv → max-pool → ReLU stages run as separate layers (the Sequential's
+// generic path) instead of the fused convPoolReLU.
+func BenchmarkLeNetGenericTrainStep(b *testing.B) {
+	m, err := newSequential(LeNet5, Shape{H: 28, W: 28, C: 1}, 1, DefaultShards, seqOptions{unfused: true}, lenetLayers(10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchStep(b, modelStepper(b, m, 64), 64)
+}
 
 // BenchmarkSoftmaxTrainStep: batch 100, as the PyTorch anchor.
 func BenchmarkSoftmaxTrainStep(b *testing.B) { benchTrainStep(b, Softmax, 100) }

@@ -4,6 +4,23 @@
 // or two CPU cores. NewModelFor builds them for other image sets: any
 // number of classes, and for softmax regression any image size.
 //
+// The layers are a library: NewSequential composes Conv2D (valid or same
+// padding, any stride and kernel size), MaxPooling2D, AveragePooling2D,
+// Flatten, Reshape, Dense, Dropout and Activation (relu, tanh, sigmoid,
+// softmax, linear) into a Sequential, a Model that mirrored trains through
+// Job.NewModel. Each layer's shape is inferred from the input's (H×W×C,
+// written channels last as Keras does); a shape a layer cannot take is an
+// error naming the layer. A final softmax or sigmoid is fused with its
+// cross-entropy. LeNet-5 and softmax regression are Sequential
+// definitions (lenetLayers, softmaxLayers) that keep their PyTorch module
+// names (conv1.weight …; weight, bias); other Sequentials name their
+// tensors as torch.nn.Sequential does (0.weight …).
+//
+// Layout: images are planar, C×H×W per example (PyTorch's NCHW), which for
+// one channel is the same bytes as H×W×C; Flatten and Reshape keep that
+// order, so a Dense after a Flatten takes its inputs channel by channel as
+// PyTorch's does (see Shape).
+//
 // Invariants:
 //
 //   - A Model's parameters all live in one flat []float32 and its
@@ -18,6 +35,9 @@
 //     bound gradient buffer (the model zeroes it once per step).
 //   - After the first step sized the buffers, a training step allocates
 //     nothing (tested with testing.AllocsPerRun).
+//   - Dropout's masks are a hash of the seed, the layer and the step's
+//     place in a run (Stepper: rank, epoch, step) and of each input's index
+//     in the batch, so they do not depend on how the batch is sharded.
 //   - The same seed gives bitwise-identical parameters and training. A
 //     model splits each batch into DefaultShards parts, each with its own
 //     layers, scratch and gradient buffer; the parts run on their own
@@ -34,23 +54,33 @@
 // times slower than these kernels (figures in BENCHMARKS.md).
 // Convolutions need no im2col matrix: each example's input is laid out on
 // a padded grid and the kernels read its shifted windows through a table
-// of offsets (see Conv2D), for the output, the weight gradient and the
+// of offsets (see conv2D), for the output, the weight gradient and the
 // input gradient alike; the im2col copies had cost more than the GEMMs'
-// wasted junk columns. LeNet's conv → ReLU → 2×2 max-pool stages are one
-// layer each (convPoolReLU; ReLU and max-pooling commute): the pooling,
-// bias and ReLU run in one AVX2 pass over the convolution's grid and keep
-// only a one-hot code per window, whose gradient pass writes straight
-// onto the grid. Max-pooling leaves at most one gradient per window, so
-// conv2's weight gradient is computed from the list of those (sparse),
-// not as a dense product. ReLU and max-pool backward passes use bit masks
-// instead of branches, because a random sign or argmax mispredicts half
-// the time.
+// wasted junk columns. A Sequential runs a conv → ReLU → 2×2 max-pool
+// stage (either order: ReLU and max-pooling commute) as one layer
+// (convPoolReLU): the pooling, bias and ReLU run in one AVX2 pass over
+// the convolution's grid and keep only a one-hot code per window, whose
+// gradient pass writes straight onto the grid. Max-pooling leaves at most
+// one gradient per window, so the weight gradient of a convolution with
+// many taps (LeNet's conv2) is computed from the list of those (sparse),
+// not as a dense product; a convolution on its own takes the same path
+// when its output gradient is mostly zeros. The generic layers have AVX2
+// kernels of their own (layers_amd64.s), and a Sequential runs its
+// leading convolution, pooling, activation and dropout layers two
+// examples at a time, keeping the activations no backward pass reads in
+// buffers of two examples, so one layer's output is still in cache when
+// the next reads it (chunker, reader). LeNet from separate layers against
+// the fused one: BenchmarkLeNetGenericTrainStep, figures in BENCHMARKS.md
+// ("The layer library").
+// ReLU and max-pool backward passes use bit masks instead of branches,
+// because a random sign or argmax mispredicts half the time.
 //
 // Speed: BenchmarkLeNetTrainStep and BenchmarkGemm; the figures, against
 // gonum and PyTorch on the same machine, are in BENCHMARKS.md ("Training on
 // one worker").
 //
-// Every layer's and both models' gradients are checked against finite
-// differences (layers_test.go, model_test.go); every optimizer against a
-// step worked out by hand (optim_test.go).
+// Every layer kind and option and whole models' gradients are checked
+// against finite differences (layers_test.go, sequential_test.go,
+// model_test.go); every optimizer against a step worked out by hand
+// (optim_test.go).
 package nn

@@ -390,7 +390,8 @@ func (m *Sequential) Summary() string {
 		loss = "sigmoid binary cross-entropy"
 	}
 	fmt.Fprintf(&b, "%s: %v → %d classes, %s, %d parameters\n", m.name, m.input, m.classes, loss, len(m.params))
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	var table strings.Builder
+	w := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "#\tlayer\toutput\ttensors")
 	ti := 0
 	for i, s := range m.specs {
@@ -401,6 +402,12 @@ func (m *Sequential) Summary() string {
 		fmt.Fprintf(w, "%d\t%s\t%v\t%s\n", i, s.kind(), m.outs[i], strings.Join(ts, ", "))
 	}
 	w.Flush()
+	for _, line := range strings.SplitAfter(table.String(), "\n") {
+		b.WriteString(strings.TrimRight(line, " \n"))
+		if line != "" {
+			b.WriteByte('\n')
+		}
+	}
 	for _, f := range m.fused {
 		fmt.Fprintf(&b, "layers %d–%d run as one fused layer\n", f, f+2)
 	}
