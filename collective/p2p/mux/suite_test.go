@@ -20,8 +20,10 @@ import (
 // here with MaxStreams at 1000, to show that the limit is the only reason.
 //
 // -short (CI's race run) also leaves out SubtestStreamOpenStress, which
-// the full run keeps: its 50,000 opens must finish within 10 s, and under
-// the race detector on the shared 2-core machine they took 3.5-6.3 s.
+// the full run keeps: its 50,000 opens must finish within 10 s, and the
+// race detector on a busy 2-core machine leaves little margin (BENCHMARKS.md,
+// "The multiplexer: go-libp2p's suite, keep-alive, and the default under
+// TLS").
 func TestMuxerSuite(t *testing.T) {
 	const left, slow = "SubtestStress1Conn1000Stream10Msg", "SubtestStreamOpenStress"
 	tr, err := New(Config{})
