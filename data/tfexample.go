@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -71,6 +70,10 @@ type SparseOptions struct {
 	SkipCorrupt bool
 	// OnSkip, if set, is called with each skipped record's error (to log it).
 	OnSkip func(error)
+	// Inputs, if set, watches the files opened (see Inputs): a file that
+	// changes between reads fails the read. Without it, files must still
+	// be regular files.
+	Inputs *Inputs
 }
 
 func (o SparseOptions) check() error {
@@ -548,7 +551,7 @@ func (t *TFExampleReader) Close() error {
 // files; each Source closes its file when the pipeline is done with it.
 func OpenTFExample(opts SparseOptions) Opener {
 	return func(ctx context.Context, path string) (Source, error) {
-		f, err := os.Open(path)
+		f, err := opts.Inputs.Open(path)
 		if err != nil {
 			return nil, err
 		}

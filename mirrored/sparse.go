@@ -213,8 +213,11 @@ func (j *sparseBuilder) optimizerConfig() sparse.OptimizerConfig {
 
 // opener returns the reader for path under the configured format.
 func (j *sparseBuilder) opener(log *zap.Logger) data.Opener {
+	// One Inputs for the run: the count up front, every epoch and every
+	// evaluation read the same files, and a file that changes between
+	// them stops the run naming it.
 	opts := data.SparseOptions{Dim: j.Sparse.Features, ZeroBased: j.Sparse.ZeroBased, SkipCorrupt: j.Sparse.SkipCorrupt,
-		OnSkip: func(err error) { log.Warn("skipped a corrupt record", zap.Error(err)) }}
+		OnSkip: func(err error) { log.Warn("skipped a corrupt record", zap.Error(err)) }, Inputs: data.NewInputs()}
 	tf, svm := data.OpenTFExample(opts), data.OpenLibSVM(opts)
 	format := j.Sparse.Format
 	return func(ctx context.Context, path string) (data.Source, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/sparse"
 )
@@ -76,6 +77,11 @@ func expandFiles(flag string, list string) ([]string, error) {
 			continue
 		}
 		if !strings.ContainsAny(a, "*?[") {
+			// A pipe (<(zcat shard.gz)) or FIFO is refused here, before
+			// any work, naming it: the run reads its files more than once.
+			if err := inputfile.Check(a); err != nil {
+				return nil, fmt.Errorf("%s: %w", flag, err)
+			}
 			out = append(out, a)
 			continue
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/inputfile"
 )
 
 // Format is the __metadata__ "format" of the checkpoints meshtrain
@@ -482,7 +483,7 @@ func Digest(tensors map[string]Tensor, meta map[string]string) string {
 
 // Read reads and validates a checkpoint file; errors name it.
 func Read(path string) (*Checkpoint, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.ReadFile(path) // a FIFO is refused, not waited on
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint: %w", err)
 	}

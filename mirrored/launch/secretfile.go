@@ -5,6 +5,8 @@ import (
 	"os"
 	"runtime"
 	"strings"
+
+	"github.com/meshtrain/meshtrain/internal/inputfile"
 )
 
 // SecretFileEnv names a file holding the cluster secret (also
@@ -28,7 +30,7 @@ func SecretFromFile(path string) (secret, psk []byte, err error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
 		return nil, nil, fmt.Errorf("cluster secret file %s has permissions %04o: its group or others may read it, and with it join the cluster; make it private with chmod 600 %s", path, perm, path)
 	}
-	b, err := os.ReadFile(path)
+	b, err := inputfile.ReadFile(path) // swapped for a FIFO since the Stat: refused
 	if err != nil {
 		return nil, nil, fmt.Errorf("cluster secret file: %w", err)
 	}

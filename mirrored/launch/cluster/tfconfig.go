@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshtrain/meshtrain/internal/inputfile"
 )
 
 // Env is the environment variable holding the cluster spec when no file
@@ -119,7 +121,7 @@ func Load(file string) (*Cluster, error) {
 // load is Load reading the environment through lookup.
 func load(file string, lookup func(string) (string, bool)) (*Cluster, error) {
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, err := inputfile.ReadFile(file) // a FIFO is refused, not waited on
 		if err != nil {
 			return nil, fmt.Errorf("reading the cluster spec: %w", err)
 		}
