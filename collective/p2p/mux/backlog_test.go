@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +156,55 @@ func TestUnacceptedStreamHoldsBaseWindow(t *testing.T) {
 	got, err := io.ReadAll(r)
 	if err != nil || len(got) != len(data) || string(got) != string(data) {
 		t.Fatalf("after the accept: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestUnacceptedStreamWindowEnforced: a peer that ignores the credit of a
+// stream nobody accepted yet cannot make it buffer past baseWindow (the
+// connection ends); once accepted, the whole window is the peer's.
+func TestUnacceptedStreamWindowEnforced(t *testing.T) {
+	for _, accept := range []bool{false, true} {
+		tr, _ := New(Config{})
+		raw, other := tcpPair(t)
+		mc, _ := tr.NewConn(other, true, nil)
+		c := mc.(*Conn)
+		if _, err := raw.Write(header{typ: typeWindow, flags: flagSYN, id: 1}.encode(nil)); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, raw) }() // the ACK and what follows
+		var s *stream
+		if accept {
+			r, err := c.AcceptStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s = r.(*stream)
+		}
+		const n = 2 * baseWindow
+		frame := append(header{typ: typeData, id: 1, length: n}.encode(nil), make([]byte, n)...)
+		if _, err := raw.Write(frame); err != nil && accept {
+			t.Fatal(err)
+		}
+		if accept {
+			eventually(t, "the frame to arrive", func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.inflight == n
+			})
+			if c.IsClosed() {
+				t.Fatalf("an accepted stream refused %d bytes: %v", n, c.connError())
+			}
+		} else {
+			select {
+			case <-c.done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("an unaccepted stream took %d bytes, over its %d-byte window", n, baseWindow)
+			}
+			if err := c.connError(); !strings.Contains(err.Error(), "overran") {
+				t.Fatalf("the error %q does not say the window was overrun", err)
+			}
+		}
+		_ = raw.Close()
+		_ = c.Close()
 	}
 }

@@ -279,7 +279,7 @@ func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 	}
 	id := c.nextID
 	c.nextID += 2
-	s := newStream(c, id)
+	s := newStream(c, id, c.cfg.Window) // granted by the SYN
 	c.streams[id] = s
 	c.unaccepted[id] = struct{}{}
 	c.mu.Unlock()
@@ -319,6 +319,9 @@ func (c *Conn) AcceptStream() (network.MuxedStream, error) {
 			if more {
 				signal(c.acceptWake) // for another AcceptStream waiting
 			}
+			s.mu.Lock()
+			s.granted = c.cfg.Window // before the grant leaves
+			s.mu.Unlock()
 			c.queue(header{typ: typeWindow, flags: flagACK, id: s.id, length: c.cfg.Window - baseWindow})
 			return s, nil
 		}
@@ -599,7 +602,7 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 		c.queue(header{typ: typeReset, id: h.id, length: uint32(network.StreamResourceLimitExceeded)})
 		return nil, nil
 	}
-	s := newStream(c, h.id)
+	s := newStream(c, h.id, baseWindow) // the rest is granted at accept
 	c.streams[h.id] = s
 	c.inbound++
 	c.pending = append(c.pending, s)

@@ -32,7 +32,8 @@ type stream struct {
 	buf      [][]byte // pooled chunks not yet read; buf[0][off:] comes next
 	off      int
 	bufLen   int
-	inflight int    // bytes received and not yet read (at most the window)
+	inflight int    // bytes received and not yet read (at most granted)
+	granted  uint32 // the receive window granted to the peer: baseWindow until the SYN or ACK grants Window
 	unacked  uint32 // bytes read since the last window update
 	post     []byte // a waiting Read's buffer, lent to the connection's reader
 	postN    int    // bytes the reader put in post
@@ -55,8 +56,8 @@ type stream struct {
 
 var _ network.MuxedStream = (*stream)(nil)
 
-func newStream(c *Conn, id uint32) *stream {
-	s := &stream{c: c, id: id, credit: baseWindow, rwake: make(chan struct{}, 1), lwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
+func newStream(c *Conn, id uint32, granted uint32) *stream {
+	s := &stream{c: c, id: id, credit: baseWindow, granted: granted, rwake: make(chan struct{}, 1), lwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -216,8 +217,8 @@ func (s *stream) admit(n int) error {
 		if n > 0 {
 			s.c.queue(header{typ: typeWindow, id: s.id, length: uint32(n)}) // dropped unread: credit back at once
 		}
-	case s.inflight+n > int(s.c.cfg.Window):
-		return fmt.Errorf("mux: protocol violation: the peer overran stream %d's %d-byte window", s.id, s.c.cfg.Window)
+	case s.inflight+n > int(s.granted):
+		return fmt.Errorf("mux: protocol violation: the peer overran stream %d's %d-byte window", s.id, s.granted)
 	default:
 		s.inflight += n
 	}
