@@ -243,8 +243,8 @@ func axisPlot(path string, res *Results, axis, what string) error {
 		c, g := style(curve)
 		l.Color, s.Color, s.Shape, s.Radius = c, c, g, vg.Points(3.5)
 		l.Width = vg.Points(1.5)
-		if dashed {
-			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		if dashed { // wider, underneath the solid line it may coincide with
+			l.Width, l.Dashes = vg.Points(4), []vg.Length{vg.Points(6), vg.Points(3)}
 		}
 		p.Add(l, s)
 		p.Legend.Add(label, l, s)
@@ -330,10 +330,16 @@ func accuracyPlot(path string, res *Results, idx []int, axis string, sl Straggle
 	if axis == "epochs" {
 		xl = "epochs of work"
 	}
-	title := fmt.Sprintf("%s, %s: test accuracy", res.Model, res.Grid.scenario(sl))
+	// The title names what the grid does not vary, and the scenario
+	// when the grid has more than one or it has a straggler.
+	title := res.Model
 	if len(res.Grid.Workers) == 1 {
-		title = fmt.Sprintf("%s, N=%d, %s: test accuracy", res.Model, res.Grid.Workers[0], res.Grid.scenario(sl))
+		title += fmt.Sprintf(", N=%d", res.Grid.Workers[0])
 	}
+	if len(res.Grid.Stragglers) > 1 || !sl.None() {
+		title += ", " + res.Grid.scenario(sl)
+	}
+	title += ": test accuracy against " + map[string]string{"time": "training time", "epochs": "epochs"}[axis]
 	p := newPlot(title, xl, "test accuracy")
 	curve := 0
 	xmax, ymin, ymax := 0.0, math.Inf(1), math.Inf(-1)

@@ -289,7 +289,7 @@ func columns(res *Results) string {
 		cpu = "the cores the one process holding all the point's replicas kept busy (user + system) while they trained and evaluated, from its once-a-second samples, averaged over the run: the replicas' CPU together, not each one's"
 		mem = "that process's largest resident memory sampled during the point (the replicas share it, and the data set)"
 	}
-	return fmt.Sprintf("\n*CPU (cores)*: %s; %d would be all of this machine's cores (— for a run under half a second, too short to measure). *Peak RSS*: %s. "+
+	return fmt.Sprintf("\n*CPU (cores)*: %s; %d would be all of this machine's cores (— for a run under 0.2 s, too short to measure). *Peak RSS*: %s. "+
 		"*Received/sent per peer*: the collective frames' bytes (headers and payloads) each peer received and sent, the mean of the peers, in MiB. "+
 		"*Test loss* and *test accuracy*: the final model's on the test set (under gossip, the surviving replicas' average model). "+
 		"*Training time*: the slowest peer's, evaluation excluded; *examples/s*: every peer's training examples over it. "+

@@ -316,6 +316,9 @@ func diffSettings(there, here map[string]string) []string {
 	return diffs
 }
 
+// ErrNotSweep says a results file is not a sweep's.
+var ErrNotSweep = errors.New("not a sweep's results")
+
 // Load reads a sweep's results file.
 func Load(path string) (*Results, error) {
 	b, err := os.ReadFile(path)
@@ -324,10 +327,10 @@ func Load(path string) (*Results, error) {
 	}
 	var r Results
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: not a sweep's results: %w", path, err)
+		return nil, fmt.Errorf("%s: %w (%v)", path, ErrNotSweep, err)
 	}
 	if r.Format != Format {
-		return nil, fmt.Errorf("%s: not a sweep's results (format %q, want %q)", path, r.Format, Format)
+		return nil, fmt.Errorf("%s: %w (format %q, want %q)", path, ErrNotSweep, r.Format, Format)
 	}
 	return &r, nil
 }

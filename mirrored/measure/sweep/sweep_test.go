@@ -390,7 +390,7 @@ func TestSweepInProcess(t *testing.T) {
 			t.Errorf("row %q has %d cells, want %d", row, len(cells), len(Columns(0.9)))
 		}
 		for i, c := range cells {
-			// "—" only for the CPU of a run under half a second (these
+			// "—" only for the CPU of a run under 0.2 s (these
 			// are), the memory of one too short for a sample (in-process
 			// replicas have no getrusage peak of their own) and the time
 			// to a target not reached.
