@@ -2,7 +2,9 @@ package nn
 
 import (
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/meshtrain/meshtrain/internal/rusage"
 )
@@ -95,15 +97,65 @@ func benchStep(b *testing.B, step func(), batch int) {
 // BenchmarkLeNetTrainStep: batch 64, as the PyTorch anchor.
 func BenchmarkLeNetTrainStep(b *testing.B) { benchTrainStep(b, LeNet5, 64) }
 
-// BenchmarkLeNetGenericTrainStep is BenchmarkLeNetTrainStep with LeNet's
-// conv → max-pool → ReLU stages run as separate layers (the Sequential's
-// generic path) instead of the fused convPoolReLU.
-func BenchmarkLeNetGenericTrainStep(b *testing.B) {
+// genericLeNet is LeNet-5 with its conv → max-pool → ReLU stages run as
+// separate layers (the Sequential's generic path) instead of the fused
+// convPoolReLU.
+func genericLeNet(tb testing.TB) Model {
 	m, err := newSequential(LeNet5, Shape{H: 28, W: 28, C: 1}, 1, DefaultShards, seqOptions{unfused: true}, lenetLayers(10))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	benchStep(b, modelStepper(b, m, 64), 64)
+	return m
+}
+
+// BenchmarkLeNetGenericTrainStep is BenchmarkLeNetTrainStep on the
+// generic path (genericLeNet).
+func BenchmarkLeNetGenericTrainStep(b *testing.B) {
+	benchStep(b, modelStepper(b, genericLeNet(b), 64), 64)
+}
+
+// BenchmarkLeNetGenericVsFused alternates blocks of 4 training steps of
+// LeNet-5 fused and generic (batch 64) and reports, over the blocks, the
+// median wall and CPU time per step of each and the medians of their
+// ratios (generic ÷ fused). On a machine shared with other work,
+// alternating every few milliseconds puts both under the same load, which
+// separate benchmark runs seconds apart do not. An op is one pair of
+// blocks.
+func BenchmarkLeNetGenericVsFused(b *testing.B) {
+	const block = 4
+	fused, generic := newStepper(b, LeNet5, 64), modelStepper(b, genericLeNet(b), 64)
+	fused()
+	generic()
+	var fw, gw, fc, gc, rw, rc []float64
+	timed := func(step func()) (wall, cpu float64) {
+		t0, c0 := time.Now(), rusage.CPUTime()
+		for range block {
+			step()
+		}
+		return float64(time.Since(t0).Nanoseconds()) / block, float64((rusage.CPUTime() - c0).Nanoseconds()) / block
+	}
+	for b.Loop() {
+		w1, c1 := timed(fused)
+		w2, c2 := timed(generic)
+		fw, fc, gw, gc = append(fw, w1), append(fc, c1), append(gw, w2), append(gc, c2)
+		rw = append(rw, w2/w1)
+		if c1 > 0 {
+			rc = append(rc, c2/c1)
+		}
+	}
+	median := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(median(fw), "fused-ns/step")
+	b.ReportMetric(median(gw), "generic-ns/step")
+	b.ReportMetric(median(fc), "fused-cpu-ns/step")
+	b.ReportMetric(median(gc), "generic-cpu-ns/step")
+	b.ReportMetric(median(rw), "wall-ratio")
+	b.ReportMetric(median(rc), "cpu-ratio")
 }
 
 // BenchmarkSoftmaxTrainStep: batch 100, as the PyTorch anchor.
