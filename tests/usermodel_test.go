@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -272,3 +274,15 @@ type recorder struct {
 
 func (r *recorder) Observe(e mirrored.Event) error { r.events = append(r.events, e); return nil }
 func (r *recorder) Close() error                   { r.closed++; return nil }
+
+// TestExampleProgram runs the example program: a model composed of nn's
+// layers, trained through mirrored.Run on three replicas that end
+// identical.
+func TestExampleProgram(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "run", "github.com/meshtrain/meshtrain/mirrored/example/usermodel").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "replicas identical: true") || !strings.Contains(string(out), "small-cnn") {
+		t.Fatalf("the example program: %v\n%s", err, out)
+	}
+}
