@@ -4,7 +4,8 @@
 // go-yamux copies every body twice beyond the security layer: Write
 // duplicates it into a pooled buffer for its send goroutine, and its
 // receive goroutine reads it into a stream buffer that Read copies out
-// of. On a 64 MiB all-reduce those two copies were 16% and 21% of the CPU.
+// of; on a large all-reduce those copies were a large share of the CPU
+// (BENCHMARKS.md, "Figures behind the code": yamux's copies).
 // Here Write writes the caller's bytes to the connection itself (writers
 // take turns), and the connection's reader reads a frame's body straight
 // into the buffer of a Read that is waiting for it ("lending"); only data
@@ -61,8 +62,9 @@ const (
 	stallGrace = 250 * time.Millisecond
 	// slowLink (bytes/s, 4 Mbit/s) is the slowest link a reset waits for
 	// to take the rest of a frame before it closes the connection.
-	// (Writing frames in pieces would show progress instead, but cost
-	// 20-25% of a stream's rate on loopback.)
+	// (Writing frames in pieces would show progress instead, but cost a
+	// noticeable share of a stream's rate: BENCHMARKS.md, "Figures
+	// behind the code": frames in pieces.)
 	slowLink = 500_000
 	// readerWait bounds how long the connection's reader waits for a
 	// stream's Read to catch up before buffering what arrives for it.
