@@ -326,11 +326,11 @@ func (v validation) cluster(ctx context.Context, rate netns.Rate, n int) ([]Poin
 // recursive doubling and star on 2, 3 and 4 hosts, whose rounds (1 to 6)
 // and messages on the busiest core (1 to 12) vary apart. Three probes (a
 // tree on 2 hosts, a star on 2, a tree on 4) spanned 1-2 rounds and 1-4
-// messages: α came from one round's difference of two 200 µs times
-// (2-50 µs from fit to fit) and the message from the tree on 4 alone, whose
-// rounds keep all four ranks waiting on the two cores at once; the fits
-// (97-121 µs a message) over-predicted the sweep's operations with more
-// messages (a 4 KiB ring on 4 hosts, gathers on 3 and 4) by 25-50%.
+// messages: α came from one round's difference of two short times and
+// the message from the tree on 4 alone, whose rounds keep all four ranks
+// waiting on the two cores at once, and the fits over-predicted the
+// sweep's operations with more messages (BENCHMARKS.md, "Figures behind
+// the code": three latency probes).
 var latencyProbes = []struct {
 	n     int
 	algos []collective.Algo
@@ -342,13 +342,12 @@ var latencyProbes = []struct {
 
 // probeRuns is how many runs of the measuring program time each latency
 // probe, after one warm-up run of each that is discarded. One run of
-// 1,000 repetitions on a freshly made cluster moved by 20-35% from one
-// validation to the next (a 4 KiB tree on 4 hosts: 470 and 635 µs, where
-// the sweep's own, minutes later, took 469), far beyond its sampling
-// error (about 2%): what moves it is the machine around the run, so the
-// runs alternate between the probes of a cluster and each probe takes
-// the median of its runs' medians, which a run or two slowed by the
-// machine's other work do not move.
+// 1,000 repetitions on a freshly made cluster moved from one validation
+// to the next far beyond its sampling error (BENCHMARKS.md, "Figures
+// behind the code": one probe run): what moves it is the machine around
+// the run, so the runs alternate between the probes of a cluster and
+// each probe takes the median of its runs' medians, which a run or two
+// slowed by the machine's other work do not move.
 const probeRuns = 5
 
 // fitLatency fits α and the CPU of a message on the emulated links at the
