@@ -173,3 +173,17 @@ func TestLaunchMorePeersThanCores(t *testing.T) {
 		t.Fatalf("%d peers on %d cores: verdict %+v, want %q\n%s", n, runtime.NumCPU(), s.Verdict, verdict.Shared, r.stdout)
 	}
 }
+
+// TestLaunchTimelineFourPeers: the timeline of a 4-peer run is one trace
+// of the 4 peers, on one clock, with the last arrival at each combine.
+func TestLaunchTimelineFourPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tl := filepath.Join(t.TempDir(), "timeline.json")
+	r := meshtrain(ctx, nil, "launch", "-n", "4", "--model", "softmax", "--epochs", "1", "--train-examples", "6400", "--test-examples", "500",
+		"--timeline", tl)
+	if r.err != nil {
+		t.Fatalf("launch: %v\n%s", r.err, r)
+	}
+	checkTrace(t, tl, 4)
+}
