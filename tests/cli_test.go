@@ -48,6 +48,9 @@ func TestCLIConventions(t *testing.T) {
 		{"no workers", []string{"launch", "-n", "0"}, 2, "stderr", "-n 0: want at least 1 worker"},
 		{"eval without a checkpoint", []string{"eval"}, 2, "stderr", "eval needs --checkpoint FILE"},
 		{"gossip alone", []string{"train", "--strategy", "gossip"}, 2, "stderr", "--strategy gossip needs several replicas: use launch -n N --strategy gossip"},
+		{"sweep without --out", []string{"sweep"}, 2, "stderr", "sweep: --out DIR is required"},
+		{"sweep: a strategy", []string{"sweep", "--strategies", "ring,ps", "--out", "x"}, 2, "stderr", `--strategies: "ps": want some of ring, gossip`},
+		{"sweep: no point can run", []string{"sweep", "--workers", "1", "--strategies", "gossip", "--out", "x"}, 2, "stderr", "no point of the grid can run"},
 		{"help asked for", []string{"eval", "--help"}, 0, "stdout", "--checkpoint"},
 		{"global flag after the command", []string{"train", "--model", "softmax", "--epochs", "1", "--train-examples", "640", "--test-examples", "100", "--log-format", "json"}, 0, "stderr", `{"level":"info"`},
 	} {

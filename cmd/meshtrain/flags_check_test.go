@@ -78,6 +78,7 @@ func TestOutputsCheckedBeforeWork(t *testing.T) {
 		{"--out", []string{"data", "gen-criteo", "--out", bad, "--files", "1"}},
 		{"--cpuprofile", []string{"bench", "sparse", "--cpuprofile", bad, "--peers", "bogus"}},
 		{"--logdir", []string{"worker", "--logdir", bad, "--checkpoint-dir", missing, "--evaluator-timeout", "1ms"}}, // the evaluator task
+		{"--out", []string{"sweep", "--out", bad, "--workers", "1", "--batch", "50", "--data-dir", missing}},         // before MNIST is fetched
 	} {
 		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
 			err := newApp().RunContext(context.Background(), append([]string{"meshtrain", "--log-level", "error"}, tc.args...))

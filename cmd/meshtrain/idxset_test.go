@@ -109,7 +109,7 @@ func TestDataMNISTOtherSet(t *testing.T) {
 // takes --allow-unverified.
 func TestAllowUnverifiedEverywhere(t *testing.T) {
 	app := newApp()
-	for _, name := range []string{"train", "worker", "launch", "compare", "eval"} {
+	for _, name := range []string{"train", "worker", "launch", "compare", "sweep", "eval"} {
 		cmd := app.Command(name)
 		if cmd == nil {
 			t.Fatalf("no command %s", name)

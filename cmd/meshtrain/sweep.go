@@ -171,6 +171,9 @@ func sweepFromFlags(c *cli.Context) (sweep.Config, error) {
 	if err := g.Check(); err != nil {
 		return cfg, err
 	}
+	if err := g.Runnable(); err != nil {
+		return cfg, err
+	}
 	if c.String("model") == mirrored.SparseModel {
 		return cfg, fmt.Errorf("--model %s is not swept: its data and flags are its own (use launch for each run)", mirrored.SparseModel)
 	}

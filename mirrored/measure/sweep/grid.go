@@ -154,6 +154,25 @@ func (g Grid) Points() (run []Point, skipped []Skipped) {
 	return run, skipped
 }
 
+// Runnable says why no point of g can run, or nil if some can.
+func (g Grid) Runnable() error {
+	run, skipped := g.Points()
+	if len(run) > 0 {
+		return nil
+	}
+	var why []string
+	n := map[string]int{}
+	for _, s := range skipped {
+		if n[s.Reason]++; n[s.Reason] == 1 {
+			why = append(why, s.Reason)
+		}
+	}
+	for i, r := range why {
+		why[i] = fmt.Sprintf("%s (%d of them)", r, n[r])
+	}
+	return fmt.Errorf("sweep: no point of the grid can run: %s", strings.Join(why, "; "))
+}
+
 // nonsense says why p cannot run, or "".
 func (p Point) nonsense() string {
 	switch {

@@ -35,6 +35,7 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.Title.Text = title
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
 	p.Add(plotter.NewGrid())
 	return p
 }
@@ -98,11 +99,26 @@ func fitY(p *plot.Plot, lo, hi, floor, ceil float64) {
 	p.Y.Min, p.Y.Max = max(floor, lo-pad), min(ceil, hi+pad)
 }
 
-// style gives curve i its colour, glyph and dashes: the colours repeat
-// after seven, the glyphs then shift, so that no two of the first 49
+// style gives curve i its colour and glyph: the colours repeat after
+// seven, the glyphs then shift by one, so that no two of the first 56
 // curves look alike.
 func style(i int) (color.Color, draw.GlyphDrawer) {
-	return plotutil.Color(i), plotutil.Shape(i + i/len(plotutil.DefaultColors))
+	nc := len(plotutil.DefaultColors)
+	return plotutil.Color(i), plotutil.Shape(i%nc + i/nc)
+}
+
+// plainTicks are gonum's default ticks labelled without trailing zeros
+// (25, not 25.00).
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ts {
+		if t.Label != "" {
+			ts[i].Label = strconv.FormatFloat(t.Value, 'g', 6, 64)
+		}
+	}
+	return ts
 }
 
 // writePlots draws the report's figures into dir and returns their file
@@ -164,10 +180,10 @@ func writePlots(dir string, res *Results) ([]string, error) {
 				continue
 			}
 			name := fmt.Sprintf("consensus_%s.png", sc)
-			title := fmt.Sprintf("gossip, %s: pairwise distance at each exchange", res.Grid.scenario(sl))
+			title := fmt.Sprintf("gossip, %s: the pair's distance ÷ its mean's norm, at each exchange", res.Grid.scenario(sl))
 			if perPoint > 1 {
 				name = fmt.Sprintf("consensus_%s_w%d_b%d.png", sc, r.Workers, r.Batch)
-				title = fmt.Sprintf("gossip, %d workers, batch %d, %s: pairwise distance", r.Workers, r.Batch, res.Grid.scenario(sl))
+				title = fmt.Sprintf("gossip, %d workers, batch %d, %s: the pair's relative distance", r.Workers, r.Batch, res.Grid.scenario(sl))
 			}
 			if err := add(name, consensusPlot(filepath.Join(dir, name), r, title)); err != nil {
 				return nil, err
@@ -341,6 +357,11 @@ func accuracyPlot(path string, res *Results, idx []int, axis string, sl Straggle
 	}
 	title += ": test accuracy against " + map[string]string{"time": "training time", "epochs": "epochs"}[axis]
 	p := newPlot(title, xl, "test accuracy")
+	// Over workers × batch sizes (ring), a colour per batch size and a
+	// glyph and dashes per workers, as the other figures colour their
+	// lines by batch size; else a look per curve.
+	vw, vb, _, _ := res.Grid.varies()
+	structured := vw && vb && !slices.ContainsFunc(idx, func(i int) bool { return res.Points[i].Strategy == mirrored.StrategyGossip })
 	curve := 0
 	xmax, ymin, ymax := 0.0, math.Inf(1), math.Inf(-1)
 	for _, i := range idx {
@@ -365,6 +386,10 @@ func accuracyPlot(path string, res *Results, idx []int, axis string, sl Straggle
 				return err
 			}
 			c, g := style(curve)
+			if structured {
+				w, b := slices.Index(res.Grid.Workers, r.Workers), slices.Index(res.Grid.Batches, r.Batch)
+				c, g, l.Dashes = plotutil.Color(b), plotutil.Shape(w), plotutil.Dashes(w)
+			}
 			l.Color, s.Color, s.Shape, s.Radius = c, c, g, vg.Points(3)
 			if r.Strategy == mirrored.StrategyGossip {
 				l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
@@ -401,10 +426,12 @@ func accuracyPlot(path string, res *Results, idx []int, axis string, sl Straggle
 }
 
 func consensusPlot(path string, r *Result, title string) error {
-	p := newPlot(title, "time since the replicas started (s)", "distance / norm of the pair's mean")
+	// A short y label: a long one squeezes a log axis (gonum).
+	p := newPlot(title, "time since the replicas started (s)", "relative distance")
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	any := false
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for k, peer := range r.Peers {
 		if peer.Gossip == nil || len(peer.Gossip.Distances) == 0 {
 			continue
@@ -417,6 +444,7 @@ func consensusPlot(path string, r *Result, title string) error {
 			d := ds[j]
 			if d.Norm > 0 && d.Distance > 0 {
 				xys = append(xys, plotter.XY{X: d.Seconds, Y: d.Distance / d.Norm})
+				lo, hi = min(lo, d.Distance/d.Norm), max(hi, d.Distance/d.Norm)
 			}
 		}
 		if len(xys) == 0 {
@@ -433,9 +461,14 @@ func consensusPlot(path string, r *Result, title string) error {
 		p.Legend.Add(fmt.Sprintf("rank %d (final %.2g)", k, peer.Gossip.RelConsensus), s)
 		any = true
 	}
-	if !any {
+	if any { // whole decades, where the log ticks are
+		p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+		if p.Y.Max <= p.Y.Min {
+			p.Y.Max = 10 * p.Y.Min
+		}
+	} else {
 		p.Y.Scale = plot.LinearScale{}
-		p.Y.Tick.Marker = plot.DefaultTicks{}
+		p.Y.Tick.Marker = plainTicks{}
 		p.Title.Text += " (none averaged)"
 	}
 	return save(p, path)

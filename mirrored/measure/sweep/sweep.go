@@ -346,14 +346,10 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	points, skipped := cfg.Grid.Points()
-	if len(points) == 0 {
-		var why []string
-		for _, s := range skipped {
-			why = append(why, fmt.Sprintf("%s: %s", s.Point, s.Reason))
-		}
-		return nil, fmt.Errorf("sweep: no point of the grid can run (%s)", strings.Join(why, "; "))
+	if err := cfg.Grid.Runnable(); err != nil {
+		return nil, err
 	}
+	points, skipped := cfg.Grid.Points()
 	res := &Results{Format: Format, Title: cfg.Title, Model: cfg.Job.Model, Target: cfg.Target, Runner: cfg.Runner.Kind(),
 		Security: string(cfg.Security), Cores: runtime.NumCPU(), Settings: cfg.settings(), Grid: cfg.Grid, Skipped: skipped,
 		Total: len(points), job: cfg.Job}

@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -444,5 +447,39 @@ func TestSweepInProcess(t *testing.T) {
 		if err != nil || cfg.Width <= int(axesWidth.Dots(96)) {
 			t.Errorf("%s: %v, %d pixels wide: want the axes and a legend column beside them", name, err, cfg.Width)
 		}
+	}
+}
+
+// TestPlotLayout: a figure's legend gets a column as wide as its longest
+// entry beside the axes (never over the data), a title too long for the
+// axes is set smaller until it fits, and a long legend makes the figure
+// taller rather than running off its foot.
+func TestPlotLayout(t *testing.T) {
+	p := newPlot(strings.Repeat("a long title ", 9), "x", "y")
+	l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		p.Legend.Add(fmt.Sprintf("2 workers, batch %d, gossip, straggler rank 1 ×3 rank %d", i, i%3), l)
+	}
+	lay := layoutOf(p)
+	leg := p.Legend
+	leg.TextStyle.Font.Size = vg.Points(legendFont)
+	r := leg.Rectangle(draw.Canvas{})
+	if lay.legendWidth < r.Max.X-r.Min.X || lay.width < axesWidth+lay.legendWidth {
+		t.Errorf("legend %v wide in a column of %v, figure %v wide: want the axes (%v) and the whole legend side by side", r.Max.X-r.Min.X, lay.legendWidth, lay.width, axesWidth)
+	}
+	ts := p.Title.TextStyle
+	ts.Font.Size = lay.titleSize
+	if lay.titleSize >= p.Title.TextStyle.Font.Size || ts.Width(p.Title.Text) > axesWidth {
+		t.Errorf("title at %v is %v wide over axes %v wide: want it set smaller until it fits", lay.titleSize, ts.Width(p.Title.Text), axesWidth)
+	}
+	if lay.height < r.Max.Y-r.Min.Y {
+		t.Errorf("figure %v tall for a legend %v tall", lay.height, r.Max.Y-r.Min.Y)
+	}
+	path := filepath.Join(t.TempDir(), "p.png")
+	if err := save(p, path); err != nil {
+		t.Fatal(err)
 	}
 }
