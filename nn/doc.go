@@ -14,7 +14,16 @@
 // cross-entropy. LeNet-5 and softmax regression are Sequential
 // definitions (lenetLayers, softmaxLayers) that keep their PyTorch module
 // names (conv1.weight …; weight, bias); other Sequentials name their
-// tensors as torch.nn.Sequential does (0.weight …).
+// tensors as torch.nn.Sequential does (0.weight …). Conv2D and Dense take
+// Keras's initializers (Initializer: variance scaling, uniform, normal,
+// truncated normal, constant) besides nn's own Init kinds.
+//
+// A Sequential's definition is data too: an Architecture (name, input
+// shape, layers), whose canonical JSON (ArchitectureFormat) checkpoints
+// record so that a model can be rebuilt from its checkpoint, and whose
+// Digest peers compare. ParseArchitecture reads it back strictly and
+// checks it without allocating the model (Check, bounded by MaxParams);
+// package nn/keras reads one from the JSON Keras writes.
 //
 // Layout: images are planar, C×H×W per example (PyTorch's NCHW), which for
 // one channel is the same bytes as H×W×C; Flatten and Reshape keep that

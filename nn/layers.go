@@ -100,6 +100,9 @@ type conv2D struct {
 	PadT, PadL                int
 	OutH, OutW                int
 	WeightInit                Init
+	// KernelInit and BiasInit, if set, draw the weights and the biases
+	// instead of WeightInit's rule (see initParams).
+	KernelInit, BiasInit *Initializer
 
 	w, b, dw, db []float32
 
@@ -268,7 +271,7 @@ func (l *conv2D) Bind(params, grads []float32) {
 
 func (l *conv2D) Init(rng *rand.Rand) {
 	kk := l.K * l.K
-	initLayer(rng, l.w, l.b, l.WeightInit, l.InC*kk, l.OutC*kk)
+	initParams(rng, l.w, l.b, l.WeightInit, l.KernelInit, l.BiasInit, l.InC*kk, l.OutC*kk)
 }
 
 // setTrain switches the keeping of the batch's grids for Backward on or
@@ -1261,6 +1264,8 @@ func (l *reshape) Backward(dx, dy, _, _ []float32, n int) {
 type dense struct {
 	In, Out    int
 	WeightInit Init
+	// KernelInit and BiasInit are as conv2D's.
+	KernelInit, BiasInit *Initializer
 
 	w, b, dw, db []float32
 	dyT          []float32 // Out × n scratch for the weight gradient
@@ -1282,7 +1287,7 @@ func (l *dense) Bind(params, grads []float32) {
 }
 
 func (l *dense) Init(rng *rand.Rand) {
-	initLayer(rng, l.w, l.b, l.WeightInit, l.In, l.Out)
+	initParams(rng, l.w, l.b, l.WeightInit, l.KernelInit, l.BiasInit, l.In, l.Out)
 }
 
 func (l *dense) Forward(y, x []float32, n int) {

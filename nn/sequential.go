@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -194,7 +195,7 @@ func (m *Sequential) compile(fuse bool) (compiled, error) {
 		return c, fmt.Errorf("nn: %s: no layers", m.name)
 	}
 	fail := func(i int, err error) (compiled, error) {
-		return compiled{}, fmt.Errorf("nn: %s: layer %d (%s): %w", m.name, i, m.specs[i].kind(), err)
+		return compiled{}, &LayerError{Model: m.name, Index: i, Kind: m.specs[i].kind(), Err: err}
 	}
 	outs := make([]Shape, len(m.specs))
 	in := m.input
@@ -208,7 +209,7 @@ func (m *Sequential) compile(fuse bool) (compiled, error) {
 	}
 	for i := 0; i < len(m.specs); i++ {
 		if m.specs[i] == nil {
-			return compiled{}, fmt.Errorf("nn: %s: layer %d is a nil LayerSpec", m.name, i)
+			return compiled{}, &LayerError{Model: m.name, Index: i, Err: errors.New("a nil LayerSpec")}
 		}
 		l, out, err := m.specs[i].build(in)
 		if err != nil {
@@ -276,6 +277,26 @@ func (m *Sequential) compile(fuse bool) (compiled, error) {
 	return c, nil
 }
 
+// LayerError is NewSequential's error about one of its layers: the
+// layer's index among them, its kind ("conv2d", "activation relu" …;
+// empty for a nil LayerSpec) and why. A reader of another model format
+// (package nn/keras) maps Index back to the layer it read.
+type LayerError struct {
+	Model string
+	Index int
+	Kind  string
+	Err   error
+}
+
+func (e *LayerError) Error() string {
+	if e.Kind == "" {
+		return fmt.Sprintf("nn: %s: layer %d is %v", e.Model, e.Index, e.Err)
+	}
+	return fmt.Sprintf("nn: %s: layer %d (%s): %v", e.Model, e.Index, e.Kind, e.Err)
+}
+
+func (e *LayerError) Unwrap() error { return e.Err }
+
 // shapeAfter is the output shape of spec i given its input shape.
 func (m *Sequential) shapeAfter(i int, in Shape) Shape {
 	_, out, _ := m.specs[i].build(in)
@@ -324,12 +345,12 @@ func (m *Sequential) names(c compiled, bare bool) ([]ParamTensor, []int, error) 
 		prefix := strconv.Itoa(k) + "."
 		if n, ok := m.specs[k].(named); ok && n.name() != "" {
 			if strings.Contains(n.name(), ".") {
-				return nil, nil, fmt.Errorf("nn: %s: layer %d (%s): name %q: a name cannot contain a dot", m.name, k, m.specs[k].kind(), n.name())
+				return nil, nil, &LayerError{Model: m.name, Index: k, Kind: m.specs[k].kind(), Err: fmt.Errorf("name %q: a name cannot contain a dot", n.name())}
 			}
 			prefix = n.name() + "."
 		}
 		if j, dup := seen[prefix]; dup {
-			return nil, nil, fmt.Errorf("nn: %s: layer %d (%s): name %q is layer %d's too", m.name, k, m.specs[k].kind(), strings.TrimSuffix(prefix, "."), j)
+			return nil, nil, &LayerError{Model: m.name, Index: k, Kind: m.specs[k].kind(), Err: fmt.Errorf("name %q is layer %d's too", strings.TrimSuffix(prefix, "."), j)}
 		}
 		seen[prefix] = k
 		if bare {

@@ -91,6 +91,10 @@ type Conv2D struct {
 	Padding                  Padding
 	Init                     Init   // of the weights (He, the zero value, Glorot or Torch)
 	Name                     string // the tensors' prefix; "" for the layer's index
+	// KernelInit and BiasInit, if set, draw the weights and the biases
+	// instead of Init's rule (Keras's kernel_initializer and
+	// bias_initializer; see Initializer).
+	KernelInit, BiasInit *Initializer
 }
 
 // MaxPooling2D takes the maximum of each Size×Size window, moved Strides
@@ -125,6 +129,8 @@ type Dense struct {
 	Units int
 	Init  Init   // of the weights (He, the zero value, Glorot or Torch)
 	Name  string // the tensors' prefix; "" for the layer's index
+	// KernelInit and BiasInit are as Conv2D's.
+	KernelInit, BiasInit *Initializer
 }
 
 // Dropout zeroes each input of a training pass with probability Rate (in
@@ -185,8 +191,11 @@ func (c Conv2D) build(in Shape) (layer, Shape, error) {
 	if err != nil {
 		return nil, Shape{}, fmt.Errorf("kernel %d×%d over %v: %w", c.Kernel, c.Kernel, in, err)
 	}
+	if err := checkInits(c.KernelInit, c.BiasInit); err != nil {
+		return nil, Shape{}, err
+	}
 	l := newConv(in.C, in.H, in.W, c.Filters, c.Kernel, s, [4]int{pt, pb, pl, pr})
-	l.WeightInit = c.Init
+	l.WeightInit, l.KernelInit, l.BiasInit = c.Init, c.KernelInit, c.BiasInit
 	if l.OutH != oh || l.OutW != ow {
 		panic("nn: conv2D's output size disagrees with its spec's")
 	}
@@ -271,8 +280,11 @@ func (d Dense) build(in Shape) (layer, Shape, error) {
 	if d.Units < 1 {
 		return nil, Shape{}, fmt.Errorf("%d units: want at least 1", d.Units)
 	}
+	if err := checkInits(d.KernelInit, d.BiasInit); err != nil {
+		return nil, Shape{}, err
+	}
 	l := newDense(in.C, d.Units)
-	l.WeightInit = d.Init
+	l.WeightInit, l.KernelInit, l.BiasInit = d.Init, d.KernelInit, d.BiasInit
 	return l, Shape{C: d.Units}, nil
 }
 
@@ -281,6 +293,22 @@ func (d Dropout) build(in Shape) (layer, Shape, error) {
 		return nil, Shape{}, fmt.Errorf("rate %v: want one in [0, 1)", d.Rate)
 	}
 	return newDropout(in.Size(), d.Rate), in, nil
+}
+
+// checkInits checks a layer's initializers.
+func checkInits(kernel, bias *Initializer) error {
+	for _, i := range []struct {
+		init *Initializer
+		what string
+	}{{kernel, "kernel"}, {bias, "bias"}} {
+		if i.init == nil {
+			continue
+		}
+		if err := i.init.Check(); err != nil {
+			return fmt.Errorf("%s: %w", i.what, err)
+		}
+	}
+	return nil
 }
 
 // activations are the functions Activation takes.
