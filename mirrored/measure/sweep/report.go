@@ -371,6 +371,9 @@ func goals(res *Results, ms []Measures) string {
 			if name := res.Grid.scenario(sl); name != "straggler" {
 				with = "With the " + name
 			}
+			if prefix != "" {
+				with = "w" + with[1:]
+			}
 			tg, tr := ms[g].TimeToTarget, ms[r].TimeToTarget
 			switch {
 			case math.IsNaN(tg) || math.IsNaN(tr):
@@ -388,9 +391,13 @@ func goals(res *Results, ms []Measures) string {
 		if g < 0 || r < 0 {
 			continue
 		}
+		without := "Without a straggler"
+		if prefix != "" {
+			without = "without a straggler"
+		}
 		eg, er := ms[g].EpochsToTarget, ms[r].EpochsToTarget
 		if math.IsNaN(eg) || math.IsNaN(er) {
-			fmt.Fprintf(&b, "- %sWithout a straggler, epochs to the target: ring %s, gossip %s (not both reached).\n", prefix, fmtEpochs(er), fmtEpochs(eg))
+			fmt.Fprintf(&b, "- %s%s, epochs to the target: ring %s, gossip %s (not both reached).\n", prefix, without, fmtEpochs(er), fmtEpochs(eg))
 			continue
 		}
 		verdict := "the ring needs fewer epochs"
@@ -400,7 +407,7 @@ func goals(res *Results, ms []Measures) string {
 		case er > eg:
 			verdict = "the ring does not need fewer epochs here"
 		}
-		fmt.Fprintf(&b, "- %sWithout a straggler, epochs to the target: ring %.2f, gossip %.2f: %s.\n", prefix, er, eg, verdict)
+		fmt.Fprintf(&b, "- %s%s, epochs to the target: ring %.2f, gossip %.2f: %s.\n", prefix, without, er, eg, verdict)
 	}
 	if b.Len() > 0 {
 		return "Against what gossip is for:\n\n" + b.String()
