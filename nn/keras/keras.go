@@ -1,0 +1,1024 @@
+// Package keras reads a model's architecture from the JSON Keras writes,
+// as an nn.Architecture that meshtrain trains: model.to_json() of tf.keras
+// 2.x and of Keras 3, a TensorFlow.js layers model's model.json, and
+// Keras ≤ 2.2's list-shaped Sequential config.
+//
+// The forms it reads, and where they are defined:
+//
+//   - tf.keras 2.x to_json: {"class_name": "Sequential", "config": {"name",
+//     "layers": [{"class_name", "config"}, …]}, "keras_version",
+//     "backend"}, the layers' configs from each layer's get_config (the
+//     InputLayer's "batch_input_shape", or the first layer's), shapes and
+//     tuples as JSON lists (tensorflow/python/keras/engine/sequential.py,
+//     training.py's _updated_config).
+//   - Keras 3 to_json (and tf.keras 2.13+): every object as
+//     serialization_lib.serialize_keras_object writes it, {"module",
+//     "class_name", "config", "registered_name"} with "build_config"; the
+//     InputLayer's "batch_shape"; a layer's "dtype" a DTypePolicy object
+//     (keras/src/saving/serialization_lib.py, keras/src/models/
+//     sequential.py, keras/src/layers/core/input_layer.py).
+//   - A Functional model (class "Functional", or "Model" before
+//     tf.keras 2.4): "layers" each with "name" and "inbound_nodes" (Keras
+//     2: [[[layer, node, tensor, kwargs], …]]; Keras 3: [{"args": [a
+//     "__keras_tensor__" with "keras_history": [layer, node, tensor]],
+//     "kwargs"}]), "input_layers", "output_layers"
+//     (keras/src/models/functional.py: get_config, serialize_node). It is
+//     read when its graph is a chain: one input, one output, each layer
+//     taking the one before it.
+//   - A TensorFlow.js layers model, model.json: {"format": "layers-model",
+//     "modelTopology": {"model_config": <the model as above>,
+//     "keras_version", "backend", "training_config"}, "weightsManifest"}
+//     as tensorflowjs_converter writes it, or "modelTopology" the model
+//     config itself, as tfjs-layers' model.save writes it
+//     (tfjs-converter's keras_h5_conversion.py; tfjs-layers' models.ts
+//     and models_test.ts).
+//   - Keras ≤ 2.2: a Sequential's "config" the list of its layers, the
+//     first with "batch_input_shape" (tfjs-layers' models_test.ts
+//     fakeMnistModel, keras_version 2.1.1).
+//
+// The layers and options read are Keras's: InputLayer; Conv2D (filters,
+// kernel_size, strides, padding, activation, use_bias,
+// kernel_initializer, bias_initializer); MaxPooling2D and
+// AveragePooling2D (pool_size, strides, padding); Flatten; Reshape
+// (target_shape); Dense (units, activation, use_bias, initializers);
+// Dropout (rate); Activation (activation); ReLU and Softmax with their
+// defaults. Activations: relu, tanh, sigmoid, softmax, linear.
+// Initializers: see nn.Initializer. Anything else (another layer, such as
+// LSTM, BatchNormalization or Embedding; channels_first; a regularizer or
+// constraint; use_bias false; dilation; a non-square kernel; a dtype
+// other than float32; a branching graph) is refused with a LayerError
+// naming the layer, its index and name, and what is supported. An option
+// this package does not know is refused unless it has its off value
+// (null, false, 0, empty).
+//
+// A Keras layer becomes one nn layer, two when it has an activation (a
+// Conv2D with activation relu is nn's Conv2D then Activation relu), none
+// for an InputLayer; Model.Layers records which, and the nn layers'
+// indices are those of the torch.nn.Sequential built from the same
+// layers (Conv2d, ReLU, …), whose state_dict names the tensors as
+// meshtrain's checkpoints do ("0.weight").
+package keras
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/meshtrain/meshtrain/internal/inputfile"
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// Model is a Keras model file read as an nn.Architecture.
+type Model struct {
+	Arch nn.Architecture
+	// Form says which of the forms the file is in (see the package doc),
+	// and KerasVersion its "keras_version" if it records one.
+	Form, KerasVersion string
+	// Class is the model's class: Sequential or Functional.
+	Class string
+	// Layers are the file's layers in the order they run, each with the
+	// nn layers it became.
+	Layers []Layer
+	// Classes and Params are the model's class count (2 for one output
+	// and a sigmoid) and parameter count.
+	Classes, Params int
+}
+
+// Layer is one of the file's layers.
+type Layer struct {
+	// Index is the layer's position in the file's list of layers (an
+	// InputLayer, when listed, counts), Class its class ("Conv2D") and
+	// Name its name ("conv2d_1").
+	Index       int
+	Class, Name string
+	// First and End delimit the nn layers it became, [First, End).
+	First, End int
+}
+
+// The forms of Model.Form.
+const (
+	FormKeras2    = "tf.keras 2.x to_json"
+	FormKeras3    = "Keras 3 to_json"
+	FormTFJS      = "TensorFlow.js layers model"
+	FormKerasList = "Keras ≤ 2.2 list config"
+)
+
+// Supported lists the layer classes this package reads.
+var Supported = []string{"InputLayer", "Conv2D", "MaxPooling2D", "AveragePooling2D", "Flatten", "Reshape", "Dense", "Dropout", "Activation", "ReLU", "Softmax"}
+
+// MaxFileSize bounds the JSON read: a model's architecture is a few
+// kilobytes; a larger file is not one.
+const MaxFileSize = 16 << 20
+
+// LayerError is the error about one of the file's layers: its index in
+// the file's list, class and name, and why.
+type LayerError struct {
+	Index       int
+	Class, Name string
+	Err         error
+}
+
+func (e *LayerError) Error() string {
+	return fmt.Sprintf("layer %d %q (%s): %v", e.Index, e.Name, e.Class, e.Err)
+}
+
+func (e *LayerError) Unwrap() error { return e.Err }
+
+// ReadFile reads the model file at path (a regular file: a pipe or FIFO
+// is refused by name, see internal/inputfile). Errors name the file.
+func ReadFile(path string) (*Model, error) {
+	f, err := inputfile.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("model file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("model file %s: %w", path, err)
+	}
+	m, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("model file %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Parse reads a model's JSON in any of the package's forms.
+func Parse(b []byte) (*Model, error) {
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%d bytes or more: a Keras model's JSON is a few kilobytes (%d at most here)", len(b), MaxFileSize)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var top any
+	if err := d.Decode(&top); err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("not JSON: data after the model's object")
+	}
+	obj, ok := top.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("a %s, not a JSON object: want a Keras model's to_json() or a TensorFlow.js model.json", kindOf(top))
+	}
+	m := &Model{}
+	cfg := obj
+	switch {
+	case obj["modelTopology"] != nil:
+		m.Form = FormTFJS
+		topo, ok := obj["modelTopology"].(map[string]any)
+		if !ok {
+			return nil, errors.New(`"modelTopology" is not an object`)
+		}
+		cfg = topo
+		if mc, ok := topo["model_config"]; ok {
+			if cfg, ok = mc.(map[string]any); !ok {
+				return nil, errors.New(`"modelTopology"."model_config" is not an object`)
+			}
+		}
+		m.KerasVersion, _ = topo["keras_version"].(string)
+	case obj["model_config"] != nil:
+		if cfg, ok = obj["model_config"].(map[string]any); !ok {
+			return nil, errors.New(`"model_config" is not an object`)
+		}
+	}
+	if m.KerasVersion == "" {
+		m.KerasVersion, _ = obj["keras_version"].(string)
+	}
+	if v, ok := cfg["keras_version"].(string); ok && m.KerasVersion == "" {
+		m.KerasVersion = v
+	}
+	class, ok := cfg["class_name"].(string)
+	if !ok {
+		return nil, errors.New(`no "class_name": want a Keras model's to_json() (class_name Sequential or Functional) or a TensorFlow.js model.json (modelTopology)`)
+	}
+	if m.Form == "" {
+		m.Form = FormKeras2
+		if _, ok := cfg["module"]; ok {
+			m.Form = FormKeras3
+		}
+	}
+	if _, list := cfg["config"].([]any); list {
+		if m.Form != FormTFJS {
+			m.Form = FormKerasList
+		}
+	}
+	var err error
+	switch class {
+	case "Sequential":
+		m.Class = "Sequential"
+		err = m.sequential(cfg)
+	case "Functional", "Model":
+		m.Class = "Functional"
+		err = m.functional(cfg)
+	default:
+		return nil, fmt.Errorf("model class %q: meshtrain reads Sequential and Functional models (a subclassed model has no architecture in its JSON)", class)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// kindOf names a JSON value's kind.
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "list"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	}
+	return "number"
+}
+
+// entry is one layer of the file: its position and its serialised form.
+type entry struct {
+	index int
+	obj   map[string]any
+	class string
+	name  string
+	cfg   map[string]any
+}
+
+// entries reads the file's list of layers.
+func entries(list []any) ([]entry, error) {
+	var out []entry
+	for i, v := range list {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("layer %d: a %s, not an object", i, kindOf(v))
+		}
+		e := entry{index: i, obj: obj}
+		e.class, _ = obj["class_name"].(string)
+		if e.class == "" {
+			return nil, fmt.Errorf("layer %d: no class_name", i)
+		}
+		cfg, ok := obj["config"].(map[string]any)
+		if !ok && obj["config"] != nil {
+			return nil, &LayerError{Index: i, Class: e.class, Err: fmt.Errorf("config is a %s, not an object", kindOf(obj["config"]))}
+		}
+		e.cfg = cfg
+		if e.cfg == nil {
+			e.cfg = map[string]any{}
+		}
+		e.name, _ = obj["name"].(string)
+		if e.name == "" {
+			e.name, _ = e.cfg["name"].(string)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// sequential reads a Sequential model's config.
+func (m *Model) sequential(model map[string]any) error {
+	var list []any
+	name := "sequential"
+	var buildShape any
+	switch c := model["config"].(type) {
+	case []any:
+		list = c
+	case map[string]any:
+		l, ok := c["layers"].([]any)
+		if !ok {
+			return errors.New(`the Sequential's config has no "layers" list`)
+		}
+		list = l
+		if n, ok := c["name"].(string); ok && n != "" {
+			name = n
+		}
+		buildShape = c["build_input_shape"]
+	default:
+		return fmt.Errorf(`the Sequential's "config" is a %s: want an object with "layers" (or Keras ≤ 2.2's list of layers)`, kindOf(model["config"]))
+	}
+	if buildShape == nil {
+		if bc, ok := model["build_config"].(map[string]any); ok {
+			buildShape = bc["input_shape"]
+		}
+	}
+	es, err := entries(list)
+	if err != nil {
+		return err
+	}
+	return m.build(name, es, buildShape)
+}
+
+// build turns the layers, in the order they run, into the architecture.
+// buildShape is the model's recorded input shape, used when no layer
+// gives one.
+func (m *Model) build(name string, es []entry, buildShape any) error {
+	var specs []nn.LayerSpec
+	var input *nn.Shape
+	for k, e := range es {
+		fail := func(err error) error { return &LayerError{Index: e.index, Class: e.class, Name: e.name, Err: err} }
+		if e.class == "InputLayer" {
+			if k != 0 {
+				return fail(errors.New("an InputLayer after the first layer"))
+			}
+			s, err := inputLayer(e.cfg)
+			if err != nil {
+				return fail(err)
+			}
+			input = &s
+			m.Layers = append(m.Layers, Layer{Index: e.index, Class: e.class, Name: e.name, First: len(specs), End: len(specs)})
+			continue
+		}
+		if input == nil {
+			// The first layer may carry the input shape (Keras 2's
+			// input_shape argument).
+			if v, ok := e.cfg["batch_input_shape"]; ok && v != nil {
+				s, err := shape(v, true)
+				if err != nil {
+					return fail(fmt.Errorf("batch_input_shape: %w", err))
+				}
+				input = &s
+			}
+		}
+		got, err := layerSpecs(e)
+		if err != nil {
+			return fail(err)
+		}
+		m.Layers = append(m.Layers, Layer{Index: e.index, Class: e.class, Name: e.name, First: len(specs), End: len(specs) + len(got)})
+		specs = append(specs, got...)
+	}
+	if input == nil && buildShape != nil {
+		s, err := shape(buildShape, true)
+		if err != nil {
+			return fmt.Errorf("build_input_shape: %w", err)
+		}
+		input = &s
+	}
+	if input == nil {
+		return errors.New("no input shape: the file has no InputLayer, batch_input_shape or build_input_shape (give the model an input shape, keras.Input(shape=…), before to_json)")
+	}
+	if len(specs) == 0 {
+		return errors.New("no layers besides the input")
+	}
+	m.Arch = nn.Architecture{Name: name, Input: *input, Layers: specs}
+	classes, params, err := m.Arch.Check()
+	var le *nn.LayerError
+	if errors.As(err, &le) {
+		for _, l := range m.Layers {
+			if le.Index >= l.First && le.Index < l.End {
+				return &LayerError{Index: l.Index, Class: l.Class, Name: l.Name, Err: le.Err}
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	m.Classes, m.Params = classes, params
+	return nil
+}
+
+// inputLayer reads an InputLayer's shape.
+func inputLayer(cfg map[string]any) (nn.Shape, error) {
+	o := options{cfg: cfg, used: map[string]bool{}}
+	var s nn.Shape
+	var err error
+	found := false
+	for _, key := range []string{"batch_shape", "batch_input_shape"} {
+		if v, ok := o.take(key); ok && v != nil {
+			if s, err = shape(v, true); err != nil {
+				return s, fmt.Errorf("%s: %w", key, err)
+			}
+			found = true
+		}
+	}
+	if v, ok := o.take("input_shape"); ok && v != nil && !found { // tfjs-layers' InputLayerConfig
+		if s, err = shape(v, false); err != nil {
+			return s, fmt.Errorf("input_shape: %w", err)
+		}
+		found = true
+	}
+	if !found {
+		return s, errors.New("no batch_shape or batch_input_shape")
+	}
+	if err := o.common(); err != nil {
+		return s, err
+	}
+	if err := o.flag("sparse", "a sparse input"); err != nil {
+		return s, err
+	}
+	if err := o.flag("ragged", "a ragged input"); err != nil {
+		return s, err
+	}
+	if err := o.flag("optional", "an optional input"); err != nil {
+		return s, err
+	}
+	return s, o.rest()
+}
+
+// shape reads a shape list, without its batch dimension when batch is
+// set: [28, 28, 1] an image, [28, 28] one of one channel, [784] a
+// vector. Every other size must be given.
+func shape(v any, batch bool) (nn.Shape, error) {
+	list, err := listOf(v)
+	if err != nil {
+		return nn.Shape{}, err
+	}
+	if batch {
+		if len(list) == 0 {
+			return nn.Shape{}, errors.New("[]: no batch dimension")
+		}
+		list = list[1:]
+	}
+	dims := make([]int, len(list))
+	for i, d := range list {
+		n, err := intOf(d)
+		if err != nil || n < 1 {
+			return nn.Shape{}, fmt.Errorf("%s: size %d is %s: meshtrain needs every size but the batch's", show(v), i, show(d))
+		}
+		dims[i] = n
+	}
+	switch len(dims) {
+	case 1:
+		return nn.Shape{C: dims[0]}, nil
+	case 2:
+		return nn.Shape{H: dims[0], W: dims[1], C: 1}, nil
+	case 3:
+		return nn.Shape{H: dims[0], W: dims[1], C: dims[2]}, nil
+	}
+	return nn.Shape{}, fmt.Errorf("%s: %d dimensions: meshtrain reads vectors and H×W×C images", show(v), len(dims))
+}
+
+// listOf reads a JSON list, also in the wrapped forms Keras's SavedModel
+// metadata spells tuples and shapes in ({"class_name": "__tuple__" or
+// "TensorShape", "items": […]}).
+func listOf(v any) ([]any, error) {
+	switch v := v.(type) {
+	case []any:
+		return v, nil
+	case map[string]any:
+		if c, _ := v["class_name"].(string); c == "__tuple__" || c == "TensorShape" {
+			if items, ok := v["items"].([]any); ok {
+				return items, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%s: want a list", show(v))
+}
+
+// intOf reads an integer.
+func intOf(v any) (int, error) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("%s: want an integer", show(v))
+	}
+	i, err := strconv.ParseInt(string(n), 10, 32)
+	if err != nil {
+		f, ferr := n.Float64()
+		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+			return 0, fmt.Errorf("%s: want an integer", n)
+		}
+		i = int64(f)
+	}
+	return int(i), nil
+}
+
+// floatOf reads a finite number.
+func floatOf(v any) (float64, error) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("%s: want a number", show(v))
+	}
+	f, err := n.Float64()
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%s: want a finite number", n)
+	}
+	return f, nil
+}
+
+// show is a JSON value as the file spells it, cut short.
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	if len(b) > 80 {
+		return string(b[:77]) + "…"
+	}
+	return string(b)
+}
+
+// options reads a layer's config, remembering which keys were read so
+// that rest can refuse the others.
+type options struct {
+	cfg  map[string]any
+	used map[string]bool
+}
+
+func (o *options) take(key string) (any, bool) {
+	v, ok := o.cfg[key]
+	o.used[key] = true
+	return v, ok
+}
+
+// flag refuses a boolean option that is set.
+func (o *options) flag(key, what string) error {
+	v, _ := o.take(key)
+	if b, ok := v.(bool); v == nil || (ok && !b) {
+		return nil
+	}
+	return fmt.Errorf("%s = %s (%s) is not supported", key, show(v), what)
+}
+
+// null refuses an option that is set (a regularizer, a constraint).
+func (o *options) null(key, why string) error {
+	v, _ := o.take(key)
+	if v == nil {
+		return nil
+	}
+	what := show(v)
+	if obj, ok := v.(map[string]any); ok {
+		if c, ok := obj["class_name"].(string); ok {
+			what = c
+			if cfg, ok := obj["config"].(map[string]any); ok && len(cfg) > 0 {
+				what += " " + show(cfg)
+			}
+		}
+	}
+	return fmt.Errorf("%s %s is not supported: %s", key, what, why)
+}
+
+// common reads the keys every layer has: name, trainable (true), dtype
+// (float32) and the first layer's input shape (read by build).
+func (o *options) common() error {
+	o.take("name")
+	o.take("batch_input_shape")
+	o.take("batch_shape")
+	o.take("batch_size")
+	if v, ok := o.take("trainable"); ok && v != nil && v != true {
+		return fmt.Errorf("trainable = %s is not supported: meshtrain trains every layer", show(v))
+	}
+	v, _ := o.take("dtype")
+	if dt := dtype(v); dt != "" && dt != "float32" {
+		return fmt.Errorf("dtype %s is not supported: meshtrain computes in float32", dt)
+	}
+	return nil
+}
+
+// dtype is a dtype's or dtype policy's name ("" for null): "float32",
+// or {"class_name": "DTypePolicy" (Keras 3), "Policy" (tf.keras mixed
+// precision) …, "config": {"name": "float32"}}.
+func dtype(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case map[string]any:
+		if cfg, ok := v["config"].(map[string]any); ok {
+			if n, ok := cfg["name"].(string); ok {
+				return n
+			}
+		}
+	}
+	return show(v)
+}
+
+// rest refuses the options not read, unless off (null, false, 0, "",
+// an empty list or object).
+func (o *options) rest() error {
+	var keys []string
+	for k := range o.cfg {
+		if !o.used[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch v := o.cfg[k].(type) {
+		case nil:
+			continue
+		case bool:
+			if !v {
+				continue
+			}
+		case string:
+			if v == "" {
+				continue
+			}
+		case json.Number:
+			if f, err := v.Float64(); err == nil && f == 0 {
+				continue
+			}
+		case []any:
+			if len(v) == 0 {
+				continue
+			}
+		case map[string]any:
+			if len(v) == 0 {
+				continue
+			}
+		}
+		return fmt.Errorf("option %s = %s is not supported (meshtrain reads only the options it knows, and the others at their off value)", k, show(o.cfg[k]))
+	}
+	return nil
+}
+
+// square reads an int or a list of equal ints (kernel_size, strides,
+// pool_size); def is used for null.
+func square(o *options, key string, def int) (int, error) {
+	v, _ := o.take(key)
+	if v == nil {
+		return def, nil
+	}
+	if n, ok := v.(json.Number); ok {
+		return intOf(n)
+	}
+	list, err := listOf(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: want an integer or a list of two", key, show(v))
+	}
+	if len(list) != 2 {
+		return 0, fmt.Errorf("%s %s: want two sizes (height, width)", key, show(v))
+	}
+	a, err1 := intOf(list[0])
+	b, err2 := intOf(list[1])
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("%s %s: want integers", key, show(v))
+	}
+	if a != b {
+		return 0, fmt.Errorf("%s %s is not supported: meshtrain's windows are square, with equal strides", key, show(v))
+	}
+	return a, nil
+}
+
+// padding reads "valid" or "same" (null: valid).
+func padding(o *options) (nn.Padding, error) {
+	v, _ := o.take("padding")
+	if v == nil {
+		return nn.Valid, nil
+	}
+	s, _ := v.(string)
+	switch strings.ToLower(s) {
+	case "valid":
+		return nn.Valid, nil
+	case "same":
+		return nn.Same, nil
+	}
+	return 0, fmt.Errorf("padding %s is not supported: meshtrain has valid and same", show(v))
+}
+
+// channelsLast refuses data_format channels_first.
+func channelsLast(o *options) error {
+	v, _ := o.take("data_format")
+	if v == nil || v == "channels_last" {
+		return nil
+	}
+	return fmt.Errorf("data_format %s is not supported: meshtrain reads images channels last (H×W×C), Keras's default", show(v))
+}
+
+// activationNames are the activations nn has.
+var activationNames = []string{"relu", "tanh", "sigmoid", "softmax", "linear"}
+
+// activation reads an activation: a name, or Keras 3's serialised
+// function ({"class_name": "function", "config": "relu"}); null is
+// linear.
+func activation(v any) (string, error) {
+	name := ""
+	switch v := v.(type) {
+	case nil:
+		return "linear", nil
+	case string:
+		name = v
+	case map[string]any:
+		name, _ = v["config"].(string)
+		if name == "" {
+			name, _ = v["class_name"].(string)
+		}
+	}
+	if slices.Contains(activationNames, name) {
+		return name, nil
+	}
+	return "", fmt.Errorf("activation %s is not supported: meshtrain has %s", show(v), andList(activationNames))
+}
+
+// kernelLayer reads the options Conv2D and Dense share after their own:
+// activation, use_bias, initializers, regularizers and constraints.
+func kernelLayer(o *options) (fn string, kernel, bias *nn.Initializer, err error) {
+	v, _ := o.take("activation")
+	if fn, err = activation(v); err != nil {
+		return "", nil, nil, err
+	}
+	if v, ok := o.take("use_bias"); ok && v != nil && v != true {
+		return "", nil, nil, fmt.Errorf("use_bias = %s is not supported: meshtrain's Conv2D and Dense always have a bias", show(v))
+	}
+	ki, _ := o.take("kernel_initializer")
+	if kernel, err = initializer(ki, "GlorotUniform"); err != nil {
+		return "", nil, nil, fmt.Errorf("kernel_initializer: %w", err)
+	}
+	bi, _ := o.take("bias_initializer")
+	if bias, err = initializer(bi, "Zeros"); err != nil {
+		return "", nil, nil, fmt.Errorf("bias_initializer: %w", err)
+	}
+	const noReg = "meshtrain adds no per-layer penalty (--weight-decay is an L2 penalty on every parameter)"
+	for _, k := range []string{"kernel_regularizer", "bias_regularizer", "activity_regularizer"} {
+		if err := o.null(k, noReg); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	for _, k := range []string{"kernel_constraint", "bias_constraint"} {
+		if err := o.null(k, "meshtrain constrains no weights"); err != nil {
+			return "", nil, nil, err
+		}
+	}
+	return fn, kernel, bias, nil
+}
+
+// withActivation appends fn's layer to specs unless it is linear.
+func withActivation(specs []nn.LayerSpec, fn string) []nn.LayerSpec {
+	if fn == "linear" {
+		return specs
+	}
+	return append(specs, nn.Activation{Fn: fn})
+}
+
+// layerSpecs reads one layer (not an InputLayer) as nn layers.
+func layerSpecs(e entry) ([]nn.LayerSpec, error) {
+	o := &options{cfg: e.cfg, used: map[string]bool{}}
+	if err := o.common(); err != nil {
+		return nil, err
+	}
+	var specs []nn.LayerSpec
+	switch e.class {
+	case "Conv2D", "Convolution2D":
+		filters, err := intOpt(o, "filters")
+		if err != nil {
+			return nil, err
+		}
+		k, err := square(o, "kernel_size", 0)
+		if err != nil {
+			return nil, err
+		}
+		if k < 1 {
+			return nil, fmt.Errorf("kernel_size %d: want at least 1", k)
+		}
+		s, err := square(o, "strides", 1)
+		if err != nil {
+			return nil, err
+		}
+		if s < 1 {
+			return nil, fmt.Errorf("strides %d: want at least 1", s)
+		}
+		if d, err := square(o, "dilation_rate", 1); err != nil || d != 1 {
+			if err == nil {
+				err = fmt.Errorf("dilation_rate %d is not supported: meshtrain's convolutions are not dilated", d)
+			}
+			return nil, err
+		}
+		if v, _ := o.take("groups"); v != nil {
+			if g, err := intOf(v); err != nil || g != 1 {
+				return nil, fmt.Errorf("groups %s is not supported: meshtrain's convolutions take every input channel", show(v))
+			}
+		}
+		pad, err := padding(o)
+		if err != nil {
+			return nil, err
+		}
+		if err := channelsLast(o); err != nil {
+			return nil, err
+		}
+		fn, kernel, bias, err := kernelLayer(o)
+		if err != nil {
+			return nil, err
+		}
+		specs = withActivation(append(specs, nn.Conv2D{Filters: filters, Kernel: k, Strides: s, Padding: pad, KernelInit: kernel, BiasInit: bias}), fn)
+	case "MaxPooling2D", "MaxPool2D", "AveragePooling2D", "AvgPool2D":
+		size, err := square(o, "pool_size", 2)
+		if err != nil {
+			return nil, err
+		}
+		strides, err := square(o, "strides", size)
+		if err != nil {
+			return nil, err
+		}
+		if size < 1 || strides < 1 {
+			return nil, fmt.Errorf("pool_size %d, strides %d: want at least 1", size, strides)
+		}
+		pad, err := padding(o)
+		if err != nil {
+			return nil, err
+		}
+		if err := channelsLast(o); err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(e.class, "Max") {
+			specs = append(specs, nn.MaxPooling2D{Size: size, Strides: strides, Padding: pad})
+		} else {
+			specs = append(specs, nn.AveragePooling2D{Size: size, Strides: strides, Padding: pad})
+		}
+	case "Flatten":
+		if err := channelsLast(o); err != nil {
+			return nil, err
+		}
+		specs = append(specs, nn.Flatten{})
+	case "Reshape":
+		v, _ := o.take("target_shape")
+		list, err := listOf(v)
+		if err != nil {
+			return nil, fmt.Errorf("target_shape: %w", err)
+		}
+		dims := make([]int, len(list))
+		for i, d := range list {
+			if dims[i], err = intOf(d); err != nil || dims[i] == 0 || dims[i] < -1 {
+				return nil, fmt.Errorf("target_shape %s: want sizes ≥ 1 (one may be -1)", show(v))
+			}
+		}
+		var to nn.Shape
+		switch len(dims) {
+		case 1:
+			to = nn.Shape{C: dims[0]}
+		case 2:
+			to = nn.Shape{H: dims[0], W: dims[1], C: 1}
+		case 3:
+			to = nn.Shape{H: dims[0], W: dims[1], C: dims[2]}
+		default:
+			return nil, fmt.Errorf("target_shape %s: meshtrain reshapes to vectors and H×W×C images", show(v))
+		}
+		specs = append(specs, nn.Reshape{To: to})
+	case "Dense":
+		units, err := intOpt(o, "units")
+		if err != nil {
+			return nil, err
+		}
+		fn, kernel, bias, err := kernelLayer(o)
+		if err != nil {
+			return nil, err
+		}
+		specs = withActivation(append(specs, nn.Dense{Units: units, KernelInit: kernel, BiasInit: bias}), fn)
+	case "Dropout":
+		v, _ := o.take("rate")
+		rate, err := floatOf(v)
+		if err != nil {
+			return nil, fmt.Errorf("rate: %w", err)
+		}
+		if err := o.null("noise_shape", "meshtrain's dropout draws each value on its own"); err != nil {
+			return nil, err
+		}
+		o.take("seed") // the run's --seed draws the masks
+		specs = append(specs, nn.Dropout{Rate: rate})
+	case "Activation":
+		v, _ := o.take("activation")
+		fn, err := activation(v)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, nn.Activation{Fn: fn})
+	case "ReLU":
+		for _, k := range []string{"max_value", "negative_slope", "threshold"} {
+			v, _ := o.take(k)
+			if v == nil {
+				continue
+			}
+			if f, err := floatOf(v); err != nil || f != 0 {
+				return nil, fmt.Errorf("%s %s is not supported: meshtrain's ReLU is max(x, 0)", k, show(v))
+			}
+		}
+		specs = append(specs, nn.Activation{Fn: "relu"})
+	case "Softmax":
+		if v, _ := o.take("axis"); v != nil {
+			if list, err := listOf(v); err == nil && len(list) == 1 {
+				v = list[0]
+			}
+			if a, err := intOf(v); err != nil || a != -1 {
+				return nil, fmt.Errorf("axis %s is not supported: meshtrain's softmax is over the last axis (-1)", show(v))
+			}
+		}
+		specs = append(specs, nn.Activation{Fn: "softmax"})
+	case "Sequential", "Functional", "Model":
+		return nil, fmt.Errorf("a nested %s model is not supported: meshtrain reads one stack of layers (%s)", e.class, andList(Supported))
+	default:
+		return nil, fmt.Errorf("%s is not supported: meshtrain reads %s", e.class, andList(Supported))
+	}
+	return specs, o.rest()
+}
+
+// andList is "a, b and c".
+func andList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// intOpt reads a required integer option.
+func intOpt(o *options, key string) (int, error) {
+	v, ok := o.take(key)
+	if !ok || v == nil {
+		return 0, fmt.Errorf("no %s", key)
+	}
+	n, err := intOf(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("%s %d: want at least 1", key, n)
+	}
+	return n, nil
+}
+
+// describe names a layer as errors do.
+func (l Layer) describe() string { return fmt.Sprintf("layer %d %q (%s)", l.Index, l.Name, l.Class) }
+
+// CheckData reports whether the model takes the examples of a data set
+// of spec's Rows×Cols greyscale images in spec.Classes classes: an input
+// of Rows×Cols×1 (or Rows×Cols), or a vector of Rows·Cols (the image
+// flattened, row by row), and as many class scores (one output and a
+// sigmoid for two classes). The error names the layers that say
+// otherwise.
+func (m *Model) CheckData(spec nn.Spec) error {
+	in := m.Arch.Input
+	image := nn.Shape{H: spec.Rows, W: spec.Cols, C: 1}
+	if in != image && in != (nn.Shape{C: image.Size()}) {
+		from := "its first layer's batch_input_shape"
+		if len(m.Layers) > 0 && m.Layers[0].Class == "InputLayer" {
+			from = m.Layers[0].describe()
+		}
+		return fmt.Errorf("the model takes inputs of %v (%s); the data set's are %d×%d greyscale images (%v, or %d flattened): give the model the data's input shape",
+			in, from, spec.Rows, spec.Cols, image, image.Size())
+	}
+	if m.Classes != spec.Classes {
+		last := m.Layers[len(m.Layers)-1].describe()
+		if m.Classes == 2 && spec.Classes != 2 {
+			return fmt.Errorf("the model ends in one output and a sigmoid (%s), a binary classifier; the data set has %d classes: end with a Dense of %d units and softmax", last, spec.Classes, spec.Classes)
+		}
+		return fmt.Errorf("the model scores %d classes (%s); the data set has %d: end with a Dense of %d units", m.Classes, last, spec.Classes, spec.Classes)
+	}
+	return nil
+}
+
+// NewModel builds the model for a data set of spec's shape (CheckData),
+// seeded and with shards batch parts as nn.NewSequential: mirrored's
+// Job.NewModel.
+func (m *Model) NewModel(spec nn.Spec, seed int64, shards int) (nn.Model, error) {
+	if err := m.CheckData(spec); err != nil {
+		return nil, err
+	}
+	return m.Arch.New(seed, shards)
+}
+
+// Table lists the file's layers and the nn layers each became, which
+// are the modules of the torch.nn.Sequential built from the same layers
+// and the prefixes of their tensors in meshtrain's checkpoints.
+func (m *Model) Table() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "#\tKeras layer\tnn layers")
+	for _, l := range m.Layers {
+		var parts []string
+		for i := l.First; i < l.End; i++ {
+			parts = append(parts, fmt.Sprintf("%d %s", i, kindName(m.Arch.Layers[i])))
+		}
+		if l.Class == "InputLayer" {
+			parts = append(parts, fmt.Sprintf("(input %v)", m.Arch.Input))
+		}
+		fmt.Fprintf(w, "%d\t%s %q\t%s\n", l.Index, l.Class, l.Name, strings.Join(parts, ", "))
+	}
+	w.Flush()
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		out.WriteString(strings.TrimRight(line, " \n"))
+		if line != "" {
+			out.WriteByte('\n')
+		}
+	}
+	return out.String()
+}
+
+// kindName is an nn layer spec's kind as its JSON names it.
+func kindName(s nn.LayerSpec) string {
+	switch s := s.(type) {
+	case nn.Conv2D:
+		return "conv2d"
+	case nn.MaxPooling2D:
+		return "max_pooling2d"
+	case nn.AveragePooling2D:
+		return "average_pooling2d"
+	case nn.Flatten:
+		return "flatten"
+	case nn.Reshape:
+		return "reshape"
+	case nn.Dense:
+		return "dense"
+	case nn.Dropout:
+		return "dropout"
+	case nn.Activation:
+		return s.Fn
+	}
+	return fmt.Sprintf("%T", s)
+}
