@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/nn"
@@ -58,8 +59,16 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if cfg.Schedule == nn.ScheduleStep {
 		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
 	}
+	settings := (*Job)(j).settings(model, len(rep.params), world, digest)
+	if rep.archDigest != "" {
+		// Right after the parameter count: peers (and checkpoints) of
+		// another architecture are named, and a checkpoint of one is not
+		// resumed into another.
+		i := slices.IndexFunc(settings, func(s setting) bool { return s.Name == "params" }) + 1
+		settings = slices.Insert(settings, i, setting{Name: "architecture", Value: rep.archDigest, Resume: true})
+	}
 	p := &plan{
-		rep: rep, settings: (*Job)(j).settings(model, len(rep.params), world, digest), shard: data.ShardSize(train.N, world, rank),
+		rep: rep, settings: settings, shard: data.ShardSize(train.N, world, rank),
 		pipeline: func(ctx context.Context, startEpoch, epochs, _ int) (*data.Pipeline, error) {
 			pcfg := data.TrainConfig(rank, world, cfg.BatchSize, uint64(cfg.Seed), epochs)
 			pcfg.Policy = data.ShardAuto

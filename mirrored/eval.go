@@ -3,6 +3,7 @@ package mirrored
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -23,6 +24,11 @@ type EvalConfig struct {
 	MNIST           *data.MNIST
 	// TestExamples, if > 0, evaluates only the first that many.
 	TestExamples int
+	// Architecture, if set, is the model the checkpoint must hold (its
+	// definition, as read from a Keras file): the checkpoint is refused
+	// if it records another. Otherwise the model is the one the
+	// checkpoint records, by name or by architecture.
+	Architecture *nn.Architecture
 	Logger       *zap.Logger
 }
 
@@ -62,7 +68,7 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	if ck.Model == SparseModel {
 		return nil, fmt.Errorf("checkpoint %s is of a %s run: only MNIST models' checkpoints can be evaluated here (a sparse run evaluates on its test files every epoch)", cfg.Checkpoint, SparseModel)
 	}
-	model, err := checkpointModel(ck, cfg.Checkpoint)
+	model, err := checkpointModel(ck, cfg.Checkpoint, cfg.Architecture)
 	if err != nil {
 		return nil, err
 	}
@@ -100,14 +106,27 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	}, nil
 }
 
-// checkpointModel builds ck's model for the data it records and loads its
-// parameters, checking a format 3 file's tensors against the model's.
-func checkpointModel(ck *checkpoint.Checkpoint, path string) (nn.Model, error) {
+// checkpointModel builds ck's model for the data it records (from its
+// architecture when it records one, or want's) and loads its parameters,
+// checking a format 3 file's tensors against the model's.
+func checkpointModel(ck *checkpoint.Checkpoint, path string, want *nn.Architecture) (nn.Model, error) {
 	spec := nn.MNISTSpec
 	if ck.Classes > 0 {
 		spec = nn.Spec{Rows: ck.Rows, Cols: ck.Cols, Classes: ck.Classes}
 	}
-	model, err := nn.NewModelFor(ck.Model, spec, 0, nn.DefaultShards)
+	arch, err := checkpointArchitecture(ck, path, want)
+	if err != nil {
+		return nil, err
+	}
+	var model nn.Model
+	if arch != nil {
+		model, err = arch.New(0, nn.DefaultShards)
+		if err == nil && model.Classes() != spec.Classes {
+			err = fmt.Errorf("the model scores %d classes, the checkpoint's data set had %d", model.Classes(), spec.Classes)
+		}
+	} else {
+		model, err = nn.NewModelFor(ck.Model, spec, 0, nn.DefaultShards)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
@@ -124,6 +143,34 @@ func checkpointModel(ck *checkpoint.Checkpoint, path string) (nn.Model, error) {
 	}
 	copy(model.Params(), ck.Params)
 	return model, nil
+}
+
+// checkpointArchitecture is the architecture to build ck's model from:
+// the one ck records, or want; nil for a built-in model named by ck.Model.
+// A checkpoint that records another architecture than want is refused.
+func checkpointArchitecture(ck *checkpoint.Checkpoint, path string, want *nn.Architecture) (*nn.Architecture, error) {
+	if ck.Architecture == "" {
+		if want != nil && slices.Contains(nn.ModelNames, ck.Model) {
+			return nil, fmt.Errorf("checkpoint %s holds the built-in model %s, not the model file's: evaluate it without a model file", path, ck.Model)
+		}
+		return want, nil
+	}
+	a, err := nn.ParseArchitecture([]byte(ck.Architecture))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: metadata architecture: %w", path, err)
+	}
+	if want != nil {
+		have, err1 := a.Digest()
+		wanted, err2 := want.Digest()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+		if have != wanted {
+			return nil, fmt.Errorf("checkpoint %s holds a model of architecture %s (%d layers), the model file defines %s (%d layers): not a checkpoint of this model",
+				path, have, len(a.Layers), wanted, len(want.Layers))
+		}
+	}
+	return &a, nil
 }
 
 // runSteps is epochs × steps per epoch of the run that saved ck, from its

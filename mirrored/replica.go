@@ -2,6 +2,7 @@ package mirrored
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/meshtrain/meshtrain/data"
@@ -65,6 +66,17 @@ type denseReplica struct {
 	testX []float32
 	testY []int32
 	testN int
+	// arch is the model's definition (nn's canonical JSON) and archDigest
+	// its digest, for a model built by Job.NewModel that has one (see
+	// architected); empty otherwise.
+	arch, archDigest string
+}
+
+// architected is a model that can state its definition as data: an
+// nn.Sequential. The replicas of a Job.NewModel model that is one
+// compare its digest at start-up, and checkpoints record it.
+type architected interface {
+	Architecture() nn.Architecture
 }
 
 // newDenseReplica builds cfg's model for test's image size and classes
@@ -75,6 +87,7 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 		shards = nn.DefaultShards
 	}
 	spec := nn.Spec{Rows: test.Rows, Cols: test.Cols, Classes: classes}
+	custom := newModel != nil
 	if newModel == nil {
 		newModel = func(spec nn.Spec, seed int64, shards int) (nn.Model, error) {
 			return nn.NewModelFor(cfg.Model, spec, seed, shards)
@@ -89,6 +102,17 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, classes)
 	}
 	r := &denseReplica{model: model, spec: spec, params: model.Params(), grads: model.Grads(), rank: rank, world: world, testN: test.N}
+	if a, ok := model.(architected); ok && custom {
+		arch := a.Architecture()
+		b, err := json.Marshal(arch)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", model.Name(), err)
+		}
+		if r.archDigest, err = arch.Digest(); err != nil {
+			return nil, fmt.Errorf("model %s: %w", model.Name(), err)
+		}
+		r.arch = string(b)
+	}
 	if r.opt, err = nn.NewOptimizer(cfg.Optimizer, nn.OptimizerConfig{
 		Params: len(r.params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay}); err != nil {
 		return nil, err
@@ -151,7 +175,9 @@ func (r *denseReplica) Settle() {}
 func (r *denseReplica) Checked() ([]float32, string) { return r.params, "" }
 
 func (r *denseReplica) Layout() checkpoint.Layout {
-	return denseLayout(r.model.Tensors(), r.opt.StateParts(), r.spec)
+	l := denseLayout(r.model.Tensors(), r.opt.StateParts(), r.spec)
+	l.Architecture = r.arch
+	return l
 }
 
 // denseLayout names an nn model's tensors and its optimizer's state as

@@ -50,7 +50,13 @@ type Job struct {
 	// (every replica builds the same initial parameters from the seed, and
 	// the chief's are broadcast at start anyway), using up to shards
 	// parallel parts of a batch. Config.Model then names it in the
-	// settings, summaries and checkpoints (its Name() when empty).
+	// settings, summaries and checkpoints (its Name() when empty). A
+	// model that is an nn.Sequential (any model nn.NewSequential or
+	// package nn/keras builds) also states its architecture: its digest
+	// (nn.Architecture.Digest) is one of the settings the replicas compare
+	// and checkpoints must match, and checkpoints record the architecture
+	// itself (metadata "architecture"), so that EvaluateCheckpoint and
+	// meshtrain eval rebuild the model from the checkpoint alone.
 	NewModel func(spec nn.Spec, seed int64, shards int) (nn.Model, error)
 	// Sparse holds sparse logistic regression's settings: set it (Model
 	// SparseModel or empty) to train that model instead of a dense one.

@@ -94,6 +94,13 @@ type Layout struct {
 	// size; 0 when not recorded (formats 1 and 2: MNIST's 10 and 28×28)
 	// or not images (sparse models).
 	Classes, Rows, Cols int
+	// Architecture is the model's definition, nn's canonical JSON of it
+	// (nn.Architecture), for a model its name does not define (one read
+	// from a Keras file, or any nn.Sequential a Job.NewModel built), so
+	// that the model can be rebuilt from the checkpoint alone: the
+	// metadata's "architecture". Empty for the built-in models and in
+	// formats 1 and 2.
+	Architecture string
 }
 
 // Checkpoint is a training state that resumes a run exactly: the flat
@@ -104,8 +111,9 @@ type Layout struct {
 // regression; weight for sparse-lr), the optimizer state's tensors named
 // "optimizer.<param>.<state>" (momentum_buffer; exp_avg, exp_avg_sq and
 // optimizer.step for Adam), and __metadata__ holding the other fields as
-// decimal strings (plus "format", "config" as JSON, "saved_at", and the
-// tensors' order). From Python:
+// decimal strings (plus "format", "config" as JSON, "saved_at", the
+// tensors' order, and "architecture" when the model has one). From
+// Python:
 //
 //	from safetensors.torch import load_file
 //	t = load_file("ckpt-000001875.safetensors"); t["conv1.weight"].shape  # torch.Size([6, 1, 5, 5])
@@ -167,6 +175,9 @@ func (c *Checkpoint) metadata() map[string]string {
 	}
 	if c.Version != "" {
 		m["meshtrain_version"] = c.Version
+	}
+	if c.Architecture != "" {
+		m["architecture"] = c.Architecture
 	}
 	if c.InputStd > 0 {
 		m["input_mean"] = strconv.FormatFloat(c.InputMean, 'g', -1, 64)
@@ -417,6 +428,7 @@ func (c *Checkpoint) readMeta(meta map[string]string) error {
 		}
 	}
 	c.Version = meta["meshtrain_version"]
+	c.Architecture = meta["architecture"]
 	if s, ok := meta["input_std"]; ok {
 		if c.InputStd, err = strconv.ParseFloat(s, 64); err != nil || !(c.InputStd > 0) {
 			return fmt.Errorf("metadata \"input_std\" = %q: want a number > 0", s)

@@ -24,6 +24,7 @@ func testCheckpoint() *Checkpoint {
 			Params:  []Slot{{"weight", []int{1, 3}}, {"bias", []int{1}}},
 			State:   []Slot{{"optimizer.weight.momentum_buffer", []int{1, 3}}, {"optimizer.bias.momentum_buffer", []int{1}}},
 			Classes: 1, Rows: 1, Cols: 3,
+			Architecture: `{"format":"meshtrain-sequential/1","input":[1,3,1],"layers":[{"type":"flatten"},{"type":"dense","units":1,"init":"glorot"}]}`,
 		},
 		Step: 1875, Epoch: 3, StepInEpoch: 12, StepsPerEpoch: 937, Seed: -42,
 		Fingerprint: "abc123", Config: `{"model":"softmax"}`, History: `[]`,
@@ -36,7 +37,7 @@ func testCheckpoint() *Checkpoint {
 func flatMeta() map[string]string {
 	m := testCheckpoint().metadata()
 	m["format"] = FormatV2
-	for _, k := range []string{"classes", "image_size", "meshtrain_version", "input_mean", "input_std"} {
+	for _, k := range []string{"classes", "image_size", "meshtrain_version", "input_mean", "input_std", "architecture"} {
 		delete(m, k)
 	}
 	return m
