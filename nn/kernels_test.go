@@ -21,7 +21,10 @@ func TestKernelsMatchGo(t *testing.T) {
 	if !useAsm {
 		t.Skip("no assembly kernels on this CPU")
 	}
-	shapes := [][6]int{{1, 28, 28, 6, 5, 2}, {6, 14, 14, 16, 5, 0}, {2, 8, 10, 7, 3, 1}, {3, 9, 7, 5, 3, 0}, {1, 6, 6, 2, 1, 0}}
+	shapes := [][6]int{{1, 28, 28, 6, 5, 2}, {6, 14, 14, 16, 5, 0}, {2, 8, 10, 7, 3, 1}, {3, 9, 7, 5, 3, 0}, {1, 6, 6, 2, 1, 0},
+		// 3×3 over 16, 32 and 48 channels: fused, the channels-last
+		// backward pass on AVX-512 (conv_hwc.go); the Keras CNN's conv2.
+		{16, 10, 10, 5, 3, 0}, {32, 12, 10, 7, 3, 1}, {48, 8, 8, 4, 3, 0}, {32, 26, 26, 64, 3, 0}}
 	for _, sh := range shapes {
 		for _, fused := range []bool{false, true} {
 			if fused && (sh[1]+2*sh[5]-sh[4]+1)%2 != 0 {

@@ -631,7 +631,8 @@ func (l *conv2D) backwardEnd() {
 type convPoolReLU struct {
 	*conv2D
 	ph, pw int
-	hot    []int32 // n × OutC × ph × pw codes: bit k for window cell k
+	hot    []int32  // n × OutC × ph × pw codes: bit k for window cell k
+	hwc    *hwcConv // the channels-last backward pass's scratch (conv_hwc.go)
 }
 
 func newConvPoolReLU(c *conv2D) *convPoolReLU {
@@ -745,6 +746,10 @@ func (l *convPoolReLU) Forward(y, x []float32, n int) {
 
 func (l *convPoolReLU) Backward(dx, dy, x, y []float32, n int) {
 	if n == 0 {
+		return
+	}
+	if l.sparse && l.hwcUsable() {
+		l.backwardHWC(dx, dy, x, n)
 		return
 	}
 	if l.sparse {

@@ -289,6 +289,22 @@ func TestSequentialGradients(t *testing.T) {
 			Dense{Units: 4},
 			Activation{"softmax"},
 		}},
+		// The Keras CNN's stages at a small size: the second convolution
+		// (16 input channels, 3×3, fused with its ReLU and max-pooling)
+		// runs its backward pass channels last on AVX-512 (conv_hwc.go).
+		{"keras_cnn_small", Shape{H: 9, W: 8, C: 1}, 3, []LayerSpec{
+			Conv2D{Filters: 16, Kernel: 3, Padding: Same},
+			Activation{"relu"},
+			Conv2D{Filters: 6, Kernel: 3},
+			Activation{"relu"},
+			MaxPooling2D{Size: 2},
+			Dropout{Rate: 0.25},
+			Flatten{},
+			Dense{Units: 8},
+			Activation{"relu"},
+			Dense{Units: 3},
+			Activation{"softmax"},
+		}},
 		{"binary_sigmoid", Shape{H: 6, W: 5, C: 1}, 2, []LayerSpec{
 			Flatten{}, Dense{Units: 8}, Activation{"sigmoid"}, Dense{Units: 1}, Activation{"sigmoid"},
 		}},

@@ -1,0 +1,40 @@
+//go:build !purego
+
+package nn
+
+import "golang.org/x/sys/cpu"
+
+// useAVX512 selects the AVX-512 kernels (avx512_amd64.s) where the CPU and
+// the OS support them; they are used only where useAsm is also set.
+var useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ
+
+// The channels-last kernels of a 3×3 stride-1 convolution's backward
+// pass from a sparse output gradient (see hwcBackward). Each entry e < n is
+// a window whose top-left pixel is pos[e] on a grid of pixels pix bytes
+// apart (the channels, 32 or 16 floats here, contiguous) in rows row bytes
+// apart, and whose gradient is gv[e]. A tap block holds the 9 taps (ky, kx)
+// in order, 32 or 16 floats each, pix bytes apart.
+//
+// hwcGrad32 adds, to the tap block acc, Σ_e gv[e] times each tap's 32
+// floats of x: the weight gradient of one output channel for 32 input
+// channels, summed in registers over the entries in order.
+//
+//go:noescape
+func hwcGrad32(n int, pos *int32, gv *float32, x *float32, pix, row int, acc *float32)
+
+// hwcGrad16 is hwcGrad32 for 16 channels.
+//
+//go:noescape
+func hwcGrad16(n int, pos *int32, gv *float32, x *float32, pix, row int, acc *float32)
+
+// hwcScatter32 adds, for each entry in order, gv[e] times each tap of the
+// tap block w to the tap's 32 floats of dx: the input gradient of one
+// output channel's entries for 32 input channels.
+//
+//go:noescape
+func hwcScatter32(n int, pos *int32, gv *float32, dx *float32, pix, row int, w *float32)
+
+// hwcScatter16 is hwcScatter32 for 16 channels.
+//
+//go:noescape
+func hwcScatter16(n int, pos *int32, gv *float32, dx *float32, pix, row int, w *float32)
