@@ -23,6 +23,7 @@ func init() {
 			allowUnverifiedFlag(),
 			&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+			modelFileFlag(true),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -31,10 +32,18 @@ func init() {
 			if c.String("checkpoint") == "" {
 				return usageError{errors.New("eval needs --checkpoint FILE: a ckpt-*.safetensors written by meshtrain worker or launch --checkpoint-dir")}
 			}
-			res, err := mirrored.EvaluateCheckpoint(c.Context, mirrored.EvalConfig{
+			cfg := mirrored.EvalConfig{
 				Checkpoint: c.String("checkpoint"), DataDir: c.String("data-dir"), AllowUnverified: c.Bool("allow-unverified"),
 				TestExamples: c.Int("test-examples"), Logger: logger(c, "eval"),
-			})
+			}
+			m, err := readModelFile(c)
+			if err != nil {
+				return fmt.Errorf("eval: %w", err)
+			}
+			if m != nil {
+				cfg.Architecture = &m.Arch
+			}
+			res, err := mirrored.EvaluateCheckpoint(c.Context, cfg)
 			if err != nil {
 				return fmt.Errorf("eval: %w", err)
 			}

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	shared := append(append(append(jobFlags(), sparseFlags()...), strategyFlags()...), linkFaultFlags()...)
+	shared := append(append(append(withModelFile(jobFlags()), sparseFlags()...), strategyFlags()...), linkFaultFlags()...)
 	flags := append([]cli.Flag{
 		&cli.IntFlag{Name: "n", Aliases: []string{"workers"}, Value: 2, Usage: "number of worker processes"},
 		&cli.StringFlag{Name: "run-dir", Usage: "keep the workers' TF_CONFIG files and reports here (default: a temporary directory)"},
@@ -61,6 +61,9 @@ func init() {
 				return usageError{fmt.Errorf("launch: %w", err)}
 			}
 			if err := checkOutputs(c); err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
+			if err := absModelFile(c); err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
 			warnIgnored(c) // once here: the workers launched with --events do not repeat it

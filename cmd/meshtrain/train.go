@@ -24,7 +24,7 @@ func init() {
 			"Per epoch it prints the training loss, the test loss and accuracy on the full 10k test set,\n" +
 			"and training examples/s (evaluation excluded).",
 		CustomHelpTemplate: withExample("meshtrain train --model softmax --epochs 3 --summary run.json"),
-		Flags: append(append(append(trainingFlags("examples per step"),
+		Flags: append(append(append(withModelFile(trainingFlags("examples per step")),
 			&cli.StringFlag{Name: "summary", Usage: "write the run's figures as JSON to this file"}),
 			sparseFlags()...), trainStrategyFlags()...),
 		Action: func(c *cli.Context) error {
@@ -59,6 +59,9 @@ func init() {
 			}
 			if job.Sparse, err = sparseFromFlags(c); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
+			}
+			if err := modelFromFile(c, &job); err != nil {
+				return fmt.Errorf("train: %w", err)
 			}
 			if err := job.Validate(); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}

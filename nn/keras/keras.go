@@ -132,20 +132,21 @@ func (e *LayerError) Error() string {
 func (e *LayerError) Unwrap() error { return e.Err }
 
 // ReadFile reads the model file at path (a regular file: a pipe or FIFO
-// is refused by name, see internal/inputfile). Errors name the file.
+// is refused by name, see internal/inputfile). Errors start with the
+// file's name.
 func ReadFile(path string) (*Model, error) {
 	f, err := inputfile.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("model file: %w", err)
+		return nil, err // names the file
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("model file %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	m, err := Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("model file %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
 }

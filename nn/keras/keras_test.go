@@ -162,7 +162,7 @@ func TestUnsupportedFiles(t *testing.T) {
 			if !errors.As(err, &le) || le.Index != tc.index || le.Name != tc.name || le.Class != tc.class || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want layer %d %q (%s): …%s", err, tc.index, tc.name, tc.class, tc.want)
 			}
-			if !strings.HasPrefix(err.Error(), "model file "+path+": layer ") {
+			if !strings.HasPrefix(err.Error(), path+": layer ") {
 				t.Errorf("error %q does not start by naming the file and the layer", err)
 			}
 		})
