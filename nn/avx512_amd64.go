@@ -38,3 +38,16 @@ func hwcScatter32(n int, pos *int32, gv *float32, dx *float32, pix, row int, w *
 //
 //go:noescape
 func hwcScatter16(n int, pos *int32, gv *float32, dx *float32, pix, row int, w *float32)
+
+// kernConv6x64 and kernConv4x64 are kernConv6x16 and kernConv4x16 for 64
+// columns, and kernNN6x64 is kernNN6x16 for 64 columns: each element is the
+// same chain of FMAs in the same order, so they give the same bits.
+//
+//go:noescape
+func kernConv6x64(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
+
+//go:noescape
+func kernConv4x64(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
+
+//go:noescape
+func kernNN6x64(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)

@@ -213,3 +213,216 @@ s16loop:
 s16done:
 	VZEROUPPER
 	RET
+
+// Four 16-float FMAs of the broadcast z into a row of 64 accumulators, from
+// the B vectors Z24–Z27.
+#define FMA64(z, a0, a1, a2, a3) \
+	VFMADD231PS Z24, z, a0 \
+	VFMADD231PS Z25, z, a1 \
+	VFMADD231PS Z26, z, a2 \
+	VFMADD231PS Z27, z, a3
+
+#define STORE64(r, a0, a1, a2, a3) \
+	VMOVUPS a0, (r) \
+	VMOVUPS a1, 64(r) \
+	VMOVUPS a2, 128(r) \
+	VMOVUPS a3, 192(r)
+
+#define ADD64(r, a0, a1, a2, a3) \
+	VADDPS (r), a0, a0 \
+	VADDPS 64(r), a1, a1 \
+	VADDPS 128(r), a2, a2 \
+	VADDPS 192(r), a3, a3
+
+#define ZERO4(a0, a1, a2, a3) \
+	VPXORD a0, a0, a0 \
+	VPXORD a1, a1, a1 \
+	VPXORD a2, a2, a2 \
+	VPXORD a3, a3, a3
+
+// func kernConv6x64(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
+// kernConv6x16 for 64 columns: C[0:6, 0:64] = A[0:6, 0:k] · B, row p of B
+// at b[offs[p]:]. Each element is the same chain of FMAs in the same order
+// as kernConv6x16's, so the results are the same bits.
+TEXT ·kernConv6x64(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), R8
+	MOVQ b+24(FP), DI
+	MOVQ offs+32(FP), R9
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R10
+	LEAQ (SI)(R8*2), R11
+	ADDQ R8, R11 // row 3
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	ZERO4(Z16, Z17, Z18, Z19)
+	ZERO4(Z20, Z21, Z22, Z23)
+
+cv64loop:
+	MOVQ         (R9), AX
+	VMOVUPS      (DI)(AX*4), Z24
+	VMOVUPS      64(DI)(AX*4), Z25
+	VMOVUPS      128(DI)(AX*4), Z26
+	VMOVUPS      192(DI)(AX*4), Z27
+	VBROADCASTSS (SI), Z28
+	VBROADCASTSS (SI)(R8*1), Z29
+	FMA64(Z28, Z0, Z1, Z2, Z3)
+	VBROADCASTSS (SI)(R8*2), Z30
+	FMA64(Z29, Z4, Z5, Z6, Z7)
+	VBROADCASTSS (R11), Z31
+	FMA64(Z30, Z8, Z9, Z10, Z11)
+	VBROADCASTSS (R11)(R8*1), Z28
+	FMA64(Z31, Z12, Z13, Z14, Z15)
+	VBROADCASTSS (R11)(R8*2), Z29
+	FMA64(Z28, Z16, Z17, Z18, Z19)
+	FMA64(Z29, Z20, Z21, Z22, Z23)
+	ADDQ         $4, SI
+	ADDQ         $4, R11
+	ADDQ         $8, R9
+	DECQ         CX
+	JNZ          cv64loop
+
+	STORE64(DX, Z0, Z1, Z2, Z3)
+	ADDQ R10, DX
+	STORE64(DX, Z4, Z5, Z6, Z7)
+	ADDQ R10, DX
+	STORE64(DX, Z8, Z9, Z10, Z11)
+	ADDQ R10, DX
+	STORE64(DX, Z12, Z13, Z14, Z15)
+	ADDQ R10, DX
+	STORE64(DX, Z16, Z17, Z18, Z19)
+	ADDQ R10, DX
+	STORE64(DX, Z20, Z21, Z22, Z23)
+	VZEROUPPER
+	RET
+
+// func kernConv4x64(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int)
+// kernConv6x64 for 4 rows (kernConv4x16's bits).
+TEXT ·kernConv4x64(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), R8
+	MOVQ b+24(FP), DI
+	MOVQ offs+32(FP), R9
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R10
+	LEAQ (SI)(R8*2), R11
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+
+cv464loop:
+	MOVQ         (R9), AX
+	VMOVUPS      (DI)(AX*4), Z24
+	VMOVUPS      64(DI)(AX*4), Z25
+	VMOVUPS      128(DI)(AX*4), Z26
+	VMOVUPS      192(DI)(AX*4), Z27
+	VBROADCASTSS (SI), Z28
+	VBROADCASTSS (SI)(R8*1), Z29
+	FMA64(Z28, Z0, Z1, Z2, Z3)
+	VBROADCASTSS (R11), Z30
+	FMA64(Z29, Z4, Z5, Z6, Z7)
+	VBROADCASTSS (R11)(R8*1), Z31
+	FMA64(Z30, Z8, Z9, Z10, Z11)
+	FMA64(Z31, Z12, Z13, Z14, Z15)
+	ADDQ         $4, SI
+	ADDQ         $4, R11
+	ADDQ         $8, R9
+	DECQ         CX
+	JNZ          cv464loop
+
+	STORE64(DX, Z0, Z1, Z2, Z3)
+	ADDQ R10, DX
+	STORE64(DX, Z4, Z5, Z6, Z7)
+	ADDQ R10, DX
+	STORE64(DX, Z8, Z9, Z10, Z11)
+	ADDQ R10, DX
+	STORE64(DX, Z12, Z13, Z14, Z15)
+	VZEROUPPER
+	RET
+
+// func kernNN6x64(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+// kernNN6x16 for 64 columns: C[0:6, 0:64] (+)= A[0:6, 0:k] · B[0:k, 0:64],
+// the same FMAs in the same order per element, then C added if acc, so
+// the same bits.
+TEXT ·kernNN6x64(SB), NOSPLIT, $0-57
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), R8
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R9
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R9
+	SHLQ $2, R10
+	LEAQ (SI)(R8*2), R11
+	ADDQ R8, R11 // row 3
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	ZERO4(Z16, Z17, Z18, Z19)
+	ZERO4(Z20, Z21, Z22, Z23)
+
+nn64loop:
+	VMOVUPS      (DI), Z24
+	VMOVUPS      64(DI), Z25
+	VMOVUPS      128(DI), Z26
+	VMOVUPS      192(DI), Z27
+	VBROADCASTSS (SI), Z28
+	VBROADCASTSS (SI)(R8*1), Z29
+	FMA64(Z28, Z0, Z1, Z2, Z3)
+	VBROADCASTSS (SI)(R8*2), Z30
+	FMA64(Z29, Z4, Z5, Z6, Z7)
+	VBROADCASTSS (R11), Z31
+	FMA64(Z30, Z8, Z9, Z10, Z11)
+	VBROADCASTSS (R11)(R8*1), Z28
+	FMA64(Z31, Z12, Z13, Z14, Z15)
+	VBROADCASTSS (R11)(R8*2), Z29
+	FMA64(Z28, Z16, Z17, Z18, Z19)
+	FMA64(Z29, Z20, Z21, Z22, Z23)
+	ADDQ         $4, SI
+	ADDQ         $4, R11
+	ADDQ         R9, DI
+	DECQ         CX
+	JNZ          nn64loop
+
+	MOVBLZX acc+56(FP), AX
+	TESTQ   AX, AX
+	JZ      nn64store
+	MOVQ    DX, BX
+	ADD64(BX, Z0, Z1, Z2, Z3)
+	ADDQ    R10, BX
+	ADD64(BX, Z4, Z5, Z6, Z7)
+	ADDQ    R10, BX
+	ADD64(BX, Z8, Z9, Z10, Z11)
+	ADDQ    R10, BX
+	ADD64(BX, Z12, Z13, Z14, Z15)
+	ADDQ    R10, BX
+	ADD64(BX, Z16, Z17, Z18, Z19)
+	ADDQ    R10, BX
+	ADD64(BX, Z20, Z21, Z22, Z23)
+
+nn64store:
+	STORE64(DX, Z0, Z1, Z2, Z3)
+	ADDQ R10, DX
+	STORE64(DX, Z4, Z5, Z6, Z7)
+	ADDQ R10, DX
+	STORE64(DX, Z8, Z9, Z10, Z11)
+	ADDQ R10, DX
+	STORE64(DX, Z12, Z13, Z14, Z15)
+	ADDQ R10, DX
+	STORE64(DX, Z16, Z17, Z18, Z19)
+	ADDQ R10, DX
+	STORE64(DX, Z20, Z21, Z22, Z23)
+	VZEROUPPER
+	RET

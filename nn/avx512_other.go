@@ -18,3 +18,12 @@ func hwcScatter32(n int, pos *int32, gv *float32, dx *float32, pix, row int, w *
 func hwcScatter16(n int, pos *int32, gv *float32, dx *float32, pix, row int, w *float32) {
 	panic("nn: no assembly kernels on this platform")
 }
+func kernConv6x64(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int) {
+	panic("nn: no assembly kernels on this platform")
+}
+func kernConv4x64(k int, a *float32, lda int, b *float32, offs *int, c *float32, ldc int) {
+	panic("nn: no assembly kernels on this platform")
+}
+func kernNN6x64(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool) {
+	panic("nn: no assembly kernels on this platform")
+}

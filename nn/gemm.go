@@ -38,9 +38,34 @@ func gemmNN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32
 		gemmNNGo(m, n, k, a, lda, b, ldb, c, ldc, acc)
 		return
 	}
+	// A B too large for the core's L2 cache goes in panels of columns,
+	// each read once for all the rows of A (a dense layer's 9216 inputs
+	// × 128 outputs). Every element is still one kernel's sum over all of
+	// k, so the blocking does not change a bit.
+	if nb := max(64, gemmPanel/k&^63); n > nb {
+		for j0 := 0; j0 < n; j0 += nb {
+			gemmNNAsm(m, min(nb, n-j0), k, a, lda, b[j0:], ldb, c[j0:], ldc, acc)
+		}
+		return
+	}
+	gemmNNAsm(m, n, k, a, lda, b, ldb, c, ldc, acc)
+}
+
+// gemmPanel is the floats of B (k rows × columns) gemmNN works on at a
+// time: 256 KiB, an eighth of the L2 cache of a core here.
+const gemmPanel = 64 << 10
+
+// gemmNNAsm is gemmNN on the kernels.
+func gemmNNAsm(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	i := 0
 	for ; i+6 <= m; i += 6 {
-		for j := 0; j < n; j += 16 {
+		j := 0
+		if useAVX512 {
+			for ; j+64 <= n; j += 64 {
+				kernNN6x64(k, &a[i*lda], lda, &b[j], ldb, &c[i*ldc+j], ldc, acc)
+			}
+		}
+		for ; j < n; j += 16 {
 			if w := n - j; w >= 16 {
 				kernNN6x16(k, &a[i*lda], lda, &b[j], ldb, &c[i*ldc+j], ldc, acc)
 			} else {
@@ -279,14 +304,26 @@ func convNN(m, n, k int, a, b []float32, offs []int, c []float32) {
 	}
 	for i := 0; i < m; {
 		// Tiles of 6 rows, and of 4 for the last 4 or 8.
+		// AVX-512 takes 64 columns at a time with the same bits.
+		j := 0
 		if r := m - i; r >= 6 && r != 8 {
-			for j := 0; j < n; j += 16 {
+			if useAVX512 {
+				for ; j+64 <= n; j += 64 {
+					kernConv6x64(k, &a[i*k], k, &b[j], &offs[0], &c[i*n+j], n)
+				}
+			}
+			for ; j < n; j += 16 {
 				kernConv6x16(k, &a[i*k], k, &b[j], &offs[0], &c[i*n+j], n)
 			}
 			i += 6
 			continue
 		}
-		for j := 0; j < n; j += 16 {
+		if useAVX512 {
+			for ; j+64 <= n; j += 64 {
+				kernConv4x64(k, &a[i*k], k, &b[j], &offs[0], &c[i*n+j], n)
+			}
+		}
+		for ; j < n; j += 16 {
 			kernConv4x16(k, &a[i*k], k, &b[j], &offs[0], &c[i*n+j], n)
 		}
 		i += 4
