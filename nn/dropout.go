@@ -85,14 +85,14 @@ func (l *dropout) Forward(y, x []float32, n int) {
 	mask := l.masks(n)
 	// Input j is kept when the top 24 bits of its hash are at least
 	// Rate·2²⁴.
-	cut := uint64(math.Round(l.Rate * (1 << 24)))
-	scale := float32(1 / (1 - l.Rate))
+	cut := int64(math.Round(l.Rate * (1 << 24)))
+	scale := math.Float32bits(float32(1 / (1 - l.Rate)))
 	base := uint64((l.first + l.cFirst) * l.Size)
 	for j, v := range x {
-		m := scale
-		if mix(l.key+(base+uint64(j))*0x9e3779b97f4a7c15)>>40 < cut {
-			m = 0
-		}
+		// drop is all ones when the hash's top bits are below cut: a
+		// mask, not a branch, which a random draw would mispredict.
+		drop := uint32((int64(mix(l.key+(base+uint64(j))*0x9e3779b97f4a7c15)>>40) - cut) >> 63)
+		m := math.Float32frombits(scale &^ drop)
 		mask[j] = m
 		y[j] = v * m
 	}
