@@ -51,3 +51,29 @@ func kernConv4x64(k int, a *float32, lda int, b *float32, offs *int, c *float32,
 
 //go:noescape
 func kernNN6x64(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+// chanLast writes the c planes of src, plane floats apart, pixel by pixel:
+// dst[q·c + ci] = src[ci·plane + q] for q < np and ci < c, a multiple of 16.
+//
+//go:noescape
+func chanLast(np, c int, src *float32, plane int, dst *float32)
+
+// chanFirst is the converse for rows rows of w pixels, lds pixels apart:
+// dst[ci·hw + r·w + x] = src[(r·lds + x)·c + ci] for ci < c, r < rows and
+// x < w; rows ≥ 1 and c a multiple of 16.
+//
+//go:noescape
+func chanFirst(rows, w, c int, src *float32, lds int, dst *float32, hw int)
+
+// listRouted16 lists the routed gradients of n windows of one channel of
+// a fused convolution → ReLU → 2×2 max-pool: window i's code hot[i] (bit k
+// for cell k of its first maximum, 0 where the ReLU is off), its pooled
+// gradient dy[i] and base[i], the grid position of its top-left cell. For
+// each window with a code, in order, it writes the position of the cell
+// (one column right for cells 1 and 3, gw down for 2 and 3) to pos and
+// the gradient to gv, and returns their number; it writes up to 16
+// entries past the last. sum[i] receives the sum of the listed gradients
+// of the windows i mod 16.
+//
+//go:noescape
+func listRouted16(n int, hot *int32, dy *float32, base *int32, gw int, pos *int32, gv *float32, sum *float32) int

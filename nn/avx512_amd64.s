@@ -426,3 +426,187 @@ nn64store:
 	STORE64(DX, Z20, Z21, Z22, Z23)
 	VZEROUPPER
 	RET
+
+DATA iota16<>+0(SB)/8, $0x0000000100000000
+DATA iota16<>+8(SB)/8, $0x0000000300000002
+DATA iota16<>+16(SB)/8, $0x0000000500000004
+DATA iota16<>+24(SB)/8, $0x0000000700000006
+DATA iota16<>+32(SB)/8, $0x0000000900000008
+DATA iota16<>+40(SB)/8, $0x0000000b0000000a
+DATA iota16<>+48(SB)/8, $0x0000000d0000000c
+DATA iota16<>+56(SB)/8, $0x0000000f0000000e
+GLOBL iota16<>(SB), RODATA|NOPTR, $64
+
+// func chanLast(np, c int, src *float32, plane int, dst *float32)
+// dst[q·c + ci] = src[ci·plane + q] for q < np and ci < c, a multiple of
+// 16: one gather per pixel and 16 channels.
+TEXT ·chanLast(SB), NOSPLIT, $0-40
+	MOVQ         np+0(FP), CX
+	MOVQ         c+8(FP), R8
+	MOVQ         src+16(FP), SI
+	MOVQ         plane+24(FP), R9
+	MOVQ         dst+32(FP), DI
+	VPBROADCASTD R9, Z1
+	VPMULLD      iota16<>(SB), Z1, Z1 // lane i: i·plane
+	MOVQ         R9, R10
+	SHLQ         $6, R10              // bytes from 16 channels to the next 16
+	TESTQ        CX, CX
+	JZ           cldone
+
+clpixel:
+	MOVQ SI, AX
+	MOVQ R8, BX
+
+clblock:
+	KXNORW     K1, K1, K1
+	VGATHERDPS (AX)(Z1*4), K1, Z2
+	VMOVUPS    Z2, (DI)
+	ADDQ       $64, DI
+	ADDQ       R10, AX
+	SUBQ       $16, BX
+	JNZ        clblock
+	ADDQ       $4, SI
+	DECQ       CX
+	JNZ        clpixel
+
+cldone:
+	VZEROUPPER
+	RET
+
+// func chanFirst(rows, w, c int, src *float32, lds int, dst *float32, hw int)
+// dst[ci·hw + r·w + x] = src[(r·lds + x)·c + ci] for ci < c, r < rows,
+// x < w: 16 columns of a channel's row per gather, the last masked.
+TEXT ·chanFirst(SB), NOSPLIT, $0-56
+	MOVQ         w+8(FP), R8
+	MOVQ         c+16(FP), R9
+	MOVQ         src+24(FP), SI
+	MOVQ         lds+32(FP), R10
+	MOVQ         dst+40(FP), DI
+	MOVQ         hw+48(FP), R11
+	VPBROADCASTD R9, Z1
+	VPMULLD      iota16<>(SB), Z1, Z1 // lane i: i·c
+	IMULQ        R9, R10
+	SHLQ         $2, R10              // bytes between source rows
+	SHLQ         $2, R11              // bytes between channel planes of dst
+	MOVQ         R9, R12
+	SHLQ         $6, R12              // bytes from 16 pixels to the next 16
+	MOVQ         R8, CX
+	ANDQ         $15, CX
+	MOVL         $1, AX
+	SHLL         CX, AX
+	DECL         AX
+	KMOVW        AX, K3               // the last chunk's columns (none if w%16 = 0)
+	SHRQ         $4, R8               // whole chunks per row
+	XORQ         R13, R13             // ci
+
+cfchan:
+	LEAQ (SI)(R13*4), BX // channel ci of the first pixel
+	MOVQ DI, DX
+	MOVQ rows+0(FP), R14
+
+cfrow:
+	MOVQ  BX, AX
+	MOVQ  R8, CX
+	TESTQ CX, CX
+	JZ    cftail
+
+cfchunk:
+	KXNORW     K1, K1, K1
+	VGATHERDPS (AX)(Z1*4), K1, Z2
+	VMOVUPS    Z2, (DX)
+	ADDQ       $64, DX
+	ADDQ       R12, AX
+	DECQ       CX
+	JNZ        cfchunk
+
+cftail:
+	KORTESTW K3, K3
+	JZ       cfnext
+	KMOVW    K3, K1
+	VPXORD   Z2, Z2, Z2
+	VGATHERDPS (AX)(Z1*4), K1, Z2
+	VMOVUPS  Z2, K3, (DX)
+	MOVQ     w+8(FP), CX
+	ANDQ     $15, CX
+	LEAQ     (DX)(CX*4), DX
+
+cfnext:
+	ADDQ R10, BX
+	DECQ R14
+	JNZ  cfrow
+	ADDQ R11, DI
+	INCQ R13
+	CMPQ R13, R9
+	JNE  cfchan
+	VZEROUPPER
+	RET
+
+// ROUTE16 lists the routed windows of codes Z0 (base positions Z1,
+// gradients Z2) at pos and g (R9, R10) from entry DX on, advancing DX, and
+// adds their gradients into Z9.
+#define ROUTE16 \
+	VPTESTMD    Z7, Z0, K1 \
+	VPADDD      Z6, Z1, K1, Z1 \
+	VPTESTMD    Z8, Z0, K2 \
+	VPADDD      Z5, Z1, K2, Z1 \
+	VPTESTMD    Z0, Z0, K3 \
+	VADDPS      Z2, Z9, K3, Z9 \
+	VPCOMPRESSD Z1, K3, Z3 \
+	VCOMPRESSPS Z2, K3, Z4 \
+	VMOVDQU32   Z3, (R9)(DX*4) \
+	VMOVUPS     Z4, (R10)(DX*4) \
+	KMOVW       K3, AX \
+	POPCNTL     AX, AX \
+	ADDQ        AX, DX
+
+// func listRouted16(n int, hot *int32, dy *float32, base *int32, gw int, pos *int32, gv *float32, sum *float32) int
+TEXT ·listRouted16(SB), NOSPLIT, $0-72
+	MOVQ         n+0(FP), CX
+	MOVQ         hot+8(FP), SI
+	MOVQ         dy+16(FP), DI
+	MOVQ         base+24(FP), R8
+	MOVQ         gw+32(FP), AX
+	MOVQ         pos+40(FP), R9
+	MOVQ         gv+48(FP), R10
+	MOVQ         sum+56(FP), R11
+	VPBROADCASTD AX, Z5 // a grid row down
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z6 // a column right
+	MOVL         $0xA, AX
+	VPBROADCASTD AX, Z7 // the right cells' bits
+	MOVL         $0xC, AX
+	VPBROADCASTD AX, Z8 // the bottom cells' bits
+	VPXORD       Z9, Z9, Z9
+	XORQ         DX, DX
+	CMPQ         CX, $16
+	JLT          lrtail
+
+lrloop:
+	VMOVDQU32 (SI), Z0
+	VMOVDQU32 (R8), Z1
+	VMOVUPS   (DI), Z2
+	ROUTE16
+	ADDQ      $64, SI
+	ADDQ      $64, DI
+	ADDQ      $64, R8
+	SUBQ      $16, CX
+	CMPQ      CX, $16
+	JGE       lrloop
+
+lrtail:
+	TESTQ       CX, CX
+	JZ          lrdone
+	MOVL        $1, AX
+	SHLL        CX, AX
+	DECL        AX
+	KMOVW       AX, K4
+	VMOVDQU32.Z (SI), K4, Z0
+	VMOVDQU32.Z (R8), K4, Z1
+	VMOVUPS.Z   (DI), K4, Z2
+	ROUTE16
+
+lrdone:
+	VMOVUPS Z9, (R11)
+	MOVQ    DX, ret+64(FP)
+	VZEROUPPER
+	RET

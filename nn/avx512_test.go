@@ -57,3 +57,77 @@ func TestAVX512SameBits(t *testing.T) {
 		})
 	}
 }
+
+// TestChannelsLastKernels: chanLast and chanFirst move every float to its
+// place (16 and 48 channels, rows with and without a tail of 16), and
+// listRouted16 lists the routed windows, in order, with their cells'
+// positions and their sums by lane.
+func TestChannelsLastKernels(t *testing.T) {
+	if !useAsm || !useAVX512 {
+		t.Skip("no AVX-512 on this CPU")
+	}
+	for _, c := range []int{16, 48} {
+		const plane, rows, w, lds = 7 * 11, 5, 19, 23
+		src := make([]float32, c*plane)
+		for i := range src {
+			src[i] = float32(i)
+		}
+		dst := make([]float32, plane*c)
+		chanLast(plane, c, &src[0], plane, &dst[0])
+		for q := 0; q < plane; q++ {
+			for ci := 0; ci < c; ci++ {
+				if dst[q*c+ci] != src[ci*plane+q] {
+					t.Fatalf("chanLast c=%d: pixel %d channel %d", c, q, ci)
+				}
+			}
+		}
+		hl := make([]float32, rows*lds*c)
+		for i := range hl {
+			hl[i] = float32(i)
+		}
+		out := make([]float32, c*rows*w+5)
+		chanFirst(rows, w, c, &hl[0], lds, &out[0], rows*w)
+		for ci := 0; ci < c; ci++ {
+			for r := 0; r < rows; r++ {
+				for x := 0; x < w; x++ {
+					if out[ci*rows*w+r*w+x] != hl[(r*lds+x)*c+ci] {
+						t.Fatalf("chanFirst c=%d: channel %d row %d column %d", c, ci, r, x)
+					}
+				}
+			}
+		}
+		for _, v := range out[c*rows*w:] {
+			if v != 0 {
+				t.Fatalf("chanFirst c=%d wrote past the end", c)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 9))
+	for _, n := range []int{16, 37, 144, 5} {
+		const gw = 30
+		hot, dy, base := make([]int32, n), randSlice(rng, n), make([]int32, n)
+		for i := range hot {
+			hot[i] = [5]int32{0, 1, 2, 4, 8}[rng.IntN(5)]
+			base[i] = int32(rng.IntN(1000))
+		}
+		pos, g := make([]int32, n+16), make([]float32, n+16)
+		var sum [16]float32
+		cnt := listRouted16(n, &hot[0], &dy[0], &base[0], gw, &pos[0], &g[0], &sum[0])
+		k := 0
+		var want [16]float32
+		for i, h := range hot {
+			if h == 0 {
+				continue
+			}
+			p := base[i] + map[int32]int32{1: 0, 2: 1, 4: gw, 8: gw + 1}[h]
+			if k >= cnt || pos[k] != p || g[k] != dy[i] {
+				t.Fatalf("n=%d: entry %d of %d: (%d, %v), want window %d's (%d, %v)", n, k, cnt, pos[k], g[k], i, p, dy[i])
+			}
+			want[i%16] += dy[i]
+			k++
+		}
+		if k != cnt || sum != want {
+			t.Fatalf("n=%d: %d entries and sums %v, want %d and %v", n, cnt, sum, k, want)
+		}
+	}
+}

@@ -1,10 +1,6 @@
 package nn
 
-import (
-	"math"
-	"math/bits"
-	"unsafe"
-)
+import "unsafe"
 
 // The backward pass of a fused 3×3 convolution → ReLU → 2×2 max-pool
 // (convPoolReLU) whose input has a multiple of 16 channels, on AVX-512:
@@ -13,21 +9,22 @@ import (
 //
 // Max-pooling routes at most one gradient per window and the ReLU fewer,
 // so at most a quarter of the convolution's output gradient is non-zero:
-// the routed entries are listed (grid position, gradient, channel) and
-// each adds its 3×3 window to the weight gradient and its channel's
+// the routed entries are listed channel by channel (grid position and
+// gradient, 16 windows at a time with compressing stores, listRouted16)
+// and each adds its 3×3 window to the weight gradient and its channel's
 // kernel to the input gradient. conv2D's sparse path does that on the
 // planar grid, 8 floats per (channel, kernel row), of which a 3-wide
 // kernel uses 3. Here the example's input grid is first copied channels
-// last (pixel by pixel, the InC channels of a pixel contiguous), so that a
-// tap of a window is InC contiguous floats: one output channel's weight
-// gradient for 32 input channels is 9 taps × 2 vectors of 16, all kept
-// in registers while its entries are added in order (hwcGrad32), and its
-// input gradient the same 18 vectors of weights, kept in registers while
-// each entry adds them, times its gradient, onto the window's 9 pixels of a
-// channels-last input gradient (hwcScatter32), which is copied back to the
-// planar layout at the end. Every multiply-add is a useful one, against
-// 3 in 8 on the planar grid and 4 in 4 wasted on the dense product of the
-// zeros.
+// last (the InC channels of a pixel contiguous; a gather per pixel and 16
+// channels, chanLast), so that a tap of a window is InC contiguous
+// floats. One output channel's weight gradient for 32 input channels is
+// then 9 taps × 2 vectors of 16, kept in registers while its entries are
+// added in order (hwcGrad32); its input gradient is the same 18 vectors
+// of weights, kept in registers while each entry adds them times its
+// gradient onto its window's 9 pixels of a channels-last input gradient
+// (hwcScatter32), copied back to the planar layout at the end
+// (chanFirst). Every multiply-add is a useful one, where the planar
+// grid's wastes 5 in 8 and a dense product 3 in 4 (on the zeros).
 //
 // LeNet's convolutions (1 and 6 input channels, 5×5) do not take this
 // path; the golden file pins their arithmetic.
@@ -38,6 +35,7 @@ type hwcConv struct {
 	xh, dxh  []float32 // one example's input grid and its gradient, channels last
 	wt, dwt  []float32 // OutC tap blocks of 9 × InC: the weights, the weight gradient
 	starts   []int     // starts[c] is channel c's first listed entry
+	base     []int32   // base[i·pw+j]: grid position of window (i, j)'s top-left cell
 }
 
 // hwcUsable reports whether the layer's backward pass runs channels last.
@@ -62,6 +60,12 @@ func (l *convPoolReLU) hwcScratch() *hwcConv {
 			xh: alignedFloats(l.plane * c), dxh: alignedFloats(l.plane * c),
 			wt: alignedFloats(l.OutC * 9 * c), dwt: alignedFloats(l.OutC * 9 * c),
 			starts: make([]int, l.OutC+1),
+			base:   make([]int32, l.ph*l.pw),
+		}
+		for i := 0; i < l.ph; i++ {
+			for j := 0; j < l.pw; j++ {
+				l.hwc.base[i*l.pw+j] = int32(2*i*l.gw + 2*j)
+			}
 		}
 	}
 	return l.hwc
@@ -136,36 +140,27 @@ func (l *convPoolReLU) backwardHWC(dx, dy, x []float32, n int) {
 }
 
 // listRouted lists one example's routed gradients (its windows' codes
-// he, pooled gradient dy) channel by channel into l.pos, l.g and l.ch,
-// sets starts[c] to channel c's first entry (starts[OutC] to the count)
-// and adds each channel's sum to db.
+// he, pooled gradient dy) channel by channel into l.pos and l.g, sets
+// starts[c] to channel c's first entry (starts[OutC] to the count) and
+// adds each channel's sum to db.
 func (l *convPoolReLU) listRouted(dy []float32, he []int32, starts []int) {
-	gw := l.gw
+	win := l.ph * l.pw
+	base := l.hwc.base[:win]
 	cnt := 0
-	pos, gs := l.pos[:l.OutC*l.ph*l.pw], l.g[:l.OutC*l.ph*l.pw]
 	for c := 0; c < l.OutC; c++ {
 		starts[c] = cnt
-		var s0, s1 float32 // two sums: a single one is a latency chain
-		for i := 0; i < l.ph; i++ {
-			hr := he[(c*l.ph+i)*l.pw : (c*l.ph+i+1)*l.pw]
-			dr := dy[(c*l.ph+i)*l.pw : (c*l.ph+i+1)*l.pw]
-			for j, h := range hr {
-				// Written always, kept (cnt advanced) only for a routed
-				// gradient: no branch on the random codes.
-				cell := bits.TrailingZeros32(uint32(h)) & 3
-				pos[cnt] = int32((2*i+cell>>1)*gw + 2*j + cell&1)
-				gs[cnt] = dr[j]
-				keep := uint32(-h) >> 31
-				v := math.Float32frombits(math.Float32bits(dr[j]) & -keep)
-				if j&1 == 0 {
-					s0 += v
-				} else {
-					s1 += v
-				}
-				cnt += int(keep)
+		// The kernel writes up to 16 entries past the channel's.
+		_ = l.pos[cnt+win+15]
+		_ = l.g[cnt+win+15]
+		d, hc := dy[c*win:(c+1)*win], he[c*win:(c+1)*win]
+		var sum [16]float32
+		cnt += listRouted16(win, &hc[0], &d[0], &base[0], l.gw, &l.pos[cnt], &l.g[cnt], &sum[0])
+		for w := 8; w > 0; w /= 2 {
+			for i := range w {
+				sum[i] += sum[i+w]
 			}
 		}
-		l.db[c] += s0 + s1
+		l.db[c] += sum[0]
 	}
 	starts[l.OutC] = cnt
 }
@@ -175,28 +170,20 @@ func (l *convPoolReLU) listRouted(dy []float32, he []int32, starts []int) {
 func toChannelsLast(dst, src []float32, c, plane int) {
 	_ = dst[plane*c-1]
 	_ = src[c*plane-1]
-	for p0 := 0; p0 < plane; p0 += 8 {
-		p1 := min(p0+8, plane)
-		for ci := 0; ci < c; ci++ {
-			row := src[ci*plane+p0 : ci*plane+p1]
-			for i, v := range row {
-				dst[(p0+i)*c+ci] = v
-			}
-		}
-	}
+	chanLast(plane, c, &src[0], plane, &dst[0])
 }
 
 // fromChannelsLast writes the input gradient dx (planar, InC×InH×InW) from
 // its channels-last grid dxh, leaving out the padding.
 func (l *convPoolReLU) fromChannelsLast(dx, dxh []float32) {
 	c, hw := l.InC, l.InH*l.InW
+	first := (l.PadT*l.gw + l.PadL) * c
 	_ = dx[c*hw-1]
-	for y := 0; y < l.InH; y++ {
-		for x := 0; x < l.InW; x++ {
-			px := dxh[((y+l.PadT)*l.gw+x+l.PadL)*c:][:c]
-			for ci, v := range px {
-				dx[ci*hw+y*l.InW+x] = v
-			}
-		}
+	_ = dxh[first+((l.InH-1)*l.gw+l.InW)*c-1]
+	if l.gw == l.InW {
+		// No padding left or right: the rows follow one another.
+		chanFirst(1, hw, c, &dxh[first], hw, &dx[0], hw)
+		return
 	}
+	chanFirst(l.InH, l.InW, c, &dxh[first], l.gw, &dx[0], hw)
 }
