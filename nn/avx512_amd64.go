@@ -77,3 +77,10 @@ func chanFirst(rows, w, c int, src *float32, lds int, dst *float32, hw int)
 //
 //go:noescape
 func listRouted16(n int, hot *int32, dy *float32, base *int32, gw int, pos *int32, gv *float32, sum *float32) int
+
+// kernNT4x6 sets or adds C[i, j] = dot(A[i, 0:k], B[j, 0:k]) for i < 4 and
+// j < 6 (rows lda, ldb and ldc floats apart), k ≥ 1: each dot product in 16
+// lanes, the lanes then summed in a fixed order.
+//
+//go:noescape
+func kernNT4x6(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)

@@ -610,3 +610,137 @@ lrdone:
 	MOVQ    DX, ret+64(FP)
 	VZEROUPPER
 	RET
+
+// Four FMAs of the B vector z into column j's accumulators of rows 0–3,
+// from the A vectors Z24–Z27.
+#define NTCOL(z, c0, c1, c2, c3) \
+	VFMADD231PS z, Z24, c0 \
+	VFMADD231PS z, Z25, c1 \
+	VFMADD231PS z, Z26, c2 \
+	VFMADD231PS z, Z27, c3
+
+// HSUM sets C's element at m to the sum of z's 16 lanes (plus the element
+// if R13 is set), in a fixed order: halves, quarters, pairs, neighbours.
+#define HSUM(z, y, m) \
+	VEXTRACTF64X4 $1, z, Y30 \
+	VADDPS        y, Y30, Y30 \
+	VEXTRACTF32X4 $1, Y30, X31 \
+	VADDPS        X31, X30, X30 \
+	VPERMILPS     $0x4E, X30, X31 \
+	VADDPS        X31, X30, X30 \
+	VPERMILPS     $0xB1, X30, X31 \
+	VADDSS        X31, X30, X30 \
+	TESTQ         R13, R13 \
+	JZ            2(PC) \
+	VADDSS        m, X30, X30 \
+	VMOVSS        X30, m
+
+// func kernNT4x6(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+// C[i, j] (+)= dot(A[i, 0:k], B[j, 0:k]) for i < 4, j < 6, k ≥ 1: 24
+// accumulators of 16 lanes, the last chunk of k mod 16 masked, each
+// reduced by HSUM. Per 16 elements, 10 loads feed 24 FMAs.
+TEXT ·kernNT4x6(SB), NOSPLIT, $0-57
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), R8
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R9
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R9
+	SHLQ $2, R10
+	LEAQ (SI)(R8*2), R11 // row 2 of A
+	LEAQ (DI)(R9*2), R12
+	ADDQ R9, R12         // row 3 of B
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+	ZERO4(Z16, Z17, Z18, Z19)
+	ZERO4(Z20, Z21, Z22, Z23)
+	MOVQ CX, BX
+	ANDQ $15, BX         // the masked tail
+	SHRQ $4, CX
+	JZ   nt46tail
+
+nt46loop:
+	VMOVUPS (SI), Z24
+	VMOVUPS (SI)(R8*1), Z25
+	VMOVUPS (R11), Z26
+	VMOVUPS (R11)(R8*1), Z27
+	VMOVUPS (DI), Z28
+	VMOVUPS (DI)(R9*1), Z29
+	NTCOL(Z28, Z0, Z6, Z12, Z18)
+	VMOVUPS (DI)(R9*2), Z28
+	NTCOL(Z29, Z1, Z7, Z13, Z19)
+	VMOVUPS (R12), Z29
+	NTCOL(Z28, Z2, Z8, Z14, Z20)
+	VMOVUPS (R12)(R9*1), Z28
+	NTCOL(Z29, Z3, Z9, Z15, Z21)
+	VMOVUPS (R12)(R9*2), Z29
+	NTCOL(Z28, Z4, Z10, Z16, Z22)
+	NTCOL(Z29, Z5, Z11, Z17, Z23)
+	ADDQ    $64, SI
+	ADDQ    $64, R11
+	ADDQ    $64, DI
+	ADDQ    $64, R12
+	DECQ    CX
+	JNZ     nt46loop
+
+nt46tail:
+	TESTQ         BX, BX
+	JZ            nt46sum
+	MOVQ          BX, CX
+	MOVL          $1, AX
+	SHLL          CX, AX
+	DECL          AX
+	KMOVW         AX, K1
+	VMOVUPS.Z     (SI), K1, Z24
+	VMOVUPS.Z     (SI)(R8*1), K1, Z25
+	VMOVUPS.Z     (R11), K1, Z26
+	VMOVUPS.Z     (R11)(R8*1), K1, Z27
+	VMOVUPS.Z     (DI), K1, Z28
+	VMOVUPS.Z     (DI)(R9*1), K1, Z29
+	NTCOL(Z28, Z0, Z6, Z12, Z18)
+	VMOVUPS.Z     (DI)(R9*2), K1, Z28
+	NTCOL(Z29, Z1, Z7, Z13, Z19)
+	VMOVUPS.Z     (R12), K1, Z29
+	NTCOL(Z28, Z2, Z8, Z14, Z20)
+	VMOVUPS.Z     (R12)(R9*1), K1, Z28
+	NTCOL(Z29, Z3, Z9, Z15, Z21)
+	VMOVUPS.Z     (R12)(R9*2), K1, Z29
+	NTCOL(Z28, Z4, Z10, Z16, Z22)
+	NTCOL(Z29, Z5, Z11, Z17, Z23)
+
+nt46sum:
+	MOVBQZX acc+56(FP), R13
+	HSUM(Z0, Y0, (DX))
+	HSUM(Z1, Y1, 4(DX))
+	HSUM(Z2, Y2, 8(DX))
+	HSUM(Z3, Y3, 12(DX))
+	HSUM(Z4, Y4, 16(DX))
+	HSUM(Z5, Y5, 20(DX))
+	ADDQ    R10, DX
+	HSUM(Z6, Y6, (DX))
+	HSUM(Z7, Y7, 4(DX))
+	HSUM(Z8, Y8, 8(DX))
+	HSUM(Z9, Y9, 12(DX))
+	HSUM(Z10, Y10, 16(DX))
+	HSUM(Z11, Y11, 20(DX))
+	ADDQ    R10, DX
+	HSUM(Z12, Y12, (DX))
+	HSUM(Z13, Y13, 4(DX))
+	HSUM(Z14, Y14, 8(DX))
+	HSUM(Z15, Y15, 12(DX))
+	HSUM(Z16, Y16, 16(DX))
+	HSUM(Z17, Y17, 20(DX))
+	ADDQ    R10, DX
+	HSUM(Z18, Y18, (DX))
+	HSUM(Z19, Y19, 4(DX))
+	HSUM(Z20, Y20, 8(DX))
+	HSUM(Z21, Y21, 12(DX))
+	HSUM(Z22, Y22, 16(DX))
+	HSUM(Z23, Y23, 20(DX))
+	VZEROUPPER
+	RET

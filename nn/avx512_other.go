@@ -36,3 +36,6 @@ func chanFirst(rows, w, c int, src *float32, lds int, dst *float32, hw int) {
 func listRouted16(n int, hot *int32, dy *float32, base *int32, gw int, pos *int32, gv *float32, sum *float32) int {
 	panic("nn: no assembly kernels on this platform")
 }
+func kernNT4x6(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool) {
+	panic("nn: no assembly kernels on this platform")
+}

@@ -149,6 +149,10 @@ func gemmNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32
 	_ = a[(m-1)*lda+k-1]
 	_ = b[(n-1)*ldb+k-1]
 	_ = c[(m-1)*ldc+n-1]
+	if useAsm && useAVX512 && k > ntWideK && m >= 4 && n >= 6 {
+		gemmNTWide(m, n, k, a, lda, b, ldb, c, ldc, acc)
+		return
+	}
 	if !useAsm || n < 4 || k < 8 {
 		gemmNTGo(m, n, k, a, lda, b, ldb, c, ldc, acc)
 		return

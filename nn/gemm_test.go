@@ -52,7 +52,9 @@ func TestGemm(t *testing.T) {
 	shapes := [][3]int{{1, 1, 1}, {1, 16, 3}, {2, 17, 9}, {3, 5, 8}, {4, 16, 1}, {4, 100, 150}, {5, 33, 7},
 		{6, 784, 25}, {7, 10, 784}, {16, 100, 150}, {10, 784, 32}, {32, 120, 400}, {13, 84, 120}, {9, 3, 16},
 		// 64-column tiles (AVX-512) and panels of columns (k·n > gemmPanel).
-		{13, 1100, 70}, {20, 2200, 33}, {7, 200, 64}}
+		{13, 1100, 70}, {20, 2200, 33}, {7, 200, 64},
+		// Long dot products (k > ntWideK: AVX-512 tiles in blocks of k).
+		{9, 13, 3000}, {64, 128, 2100}, {4, 6, 2049}, {5, 7, 4096}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, sh := range shapes {
 		m, n, k := sh[0], sh[1], sh[2]
