@@ -57,7 +57,17 @@
 // Compute: the matrix products are this package's own AVX2+FMA assembly
 // kernels (gemm_amd64.s: a 4×16 register-tiled A·B and a 3×4 tile of dot
 // products for A·Bᵀ), with portable Go loops on other CPUs (build tag
-// purego forces them). gonum's blas32 was the first candidate; its
+// purego forces them). Where the CPU has AVX-512 (avx512_amd64.s), A·B and
+// the grid convolutions take 64 columns at a time with the very bits of
+// the AVX2 kernels (the same FMAs in the same order per element), A·Bᵀ
+// with dot products longer than 2048 (a dense layer after a large feature
+// map) runs on 4×6 tiles of 16-lane dot products in blocks of k that stay
+// in L2, and a fused 3×3 convolution → ReLU → max-pool over a multiple of
+// 16 input channels takes its backward pass channels last (conv_hwc.go:
+// each routed gradient adds its window to 18 registers of weight
+// gradient, or its kernel to the input gradient). The Keras MNIST CNN's
+// step, in BENCHMARKS.md ("The classic Keras CNN against PyTorch"), runs
+// mostly on these. gonum's blas32 was the first candidate; its
 // float32 kernels are 4-wide SSE axpy and dot loops without FMA or
 // register tiling, and on LeNet's shapes BenchmarkGemm measured it several
 // times slower than these kernels (figures in BENCHMARKS.md).

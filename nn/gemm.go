@@ -10,8 +10,10 @@ package nn
 // On amd64 with AVX2 and FMA they run on the assembly micro-kernels of
 // gemm_amd64.s: 6×16 and 4×16 register tiles for NN (masked at the right
 // edge, an overlapping tile through a stack buffer at the bottom edge) and
-// 3×4 tiles of dot products for NT. The Go loops are the portable path. Every
-// product sums in a fixed order, so results are reproducible run to run.
+// 3×4 tiles of dot products for NT; with AVX-512, 6×64 tiles for NN (the same
+// bits) and, for k > ntWideK, 4×6 tiles of 16-lane dot products for NT
+// (gemm_wide.go). The Go loops are the portable path. Every product sums in a
+// fixed order, so results are reproducible run to run.
 // Shapes are programmer errors: slices too short panic on the bounds checks.
 
 // maskTab[16-w:32-w] selects the first w of 16 columns for the masked kernels.
