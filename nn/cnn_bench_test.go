@@ -22,17 +22,13 @@ func kerasCNN(tb testing.TB, shards int) *Sequential {
 }
 
 // BenchmarkKerasCNNStep is one SGD step of the classic Keras MNIST CNN
-// at batch 64 (examples/s = 64e9 / ns/op); -cpu 1 and 2 with shards 1 and
-// 2 are the 1- and 2-thread figures beside PyTorch's.
+// at batch 64 (examples/s = 64e9 / ns/op, and examples per CPU-second);
+// -cpu 1 and 2 with shards 1 and 2 are the 1- and 2-thread figures beside
+// PyTorch's.
 func BenchmarkKerasCNNStep(b *testing.B) {
 	for _, shards := range []int{1, 2} {
 		b.Run(map[int]string{1: "shards1", 2: "shards2"}[shards], func(b *testing.B) {
-			step := modelStepper(b, kerasCNN(b, shards), 64)
-			step()
-			for b.Loop() {
-				step()
-			}
-			b.ReportMetric(64*float64(b.N)/b.Elapsed().Seconds(), "examples/s")
+			benchStep(b, modelStepper(b, kerasCNN(b, shards), 64), 64)
 		})
 	}
 }
