@@ -18,12 +18,17 @@
 // secret (auth.go), since nothing else would prove membership; plaintext
 // with neither is refused, and plaintext warns at start-up.
 //
-// Resources: the resource manager keeps libp2p's default limits for everyone
-// but lifts them for cluster peers, cluster peers are protected in the
-// connection manager, every stream starts with a 64 MiB window and
-// carries frames of up to 1 MiB (identical on every rank; see
-// streamWindow), and a connection whose peer does not take a write within
-// Timeout is closed.
+// Resources: the resource manager keeps libp2p's default limits for
+// everyone but sets them for cluster peers (two connections each way, any
+// number of streams, the peer's memory budget), cluster peers are protected
+// in the connection manager, the collective stream gets a 64 MiB window
+// once it is negotiated and checked (every other stream keeps package
+// mux's 256 KiB) and carries frames of up to 1 MiB (identical on every
+// rank; see streamWindow), and a connection whose peer does not take a
+// write, or finish a frame, within Timeout is closed. What a peer can make
+// a rank hold unread is committed before it is buffered, against a budget
+// per connection (connBudget: 68 MiB) and per peer (peerBudget: 72 MiB, in
+// the resource manager); a peer that goes over is disconnected and logged.
 //
 // Membership is cryptographic: a connection gater admits only the peer IDs
 // of the cluster (proven by TLS, Noise and QUIC; over plaintext, by the

@@ -95,7 +95,7 @@ func TestPlaintextImpostorRefused(t *testing.T) {
 
 	member, _ := DeriveIdentity(testSecret, 1)
 	own, _, _ := crypto.GenerateEd25519Key(rand.Reader)
-	muxer, err := muxerOption(Config{}) // the impostor runs meshtrain's code
+	muxer, err := muxerOption(Config{}, nil) // the impostor runs meshtrain's code
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,9 @@ func TestResetWaitsForSlowLink(t *testing.T) {
 	a, b := ma.(*Conn), mb.(*Conn)
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	s, r := open(t, a, b)
-	go func() { _, _ = r.Read(make([]byte, 1)) }() // grants the window
+	if err := Grant(r); err != nil {
+		t.Fatal(err)
+	}
 	ss := s.(*stream)
 	eventually(t, "the window's grant", func() bool {
 		ss.mu.Lock()

@@ -16,8 +16,12 @@
 // (version, type, flags, stream ID, length) per frame; data, window-update,
 // reset, go-away and ping frames; odd stream IDs for the dialler, even for
 // the listener; credit-based flow control per stream, every stream starting
-// with baseWindow of credit each way until the receiver announces its
-// window. SPEC.md describes it in full.
+// with baseWindow of credit each way until the receiver grants the rest of
+// its window (Grant: only once the application wants the stream, so a
+// stream a peer opens and fills while libp2p negotiates its protocol holds
+// at most baseWindow). What a connection commits to buffer is charged to a
+// budget per connection and to the peer's resource scope. SPEC.md
+// describes it in full.
 package mux
 
 import (
@@ -34,7 +38,13 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"go.uber.org/zap"
 )
+
+// BaseWindow is the receive window of a stream until Grant (256 KiB), and
+// what each stream commits of a connection's Budget until then.
+const BaseWindow = 256 << 10
 
 // ID is the protocol ID the connection upgrader negotiates. 1.1.0 added
 // the accept acknowledgement and pings: a 1.0.0 peer sends neither, so the
@@ -45,8 +55,9 @@ const (
 	version    = 0
 	headerSize = 12
 	// baseWindow is every stream's credit in each direction until the
-	// receiver's window update arrives, so a stream can carry data at once.
-	baseWindow = 256 << 10
+	// receiver grants the rest of its window (Grant), so a stream can carry
+	// data at once; it is all a stream nobody granted can make us hold.
+	baseWindow = BaseWindow
 	// chunkSize is the piece in which data nobody is reading yet is
 	// buffered: small, so pooled chunks come back still in cache.
 	chunkSize = 64 << 10
@@ -125,6 +136,26 @@ type Config struct {
 	// connection closed: an idle connection writes nothing, so without it
 	// a peer that vanished (host down, link cut) would go unnoticed.
 	KeepAlive time.Duration
+	// Budget bounds the bytes a connection commits to buffer for its peer,
+	// over all its streams: every stream (either side's) commits
+	// baseWindow from its opening, and Window - baseWindow more once
+	// granted (Grant), until it has ended and nothing it holds is unread.
+	// A stream of the peer's that would take the connection over Budget
+	// closes the connection, as does a Grant that would; OpenStream over
+	// it fails. The peer's resource scope (NewConn's PeerScope: libp2p's
+	// resource manager, whose per-peer memory limit then bounds all the
+	// peer's connections together) is charged the same, and a reservation
+	// it refuses ends the connection alike. Buffered bytes never exceed
+	// what is committed, and take at most twice their number in memory
+	// (plus one chunk per stream). Default Window + 64 × 256 KiB; at
+	// least Window.
+	Budget uint64
+	// Logger, if set, is told why each connection ended: at Warn when the
+	// reason is the multiplexer's own (the peer broke the protocol, went
+	// over the budget, stopped in the middle of a frame, did not take a
+	// write, fell silent), with the peer's ID and address; at Debug
+	// otherwise (closed by either side, the connection lost).
+	Logger *zap.Logger
 }
 
 // Transport implements network.Multiplexer.
@@ -152,14 +183,19 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 30 * time.Second
 	}
+	if cfg.Budget == 0 {
+		cfg.Budget = uint64(cfg.Window) + 64*baseWindow
+	}
+	if cfg.Budget < uint64(cfg.Window) {
+		return nil, fmt.Errorf("mux: a %d-byte connection budget is below the %d-byte stream window: no stream could be granted its window", cfg.Budget, cfg.Window)
+	}
 	return &Transport{cfg: cfg}, nil
 }
 
-// NewConn implements network.Multiplexer. The peer scope is not charged
-// for stream buffers: they are bounded by the window, and only peers the
-// connection gater admitted reach a multiplexer.
-func (t *Transport) NewConn(nc net.Conn, isServer bool, _ network.PeerScope) (network.MuxedConn, error) {
-	return newConn(nc, isServer, t.cfg), nil
+// NewConn implements network.Multiplexer. scope (nil: none) is charged
+// what the connection commits to buffer for the peer (Config.Budget).
+func (t *Transport) NewConn(nc net.Conn, isServer bool, scope network.PeerScope) (network.MuxedConn, error) {
+	return newConn(nc, isServer, t.cfg, scope), nil
 }
 
 // Conn is one multiplexed connection.
@@ -202,6 +238,17 @@ type Conn struct {
 	// not yet accepted or reset (at most acceptBacklog).
 	opening chan struct{}
 
+	// bmu guards the budget: committed is what the connection committed
+	// to buffer for the peer (Config.Budget), the same reserved in scope
+	// (nil: none); spent says that the connection ended and gave it all
+	// back.
+	bmu       sync.Mutex
+	committed uint64
+	scope     network.PeerScope
+	spent     bool
+	// peer names the peer in log lines (from scope; empty without one).
+	peer peer.ID
+
 	mu         sync.Mutex
 	streams    map[uint32]*stream
 	nextID     uint32
@@ -217,9 +264,9 @@ type Conn struct {
 
 var _ network.MuxedConn = (*Conn)(nil)
 
-func newConn(nc net.Conn, isServer bool, cfg Config) *Conn {
+func newConn(nc net.Conn, isServer bool, cfg Config, scope network.PeerScope) *Conn {
 	c := &Conn{
-		nc: nc, br: bufio.NewReaderSize(nc, 4<<10), cfg: cfg,
+		nc: nc, br: bufio.NewReaderSize(nc, 4<<10), cfg: cfg, scope: scope,
 		wsem: make(chan struct{}, 1), ctrlWake: make(chan struct{}, 1), ctrlRoom: make(chan struct{}, 1),
 		streams: map[uint32]*stream{}, nextID: 1, unaccepted: map[uint32]struct{}{},
 		opening: make(chan struct{}, acceptBacklog),
@@ -228,6 +275,9 @@ func newConn(nc net.Conn, isServer bool, cfg Config) *Conn {
 	}
 	if isServer {
 		c.nextID = 2
+	}
+	if scope != nil && cfg.Logger != nil {
+		c.peer = scope.Peer()
 	}
 	if cfg.KeepAlive > 0 {
 		c.kaMu.Lock()
@@ -255,13 +305,15 @@ func (h header) encode(b []byte) []byte {
 
 func decodeHeader(b []byte) (header, error) {
 	if b[0] != version {
-		return header{}, fmt.Errorf("mux: frame of version %d, want %d: the peer runs another meshtrain version", b[0], version)
+		return header{}, ownf("mux: frame of version %d, want %d: the peer runs another meshtrain version", b[0], version)
 	}
 	return header{typ: b[1], flags: binary.BigEndian.Uint16(b[2:]), id: binary.BigEndian.Uint32(b[4:]), length: binary.BigEndian.Uint32(b[8:])}, nil
 }
 
 // OpenStream implements network.MuxedConn. It waits (within ctx) while
-// acceptBacklog streams of this side wait for the peer to accept them.
+// acceptBacklog streams of this side wait for the peer to accept them, and
+// fails if the stream's baseWindow would take the connection over its
+// budget. The stream's receive window is baseWindow until Grant.
 func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -279,13 +331,18 @@ func (c *Conn) OpenStream(ctx context.Context) (network.MuxedStream, error) {
 		<-c.opening
 		return nil, c.connError()
 	}
+	if err := c.commit(baseWindow); err != nil {
+		c.mu.Unlock()
+		<-c.opening
+		return nil, fmt.Errorf("mux: opening a stream: %w (%w)", err, network.ErrResourceLimitExceeded)
+	}
 	id := c.nextID
 	c.nextID += 2
-	s := newStream(c, id, c.cfg.Window) // granted by the SYN
+	s := newStream(c, id)
 	c.streams[id] = s
 	c.unaccepted[id] = struct{}{}
 	c.mu.Unlock()
-	c.queue(header{typ: typeWindow, flags: flagSYN, id: id, length: c.cfg.Window - baseWindow})
+	c.queue(header{typ: typeWindow, flags: flagSYN, id: id})
 	return s, nil
 }
 
@@ -303,8 +360,9 @@ func (c *Conn) settled(id uint32) {
 }
 
 // AcceptStream implements network.MuxedConn. Accepting acknowledges the
-// stream (freeing its place in the peer's backlog) and grants the rest of
-// its window: a stream nobody accepted holds at most baseWindow.
+// stream (freeing its place in the peer's backlog); the rest of its window
+// comes with Grant, once the application wants the stream (libp2p accepts
+// every stream at once, and its protocol negotiation reads it).
 func (c *Conn) AcceptStream() (network.MuxedStream, error) {
 	for {
 		c.mu.Lock()
@@ -321,10 +379,7 @@ func (c *Conn) AcceptStream() (network.MuxedStream, error) {
 			if more {
 				signal(c.acceptWake) // for another AcceptStream waiting
 			}
-			s.mu.Lock()
-			s.granted = c.cfg.Window // before the grant leaves
-			s.mu.Unlock()
-			c.queue(header{typ: typeWindow, flags: flagACK, id: s.id, length: c.cfg.Window - baseWindow})
+			c.queue(header{typ: typeWindow, flags: flagACK, id: s.id})
 			return s, nil
 		}
 		c.mu.Unlock()
@@ -369,10 +424,77 @@ func (c *Conn) IsClosed() bool {
 	}
 }
 
-// As implements network.MuxedConn.
-func (c *Conn) As(any) bool { return false }
+// As implements network.MuxedConn: a **Conn target gets c (through
+// libp2p's network.Conn.As too), for Committed and Buffered.
+func (c *Conn) As(target any) bool {
+	if p, ok := target.(**Conn); ok {
+		*p = c
+		return true
+	}
+	return false
+}
 
-// fail ends the connection (once) and wakes every stream.
+// Committed is what the connection has committed to buffer for the peer
+// (Config.Budget): baseWindow per stream, Window per granted one.
+func (c *Conn) Committed() uint64 {
+	c.bmu.Lock()
+	defer c.bmu.Unlock()
+	return c.committed
+}
+
+// Buffered is the bytes the connection holds that the peer sent and the
+// application has not read yet (never more than Committed).
+func (c *Conn) Buffered() int {
+	c.mu.Lock()
+	streams := make([]*stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		streams = append(streams, s)
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, s := range streams {
+		s.mu.Lock()
+		n += s.bufLen
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// commit takes n bytes of the budget and reserves them in the peer's
+// scope.
+func (c *Conn) commit(n uint64) error {
+	c.bmu.Lock()
+	defer c.bmu.Unlock()
+	if c.spent {
+		return net.ErrClosed
+	}
+	if c.committed+n > c.cfg.Budget {
+		return fmt.Errorf("the connection's streams would hold %d bytes, over its %d-byte budget", c.committed+n, c.cfg.Budget)
+	}
+	if c.scope != nil {
+		if err := c.scope.ReserveMemory(int(n), network.ReservationPriorityAlways); err != nil {
+			return fmt.Errorf("the peer's memory limit refused %d bytes more (this connection holds %d): %w", n, c.committed, err)
+		}
+	}
+	c.committed += n
+	return nil
+}
+
+// uncommit gives n bytes of the budget back.
+func (c *Conn) uncommit(n uint64) {
+	c.bmu.Lock()
+	defer c.bmu.Unlock()
+	if c.spent || n == 0 {
+		return
+	}
+	c.committed -= n
+	if c.scope != nil {
+		c.scope.ReleaseMemory(int(n))
+	}
+}
+
+// fail ends the connection (once), wakes every stream, gives the whole
+// budget back and logs why.
 func (c *Conn) fail(err error) {
 	c.once.Do(func() {
 		c.mu.Lock()
@@ -382,6 +504,13 @@ func (c *Conn) fail(err error) {
 			streams = append(streams, s)
 		}
 		c.mu.Unlock()
+		c.logEnd(err) // before done: whoever waits for the end finds it logged
+		c.bmu.Lock()
+		if c.scope != nil && c.committed > 0 {
+			c.scope.ReleaseMemory(int(c.committed))
+		}
+		c.committed, c.spent = 0, true
+		c.bmu.Unlock()
 		close(c.done)
 		c.kaMu.Lock()
 		if c.keepAlive != nil {
@@ -393,6 +522,38 @@ func (c *Conn) fail(err error) {
 			s.wakeAll()
 		}
 	})
+}
+
+// ownError is a reason of the multiplexer's own for ending a connection:
+// the peer broke the protocol, went over a limit, stopped mid-frame, did
+// not take a write or fell silent.
+type ownError struct{ err error }
+
+func (e ownError) Error() string { return e.err.Error() }
+func (e ownError) Unwrap() error { return e.err }
+
+func own(err error) error { return ownError{err} }
+
+func ownf(format string, args ...any) error { return ownError{fmt.Errorf(format, args...)} }
+
+// logEnd tells Config.Logger why the connection ended.
+func (c *Conn) logEnd(err error) {
+	log := c.cfg.Logger
+	if log == nil {
+		return
+	}
+	fields := []zap.Field{zap.Error(err)}
+	if c.peer != "" {
+		fields = append(fields, zap.Stringer("peer", c.peer))
+	}
+	if a := c.nc.RemoteAddr(); a != nil {
+		fields = append(fields, zap.String("addr", a.String()))
+	}
+	if errors.As(err, new(ownError)) {
+		log.Warn("mux: closed the connection", fields...)
+		return
+	}
+	log.Debug("mux: connection ended", fields...)
 }
 
 // connError is the error stream operations return once the connection
@@ -473,7 +634,7 @@ func (c *Conn) write(b []byte, timeout time.Duration) error {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
 	_, err := c.nc.Write(b)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("mux: the peer did not take %d bytes within %v: it stopped reading, or the link is slower than that (the connection is closed): %w", len(b), timeout, err)
+		return ownf("mux: the peer did not take %d bytes within %v: it stopped reading, or the link is slower than that (the connection is closed): %w", len(b), timeout, err)
 	}
 	_ = c.nc.SetWriteDeadline(time.Time{})
 	return err
@@ -504,14 +665,41 @@ func (c *Conn) readLoop() {
 	c.fail(c.readFrames())
 }
 
+// readFrames reads frames until an error. While a frame is incomplete
+// (its header or body not yet all here) the connection has a read
+// deadline, WriteTimeout from the frame's first byte, the time the peer
+// had to write it: a peer that stops in the middle of a frame cannot hold
+// the reader for ever. Between frames there is none (keep-alive watches an
+// idle connection).
 func (c *Conn) readFrames() error {
 	var hb [headerSize]byte
+	armed := false // the read deadline is set
+	arm := func(n int) {
+		if !armed && c.br.Buffered() < n {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.WriteTimeout))
+			armed = true
+		}
+	}
+	midFrame := func(err error) error {
+		if armed && errors.Is(err, os.ErrDeadlineExceeded) {
+			return ownf("mux: the peer stopped in the middle of a frame: the rest did not arrive within %v (the connection is closed): %w", c.cfg.WriteTimeout, err)
+		}
+		return err
+	}
 	for {
+		if armed {
+			_ = c.nc.SetReadDeadline(time.Time{})
+			armed = false
+		}
 		if err := c.awaitCtrlRoom(); err != nil {
 			return err
 		}
-		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+		if _, err := c.br.Peek(1); err != nil {
 			return err
+		}
+		arm(headerSize)
+		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+			return midFrame(err)
 		}
 		c.lastFrame.Store(int64(time.Since(c.born)))
 		h, err := decodeHeader(hb[:])
@@ -521,14 +709,15 @@ func (c *Conn) readFrames() error {
 		switch h.typ {
 		case typeData:
 			if h.length > c.cfg.MaxFrame {
-				return fmt.Errorf("mux: the peer sent a %d-byte frame, over the %d-byte limit", h.length, c.cfg.MaxFrame)
+				return ownf("mux: the peer sent a %d-byte frame, over the %d-byte limit", h.length, c.cfg.MaxFrame)
 			}
 			s, err := c.streamFor(h)
 			if err != nil {
 				return err
 			}
+			arm(int(h.length))
 			if err := c.receive(s, int(h.length)); err != nil {
-				return err
+				return midFrame(err)
 			}
 			if s != nil && h.flags&flagFIN != 0 {
 				s.remoteFIN()
@@ -563,7 +752,7 @@ func (c *Conn) readFrames() error {
 			}
 			// An answer needs nothing more: its arrival set lastFrame.
 		default:
-			return fmt.Errorf("mux: frame of unknown type %d", h.typ)
+			return ownf("mux: frame of unknown type %d", h.typ)
 		}
 	}
 }
@@ -597,14 +786,17 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 		return s, nil
 	}
 	if h.id == 0 || h.id%2 == c.nextID%2 {
-		return nil, fmt.Errorf("mux: the peer opened stream %d, an ID that is this side's to give", h.id)
+		return nil, ownf("mux: the peer opened stream %d, an ID that is this side's to give", h.id)
 	}
 	// Over the backlog only a peer that does not wait for acknowledgements.
 	if c.inbound >= c.cfg.MaxStreams || len(c.pending) >= acceptBacklog {
 		c.queue(header{typ: typeReset, id: h.id, length: uint32(network.StreamResourceLimitExceeded)})
 		return nil, nil
 	}
-	s := newStream(c, h.id, baseWindow) // the rest is granted at accept
+	if err := c.commit(baseWindow); err != nil {
+		return nil, ownf("mux: the peer opened stream %d with %d of its streams open here: %w (the connection is closed)", h.id, c.inbound, err)
+	}
+	s := newStream(c, h.id) // the rest of its window comes with Grant
 	c.streams[h.id] = s
 	c.inbound++
 	c.pending = append(c.pending, s)
@@ -613,20 +805,27 @@ func (c *Conn) streamFor(h header) (*stream, error) {
 }
 
 // remove forgets a stream that ended both ways (or was reset: one not yet
-// accepted leaves the backlog, as its opener freed its place there).
-func (c *Conn) remove(id uint32) {
+// accepted leaves the backlog, as its opener freed its place there). Its
+// budget comes back once nothing it holds is unread.
+func (c *Conn) remove(s *stream) {
 	c.mu.Lock()
-	if _, ok := c.streams[id]; ok && id%2 != c.nextID%2 {
-		c.inbound--
-		for i, s := range c.pending {
-			if s.id == id {
-				c.pending = append(c.pending[:i], c.pending[i+1:]...)
-				break
+	if c.streams[s.id] == s {
+		if s.id%2 != c.nextID%2 {
+			c.inbound--
+			for i, p := range c.pending {
+				if p == s {
+					c.pending = append(c.pending[:i], c.pending[i+1:]...)
+					break
+				}
 			}
 		}
+		delete(c.streams, s.id)
 	}
-	delete(c.streams, id)
 	c.mu.Unlock()
+	s.mu.Lock()
+	s.gone = true
+	s.settleLocked()
+	s.mu.Unlock()
 }
 
 // checkAlive runs on the keep-alive timer: it pings a peer silent for
@@ -658,7 +857,7 @@ func (c *Conn) keepAliveStep() error {
 	case now-c.pingAt < c.cfg.WriteTimeout:
 		c.keepAlive.Reset(c.pingAt + c.cfg.WriteTimeout - now)
 	default:
-		return fmt.Errorf("mux: the peer sent nothing for %v, not even the answer to a ping sent %v ago: it is gone or the link is down (the connection is closed)", idle.Round(time.Millisecond), c.cfg.WriteTimeout)
+		return ownf("mux: the peer sent nothing for %v, not even the answer to a ping sent %v ago: it is gone or the link is down (the connection is closed)", idle.Round(time.Millisecond), c.cfg.WriteTimeout)
 	}
 	return nil
 }

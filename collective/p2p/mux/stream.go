@@ -2,7 +2,6 @@ package mux
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"os"
@@ -33,8 +32,10 @@ type stream struct {
 	off      int
 	bufLen   int
 	inflight int    // bytes received and not yet read (at most granted)
-	granted  uint32 // the receive window granted to the peer: baseWindow until the SYN or ACK grants Window
+	granted  uint32 // the receive window granted to the peer: baseWindow until Grant gives Window
 	unacked  uint32 // bytes read since the last window update
+	held     uint64 // the connection's budget this stream holds: granted, until it is settled
+	gone     bool   // the connection forgot the stream: nothing more is taken in
 	post     []byte // a waiting Read's buffer, lent to the connection's reader
 	postN    int    // bytes the reader put in post
 	postDone bool   // the reader is done with post: Read may return postN
@@ -56,8 +57,9 @@ type stream struct {
 
 var _ network.MuxedStream = (*stream)(nil)
 
-func newStream(c *Conn, id uint32, granted uint32) *stream {
-	s := &stream{c: c, id: id, credit: baseWindow, granted: granted, rwake: make(chan struct{}, 1), lwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
+// newStream is a stream whose baseWindow the connection has committed.
+func newStream(c *Conn, id uint32) *stream {
+	s := &stream{c: c, id: id, credit: baseWindow, granted: baseWindow, held: baseWindow, rwake: make(chan struct{}, 1), lwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1)}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
@@ -164,7 +166,7 @@ func (s *stream) reclaimLocked() int {
 	}
 	if s.lending {
 		s.withdraw = true
-		stall := time.AfterFunc(stallGrace, func() { s.c.fail(errStalled) })
+		stall := time.AfterFunc(stallGrace, func() { s.c.fail(own(errStalled)) })
 		for s.lending {
 			s.cond.Wait()
 		}
@@ -192,16 +194,27 @@ func (s *stream) copyOutLocked(p []byte) int {
 	if s.bufLen == 0 {
 		s.behind = false
 		signal(s.lwake)
+		s.settleLocked()
 	}
 	return n
 }
 
+// settleLocked gives the stream's budget back to the connection once it is
+// gone and nothing it holds is unread.
+func (s *stream) settleLocked() {
+	if s.gone && s.bufLen == 0 && s.held > 0 {
+		s.c.uncommit(s.held)
+		s.held = 0
+	}
+}
+
 // consumedLocked returns credit for n bytes read, in updates of a quarter
-// window (fewer frames; the sender still has three quarters in hand).
+// of the window granted (fewer frames; the sender still has three quarters
+// in hand).
 func (s *stream) consumedLocked(n int) {
 	s.inflight -= n
 	s.unacked += uint32(n)
-	if s.unacked >= s.c.cfg.Window/4 {
+	if s.unacked >= s.granted/4 {
 		s.c.queue(header{typ: typeWindow, id: s.id, length: s.unacked})
 		s.unacked = 0
 	}
@@ -212,13 +225,13 @@ func (s *stream) admit(n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.resetErr != nil:
+	case s.resetErr != nil, s.gone:
 	case s.rclosed:
 		if n > 0 {
 			s.c.queue(header{typ: typeWindow, id: s.id, length: uint32(n)}) // dropped unread: credit back at once
 		}
 	case s.inflight+n > int(s.granted):
-		return fmt.Errorf("mux: protocol violation: the peer overran stream %d's %d-byte window", s.id, s.granted)
+		return ownf("mux: protocol violation: the peer overran stream %d's %d-byte window", s.id, s.granted)
 	default:
 		s.inflight += n
 	}
@@ -230,7 +243,7 @@ func (s *stream) admit(n int) error {
 func (s *stream) lend(n int) (p []byte, drop bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.resetErr != nil || s.rclosed {
+	if s.resetErr != nil || s.rclosed || s.gone {
 		return nil, true
 	}
 	if s.post == nil || s.postDone || s.withdraw || s.bufLen > 0 {
@@ -302,7 +315,7 @@ func (s *stream) lent(k int, frameEnd bool) {
 func (s *stream) push(chunk []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.resetErr != nil || s.rclosed {
+	if s.resetErr != nil || s.rclosed || s.gone {
 		putChunk(chunk)
 		return
 	}
@@ -323,7 +336,7 @@ func (s *stream) remoteFIN() {
 	s.mu.Unlock()
 	signal(s.rwake)
 	if done {
-		s.c.remove(s.id)
+		s.c.remove(s)
 	}
 }
 
@@ -449,7 +462,7 @@ func (s *stream) CloseWrite() error {
 	done := s.eof
 	s.mu.Unlock()
 	if done {
-		s.c.remove(s.id)
+		s.c.remove(s)
 	}
 	return nil
 }
@@ -478,13 +491,14 @@ func (s *stream) freeLocked() {
 		putChunk(b)
 	}
 	s.buf, s.off, s.bufLen = nil, 0, 0
+	s.settleLocked()
 }
 
 // Close implements io.Closer.
 func (s *stream) Close() error {
 	err := s.CloseWrite()
 	_ = s.CloseRead()
-	s.c.remove(s.id)
+	s.c.remove(s)
 	return err
 }
 
@@ -519,14 +533,14 @@ func (s *stream) reset(err error, local bool) {
 		s.c.queue(header{typ: typeReset, id: s.id, length: code})
 		s.c.settled(s.id)
 	}
-	s.c.remove(s.id)
+	s.c.remove(s)
 	if s.c.writing.Load() == s {
 		// The frame under way gets the time it takes on a slow link.
 		seq := s.c.wseq.Load()
 		grace := stallGrace + time.Duration(s.c.writingLen.Load())*time.Second/slowLink
 		time.AfterFunc(grace, func() {
 			if s.c.writing.Load() == s && s.c.wseq.Load() == seq {
-				s.c.fail(errStalled)
+				s.c.fail(own(errStalled))
 			}
 		})
 	}
@@ -538,12 +552,61 @@ func (s *stream) SetDeadline(t time.Time) error {
 	return s.SetWriteDeadline(t)
 }
 
-// SetReadDeadline implements network.MuxedStream.
+// SetReadDeadline implements network.MuxedStream. The zero time Grant
+// passes grants the stream's window (and clears the deadline, as any zero
+// time does).
 func (s *stream) SetReadDeadline(t time.Time) error {
+	if t.IsZero() && t.Location() == grantZone {
+		if err := s.grant(); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	s.rdl = t
 	s.mu.Unlock()
 	signal(s.rwake)
+	return nil
+}
+
+// grantZone marks the zero time Grant passes to SetReadDeadline.
+var grantZone = time.FixedZone("meshtrain/mux: grant the window", 0)
+
+// Grant gives the peer the rest of stream s's receive window (Window -
+// baseWindow; until then s takes at most baseWindow), once the application
+// wants s: libp2p accepts every stream and negotiates its protocol by
+// reading it, so granting at accept or at the first Read would let any
+// stream that is opened and filled while its negotiation stalls hold a
+// whole window. A window granted is charged to the connection's budget: a
+// Grant that would take the connection over it closes the connection
+// (logged) and returns why.
+//
+// s is this package's stream or any wrapper that passes SetReadDeadline
+// through, as libp2p's network.Stream does (it does not expose the
+// multiplexer's stream): Grant calls s.SetReadDeadline with a zero time
+// this package recognises. On another multiplexer's stream it only clears
+// the read deadline.
+func Grant(s interface{ SetReadDeadline(time.Time) error }) error {
+	return s.SetReadDeadline(time.Time{}.In(grantZone))
+}
+
+// grant gives the peer the rest of the window, once.
+func (s *stream) grant() error {
+	extra := s.c.cfg.Window - baseWindow
+	s.mu.Lock()
+	if s.granted >= s.c.cfg.Window || s.resetErr != nil || s.rclosed || s.gone {
+		s.mu.Unlock()
+		return nil
+	}
+	if err := s.c.commit(uint64(extra)); err != nil {
+		s.mu.Unlock()
+		err = ownf("mux: granting stream %d its %d-byte window: %w (the connection is closed)", s.id, s.c.cfg.Window, err)
+		s.c.fail(err)
+		return err
+	}
+	s.held += uint64(extra)
+	s.granted = s.c.cfg.Window // before the grant leaves
+	s.mu.Unlock()
+	s.c.queue(header{typ: typeWindow, id: s.id, length: extra})
 	return nil
 }
 

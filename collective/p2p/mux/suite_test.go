@@ -17,7 +17,8 @@ import (
 // peer's streams over MaxStreams (256) are reset; that subtest has up to
 // 1000 open at once. (go-libp2p's delete uses the suite's old package
 // path, so there go-yamux runs it, with its stream limit lifted.) It runs
-// here with MaxStreams at 1000, to show that the limit is the only reason.
+// here with MaxStreams at 1000 (and the budget for 1000 streams' base
+// windows), to show that the limits are the only reason.
 //
 // -short (CI's race run) also leaves out SubtestStreamOpenStress, which
 // the full run keeps: its 50,000 opens must finish within 10 s, and the
@@ -47,7 +48,7 @@ func TestMuxerSuite(t *testing.T) {
 	if !found {
 		t.Fatalf("the suite has no %s any more: review the exclusion", left)
 	}
-	wide, err := New(Config{MaxStreams: 1000})
+	wide, err := New(Config{MaxStreams: 1000, Budget: 1000 * baseWindow})
 	if err != nil {
 		t.Fatal(err)
 	}
