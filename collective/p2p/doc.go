@@ -14,9 +14,13 @@
 // networks: peer IDs are then claimed, not proven, and frames carry no
 // MAC). An optional pnet pre-shared key (TCP only) keeps non-members from
 // even completing a handshake. Over plaintext without one, every
-// collective stream starts with a mutual challenge keyed by the cluster
-// secret (auth.go), since nothing else would prove membership; plaintext
-// with neither is refused, and plaintext warns at start-up.
+// connection's handshake ends with a mutual challenge keyed by the cluster
+// secret (auth.go, security protocol PlaintextID), since nothing else would
+// prove membership: a peer that cannot answer gets no multiplexer and no
+// stream of any protocol. Plaintext with neither is refused, and plaintext
+// warns at start-up. Inbound handshakes that fail (an identity not proven,
+// a secret not held) are logged with the reason, except under QUIC, whose
+// TLS libp2p runs inside its transport.
 //
 // Resources: the resource manager keeps libp2p's default limits for
 // everyone but sets them for cluster peers (two connections each way, any
@@ -32,7 +36,7 @@
 //
 // Membership is cryptographic: a connection gater admits only the peer IDs
 // of the cluster (proven by TLS, Noise and QUIC; over plaintext, by the
-// challenge), and a stranger's connection or stream is refused and logged,
+// challenge, before the gater sees it), and a stranger's connection or stream is refused and logged,
 // so it can never inject a frame. At start-up each rank also asks every
 // peer for its list of peer IDs (ClusterProtocolID), so that peers started
 // with different cluster lists, or a peer with another identity, fail at

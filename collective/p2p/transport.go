@@ -25,8 +25,6 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
-	"github.com/libp2p/go-libp2p/p2p/security/noise"
-	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -110,8 +108,8 @@ type Config struct {
 	Identity crypto.PrivKey
 	// PSK, when set, is a 32-byte libp2p private-network key (TCP only).
 	// Plaintext links need it or ClusterSecret: plaintext proves no peer
-	// ID, so without a PSK every collective stream starts with a challenge
-	// keyed by the secret (see auth.go).
+	// ID, so without a PSK every connection's handshake ends with a
+	// challenge keyed by the secret (see auth.go).
 	PSK []byte
 	// Timeout bounds connecting in New and every Send.
 	Timeout time.Duration
@@ -150,8 +148,8 @@ type Transport struct {
 	stop  context.CancelFunc
 	// ownHost says that New made the host, so Close closes it.
 	ownHost bool
-	// auth, if set, is the key of the plaintext challenge every collective
-	// stream starts with (see DeriveAuthKey).
+	// auth, if set, is the key of the plaintext challenge every
+	// connection's handshake ends with (see DeriveAuthKey).
 	auth []byte
 	// holdMax is the largest payload a link's reader holds back, unread,
 	// for the executor's next offer (Inbox.Claim's wait): the smallest
@@ -296,9 +294,10 @@ func (t *Transport) checkSelf(self peer.ID) error {
 // plaintextAuth makes plaintext links prove membership: a peer ID over
 // plaintext is claimed, not proven (anyone knowing a member's public key
 // could take its place, and inject frames, which carry no MAC). A
-// private-network key, if given, proves it; otherwise every collective
-// stream starts with a challenge keyed by the cluster secret. It warns
-// that the links are not authenticated.
+// private-network key, if given, proves it; otherwise every connection's
+// handshake ends with a challenge keyed by the cluster secret, before
+// anything else is set up for the peer. It warns that the links are not
+// authenticated.
 func (t *Transport) plaintextAuth() error {
 	if t.cfg.Security != SecurityPlaintext {
 		return nil
@@ -312,7 +311,7 @@ func (t *Transport) plaintextAuth() error {
 		if err != nil {
 			return err
 		}
-		t.auth, proof = k, "a challenge keyed by the cluster secret"
+		t.auth, proof = k, "a challenge keyed by the cluster secret in every connection's handshake"
 	}
 	t.log.Warn("plaintext links: the data is not encrypted and frames are not authenticated (anyone on the network path can read or alter them); membership is proven by " + proof + ". Use tls or noise on networks you do not trust")
 	return nil
@@ -435,12 +434,8 @@ func (t *Transport) hostOptions(key crypto.PrivKey, addrs []ma.Multiaddr) ([]lib
 	// fail to listen, not share the port and take half the connections.
 	tcpOnly := libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport())
 	switch t.cfg.Security {
-	case SecurityTLS:
-		opts = append(opts, tcpOnly, libp2p.Security(libp2ptls.ID, libp2ptls.New))
-	case SecurityNoise:
-		opts = append(opts, tcpOnly, libp2p.Security(noise.ID, noise.New))
-	case SecurityPlaintext:
-		opts = append(opts, tcpOnly, libp2p.NoSecurity)
+	case SecurityTLS, SecurityNoise, SecurityPlaintext:
+		opts = append(opts, tcpOnly, t.securityOption())
 	case SecurityQUIC:
 		if len(t.cfg.PSK) > 0 {
 			return nil, errors.New("p2p: a private-network key (pnet) works over TCP only; choose tls, noise or plaintext, or drop the key")
@@ -714,20 +709,11 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 				// negotiating, and a peer slow to send its first frame (a
 				// large shard to count, a loaded host) would otherwise have
 				// its streams reset whatever the collective timeout says.
-				// An empty write sends the protocol header at once (as
-				// does the plaintext challenge's first message).
-				if t.auth != nil {
-					err = t.proveDialer(s, r)
-				} else {
-					_, err = s.Write(nil)
-				}
-				if err == nil {
+				// An empty write sends the protocol header at once.
+				if _, err = s.Write(nil); err == nil {
 					return s, nil
 				}
 				_ = s.Reset()
-				if errors.Is(err, errNoProof) {
-					_ = s.Conn().Close() // redial: the real peer may be elsewhere
-				}
 			}
 			last = err
 		} else {
@@ -753,14 +739,6 @@ func (t *Transport) handleStream(s network.Stream) {
 		t.log.Warn("refused a collective stream from a peer outside the cluster", zap.Stringer("peer", remote), zap.Stringer("addr", s.Conn().RemoteMultiaddr()))
 		_ = s.Reset()
 		return
-	}
-	if t.auth != nil {
-		if err := t.proveListener(s, r); err != nil {
-			t.log.Warn("refused a collective stream from a peer claiming a rank's peer ID", zap.Int("claimed_rank", r), zap.Stringer("addr", s.Conn().RemoteMultiaddr()), zap.Error(err))
-			_ = s.Reset()
-			_ = s.Conn().Close()
-			return
-		}
 	}
 	t.mu.Lock()
 	if t.stopped {
