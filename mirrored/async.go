@@ -466,6 +466,10 @@ func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*Summary,
 	peer.InputSeconds = l.wait.Seconds() // a gossip replica waits for nobody else
 	peer.EvalSeconds = l.evalTime.Seconds()
 	peer.Resources = l.sampler.finish()
+	// The last, partial interval's sample reaches the observers too.
+	if err := emitResources(l.obs, l.sampler, l.local, l.job.Epochs*l.steps); err != nil {
+		return nil, err
+	}
 	info := ""
 	if l.rank == 0 {
 		info = fmt.Sprintf("gossip done: %d local steps (%.1f steps/s), survivors %v, consensus distance %.3g (%.2g relative)",

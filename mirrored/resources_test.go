@@ -38,7 +38,7 @@ func TestSamplerBounded(t *testing.T) {
 // gets the system/ scalars.
 func TestRunRecordsResources(t *testing.T) {
 	defer func(d time.Duration) { sampleEvery = d }(sampleEvery)
-	sampleEvery = 20 * time.Millisecond
+	sampleEvery = 5 * time.Millisecond
 	job := testJob(t, nn.LeNet5, synthMNIST(480, 60, 3), 16, 1)
 	job.LogDir = t.TempDir()
 	sums, errs := runGroup(t, same(2, job))

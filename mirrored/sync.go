@@ -507,6 +507,10 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 	l.times.finish(peer, l.g)
 	peer.EvalSeconds, peer.CheckpointSeconds = l.evalTime.Seconds(), l.ckTime.Seconds()
 	peer.Resources = l.sampler.finish()
+	// The last, partial interval's sample reaches the observers too.
+	if err := emitResources(l.obs, l.sampler, l.global, l.total); err != nil {
+		return nil, err
+	}
 	if err := l.obs.emit(Event{Kind: EventDone, Step: l.global, Steps: l.total, Info: info}); err != nil {
 		return nil, err
 	}
