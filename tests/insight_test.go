@@ -163,7 +163,8 @@ func TestLaunchMorePeersThanCores(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sum := filepath.Join(t.TempDir(), "summary.json")
-	r := meshtrain(ctx, nil, "launch", "-n", strconv.Itoa(n), "--model", "lenet", "--epochs", "1", "--train-examples", strconv.Itoa(64*n*12),
+	// Batches of 256: computing, not the exchange, fills the step.
+	r := meshtrain(ctx, nil, "launch", "-n", strconv.Itoa(n), "--model", "lenet", "--epochs", "1", "--batch", "256", "--train-examples", strconv.Itoa(256*n*16),
 		"--test-examples", "500", "--summary", sum)
 	if r.err != nil {
 		t.Fatalf("launch: %v\n%s", r.err, r)

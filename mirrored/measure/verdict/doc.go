@@ -13,12 +13,17 @@
 //
 //  1. input pipeline: the peers wait for their next batch for at least
 //     InputShare of the step;
-//  2. straggler: one rank computes at least StragglerRatio× as long per
+//  2. peers sharing CPU cores: more peers on one host than it has cores,
+//     and the host's cores were at least BusyShare busy with them or the
+//     peers computed at least ComputeShare of their step (the machine's
+//     other work takes cores too; before the
+//     straggler rule: peers that share cores compute unevenly, and the
+//     sharing is the cause);
+//  3. straggler: one rank computes at least StragglerRatio× as long per
 //     step as the median of the others, and the others wait for it (or
 //     spend it in the exchange, where a ring waits) for at least
-//     StragglerWait of their step;
-//  3. peers sharing CPU cores: more peers on one host than it has cores,
-//     and the host's cores were at least BusyShare busy;
+//     StragglerWait of their step, and its extra computing is at least
+//     StragglerWait of the median step;
 //  4. when communicating takes at least CommShare of the step:
 //     the cipher's CPU (an encrypted link, and the CPU at least BusyShare
 //     busy: the cores, not the wire, set the pace); network latency (each

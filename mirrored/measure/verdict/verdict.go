@@ -23,14 +23,15 @@ const (
 
 // Rules are the thresholds of the rules (see the package doc).
 var Rules = struct {
-	InputShare, StragglerRatio, StragglerWait, BusyShare, CommShare float64
-	SmallStep                                                       int64
+	InputShare, StragglerRatio, StragglerWait, BusyShare, CommShare, ComputeShare float64
+	SmallStep                                                                     int64
 }{
 	InputShare:     0.20,
 	StragglerRatio: 1.3,
 	StragglerWait:  0.15,
 	BusyShare:      0.75,
 	CommShare:      0.40,
+	ComputeShare:   0.50,
 	SmallStep:      64 << 10,
 }
 
@@ -95,6 +96,7 @@ type peer struct {
 	sent                                float64 // bytes per step
 	cpu, train                          float64 // seconds in all
 	host                                string  // host and process: who shares CPUSeconds
+	cores                               float64 // the process's mean cores busy over its samples (-1: none)
 }
 
 func (p peer) step() float64 { return p.compute + p.comm + p.wait }
@@ -109,7 +111,7 @@ func Of(run Run) (v Verdict, ok bool) {
 		n := float64(s.Steps)
 		ps = append(ps, peer{rank: r, steps: n, compute: s.ComputeSeconds / n, comm: s.CommSeconds / n, wait: s.WaitSeconds / n,
 			input: s.InputSeconds / n, barrier: max(0, s.WaitSeconds-s.InputSeconds) / n, sent: float64(s.BytesSent) / n,
-			cpu: s.CPUSeconds, train: s.ComputeSeconds + s.CommSeconds + s.WaitSeconds, host: s.Host})
+			cpu: s.CPUSeconds, train: s.ComputeSeconds + s.CommSeconds + s.WaitSeconds, host: s.Host, cores: meanCores(s.Resources)})
 		if s.PID != 0 {
 			ps[len(ps)-1].host += fmt.Sprintf("/%d", s.PID)
 		}
@@ -149,15 +151,15 @@ func Of(run Run) (v Verdict, ok bool) {
 		v.Resource = Input
 		v.Evidence = fmt.Sprintf("the peers wait for their next batch %s of the step (%s a step)", pct(share(input)), dur(input/float64(len(ps))))
 		v.Next = "read faster: data on local disk or in memory, uncompressed, more prefetch, or fewer peers per file system"
+	case run.Cores > 0 && run.PeersPerHost > run.Cores && (busy >= Rules.BusyShare || share(compute) >= Rules.ComputeShare):
+		v.Resource = Shared
+		v.Evidence = fmt.Sprintf("%d peers ran on a host with %d cores and computed %s of their step; the cores were %s busy with them", run.PeersPerHost, run.Cores, pct(share(compute)), pct(busy))
+		v.Next = "run at most one peer per core (fewer peers per host, or more hosts)"
 	case strag >= 0:
 		v.Resource, v.Rank = Straggler, strag
 		v.Evidence = fmt.Sprintf("rank %d computes %.1f× as long a step as the median of the others (%s against %s), and they wait %s of their step for it",
 			strag, ratio, dur(ps[slices.IndexFunc(ps, func(p peer) bool { return p.rank == strag })].compute), dur(medianOthers(ps, strag)), pct(othersWait))
 		v.Next = fmt.Sprintf("find what slows rank %d (a busy, throttled or smaller host), or train with --strategy gossip, which does not wait for it", strag)
-	case run.Cores > 0 && run.PeersPerHost > run.Cores && busy >= Rules.BusyShare:
-		v.Resource = Shared
-		v.Evidence = fmt.Sprintf("%d peers ran on a host with %d cores, which were %s busy", run.PeersPerHost, run.Cores, pct(busy))
-		v.Next = "run at most one peer per core (fewer peers per host, or more hosts)"
 	case share(comm) >= Rules.CommShare:
 		v.comm(run, ps, share(comm), busy, sent/float64(len(ps)), comm/float64(len(ps)))
 	default:
@@ -228,7 +230,11 @@ func straggler(ps []peer) (int, float64, float64) {
 		}
 	}
 	share := wait / math.Max(step, 1e-12)
-	if ratio < Rules.StragglerRatio || share < Rules.StragglerWait {
+	// The slow rank's extra computing must also be a real part of the
+	// step: a rank 1.5× slower at a millisecond of a 10 ms step bounds
+	// nothing.
+	gap := (slow.compute - others) / math.Max(median(ps, peer.step), 1e-12)
+	if ratio < Rules.StragglerRatio || share < Rules.StragglerWait || gap < Rules.StragglerWait {
 		return -1, ratio, share
 	}
 	return slow.rank, ratio, share
@@ -253,20 +259,41 @@ func busyShare(ps []peer, wall float64, cores, perHost int) float64 {
 		}
 		return math.Min(1, cpu/float64(len(ps))*float64(max(1, min(perHost, len(ps))))/(wall*float64(cores)))
 	}
-	procs := map[string]float64{} // host/pid → CPU seconds
+	// Each process's cores busy while it ran: from its resource samples
+	// (taken over the run alone), else its CPU time over the run's wall
+	// time (which also counts its start-up and evaluation).
+	procs := map[string]float64{} // host/pid → cores busy
 	for _, p := range ps {
-		procs[p.host] = p.cpu
+		if p.cores >= 0 {
+			procs[p.host] = p.cores
+		} else {
+			procs[p.host] = p.cpu / wall
+		}
 	}
 	hosts := map[string]float64{}
-	for hp, cpu := range procs {
+	for hp, c := range procs {
 		host, _, _ := strings.Cut(hp, "/")
-		hosts[host] += cpu
+		hosts[host] += c
 	}
 	var busiest float64
-	for _, cpu := range hosts {
-		busiest = max(busiest, cpu)
+	for _, c := range hosts {
+		busiest = max(busiest, c)
 	}
-	return math.Min(1, busiest/(wall*float64(cores)))
+	return math.Min(1, busiest/float64(cores))
+}
+
+// meanCores is the mean cores busy (user and system) over samples,
+// weighted by their intervals; -1 without samples.
+func meanCores(samples []mirrored.ResourceSample) float64 {
+	var cpu, t float64
+	for _, s := range samples {
+		cpu += (s.CPUUser + s.CPUSystem) * s.Interval
+		t += s.Interval
+	}
+	if t <= 0 {
+		return -1
+	}
+	return cpu / t
 }
 
 func median(ps []peer, f func(peer) float64) float64 {

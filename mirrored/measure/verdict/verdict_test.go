@@ -94,7 +94,7 @@ func TestPredictionShown(t *testing.T) {
 // kept both busy; two processes on one core are.
 func TestBusyCountsAProcessOnce(t *testing.T) {
 	peer := func(host string, pid int, cpu float64) *mirrored.PeerStats {
-		s := stats(0.010, 0.002, 0, 0.001, 1e6, cpu)
+		s := stats(0.002, 0.010, 0, 0.001, 1e6, cpu) // mostly exchanging: only the CPU can say they share
 		s.Host, s.PID, s.Cores = host, pid, 2
 		return s
 	}
@@ -122,5 +122,27 @@ func TestPredictionFromCalibration(t *testing.T) {
 	_, tr := cost.AllReduce(2, 4e6)
 	if want := p.Step(0.010, tr).Seconds; v.PredictedStepSeconds != want || want <= 0.010 {
 		t.Fatalf("predicted %v, want %v", v.PredictedStepSeconds, want)
+	}
+}
+
+// TestBusyFromSamples: the resource samples, taken over the run alone,
+// say how busy the cores were: three processes on two cores that mostly
+// waited are not sharing them, whatever their start-up cost in CPU time.
+func TestBusyFromSamples(t *testing.T) {
+	peer := func(pid int, cores float64) *mirrored.PeerStats {
+		s := stats(0.010, 0.002, 0, 0.020, 1e6, 5) // 5 s of CPU, mostly start-up
+		s.Host, s.PID, s.Cores = "a", pid, 2
+		s.Resources = []mirrored.ResourceSample{{Interval: 1, CPUUser: cores * 0.8, CPUSystem: cores * 0.2}, {Interval: 0.5, CPUUser: cores}}
+		return s
+	}
+	idle := FromPeers([]*mirrored.PeerStats{peer(1, 0.3), peer(2, 0.3), peer(3, 0.3)}, "tls")
+	idle.WallSeconds = 3.2
+	if v, _ := Of(idle); v.Resource == Shared {
+		t.Fatalf("0.9 of 2 cores busy: %s", v)
+	}
+	busy := FromPeers([]*mirrored.PeerStats{peer(1, 0.7), peer(2, 0.7), peer(3, 0.7)}, "tls")
+	busy.WallSeconds = 3.2
+	if v, _ := Of(busy); v.Resource != Shared {
+		t.Fatalf("2.1 of 2 cores busy: %s", v)
 	}
 }
