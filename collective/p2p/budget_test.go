@@ -206,19 +206,27 @@ func TestHostileMemberMemoryBounded(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	sample()
-	if peak > budget {
-		t.Errorf("rank 0 committed %d bytes for rank 1's peer ID, over its %d-byte budget", peak, budget)
-	}
 	// Whichever comes first: the connection's budget or the peer's.
 	limits := []string{fmt.Sprintf("over its %d-byte budget", connBudget(cfg)), fmt.Sprintf("over the %d-byte memory budget of a cluster peer's connections", budget)}
-	found := false
-	for _, e := range logs.FilterMessage("mux: closed the connection").All() {
-		f := e.ContextMap()
-		found = found || (f["peer"] == rank1.String() && matchesAny(fmt.Sprint(f["error"]), strings.Join(limits, "|")))
+	found := func() bool {
+		for _, e := range logs.FilterMessage("mux: closed the connection").All() {
+			f := e.ContextMap()
+			if f["peer"] == rank1.String() && matchesAny(fmt.Sprint(f["error"]), strings.Join(limits, "|")) {
+				return true
+			}
+		}
+		return false
 	}
-	if !found {
+	// The probe's writes are done; rank 0 may still be reading them.
+	for deadline := time.Now().Add(10 * time.Second); !found() && time.Now().Before(deadline); {
+		sample()
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+	}
+	if !found() {
 		t.Fatalf("no warning that the probe went over the peer's budget, naming it and the limit: %v", logs.All())
+	}
+	if peak > budget {
+		t.Errorf("rank 0 committed %d bytes for rank 1's peer ID, over its %d-byte budget", peak, budget)
 	}
 	for _, h := range probes {
 		_ = h.Close()

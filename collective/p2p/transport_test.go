@@ -386,6 +386,39 @@ func BenchmarkAllReduce64MiB(b *testing.B) {
 	}
 }
 
+// BenchmarkPlaintextProof: what proving membership costs over plaintext,
+// two in-process ranks all-reducing 64 MiB on loopback: the challenge in
+// each connection's handshake (the default) against a private-network key
+// (pnet, which encrypts every byte with XSalsa20), and TLS for reference.
+// BENCHMARKS.md, "Proving membership over plaintext", alternates them.
+func BenchmarkPlaintextProof(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		sec  Security
+		psk  []byte
+	}{
+		{"challenge", SecurityPlaintext, nil},
+		{"psk", SecurityPlaintext, []byte("0123456789abcdef0123456789abcdef")},
+		{"tls", SecurityTLS, nil},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			peers := freeAddrs(b, 2, false)
+			comms, _ := startWith(b, 2, collective.Options{}, func(r int) (*Transport, error) {
+				return New(context.Background(), Config{Rank: r, Peers: peers, Security: tc.sec, ClusterSecret: testSecret, PSK: tc.psk, Timeout: 20 * time.Second})
+			})
+			bufs := [][]float32{make([]float32, 16<<20), make([]float32, 16<<20)}
+			b.SetBytes(64 << 20)
+			var ru0, ru1 syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			b.ResetTimer()
+			allReduceN(b, comms, bufs)
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
 // allReduceN sums bufs over comms b.N times, every rank at once.
 func allReduceN(b *testing.B, comms []*collective.Comm, bufs [][]float32) {
 	for range b.N {
