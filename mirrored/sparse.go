@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/nn"
@@ -251,6 +252,9 @@ func (j *sparseBuilder) settings(replicas int) ([]setting, error) {
 			st, err := os.Stat(f)
 			if err != nil {
 				return "", fmt.Errorf("input file: %w", err)
+			}
+			if err := notCompressed(f); err != nil {
+				return "", err
 			}
 			parts = append(parts, fmt.Sprintf("%s:%d:%s", filepath.Base(f), st.Size(), sparseFormat(s.Format, f)))
 		}
@@ -514,4 +518,22 @@ func scoreSparse(ctx context.Context, sc *SparseConfig, model *sparse.LogReg, op
 			return sparse.Metrics{}, err
 		}
 	}
+}
+
+// notCompressed refuses a gzip-compressed input by its magic bytes: read
+// as libsvm or TFRecord it would fail deep inside a record.
+func notCompressed(path string) error {
+	f, err := inputfile.Open(path) // never blocks on a FIFO: refuses it
+	if errors.Is(err, inputfile.ErrNotRegular) {
+		return nil // refused by name where the inputs are checked
+	}
+	if err != nil {
+		return fmt.Errorf("input file: %w", err)
+	}
+	defer f.Close()
+	var magic [2]byte
+	if n, _ := f.Read(magic[:]); n == 2 && magic == [2]byte{0x1f, 0x8b} {
+		return fmt.Errorf("input file %s is gzip-compressed: decompress it first (zcat %s > %s)", path, path, strings.TrimSuffix(path, ".gz"))
+	}
+	return nil
 }

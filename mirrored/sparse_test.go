@@ -6,6 +6,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -636,4 +638,23 @@ func FuzzSparseExchangeFrame(f *testing.F) {
 			t.Fatalf("merged an invalid gradient: %v", err)
 		}
 	})
+}
+
+// TestSparseGzipInputRefused: a gzip-compressed training file is named as
+// such, not read as records that fail a CRC.
+func TestSparseGzipInputRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.libsvm.gz")
+	if err := os.WriteFile(path, []byte{0x1f, 0x8b, 8, 0, 0, 0}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := notCompressed(path); err == nil || !strings.Contains(err.Error(), "gzip-compressed") {
+		t.Fatalf("a gzip file: %v", err)
+	}
+	plain := filepath.Join(t.TempDir(), "a.libsvm")
+	if err := os.WriteFile(plain, []byte("1 3:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := notCompressed(plain); err != nil {
+		t.Fatalf("a plain file: %v", err)
+	}
 }
