@@ -201,3 +201,24 @@ func TestEmulatedHostsAllReduceRate(t *testing.T) {
 		t.Errorf("TLS all-reduce busbw %.1f MB/s is %.2f× raw TCP %.1f MB/s, want ≥ %.1f×", got/1e6, got/raw, raw/1e6, want)
 	}
 }
+
+// timingAttempts bounds how often a timing goal is measured again: the
+// default test run shares the 2 cores with other packages' tests, and one
+// busy moment can move a median by a fifth (a 256 KiB all-reduce measured
+// 18.8 ms against its 15.9, a delay 1.77 ms against 1.0 in CI), while a
+// broken feature misses on every attempt.
+const timingAttempts = 3
+
+// meetsTiming runs measure until it reports no miss, at most
+// timingAttempts times, logging each miss, and fails t with the last one.
+func meetsTiming(t *testing.T, measure func() (miss string)) {
+	t.Helper()
+	var miss string
+	for i := range timingAttempts {
+		if miss = measure(); miss == "" {
+			return
+		}
+		t.Logf("attempt %d of %d: %s; load %s", i+1, timingAttempts, miss, netns.LoadAverage())
+	}
+	t.Error(miss)
+}
