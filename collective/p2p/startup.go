@@ -54,7 +54,7 @@ func (t *Transport) handleClusterView(s network.Stream) {
 // checkView asks rank r (connected) for its view of the cluster and
 // compares it with this rank's: a difference is a permanent error.
 func (t *Transport) checkView(ctx context.Context, r int) error {
-	s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], ClusterProtocolID)
+	s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], t.viewProto)
 	if err != nil {
 		return err
 	}

@@ -161,6 +161,12 @@ type Transport struct {
 	holdMax uint32
 	// writeHook, if set (by tests), wraps the writer of every Send.
 	writeHook func(to int, w io.Writer) io.Writer
+	// proto and viewProto are the collective and cluster-view protocols,
+	// and protect the connection manager's tag: a generation's own
+	// (Host.Form), so that a peer still in an earlier one never reaches
+	// this one's streams.
+	proto, viewProto protocol.ID
+	protect          string
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
@@ -183,39 +189,49 @@ type outLink struct {
 // outbound streams. It returns once every outbound link is up, or fails
 // after cfg.Timeout naming the ranks it could not reach.
 func New(ctx context.Context, cfg Config) (*Transport, error) {
-	t, addrs, err := newTransport(cfg)
+	t, addrs, err := listen(cfg)
 	if err != nil {
 		return nil, err
+	}
+	return t.start(ctx, t.host, addrs)
+}
+
+// listen starts this rank's host for cfg's cluster: its identity, the
+// gater that admits the cluster's peers only, the resource limits.
+func listen(cfg Config) (*Transport, []ma.Multiaddr, error) {
+	t, addrs, err := newTransport(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	key := t.cfg.Identity
 	if key == nil {
 		if key, err = DeriveIdentity(t.cfg.ClusterSecret, t.cfg.Rank); err != nil {
-			return nil, fmt.Errorf("p2p: no identity for rank %d: %w", t.cfg.Rank, err)
+			return nil, nil, fmt.Errorf("p2p: no identity for rank %d: %w", t.cfg.Rank, err)
 		}
 	}
 	self, err := peer.IDFromPrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: rank %d's key: %w", t.cfg.Rank, err)
+		return nil, nil, fmt.Errorf("p2p: rank %d's key: %w", t.cfg.Rank, err)
 	}
 	if err := t.checkSelf(self); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := t.plaintextAuth(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts, err := t.hostOptions(key, addrs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
-		return nil, t.listenError(addrs[t.cfg.Rank], err)
+		return nil, nil, t.listenError(addrs[t.cfg.Rank], err)
 	}
-	t.ownHost = true
+	t.host, t.ownHost = h, true
 	if cfg.OnListening != nil {
 		cfg.OnListening()
 	}
-	return t.start(ctx, h, addrs)
+	return t, addrs, nil
 }
 
 // NewOnHost is New on a host the caller already has, such as one of
@@ -272,7 +288,7 @@ func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 	t := &Transport{
 		cfg: cfg, ids: ids, ranks: map[peer.ID]int{}, inbox: collective.NewInbox(n),
 		log: cfg.Logger.With(zap.Int("rank", cfg.Rank)), inbound: map[int]network.Stream{},
-		holdMax: initialWindow(cfg),
+		holdMax: initialWindow(cfg), proto: ProtocolID, viewProto: ClusterProtocolID, protect: protectTag,
 	}
 	for r, id := range ids {
 		if prev, dup := t.ranks[id]; dup {
@@ -324,12 +340,12 @@ func (t *Transport) start(ctx context.Context, h host.Host, addrs []ma.Multiaddr
 	t.ctx, t.stop = context.WithCancel(context.Background())
 	for r, id := range t.ids {
 		if r != t.cfg.Rank {
-			t.host.ConnManager().Protect(id, protectTag)
+			t.host.ConnManager().Protect(id, t.protect)
 			t.host.Peerstore().AddAddr(id, addrs[r], time.Hour*24*365)
 		}
 	}
-	t.host.SetStreamHandler(ClusterProtocolID, t.handleClusterView)
-	t.host.SetStreamHandler(ProtocolID, t.handleStream)
+	t.host.SetStreamHandler(t.viewProto, t.handleClusterView)
+	t.host.SetStreamHandler(t.proto, t.handleStream)
 	if err := t.connectAll(ctx, addrs); err != nil {
 		_ = t.Close()
 		return nil, err
@@ -702,7 +718,7 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 			return nil, err
 		}
 		if err == nil {
-			s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], ProtocolID)
+			s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], t.proto)
 			if err == nil {
 				// Negotiate the protocol now, not lazily on the first frame:
 				// the remote host gives an inbound stream 10 s to finish
@@ -907,7 +923,13 @@ func (t *Transport) Close() error {
 	// accepted and read meanwhile): closing the connection while their
 	// last frames are unread would make the kernel reset it and drop
 	// frames a peer still needs.
-	linger, cancel := context.WithTimeout(context.Background(), closeLinger)
+	wait := closeLinger
+	if !t.ownHost && t.inbox.Failure() != nil {
+		// A failed generation (Host.Form): nobody waits for its frames,
+		// and the next one should not wait for a peer that hangs.
+		wait = 0
+	}
+	linger, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for r := range t.ids {
 		if r == t.cfg.Rank {
@@ -929,14 +951,14 @@ func (t *Transport) Close() error {
 		err = t.host.Close()
 	} else {
 		// The caller's host lives on: end what this transport added.
-		t.host.RemoveStreamHandler(ProtocolID)
-		t.host.RemoveStreamHandler(ClusterProtocolID)
+		t.host.RemoveStreamHandler(t.proto)
+		t.host.RemoveStreamHandler(t.viewProto)
 		for _, s := range inbound {
 			_ = s.Reset()
 		}
 		for r, id := range t.ids {
 			if r != t.cfg.Rank {
-				t.host.ConnManager().Unprotect(id, protectTag)
+				t.host.ConnManager().Unprotect(id, t.protect)
 			}
 		}
 	}

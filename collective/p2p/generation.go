@@ -1,0 +1,117 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/zap"
+
+	"github.com/meshtrain/meshtrain/collective"
+)
+
+// Host is one peer of a cluster whose membership changes (elastic
+// training): the libp2p host, listening, with the cluster's identities,
+// gater and limits, on which each generation of the run forms its own
+// Transport over the peers it keeps (Form). Connections outlive the
+// generations; streams do not. A peer the cluster lists may dial in at
+// any time (a restarted worker); nobody else gets a connection.
+type Host struct {
+	base  *Transport // the whole cluster's: identities, gater, addresses
+	addrs []ma.Multiaddr
+}
+
+// Listen starts this peer's host for cfg's cluster (cfg.Rank is its index
+// in cfg.Peers) without linking to anyone.
+func Listen(cfg Config) (*Host, error) {
+	t, addrs, err := listen(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.ctx, t.stop = context.WithCancel(context.Background())
+	for r, id := range t.ids {
+		if r != t.cfg.Rank {
+			t.host.ConnManager().Protect(id, protectTag)
+			t.host.Peerstore().AddAddr(id, addrs[r], peerAddrTTL)
+		}
+	}
+	return &Host{base: t, addrs: addrs}, nil
+}
+
+// peerAddrTTL keeps the cluster's addresses for the life of the host.
+const peerAddrTTL = 365 * 24 * time.Hour
+
+// Self is this peer's index in the cluster list.
+func (h *Host) Self() int { return h.base.cfg.Rank }
+
+// Size is the number of peers the cluster lists.
+func (h *Host) Size() int { return len(h.base.ids) }
+
+// Libp2p is the host, for the protocols of the membership itself.
+func (h *Host) Libp2p() host.Host { return h.base.host }
+
+// PeerID is the identity of the cluster's peer i.
+func (h *Host) PeerID(i int) peer.ID { return h.base.ids[i] }
+
+// Index is the cluster index of peer p, if the cluster lists it.
+func (h *Host) Index(p peer.ID) (int, bool) {
+	i, ok := h.base.ranks[p]
+	return i, ok
+}
+
+// Timeout is the configured bound on connecting and every Send.
+func (h *Host) Timeout() time.Duration { return h.base.cfg.Timeout }
+
+// Form returns generation gen's Transport over the cluster peers members
+// (indices into the cluster list, in their rank order; this peer must be
+// one): rank r of the Transport is cluster peer members[r]. Like New, it
+// returns once a stream to every member is up and every member has the
+// same list, or fails after the timeout naming who did not come. Its
+// streams speak generation gen's protocol, so frames of another
+// generation never reach it. Close ends the generation, not the host.
+func (h *Host) Form(ctx context.Context, gen uint64, members []int) (*Transport, error) {
+	b := h.base
+	me := slices.Index(members, b.cfg.Rank)
+	if me < 0 {
+		return nil, fmt.Errorf("p2p: generation %d's members %v do not include this peer (%d)", gen, members, b.cfg.Rank)
+	}
+	cfg := b.cfg
+	cfg.Rank = me
+	t := &Transport{
+		cfg: cfg, ids: make([]peer.ID, len(members)), ranks: map[peer.ID]int{}, inbox: collective.NewInbox(len(members)),
+		log: b.log.With(zap.Uint64("generation", gen)), inbound: map[int]network.Stream{}, holdMax: b.holdMax, auth: b.auth,
+		proto:     protocol.ID(string(ProtocolID) + "/gen/" + strconv.FormatUint(gen, 10)),
+		viewProto: protocol.ID(string(ClusterProtocolID) + "/gen/" + strconv.FormatUint(gen, 10)),
+		protect:   protectTag + "-gen-" + strconv.FormatUint(gen, 10),
+	}
+	addrs := make([]ma.Multiaddr, len(members))
+	for r, i := range members {
+		if i < 0 || i >= len(b.ids) {
+			return nil, fmt.Errorf("p2p: generation %d lists peer %d, outside the cluster's %d", gen, i, len(b.ids))
+		}
+		if _, dup := t.ranks[b.ids[i]]; dup {
+			return nil, fmt.Errorf("p2p: generation %d lists peer %d twice", gen, i)
+		}
+		t.ids[r], addrs[r] = b.ids[i], h.addrs[i]
+		t.ranks[b.ids[i]] = r
+	}
+	return t.start(ctx, b.host, addrs)
+}
+
+// Close closes the host (after the generations' Transports).
+func (h *Host) Close() error {
+	h.base.stop()
+	err := h.base.host.Close()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
