@@ -105,16 +105,20 @@ func fakeWorker(role string, args []string) int {
 		// Stopped (SIGSTOP) or hung: it never answers, ignores SIGINT,
 		// and only SIGKILL ends it.
 		signal.Ignore(os.Interrupt)
+		_ = os.WriteFile(stoppedMark(tfFile), nil, 0o644)
 		select {}
 	case role == "stall-2":
-		// Its peers give up waiting for it, as a collective timeout does.
+		// Its peers give up waiting for it, as a collective timeout does,
+		// once it is hung (on a loaded machine its start can take longer
+		// than theirs).
+		waitMark(stoppedMark(tfFile))
 		time.Sleep(100 * time.Millisecond)
 		msg := fmt.Sprintf("rank %d: collective: allreduce(ring) #5 on rank %d: waiting for rank 2: timed out after 20s", rank, rank)
 		event(Message{Event: mirrored.Event{Kind: "error"}, Error: msg})
 		fmt.Fprintln(os.Stderr, "meshtrain: worker:", msg)
 		return 1
 	case strings.HasPrefix(role, "stop-"):
-		return stoppedPeer(role, rank, n, event)
+		return stoppedPeer(role, rank, n, stoppedMark(tfFile), event)
 	case role == "chief-0" && rank == 0:
 		// The chief cannot start, and is the last to say so.
 		time.Sleep(300 * time.Millisecond)
@@ -151,7 +155,7 @@ func fakeWorker(role string, args []string) int {
 // another); "chain", each rank waited for the next, up to K (a tree
 // all-reduce); "misled", every other rank names K+1 alone, which names
 // nobody.
-func stoppedPeer(role string, rank, n int, event func(Message)) int {
+func stoppedPeer(role string, rank, n int, mark string, event func(Message)) int {
 	var k int
 	var how string
 	if _, err := fmt.Sscanf(strings.ReplaceAll(role, "-", " "), "stop %d %s", &k, &how); err != nil {
@@ -159,10 +163,16 @@ func stoppedPeer(role string, rank, n int, event func(Message)) int {
 		return 2
 	}
 	if rank == k {
+		_ = os.WriteFile(mark, nil, 0o644)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		select {}
 	}
 	signal.Ignore(os.Interrupt) // each says what it waited for, whenever asked to stop
+	// Once rank K is stopped: on a loaded machine its start can take
+	// longer than the others' waits below (it was then interrupted, not
+	// stopped, in CI).
+	waitMark(mark)
+	time.Sleep(50 * time.Millisecond)
 	next := (k + 1) % n
 	timedOut := func(r, waited int) string {
 		return fmt.Sprintf("collective: allreduce(ring) #5 on rank %d: waiting for rank %d: timed out after 3s: context deadline exceeded", r, waited)
@@ -185,6 +195,19 @@ func stoppedPeer(role string, rank, n int, event func(Message)) int {
 	event(Message{Event: mirrored.Event{Kind: "error"}, Error: msg})
 	fmt.Fprintln(os.Stderr, "meshtrain: worker:", msg)
 	return 1
+}
+
+// stoppedMark is the file by which the fake rank that stops (or hangs)
+// tells its peers it is about to.
+func stoppedMark(tfFile string) string { return filepath.Join(filepath.Dir(tfFile), "stopped") }
+
+// waitMark waits (at most 10 s) for the file path to exist.
+func waitMark(path string) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
 }
 
 // killedMark is the file by which the fake rank 1 of role kill-1 tells
