@@ -112,6 +112,8 @@ func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images
 		if mn, err = data.LoadMNIST(ctx, opts); err != nil {
 			return nil, nil, 0, err
 		}
+		c.MNIST = mn // an elastic run's next generations build from it
+
 	}
 	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), mn.NumClasses(), nil
 }

@@ -34,6 +34,10 @@ type resumePos struct {
 	// Warnings are what every replica reports about the choice: damaged
 	// newer checkpoints passed over, a checkpoint with no digest.
 	Warnings []string `json:"warnings,omitempty"`
+	// Elastic runs: the commit's steps per epoch (the new generation's
+	// may differ) and the membership's changes so far.
+	StepsPerEpoch int                `json:"steps_per_epoch,omitempty"`
+	Membership    []MembershipChange `json:"membership,omitempty"`
 }
 
 // cluster is what the handshake established: the same on every replica.

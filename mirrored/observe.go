@@ -21,6 +21,9 @@ const (
 	EventStep       = "step"
 	EventEpoch      = "epoch"
 	EventCheckpoint = "checkpoint"
+	// EventMembership: an elastic run's new generation started (Info
+	// says who left or joined, from which step, how long it paused).
+	EventMembership = "membership"
 	EventDone       = "done"
 	// EventResources carries a resource sample (about one a second, with
 	// the step events; not passed to an OnEvent hook).

@@ -46,6 +46,8 @@ type plan struct {
 	perStepLoss bool
 	maxSteps    int    // > 0: stop after that many global steps
 	done        func() // called with the final parameters in place
+	// el is the elastic run this generation belongs to (nil: a plain run).
+	el *elastic
 
 	// Gossip only:
 	// sparse runs the engine in sparse mode: each step runs under the

@@ -64,8 +64,13 @@ type Job struct {
 	// Strategy is the ring (the zero value) or gossip.
 	Strategy Strategy
 	// Faults are injected at named points of every step, under either
-	// strategy (experiments and tests).
+	// strategy (experiments and tests). Under Elastic, their ranks are
+	// cluster indices and their steps count every generation's.
 	Faults Faults
+	// Elastic, if set, makes the ring survive lost peers and admit
+	// restarted ones (see Elastic); its Membership forms the Groups, so
+	// Run's g is then unused (pass nil).
+	Elastic *Elastic
 
 	// CheckpointDir, if set, is where the chief writes checkpoints and
 	// where a run looks for one to resume from (the newest). Only the chief
@@ -187,6 +192,14 @@ func (j *Job) validateJob() error {
 // (the final swap), and a barrier would fail if a peer died.
 func Run(ctx context.Context, job Job, g Group) (*Summary, error) {
 	job.Strategy.fill()
+	if job.Elastic != nil {
+		if err := job.validateElastic(); err != nil {
+			return nil, err
+		}
+		el := *job.Elastic
+		job.Elastic = &el
+		return runElastic(ctx, &job)
+	}
 	// The chief, which alone writes checkpoints, holds the directory for
 	// the run: a second run on it is refused before it loads anything.
 	if g.Rank() == 0 && job.CheckpointDir != "" && !job.Strategy.Gossip() {
@@ -218,7 +231,11 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := j.Faults.Validate(g.Size()); err != nil {
+	world := g.Size()
+	if j.Elastic != nil {
+		world = j.Elastic.Membership.Size()
+	}
+	if err := j.Faults.Validate(world); err != nil {
 		return nil, err
 	}
 	if j.Strategy.Gossip() {
@@ -232,6 +249,30 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 	}
 	p.settings = append(append(p.settings, j.Strategy.settings()...), j.Faults.settings()...)
 	return p, nil
+}
+
+// validateElastic checks an elastic job: the ring, with a Membership.
+func (j *Job) validateElastic() error {
+	el := j.Elastic
+	switch {
+	case el.Membership == nil:
+		return errors.New("elastic: no Membership to form the generations over (launch's worker makes one)")
+	case j.Strategy.Gossip():
+		return errors.New("elastic with strategy gossip: gossip already goes on without a lost replica (--tolerate-loss); elastic is for the ring")
+	case el.MinWorkers > el.Membership.Size():
+		return fmt.Errorf("elastic: --min-workers %d is more than the cluster's %d peers", el.MinWorkers, el.Membership.Size())
+	case el.MinWorkers < 0 || el.CommitEvery < 0:
+		return fmt.Errorf("elastic: --min-workers %d and --commit-every %d: want ≥ 0", el.MinWorkers, el.CommitEvery)
+	}
+	for _, c := range el.Schedule {
+		for _, p := range c.Members {
+			if p >= el.Membership.Size() {
+				return fmt.Errorf("elastic: the membership schedule names peer %d, outside the cluster's %d", p, el.Membership.Size())
+			}
+		}
+	}
+	_, err := j.builder()
+	return err
 }
 
 // Train runs job as single-worker training: Run on a LocalGroup, with the

@@ -25,6 +25,9 @@ type PeerStats struct {
 	BytesReceived int64 `json:"bytes_received"`
 	// Links splits them per link (peer rank), where known.
 	Links []collective.LinkTraffic `json:"links,omitempty"`
+	// Left says that this peer left an elastic run before its end (the
+	// membership schedule), and when.
+	Left string `json:"left,omitempty"`
 	// CPUSeconds (user + system) and PeakRSSBytes are the process's, from
 	// getrusage: with several replicas in one process they are shared.
 	CPUSeconds   float64 `json:"cpu_seconds"`

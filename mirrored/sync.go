@@ -79,7 +79,10 @@ func (l *syncLoop) start(ctx context.Context) error {
 	l.fp = fingerprint(run.settings)
 	me := hello{Settings: run.settings, Shard: run.shard, Checkpoints: l.job.newestSeen()}
 	var ck *checkpoint.Checkpoint
-	if l.rank == 0 {
+	switch el := run.el; {
+	case l.rank == 0 && el != nil && el.commit.valid:
+		ck, me.Resume = el.resumeFrom()
+	case l.rank == 0:
 		var nstate int
 		for _, a := range run.rep.OptState() {
 			nstate += len(a)
@@ -112,6 +115,12 @@ func (l *syncLoop) start(ctx context.Context) error {
 	if err := l.resume(ctx, cl.resume, ck); err != nil {
 		l.obs.close()
 		return err
+	}
+	if el := run.el; el != nil {
+		if err := el.started(l, cl.resume); err != nil {
+			l.obs.close()
+			return err
+		}
 	}
 	header := run.header(l.steps, cl.total)
 	if err := l.obs.emit(Event{Kind: EventStart, Step: l.global, Steps: l.total, Info: header}); err != nil {
@@ -149,6 +158,12 @@ func (l *syncLoop) resume(ctx context.Context, pos *resumePos, ck *checkpoint.Ch
 	}
 	if pos == nil {
 		return nil
+	}
+	if pos.StepsPerEpoch > 0 && pos.StepsPerEpoch != l.steps {
+		// An elastic commit taken at another number of peers: the same
+		// share of the epoch is done.
+		pos.StepInEpoch = pos.StepInEpoch * l.steps / pos.StepsPerEpoch
+		pos.Step = (pos.Epoch-1)*l.steps + pos.StepInEpoch
 	}
 	l.startEpoch, l.skip, l.global = pos.Epoch, pos.StepInEpoch, pos.Step
 	if l.startEpoch < 1 || l.global != (l.startEpoch-1)*l.steps+l.skip {
@@ -308,6 +323,10 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	var clk stepClock
 	clk[0] = t0
 	info := StepInfo{Rank: l.rank, Step: l.peer.Steps + sums.ran, Started: t0}
+	if el := l.run.el; el != nil { // the cluster index, and the steps of every generation
+		info.Rank, info.Step = el.self, el.localSteps
+		el.localSteps++
+	}
 	loss, err := syncStep(ctx, rep, l.g, b, l.global, lr, sample, &clk, func(p Point) error { return l.fault(ctx, p, info) })
 	if err != nil {
 		var nf *NonFiniteError
@@ -326,6 +345,9 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	}
 	l.global++
 	sums.ran++
+	if el := l.run.el; el != nil {
+		el.lastStep = l.global
+	}
 	l.times.step(clk, sample)
 	if tl := l.job.Timeline; tl != nil {
 		tl.Add(timeline.Input, "", l.global, clk[0], clk[1])
@@ -356,7 +378,12 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 		t := time.Now()
 		rep.Settle()
 		l.ckTime += time.Since(t)
-		return l.checkpoint(epoch, step+1)
+		if err := l.checkpoint(epoch, step+1); err != nil {
+			return err
+		}
+	}
+	if el := l.run.el; el != nil && l.global%el.cfg.CommitEvery == 0 && step+1 < l.steps {
+		return el.atCommit(ctx, l, epoch, step+1)
 	}
 	return nil
 }
@@ -429,6 +456,11 @@ func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elaps
 			return false, err
 		}
 	}
+	if el := l.run.el; el != nil && complete {
+		if err := el.atCommit(ctx, l, epoch+1, 0); err != nil {
+			return false, err
+		}
+	}
 	return reached, nil
 }
 
@@ -445,22 +477,27 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 	for _, a := range rep.OptState() {
 		state = append(state, a...)
 	}
-	var mean, std float64
-	if l.job.Sparse == nil { // the images' pixels, as the input pipeline normalised them
-		mean, std = data.MNISTMean, data.MNISTStd
-	}
-	path, err := checkpoint.Write(l.job.CheckpointDir, &checkpoint.Checkpoint{
-		Model: l.res.Model, Params: rep.Params(), OptState: state, Layout: rep.Layout(),
-		Step: l.global, Epoch: epoch, StepInEpoch: stepInEpoch, StepsPerEpoch: l.steps, Seed: l.job.Seed,
-		Fingerprint: l.fp, Config: settingsJSON(l.run.settings), History: string(hist), SavedAt: time.Now(),
-		Version: Version(), InputMean: mean, InputStd: std,
-	}, l.job.KeepCheckpoints)
+	ck := l.checkpointTemplate()
+	ck.Params, ck.OptState, ck.Step, ck.Epoch, ck.StepInEpoch, ck.StepsPerEpoch = rep.Params(), state, l.global, epoch, stepInEpoch, l.steps
+	ck.History, ck.SavedAt = string(hist), time.Now()
+	path, err := checkpoint.Write(l.job.CheckpointDir, ck, l.job.KeepCheckpoints)
 	l.ckTime += time.Since(t)
 	l.job.Timeline.Add(timeline.Checkpoint, "", l.global, t, time.Now())
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint at step %d: %w", l.global, err)
 	}
 	return l.obs.emit(Event{Kind: EventCheckpoint, Step: l.global, Steps: l.total, Path: path})
+}
+
+// checkpointTemplate is what every checkpoint of this run says besides
+// its state and position.
+func (l *syncLoop) checkpointTemplate() *checkpoint.Checkpoint {
+	var mean, std float64
+	if l.job.Sparse == nil { // the images' pixels, as the input pipeline normalised them
+		mean, std = data.MNISTMean, data.MNISTStd
+	}
+	return &checkpoint.Checkpoint{Model: l.res.Model, Layout: l.run.rep.Layout(), Seed: l.job.Seed, Fingerprint: l.fp,
+		Config: settingsJSON(l.run.settings), Version: Version(), InputMean: mean, InputStd: std}
 }
 
 // checkHashes compares this replica's hash (paramsSum; every HashEvery
@@ -494,6 +531,9 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 	}
 	res.Steps = l.global
 	res.TrainSeconds = l.trainTime.Seconds()
+	if el := l.run.el; el != nil {
+		res.Membership = el.membership
+	}
 	if n := len(res.EpochResults); n > 0 {
 		res.FinalAccuracy = res.EpochResults[n-1].TestAccuracy
 	}

@@ -23,6 +23,7 @@ func init() {
 		// Gossip's: under the ring a lost peer stops every replica, so it
 		// is warned about as ignored, like gossip's other flags.
 		inCategory(catGossip, &cli.BoolFlag{Name: "tolerate-loss", Usage: "gossip: succeed when some replicas were lost and the others finished (default: exit non-zero naming them)"})[0],
+		inCategory(catCluster, &cli.IntFlag{Name: "max-restarts", Usage: "elastic: restart a worker that dies up to this many times (torchrun's flag); it rejoins the running cluster at the next commit"})[0],
 	}, shared...)
 	register(&cli.Command{
 		Name:  "launch",
@@ -99,6 +100,7 @@ func init() {
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
 				Gossip:    job.Strategy.Gossip(), TolerateLoss: c.Bool("tolerate-loss"),
+				Elastic: job.Elastic != nil, MaxRestarts: c.Int("max-restarts"),
 				Stdout: screen.Stdout(), Stderr: screen.Stderr(), LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
 				Info: launch.RunInfo{Strategy: job.Strategy.Name, Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})

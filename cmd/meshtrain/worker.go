@@ -135,13 +135,13 @@ func jobFlags() []cli.Flag {
 		&cli.IntFlag{Name: "keep-checkpoints", Value: 3, Usage: "how many checkpoints to keep (0: all)"},
 		&cli.StringFlag{Name: "restore", Usage: "resume from this checkpoint file (read by the chief) instead of the newest in --checkpoint-dir"},
 	)...)
-	return append(flags, inCategory(catCluster,
+	return append(append(flags, inCategory(catCluster,
 		&cli.IntFlag{Name: "hash-every", Value: 500, Usage: "steps between comparisons of the replicas' parameter hashes (0: only at the end)"},
 		&cli.BoolFlag{Name: "measure-wait", Value: true, Usage: "barrier before each gradient all-reduce, to tell waiting for slower peers from communicating"},
 		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
 		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size) | ring | tree (recursive doubling) | star (rank 0 reduces; small buffers at 3-8 ranks)"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
-	)...)
+	)...), elasticFlags()...)
 }
 
 // jobFromFlags builds the job (model, sparse-lr's settings, strategy and
@@ -171,6 +171,12 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	}
 	if job.Strategy, job.Faults, err = strategyFromFlags(c, workers); err != nil {
 		return job, "", err
+	}
+	if job.Elastic, err = elasticFromFlags(c, workers); err != nil {
+		return job, "", err
+	}
+	if job.Elastic != nil && restarted() > 0 {
+		job.Faults.KillAfter = 0 // the kill was its first life's
 	}
 	if err := job.Validate(); err != nil {
 		return job, "", err
@@ -307,7 +313,7 @@ func init() {
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 				Cost: costParams,
 			}
-			if cl.Rank == 0 { // the chief prints the cluster's table, as launch does
+			if cl.Rank == 0 || job.Elastic != nil { // the chief prints the cluster's table, as launch does (elastic: the last generation's chief)
 				wc.Table = os.Stdout
 			}
 			if c.Bool("events") {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -167,6 +168,8 @@ type Transport struct {
 	// this one's streams.
 	proto, viewProto protocol.ID
 	protect          string
+	// noLinger: Close does not wait for the peers' goodbyes (SkipLinger).
+	noLinger atomic.Bool
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
@@ -892,6 +895,12 @@ func (t *Transport) Recv(ctx context.Context, from int, ch collective.Channel) (
 	return t.inbox.Recv(ctx, from, ch)
 }
 
+// SkipLinger makes Close of a generation's Transport (Host.Form) leave
+// without waiting for the peers' goodbyes: after a failure that this
+// peer found first (a peer that hangs), waiting would only delay the next
+// generation.
+func (t *Transport) SkipLinger() { t.noLinger.Store(true) }
+
 // Close says goodbye on every outbound stream, closes them and, if New
 // made it, the host.
 func (t *Transport) Close() error {
@@ -924,7 +933,7 @@ func (t *Transport) Close() error {
 	// last frames are unread would make the kernel reset it and drop
 	// frames a peer still needs.
 	wait := closeLinger
-	if !t.ownHost && t.inbox.Failure() != nil {
+	if !t.ownHost && (t.inbox.Failure() != nil || t.noLinger.Load()) {
 		// A failed generation (Host.Form): nobody waits for its frames,
 		// and the next one should not wait for a peer that hangs.
 		wait = 0

@@ -52,6 +52,13 @@ type Config struct {
 	// fails with a *LostError unless TolerateLoss.
 	Gossip       bool
 	TolerateLoss bool
+	// Elastic says the workers run the ring's elastic mode
+	// (mirrored.Elastic): a worker that dies is restarted, up to
+	// MaxRestarts times, with RestartEnv set, and rejoins; the others go
+	// on without it meanwhile, and a run that finishes without it
+	// succeeds, listing it in Report.Lost.
+	Elastic     bool
+	MaxRestarts int
 	// Stdout receives the workers' output prefixed by rank, the status
 	// lines and rank 0's training progress: a bar redrawn in place if
 	// Stdout is a terminal, else a line every LogEvery steps (the workers'
@@ -71,6 +78,10 @@ type RunInfo struct {
 	AllReduceAlgo string `json:"allreduce_algo"`
 	LinkFaults    string `json:"link_faults"`
 }
+
+// RestartEnv tells a restarted worker how many times launch restarted it
+// (an elastic worker drops the kill faults of its first life).
+const RestartEnv = "MESHTRAIN_RESTART"
 
 // Peer is one worker's outcome.
 type Peer struct {
@@ -240,6 +251,11 @@ type localCluster struct {
 	exits       chan exit
 	workers     []*worker
 	started     int
+	// what restarting a worker needs (Config.Elastic)
+	runDir   string
+	addrs    []string
+	secret   []byte
+	restarts []int
 	// quiet, after Ctrl-C: the workers' own last words ("interrupted",
 	// the collectives they abandoned) are not shown; the user knows.
 	quiet atomic.Bool
@@ -255,6 +271,7 @@ func (c *localCluster) startAll(runDir string) error {
 	if _, err := rand.Read(secret); err != nil {
 		return err
 	}
+	c.runDir, c.addrs, c.secret, c.restarts = runDir, addrs, secret, make([]int, c.cfg.N)
 	for r := range c.cfg.N {
 		if err := c.start(runDir, r, addrs, secret); err != nil {
 			return err
@@ -280,6 +297,9 @@ func (c *localCluster) start(runDir string, r int, addrs []string, secret []byte
 	args = append(args, c.cfg.WorkerArgs...)
 	cmd := exec.Command(c.cfg.Executable, args...)
 	cmd.Env = append(os.Environ(), SecretEnv+"="+hex.EncodeToString(secret), "TF_CONFIG=")
+	if c.restarts != nil && c.restarts[r] > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", RestartEnv, c.restarts[r]))
+	}
 	cmd.SysProcAttr = sysProcAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -375,12 +395,15 @@ func (c *localCluster) supervise(ctx context.Context) outcome {
 			c.relay(status, m)
 		case e := <-c.exits:
 			running--
-			c.exited(&o, e, running)
+			if c.exited(&o, e, running) {
+				running++ // restarted
+				continue
+			}
 			// Once a worker has finished (or failed in lock-step, where
 			// the rest are asked to stop), the rest have StopGrace. A
 			// gossip worker's failure starts no clock: the others may
 			// have most of their training still to do.
-			if deadline == nil && (e.err == nil || !c.cfg.Gossip) {
+			if deadline == nil && (e.err == nil || !c.cfg.Gossip && !c.cfg.Elastic) {
 				deadline = time.After(c.cfg.StopGrace)
 			}
 			if o.spared != nil && spareEnds == nil {
@@ -429,10 +452,27 @@ func (c *localCluster) relay(status *status, m Message) {
 }
 
 // exited records a worker's exit: under gossip a failed worker is lost
-// and the others carry on; otherwise the first failure stops the rest.
-func (c *localCluster) exited(o *outcome, e exit, running int) {
+// and the others carry on; an elastic one is restarted (it says so) while
+// it has restarts left, else lost; otherwise the first failure stops the
+// rest.
+func (c *localCluster) exited(o *outcome, e exit, running int) (restarted bool) {
 	switch {
 	case e.err == nil || o.interrupted || e.w.hung: // hung: abandon recorded it
+	case c.cfg.Elastic && running > 0 && c.restarts[e.w.rank] < c.cfg.MaxRestarts:
+		r := e.w.rank
+		c.restarts[r]++
+		fmt.Fprintf(c.out, "[launch] rank %d died (%s); restarting it (%d of --max-restarts %d): it rejoins at the next commit\n", r, e.w.describe(), c.restarts[r], c.cfg.MaxRestarts)
+		if err := c.start(c.runDir, r, c.addrs, c.secret); err != nil {
+			fmt.Fprintf(c.out, "[launch] restarting rank %d: %v\n", r, err)
+			o.lost = append(o.lost, e.w)
+			return false
+		}
+		return true
+	case c.cfg.Elastic:
+		if running > 0 {
+			fmt.Fprintf(c.out, "[launch] rank %d died (%s); the other elastic peers carry on without it\n", e.w.rank, e.w.describe())
+		}
+		o.lost = append(o.lost, e.w)
 	case c.cfg.Gossip:
 		if running > 0 {
 			fmt.Fprintf(c.out, "[launch] rank %d failed; the other gossip peers carry on without it\n", e.w.rank)
@@ -446,6 +486,7 @@ func (c *localCluster) exited(o *outcome, e exit, running int) {
 		}
 		c.stopAllBut(os.Interrupt, o.spared)
 	}
+	return false
 }
 
 // abandon kills the workers still running when the stop clock ran out,
@@ -485,7 +526,7 @@ func (c *localCluster) report(start time.Time, o outcome) *Report {
 		}
 		rep.Peers = append(rep.Peers, p)
 	}
-	if c.cfg.Gossip {
+	if c.cfg.Gossip || c.cfg.Elastic {
 		for _, w := range append(o.lost, o.abandoned...) {
 			rep.Lost = append(rep.Lost, w.rank)
 		}
@@ -501,7 +542,7 @@ func (c *localCluster) verdict(ctx context.Context, rep *Report, o outcome) erro
 	switch {
 	case o.interrupted:
 		return fmt.Errorf("launch: interrupted: %w", ctx.Err())
-	case o.failed != nil || (!c.cfg.Gossip && len(o.abandoned) > 0):
+	case o.failed != nil || (!c.cfg.Gossip && !c.cfg.Elastic && len(o.abandoned) > 0):
 		first := o.failed
 		if first == nil {
 			first = o.abandoned[0]
@@ -528,7 +569,7 @@ func (c *localCluster) verdict(ctx context.Context, rep *Report, o outcome) erro
 			unasked = append(unasked, r)
 		}
 	}
-	if len(unasked) > 0 && !c.cfg.TolerateLoss {
+	if len(unasked) > 0 && !c.cfg.TolerateLoss && !c.cfg.Elastic {
 		return &LostError{Ranks: unasked}
 	}
 	return nil
@@ -751,6 +792,9 @@ type status struct {
 	n      int
 	start  time.Time
 	epochs map[int]int // epoch -> workers done with it
+	// elastic: the membership changed, so the chief's epoch line is shown
+	// (the number of workers is not n any more)
+	elastic bool
 }
 
 func newStatus(n int) *status { return &status{n: n, start: time.Now(), epochs: map[int]int{}} }
@@ -767,12 +811,17 @@ func (s *status) update(m Message) string {
 		}
 	case "checkpoint":
 		return fmt.Sprintf("[launch] checkpoint at step %d: %s", m.Step, m.Path)
+	case mirrored.EventMembership:
+		if m.Rank == 0 {
+			s.elastic = true // the members change: the chief's epochs are the cluster's
+			return "[launch] " + m.Info
+		}
 	case "epoch":
 		if m.Epoch == nil {
 			return ""
 		}
 		s.epochs[m.Epoch.Epoch]++
-		if s.epochs[m.Epoch.Epoch] == s.n {
+		if s.elastic && m.Rank == 0 || !s.elastic && s.epochs[m.Epoch.Epoch] == s.n {
 			e := m.Epoch
 			auc := ""
 			if e.TestAUC > 0 { // sparse-lr

@@ -170,6 +170,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		}
 	}
 
+	if cfg.Job.Elastic != nil {
+		return cfg.runElastic(ctx, start, log)
+	}
 	m, t, err := p2p.Join(ctx, p2p.Config{
 		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
@@ -279,10 +282,13 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 	rep := &Report{WallSeconds: time.Since(start).Seconds(), Started: start, Gossip: gossip, Info: info, Cost: cfg.Cost}
 	for r, addr := range cfg.Cluster.Peers {
 		p := Peer{Rank: r, Addr: addr}
-		if r < len(all) {
+		switch {
+		case r < len(all) && all[r] != nil:
 			p.Summary = all[r]
-		} else {
+		case gossip:
 			p.Err = "gossip: its figures are not gathered (see its own --report)"
+		default:
+			p.Err = "not in the elastic run's last generation (see the summary's membership)"
 		}
 		rep.Peers = append(rep.Peers, p)
 	}

@@ -1,0 +1,292 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/launch"
+)
+
+// elasticSecret is the cluster secret of the elastic tests' peers.
+var elasticSecret = "MESHTRAIN_CLUSTER_SECRET=" + hex.EncodeToString([]byte("the elastic tests' secret, 32 b."))
+
+// elasticRun is a LeNet run short enough for the default test run and
+// long enough (about 60 steps an epoch at 4 peers) to lose a peer in.
+func elasticRun(extra ...string) []string {
+	return append([]string{"worker", "--elastic", "--model", "lenet", "--epochs", "2", "--batch", "16", "--lr", "0.05",
+		"--train-examples", "4000", "--test-examples", "500", "--hash-every", "10", "--commit-every", "5",
+		"--collective-timeout", "4s", "--events"}, extra...)
+}
+
+// elasticPeer is one worker process of an elastic cluster (one life of
+// it: a restart is another elasticPeer at the same index).
+type elasticPeer struct {
+	index  int
+	cmd    *exec.Cmd
+	report string
+	done   chan struct{}
+	err    error
+	stderr strings.Builder
+	mu     sync.Mutex
+	steps  int // the highest global step its events showed
+	events []mirrored.Event
+}
+
+// elasticCluster runs the workers of one cluster list by hand, so that
+// the test can kill, stop and restart them.
+type elasticCluster struct {
+	t     *testing.T
+	ctx   context.Context
+	addrs []string
+	dir   string
+	args  []string
+	env   []string
+	mu    sync.Mutex
+	peers [][]*elasticPeer // by index: every life
+}
+
+func newElasticCluster(t *testing.T, ctx context.Context, n int, args []string) *elasticCluster {
+	c := &elasticCluster{t: t, ctx: ctx, addrs: freePorts(t, n), dir: t.TempDir(), args: args, env: []string{elasticSecret}, peers: make([][]*elasticPeer, n)}
+	t.Cleanup(func() {
+		for _, lives := range c.peers {
+			for _, p := range lives {
+				if p.cmd.Process != nil {
+					_ = p.cmd.Process.Signal(syscall.SIGCONT)
+					_ = p.cmd.Process.Kill()
+				}
+			}
+		}
+	})
+	return c
+}
+
+// start starts (or restarts) the worker at index i, with extra flags.
+func (c *elasticCluster) start(i int, env []string, extra ...string) *elasticPeer {
+	c.mu.Lock()
+	life := len(c.peers[i])
+	c.mu.Unlock()
+	p := &elasticPeer{index: i, report: filepath.Join(c.dir, fmt.Sprintf("report-%d-%d.json", i, life)), done: make(chan struct{})}
+	args := append(slices.Clone(c.args), "--report", p.report)
+	p.cmd = exec.CommandContext(c.ctx, binary, append(args, extra...)...)
+	p.cmd.Env = append(append(os.Environ(), c.env...), append(env, "TF_CONFIG="+tfConfig(c.addrs, i))...)
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	p.cmd.Stderr = &lockedWriter{w: &p.stderr, mu: &p.mu}
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), launch.EventPrefix)
+			if !ok {
+				continue
+			}
+			var m launch.Message
+			if json.Unmarshal([]byte(line), &m) == nil {
+				p.mu.Lock()
+				p.events = append(p.events, m.Event)
+				p.steps = max(p.steps, m.Step)
+				p.mu.Unlock()
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	c.mu.Lock()
+	c.peers[i] = append(c.peers[i], p)
+	c.mu.Unlock()
+	return p
+}
+
+// startAll starts every index.
+func (c *elasticCluster) startAll() []*elasticPeer {
+	ps := make([]*elasticPeer, len(c.addrs))
+	for i := range ps {
+		ps[i] = c.start(i, nil)
+	}
+	return ps
+}
+
+// waitStep waits until peer p's events reach global step s.
+func (c *elasticCluster) waitStep(p *elasticPeer, s int) {
+	c.t.Helper()
+	for {
+		p.mu.Lock()
+		got := p.steps
+		p.mu.Unlock()
+		if got >= s {
+			return
+		}
+		select {
+		case <-p.done:
+			c.t.Fatalf("peer %d exited (%v) before step %d:\n%s", p.index, p.err, s, p.stderrText())
+		case <-c.ctx.Done():
+			c.t.Fatalf("peer %d did not reach step %d: %v", p.index, s, c.ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waitEvent waits until peer p emitted an event of kind.
+func (c *elasticCluster) waitEvent(p *elasticPeer, kind string) mirrored.Event {
+	c.t.Helper()
+	for {
+		p.mu.Lock()
+		for _, e := range p.events {
+			if e.Kind == kind {
+				p.mu.Unlock()
+				return e
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.done:
+			c.t.Fatalf("peer %d exited (%v) before a %s event:\n%s", p.index, p.err, kind, p.stderrText())
+		case <-c.ctx.Done():
+			c.t.Fatalf("peer %d: no %s event: %v", p.index, kind, c.ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// wait waits for p to exit.
+func (c *elasticCluster) wait(p *elasticPeer) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-c.ctx.Done():
+		c.t.Fatalf("peer %d still running: %v\n%s", p.index, c.ctx.Err(), p.stderrText())
+		return nil
+	}
+}
+
+func (p *elasticPeer) stderrText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+func (p *elasticPeer) summary(t *testing.T) *mirrored.Summary {
+	t.Helper()
+	b, err := os.ReadFile(p.report)
+	if err != nil {
+		t.Fatalf("peer %d's report: %v\n%s", p.index, err, p.stderrText())
+	}
+	var s mirrored.Summary
+	if err := json.Unmarshal(b, &s); err != nil || s.Run == nil {
+		t.Fatalf("peer %d's report: %v", p.index, err)
+	}
+	return &s
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// finished checks that the peers ps exited 0 with identical parameters
+// and the same membership record, and returns the first's summary.
+func finished(t *testing.T, c *elasticCluster, ps ...*elasticPeer) *mirrored.Summary {
+	t.Helper()
+	var first *mirrored.Summary
+	for _, p := range ps {
+		if err := c.wait(p); err != nil {
+			t.Fatalf("peer %d: %v\n%s", p.index, err, p.stderrText())
+		}
+		s := p.summary(t)
+		if first == nil {
+			first = s
+			continue
+		}
+		if s.Run.ParamsSHA256 != first.Run.ParamsSHA256 {
+			t.Errorf("peer %d ended with parameters %s, peer %d with %s", p.index, s.Run.ParamsSHA256, ps[0].index, first.Run.ParamsSHA256)
+		}
+		a, _ := json.Marshal(s.Run.Membership)
+		b, _ := json.Marshal(first.Run.Membership)
+		if string(a) != string(b) {
+			t.Errorf("peer %d's membership record %s differs from peer %d's %s", p.index, a, ps[0].index, b)
+		}
+	}
+	return first
+}
+
+// TestElasticLosesAPeer: SIGKILL of a random peer at a random step (a
+// non-chief, then the chief): the others agree on who is left, roll back
+// to the last commit and finish the run with identical parameters; the
+// summary records who left, from which step and why; the time from the
+// kill to the next completed step is under the collective timeout plus
+// 1 s (a killed peer's links close at once, so it is far under).
+func TestElasticLosesAPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kill func(r *rand.Rand) int
+	}{
+		{"non-chief", func(r *rand.Rand) int { return 1 + r.IntN(3) }},
+		{"chief", func(*rand.Rand) int { return 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			seed := uint64(time.Now().UnixNano())
+			r := rand.New(rand.NewPCG(seed, 1))
+			victim, at := tc.kill(r), 8+r.IntN(40)
+			t.Logf("seed %d: killing peer %d at step %d", seed, victim, at)
+			c := newElasticCluster(t, ctx, 4, elasticRun())
+			ps := c.startAll()
+			c.waitStep(ps[victim], at)
+			killed := time.Now()
+			_ = ps[victim].cmd.Process.Kill()
+			var rest []*elasticPeer
+			for _, p := range ps {
+				if p != ps[victim] {
+					rest = append(rest, p)
+				}
+			}
+			ev := c.waitEvent(rest[0], mirrored.EventMembership)
+			from := ev.Step
+			c.waitStep(rest[0], from+1)
+			resumed := time.Since(killed)
+			s := finished(t, c, rest...)
+			t.Logf("from the kill to the next completed step: %v; membership %+v", resumed, s.Run.Membership)
+			if resumed > 5*time.Second {
+				t.Errorf("from the kill to the next step took %v, want under the 4 s timeout + 1 s", resumed)
+			}
+			if len(s.Run.Membership) != 1 {
+				t.Fatalf("membership record %+v: want one change", s.Run.Membership)
+			}
+			ch := s.Run.Membership[0]
+			if !slices.Equal(ch.Left, []int{victim}) || len(ch.Members) != 3 || slices.Contains(ch.Members, victim) || ch.Reason == "" {
+				t.Errorf("change %+v: want peer %d left, the 3 others members, and why", ch, victim)
+			}
+			if s.Run.Replicas != 3 || s.Run.FinalAccuracy < 0.5 {
+				t.Errorf("the run ended on %d replicas with accuracy %.3f", s.Run.Replicas, s.Run.FinalAccuracy)
+			}
+		})
+	}
+}
