@@ -195,7 +195,9 @@ type elastic struct {
 	state    string // starting, running, reforming, joining, done
 	gen      uint64
 	members  []int
-	accepted *elasticMsg // the newest proposal accepted, for a generation after gen
+	accepted *elasticMsg // the newest proposal taken, for a generation after gen
+	pending  *elasticMsg // the newest proposal promised (its go not yet come)
+	proposed uint64      // the highest generation this peer proposed
 	stopMsg  string      // the coordinator's reason to stop
 	joins    map[int]bool
 	wake     chan struct{}
@@ -233,7 +235,12 @@ type elasticMsg struct {
 
 // probeTimeout bounds each question of the membership protocol: a peer
 // alive answers in milliseconds; one whose host is gone does not answer.
-const probeTimeout = time.Second
+const probeTimeout = 500 * time.Millisecond
+
+// formTimeout bounds forming a generation after the first: its members
+// all promised to come a moment ago (the first waits for the peers to
+// start, up to the collective timeout).
+const formTimeout = 5 * time.Second
 
 // answer is this peer's side of the membership protocol.
 func (e *elastic) answer(from int, b []byte) []byte {
@@ -258,19 +265,26 @@ func (e *elastic) answer(from int, b []byte) []byte {
 			e.joins[from] = true
 			out.OK = true
 		}
-	case "propose":
+	case "propose": // the first phase: this peer would take it
 		switch {
 		case !slices.Contains(msg.Members, e.self):
 			out.Reason = "this peer is not among the members"
 		case msg.Gen <= e.gen && e.state != stateStarting:
 			out.Reason = fmt.Sprintf("generation %d is not after this peer's %d", msg.Gen, e.gen)
-		case e.accepted != nil && msg.Gen < e.accepted.Gen:
-			out.Reason = fmt.Sprintf("already accepted generation %d", e.accepted.Gen)
-		case e.accepted != nil && msg.Gen == e.accepted.Gen && !slices.Equal(msg.Members, e.accepted.Members):
-			out.Reason = fmt.Sprintf("already accepted generation %d with members %v", msg.Gen, e.accepted.Members)
+		case e.accepted != nil && msg.Gen <= e.accepted.Gen:
+			out.Reason = fmt.Sprintf("already took generation %d", e.accepted.Gen)
+		case e.pending != nil && msg.Gen == e.pending.Gen && !slices.Equal(msg.Members, e.pending.Members):
+			out.Reason = fmt.Sprintf("already promised generation %d to members %v", msg.Gen, e.pending.Members)
+		case e.pending != nil && msg.Gen < e.pending.Gen:
+			out.Reason = fmt.Sprintf("already promised generation %d", e.pending.Gen)
 		default:
 			m := msg
-			e.accepted = &m
+			e.pending = &m
+			out.OK = true
+		}
+	case "go": // the second: every member promised, so it is taken
+		if p := e.pending; p != nil && p.Gen == msg.Gen && (e.accepted == nil || e.accepted.Gen < p.Gen) {
+			e.accepted = p
 			out.OK = true
 			e.signal()
 		}
@@ -345,7 +359,7 @@ func runElastic(ctx context.Context, job *Job) (*Summary, error) {
 	}
 	for {
 		e.mu.Lock()
-		e.gen, e.members, e.accepted, e.state = gen, members, nil, stateRunning
+		e.gen, e.members, e.accepted, e.pending, e.state = gen, members, nil, nil, stateRunning
 		for _, p := range members {
 			delete(e.joins, p)
 		}
@@ -390,6 +404,8 @@ func (e *elastic) lost(ctx context.Context, err error) bool {
 		return false
 	case errors.As(err, &pe), errors.Is(err, context.DeadlineExceeded), errors.Is(err, collective.ErrClosed):
 		return true
+	case errors.As(err, new(interface{ Permanent() bool })):
+		return false // another secret, another cluster list: no retry mends it
 	case errors.As(err, new(formError)):
 		e.forms++
 		return e.forms <= maxFailedForms
@@ -656,10 +672,13 @@ func (e *elastic) decide(gen uint64, members, alive, joiners []int, why *members
 // accepted one), false if some did not (they are probed again).
 func (e *elastic) propose(ctx context.Context, gen uint64, members, next []int, why *membershipChangeError) bool {
 	e.mu.Lock()
-	ngen := e.gen + 1
-	if e.accepted != nil && e.accepted.Gen >= ngen {
-		ngen = e.accepted.Gen + 1
+	ngen := max(e.gen, e.proposed) + 1
+	for _, m := range []*elasticMsg{e.accepted, e.pending} {
+		if m != nil && m.Gen >= ngen {
+			ngen = m.Gen + 1
+		}
 	}
+	e.proposed = ngen
 	e.mu.Unlock()
 	change := &MembershipChange{Step: e.commit.step, Generation: ngen, Members: next, Reason: why.reason,
 		RolledBack: max(0, e.lastStep-e.commit.step)}
@@ -688,10 +707,14 @@ func (e *elastic) propose(ctx context.Context, gen uint64, members, next []int, 
 			if errs[i] != nil {
 				reason = errs[i].Error()
 			}
-			e.log.Warn("a peer refused or missed the proposal", zap.Int("peer", others[i]), zap.Uint64("generation", ngen), zap.String("reason", reason))
+			e.log.Warn("a peer refused or missed the proposal", zap.Int("to", others[i]), zap.Uint64("generation", ngen), zap.String("reason", reason))
+			time.Sleep(probeTimeout / 10) // what it answers may change: not in a tight loop
 			return false
 		}
 	}
+	// Every member promised: go. One that dies now fails the formation,
+	// and the survivors agree again.
+	e.askAll(ctx, others, elasticMsg{Kind: "go", Gen: ngen})
 	e.mu.Lock()
 	m := msg
 	e.accepted = &m
@@ -740,7 +763,13 @@ const maxFailedForms = 5
 // from the chief's commit, until the run ends, a peer is lost or the
 // membership changes at a commit.
 func (e *elastic) generation(ctx context.Context, gen uint64, members []int) (*Summary, error) {
-	g, end, err := e.m.Form(ctx, gen, members)
+	fctx := ctx
+	if gen > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(ctx, min(formTimeout, e.cfg.Timeout))
+		defer cancel()
+	}
+	g, end, err := e.m.Form(fctx, gen, members)
 	if err != nil {
 		return nil, formError{fmt.Errorf("elastic: forming generation %d over peers %v: %w", gen, members, err)}
 	}
@@ -809,6 +838,24 @@ func (e *elastic) atCommit(ctx context.Context, l *syncLoop, epoch, stepInEpoch 
 	if err := l.g.AllReduceSum(ctx, v); err != nil {
 		return fmt.Errorf("step %d: the commit's membership check: %w", l.global, err)
 	}
+	if err := e.scheduled(l, members); err != nil {
+		return err
+	}
+	var joiners []int
+	for p, x := range v {
+		if x > 0 && !slices.Contains(members, p) {
+			joiners = append(joiners, p)
+		}
+	}
+	if len(joiners) > 0 && len(e.cfg.Schedule) == 0 {
+		return &membershipChangeError{step: l.global, joiners: joiners, reason: fmt.Sprintf("admitting peer(s) %v", joiners)}
+	}
+	return nil
+}
+
+// scheduled ends the generation if the membership schedule changes the
+// members at this step (every replica decides alike).
+func (e *elastic) scheduled(l *syncLoop, members []int) error {
 	for i, c := range e.cfg.Schedule {
 		if c.Step != l.global || slices.Equal(c.Members, members) {
 			continue
@@ -824,15 +871,6 @@ func (e *elastic) atCommit(ctx context.Context, l *syncLoop, epoch, stepInEpoch 
 			return &membershipChangeError{step: l.global, leave: true, left: &Summary{Run: l.res, Peer: l.peer}, reason: l.peer.Left}
 		}
 		return &membershipChangeError{step: l.global, want: c.Members, reason: "the membership schedule"}
-	}
-	var joiners []int
-	for p, x := range v {
-		if x > 0 && !slices.Contains(members, p) {
-			joiners = append(joiners, p)
-		}
-	}
-	if len(joiners) > 0 && len(e.cfg.Schedule) == 0 {
-		return &membershipChangeError{step: l.global, joiners: joiners, reason: fmt.Sprintf("admitting peer(s) %v", joiners)}
 	}
 	return nil
 }
@@ -861,6 +899,9 @@ func (e *elastic) started(l *syncLoop, pos *resumePos) error {
 	}
 	e.commit.take(l.run.rep, e.gen, l.global, l.startEpoch, l.skip, l.steps, l.res.EpochResults, e.membership)
 	e.commit.ck = l.checkpointTemplate()
+	if err := e.scheduled(l, e.members); err != nil {
+		return err // the change recorded at this commit (a loss before the next)
+	}
 	if n := len(e.membership); n > 0 && e.membership[n-1].Generation == e.gen {
 		c := e.membership[n-1]
 		info := fmt.Sprintf("generation %d: peers %v from step %d", c.Generation, c.Members, c.Step)

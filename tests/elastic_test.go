@@ -30,7 +30,7 @@ var elasticSecret = "MESHTRAIN_CLUSTER_SECRET=" + hex.EncodeToString([]byte("the
 func elasticRun(extra ...string) []string {
 	return append([]string{"worker", "--elastic", "--model", "lenet", "--epochs", "2", "--batch", "16", "--lr", "0.05",
 		"--train-examples", "4000", "--test-examples", "500", "--hash-every", "10", "--commit-every", "5",
-		"--collective-timeout", "4s", "--events"}, extra...)
+		"--collective-timeout", "4s", "--log-every", "2", "--events"}, extra...)
 }
 
 // elasticPeer is one worker process of an elastic cluster (one life of
@@ -288,5 +288,181 @@ func TestElasticLosesAPeer(t *testing.T) {
 				t.Errorf("the run ended on %d replicas with accuracy %.3f", s.Run.Replicas, s.Run.FinalAccuracy)
 			}
 		})
+	}
+}
+
+// TestElasticRejoinAndReplay: a killed peer's restart (same index, same
+// address) is admitted at the next commit and receives the state; all
+// four end identical, and the record says who left and who joined. A
+// second cluster given that record (--membership-schedule) replays it,
+// the peer leaving and coming back at the recorded steps, and ends with
+// the same parameters, bit for bit.
+func TestElasticRejoinAndReplay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	c := newElasticCluster(t, ctx, 4, elasticRun())
+	ps := c.startAll()
+	c.waitStep(ps[2], 20)
+	_ = ps[2].cmd.Process.Kill()
+	c.waitEvent(ps[0], mirrored.EventMembership)
+	ps[2] = c.start(2, nil)
+	s := finished(t, c, ps...)
+	ms := s.Run.Membership
+	t.Logf("membership %+v", ms)
+	if len(ms) != 2 || !slices.Equal(ms[0].Left, []int{2}) || !slices.Equal(ms[1].Joined, []int{2}) || len(ms[1].Members) != 4 {
+		t.Fatalf("membership record %+v: want peer 2 to leave, then to join", ms)
+	}
+	if s.Run.Replicas != 4 {
+		t.Errorf("the run ended with %d replicas, want 4", s.Run.Replicas)
+	}
+	record := filepath.Join(t.TempDir(), "record.json")
+	b, _ := json.Marshal(s)
+	if err := os.WriteFile(record, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replay := newElasticCluster(t, ctx, 4, elasticRun("--membership-schedule", record))
+	rs := replay.startAll()
+	r := finished(t, replay, rs...)
+	if r.Run.ParamsSHA256 != s.Run.ParamsSHA256 {
+		t.Errorf("the replay ended with parameters %s, the recorded run with %s", r.Run.ParamsSHA256, s.Run.ParamsSHA256)
+	}
+	if len(r.Run.Membership) != 2 || r.Run.Membership[0].Step != ms[0].Step || r.Run.Membership[1].Step != ms[1].Step {
+		t.Errorf("the replay's record %+v, the run's %+v", r.Run.Membership, ms)
+	}
+}
+
+// TestElasticHang: a peer stopped with SIGSTOP (a hang, not a death) is
+// dropped once the collective timeout passes; the others finish. Woken,
+// it finds the cluster gone on without it and rejoins.
+func TestElasticHang(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := newElasticCluster(t, ctx, 4, elasticRun("--epochs", "3"))
+	ps := c.startAll()
+	c.waitStep(ps[3], 15)
+	stopped := time.Now()
+	_ = ps[3].cmd.Process.Signal(syscall.SIGSTOP)
+	ev := c.waitEvent(ps[0], mirrored.EventMembership)
+	c.waitStep(ps[0], ev.Step+1)
+	resumed := time.Since(stopped)
+	_ = ps[3].cmd.Process.Signal(syscall.SIGCONT)
+	s := finished(t, c, ps...)
+	t.Logf("from SIGSTOP to the next step: %v; membership %+v", resumed, s.Run.Membership)
+	if resumed > 4*time.Second+1500*time.Millisecond {
+		t.Errorf("from SIGSTOP to the next step: %v, want the 4 s timeout, the probes' 0.5 s and a little", resumed)
+	}
+	ms := s.Run.Membership
+	if len(ms) < 2 || !slices.Equal(ms[0].Left, []int{3}) || !slices.Contains(ms[len(ms)-1].Members, 3) {
+		t.Errorf("membership %+v: want peer 3 dropped, then back", ms)
+	}
+}
+
+// TestElasticBelowMinWorkers: two of four peers killed at once with
+// --min-workers 3: the two left (half, with the lowest index) stop
+// cleanly, naming the lost peers and the minimum; the last commit is
+// saved as a checkpoint, from which a new elastic cluster resumes.
+func TestElasticBelowMinWorkers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	c := newElasticCluster(t, ctx, 4, elasticRun("--min-workers", "3", "--checkpoint-dir", dir))
+	ps := c.startAll()
+	c.waitStep(ps[0], 12)
+	_ = ps[1].cmd.Process.Kill()
+	_ = ps[3].cmd.Process.Kill()
+	for _, p := range []*elasticPeer{ps[0], ps[2]} {
+		err := c.wait(p)
+		msg := p.stderrText()
+		if err == nil || !strings.Contains(msg, "fewer than --min-workers 3") || !strings.Contains(msg, "lost [1 3]") {
+			t.Errorf("peer %d: %v, want a stop naming the lost peers 1 and 3 and --min-workers 3:\n%s", p.index, err, msg)
+		}
+	}
+	if msg := ps[0].stderrText(); !strings.Contains(msg, "is saved as "+dir) {
+		t.Errorf("the chief does not say where the last commit is saved:\n%s", msg)
+	}
+	again := newElasticCluster(t, ctx, 4, elasticRun("--checkpoint-dir", dir))
+	rs := again.startAll()
+	s := finished(t, again, rs...)
+	sum := rs[0].summary(t)
+	if sum.Peer.ResumedFrom == "" || sum.Peer.ResumedStep == 0 || s.Run.Replicas != 4 {
+		t.Errorf("the new cluster did not resume from the saved commit: %+v", sum.Peer)
+	}
+}
+
+// TestElasticStranger: a process started at a lost peer's place with
+// another cluster secret is refused (its identity is not the cluster's:
+// the peers' gater admits the listed peer IDs only, and it finds that
+// theirs are not the ones its secret derives), says why, and the run
+// finishes without it.
+func TestElasticStranger(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := newElasticCluster(t, ctx, 3, elasticRun("--epochs", "3"))
+	ps := c.startAll()
+	c.waitStep(ps[1], 10)
+	_ = ps[1].cmd.Process.Kill()
+	c.waitEvent(ps[0], mirrored.EventMembership)
+	other := "MESHTRAIN_CLUSTER_SECRET=" + hex.EncodeToString([]byte("not the cluster's secret at all."))
+	stranger := c.start(1, []string{other})
+	if err := c.wait(stranger); err == nil || !strings.Contains(stranger.stderrText(), "identity does not match") {
+		t.Errorf("the stranger: %v, want it refused for its identity:\n%s", err, stranger.stderrText())
+	}
+	s := finished(t, c, ps[0], ps[2])
+	if last := s.Run.Membership[len(s.Run.Membership)-1]; slices.Contains(last.Members, 1) {
+		t.Errorf("the stranger was admitted: %+v", s.Run.Membership)
+	}
+}
+
+// TestElasticLossDuringChange: a second peer dies while the survivors of
+// the first loss agree on who is left: they agree again, without it, and
+// finish (3 of 5: a majority).
+func TestElasticLossDuringChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := newElasticCluster(t, ctx, 5, elasticRun("--epochs", "3"))
+	ps := c.startAll()
+	c.waitStep(ps[0], 10)
+	_ = ps[4].cmd.Process.Kill()
+	for !strings.Contains(ps[0].stderrText()+ps[1].stderrText()+ps[2].stderrText()+ps[3].stderrText(), "agreeing on who is left") {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no survivor began to agree")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	_ = ps[3].cmd.Process.Kill()
+	s := finished(t, c, ps[:3]...)
+	last := s.Run.Membership[len(s.Run.Membership)-1]
+	if !slices.Equal(last.Members, []int{0, 1, 2}) {
+		t.Errorf("membership %+v: want peers 0, 1 and 2 at the end", s.Run.Membership)
+	}
+}
+
+// TestElasticLossDuringCheckpoint: the chief, writing a checkpoint every
+// step, is killed (most likely mid-write); peer 1 takes the checkpoints
+// over and writes the last one, which matches the run's end.
+func TestElasticLossDuringCheckpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	summary := filepath.Join(t.TempDir(), "summary.json")
+	c := newElasticCluster(t, ctx, 3, elasticRun("--checkpoint-dir", dir, "--checkpoint-every", "1", "--summary", summary))
+	ps := c.startAll()
+	c.waitEvent(ps[0], mirrored.EventCheckpoint)
+	c.waitStep(ps[0], 20)
+	_ = ps[0].cmd.Process.Kill()
+	s := finished(t, c, ps[1:]...)
+	var last mirrored.Event
+	for _, e := range ps[1].events {
+		if e.Kind == mirrored.EventCheckpoint {
+			last = e
+		}
+	}
+	if last.Step != s.Run.Steps || !strings.HasPrefix(last.Path, dir) {
+		t.Errorf("peer 1's last checkpoint %+v: want one at the run's last step %d in %s", last, s.Run.Steps, dir)
+	}
+	sum := readSummary(t, summary) // the last generation's chief wrote it
+	if sum.Run == nil || len(sum.Run.Membership) != 1 || sum.Peers[0].Error == "" || sum.Peers[1].Error != "" {
+		t.Errorf("summary: %+v", sum)
 	}
 }

@@ -89,6 +89,10 @@ type permanentError struct{ err error }
 func (e permanentError) Error() string { return e.err.Error() }
 func (e permanentError) Unwrap() error { return e.err }
 
+// Permanent marks the error as one that retrying cannot mend (for callers
+// outside the package, such as elastic runs that re-form).
+func (e permanentError) Permanent() bool { return true }
+
 func permanent(err error) error { return permanentError{err} }
 
 // dialError explains a failed dial to rank r: a peer that answers with
