@@ -1,0 +1,255 @@
+package mirrored
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/collective"
+)
+
+// memCluster is an in-memory network for elastic runs: a generation is
+// a collective.MemNetwork formed once all its members asked for it, and
+// the membership protocol's questions are calls to the peer's answer.
+type memCluster struct {
+	n      int
+	mu     sync.Mutex
+	gens   map[uint64]*memGen
+	answer []func(int, []byte) []byte
+	dead   []bool
+}
+
+type memGen struct {
+	members []int
+	net     *collective.MemNetwork
+	ready   chan struct{}
+	arrived int
+}
+
+func newMemCluster(n int) *memCluster {
+	return &memCluster{n: n, gens: map[uint64]*memGen{}, answer: make([]func(int, []byte) []byte, n), dead: make([]bool, n)}
+}
+
+// kill makes peer p dead: its links in every generation fail and it
+// answers nothing.
+func (c *memCluster) kill(p int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dead[p] = true
+	for _, g := range c.gens {
+		if r := slices.Index(g.members, p); r >= 0 {
+			g.net.Kill(r)
+		}
+	}
+}
+
+// memPeer is peer self's Membership of a memCluster.
+type memPeer struct {
+	c    *memCluster
+	self int
+}
+
+func (p *memPeer) Self() int { return p.self }
+func (p *memPeer) Size() int { return p.c.n }
+
+func (p *memPeer) Form(ctx context.Context, gen uint64, members []int) (Group, func(bool) error, error) {
+	c := p.c
+	c.mu.Lock()
+	g := c.gens[gen]
+	switch {
+	case g == nil:
+		g = &memGen{members: slices.Clone(members), net: collective.NewMemNetwork(len(members)), ready: make(chan struct{})}
+		c.gens[gen] = g
+	case !slices.Equal(g.members, members):
+		c.mu.Unlock()
+		return nil, nil, fmt.Errorf("generation %d: members %v, another peer formed it with %v", gen, members, g.members)
+	}
+	if g.arrived++; g.arrived == len(members) {
+		close(g.ready)
+	}
+	c.mu.Unlock()
+	select {
+	case <-g.ready:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("generation %d: waiting for its members: %w", gen, ctx.Err())
+	}
+	comm, err := collective.New(g.net.Transport(slices.Index(members, p.self)), collective.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	return NewGroup(comm), func(bool) error { return nil }, nil
+}
+
+func (p *memPeer) Ask(ctx context.Context, to int, msg []byte) ([]byte, error) {
+	p.c.mu.Lock()
+	a, dead := p.c.answer[to], p.c.dead[to] || p.c.dead[p.self]
+	p.c.mu.Unlock()
+	if a == nil || dead {
+		return nil, fmt.Errorf("peer %d does not answer", to)
+	}
+	return a(p.self, msg), ctx.Err()
+}
+
+func (p *memPeer) Serve(answer func(int, []byte) []byte) {
+	p.c.mu.Lock()
+	p.c.answer[p.self] = answer
+	p.c.mu.Unlock()
+}
+
+// runElasticGroup runs jobs[i] as peer i of an elastic in-memory cluster
+// (with Elastic set from el, its Membership the cluster's), calling
+// kill(i) for each peer i whose job's faults kill it.
+func runElasticGroup(t *testing.T, jobs []Job, el Elastic) ([]*Summary, []error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newMemCluster(len(jobs))
+	sums, errs := make([]*Summary, len(jobs)), make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		e := el
+		e.Membership, e.Timeout = &memPeer{c: c, self: i}, 5*time.Second
+		job.Elastic = &e
+		if job.Faults.KillAfter > 0 && job.Faults.KillRank == i {
+			job.Faults.Kill = func() { c.kill(i) }
+		}
+		wg.Go(func() { sums[i], errs[i] = Run(ctx, job, nil) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the peers did not finish within two minutes: %v", errors.Join(errs...))
+	}
+	return sums, errs
+}
+
+// TestElasticInMemory: of 3 replicas, peer 1 dies at its 7th step; the
+// two others agree, roll back to the chief's last commit, re-shard and
+// finish with the same parameters, and the record names who left, from
+// which step. Replaying that record (peer 1 leaving at the recorded
+// step, on purpose) ends with the same parameters, bit for bit; and a
+// run that loses nobody records no change.
+func TestElasticInMemory(t *testing.T) {
+	mn := synthMNIST(600, 100, 3)
+	jobs := make([]Job, 3)
+	for i := range jobs {
+		jobs[i] = testJob(t, "softmax", mn, 16, 2)
+		jobs[i].Faults.KillRank, jobs[i].Faults.KillAfter = 1, 7
+	}
+	sums, errs := runElasticGroup(t, jobs, Elastic{CommitEvery: 3})
+	if !errors.Is(errs[1], ErrInjectedKill) {
+		t.Fatalf("peer 1: %v, want the injected kill", errs[1])
+	}
+	for _, i := range []int{0, 2} {
+		if errs[i] != nil {
+			t.Fatalf("peer %d: %v", i, errs[i])
+		}
+	}
+	rec := sums[0].Run
+	if sums[2].Run.ParamsSHA256 != rec.ParamsSHA256 {
+		t.Errorf("the survivors differ: %s and %s", rec.ParamsSHA256, sums[2].Run.ParamsSHA256)
+	}
+	if len(rec.Membership) != 1 || !slices.Equal(rec.Membership[0].Left, []int{1}) || !slices.Equal(rec.Membership[0].Members, []int{0, 2}) ||
+		rec.Membership[0].Step%3 != 0 || rec.Replicas != 2 {
+		t.Fatalf("record %+v on %d replicas: want peer 1 gone from a commit (every 3 steps), 2 replicas", rec.Membership, rec.Replicas)
+	}
+	t.Logf("record %+v", rec.Membership)
+
+	for i := range jobs {
+		jobs[i].Faults = Faults{}
+	}
+	sums, errs = runElasticGroup(t, jobs, Elastic{CommitEvery: 3, Schedule: rec.Membership})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("replay, peer %d: %v", i, err)
+		}
+	}
+	if sums[0].Run.ParamsSHA256 != rec.ParamsSHA256 || sums[2].Run.ParamsSHA256 != rec.ParamsSHA256 {
+		t.Errorf("the replay ended with %s and %s, the recorded run with %s", sums[0].Run.ParamsSHA256, sums[2].Run.ParamsSHA256, rec.ParamsSHA256)
+	}
+	if sums[1].Peer.Left == "" {
+		t.Errorf("peer 1 of the replay: %+v, want it to say it left", sums[1].Peer)
+	}
+
+	sums, errs = runElasticGroup(t, jobs, Elastic{CommitEvery: 3})
+	for i, err := range errs {
+		if err != nil || len(sums[i].Run.Membership) != 0 || sums[i].Run.Replicas != 3 {
+			t.Fatalf("no loss, peer %d: %v, %+v", i, err, sums[i].Run.Membership)
+		}
+	}
+}
+
+// TestElasticMajority: the coordinator's decision, table-driven: a side
+// with fewer than half of the last members stops, exactly half goes on
+// only with the lowest index, and fewer than MinWorkers stop.
+func TestElasticMajority(t *testing.T) {
+	for _, tc := range []struct {
+		members, alive, joiners []int
+		min                     int
+		want                    []int
+		stop                    string
+	}{
+		{members: []int{0, 1, 2}, alive: []int{0, 2}, min: 1, want: []int{0, 2}},
+		{members: []int{0, 1, 2}, alive: []int{2}, min: 1, stop: "not a majority"},
+		{members: []int{0, 1, 2, 3}, alive: []int{0, 3}, min: 1, want: []int{0, 3}},
+		{members: []int{0, 1, 2, 3}, alive: []int{1, 2}, min: 1, stop: "not a majority"},
+		{members: []int{0, 1}, alive: []int{0}, min: 1, want: []int{0}},
+		{members: []int{0, 1}, alive: []int{1}, min: 1, stop: "not a majority"},
+		{members: []int{0, 1, 2, 3}, alive: []int{0, 2}, min: 3, stop: "fewer than --min-workers 3: lost [1 3]"},
+		{members: []int{0, 2}, alive: []int{0, 2}, joiners: []int{1}, min: 3, want: []int{0, 2, 1}},
+	} {
+		e := &elastic{cfg: &Elastic{MinWorkers: tc.min}}
+		got, stop := e.decide(4, tc.members, tc.alive, tc.joiners, &membershipChangeError{reason: "test"})
+		if !slices.Equal(got, tc.want) || (tc.stop == "") != (stop == "") || tc.stop != "" && !strings.Contains(stop, tc.stop) {
+			t.Errorf("members %v, alive %v, joining %v, min %d: got %v, %q; want %v, %q", tc.members, tc.alive, tc.joiners, tc.min, got, stop, tc.want, tc.stop)
+		}
+	}
+}
+
+
+// TestParseMembershipSchedule: a record as a list, in a report's "run"
+// or a summary's "membership"; out-of-order, empty and duplicated
+// entries refused by name.
+func TestParseMembershipSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		err  string
+	}{
+		{`[{"step":10,"members":[0,2]},{"step":30,"members":[0,2,1]}]`, 2, ""},
+		{`{"run":{"membership":[{"step":10,"members":[0,2]}]}}`, 1, ""},
+		{`{"membership":[{"step":10,"members":[1]}]}`, 1, ""},
+		{`[{"step":30,"members":[0]},{"step":10,"members":[0,1]}]`, 0, "comes before"},
+		{`[{"step":3,"members":[]}]`, 0, "no members"},
+		{`[{"step":3,"members":[1,1]}]`, 0, "twice"},
+		{`[{"step":3,"members":[-1]}]`, 0, "negative"},
+		{`not json`, 0, "want a JSON list"},
+	} {
+		got, err := ParseMembershipSchedule([]byte(tc.in))
+		if len(got) != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %d changes, %v; want %d, %q", tc.in, len(got), err, tc.want, tc.err)
+		}
+	}
+}
+
+func FuzzParseMembershipSchedule(f *testing.F) {
+	f.Add([]byte(`[{"step":10,"members":[0,2]}]`))
+	f.Add([]byte(`{"run":{"membership":[{"step":1,"members":[3]}]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		list, err := ParseMembershipSchedule(b)
+		if err != nil {
+			return
+		}
+		last := -1
+		for _, c := range list {
+			if c.Step < last || len(c.Members) == 0 {
+				t.Fatalf("accepted %+v", list)
+			}
+			last = c.Step
+		}
+	})
+}
