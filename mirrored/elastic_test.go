@@ -210,7 +210,6 @@ func TestElasticMajority(t *testing.T) {
 	}
 }
 
-
 // TestParseMembershipSchedule: a record as a list, in a report's "run"
 // or a summary's "membership"; out-of-order, empty and duplicated
 // entries refused by name.
