@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
 // elasticSecret is the cluster secret of the elastic tests' peers.
@@ -58,10 +60,13 @@ type elasticCluster struct {
 	env   []string
 	mu    sync.Mutex
 	peers [][]*elasticPeer // by index: every life
+	// command makes peer i's process (default: the binary on this host).
+	command func(i int, args []string) *exec.Cmd
 }
 
 func newElasticCluster(t *testing.T, ctx context.Context, n int, args []string) *elasticCluster {
-	c := &elasticCluster{t: t, ctx: ctx, addrs: freePorts(t, n), dir: t.TempDir(), args: args, env: []string{elasticSecret}, peers: make([][]*elasticPeer, n)}
+	c := &elasticCluster{t: t, ctx: ctx, addrs: freePorts(t, n), dir: t.TempDir(), args: args, env: []string{elasticSecret}, peers: make([][]*elasticPeer, n),
+		command: func(_ int, args []string) *exec.Cmd { return exec.CommandContext(ctx, binary, args...) }}
 	t.Cleanup(func() {
 		for _, lives := range c.peers {
 			for _, p := range lives {
@@ -82,7 +87,7 @@ func (c *elasticCluster) start(i int, env []string, extra ...string) *elasticPee
 	c.mu.Unlock()
 	p := &elasticPeer{index: i, report: filepath.Join(c.dir, fmt.Sprintf("report-%d-%d.json", i, life)), done: make(chan struct{})}
 	args := append(slices.Clone(c.args), "--report", p.report)
-	p.cmd = exec.CommandContext(c.ctx, binary, append(args, extra...)...)
+	p.cmd = c.command(i, append(args, extra...))
 	p.cmd.Env = append(append(os.Environ(), c.env...), append(env, "TF_CONFIG="+tfConfig(c.addrs, i))...)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -464,5 +469,32 @@ func TestElasticLossDuringCheckpoint(t *testing.T) {
 	sum := readSummary(t, summary) // the last generation's chief wrote it
 	if sum.Run == nil || len(sum.Run.Membership) != 1 || sum.Peers[0].Error == "" || sum.Peers[1].Error != "" {
 		t.Errorf("summary: %+v", sum)
+	}
+}
+
+// TestEmulatedHostsElasticPartition: 3 hosts, and host 2 is cut off the
+// others in mid-run (its port on the bridge goes down): a partition. The
+// minority (host 2 alone) stops, saying it has no majority; the majority
+// (hosts 0 and 1) goes on without it and finishes.
+func TestEmulatedHostsElasticPartition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	h := emulatedHosts(t, ctx, 3, netns.Gbit)
+	c := newElasticCluster(t, ctx, 3, elasticRun("--epochs", "3"))
+	for i := range c.addrs {
+		c.addrs[i] = net.JoinHostPort(h.IP(i), "7000")
+	}
+	c.command = func(i int, args []string) *exec.Cmd { return h.Command(ctx, i, binary, args...) }
+	ps := c.startAll()
+	c.waitStep(ps[0], 15)
+	if err := h.Isolate(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.wait(ps[2]); err == nil || !strings.Contains(ps[2].stderrText(), "not a majority") {
+		t.Errorf("the minority (host 2): %v, want it stopped for want of a majority:\n%s", err, ps[2].stderrText())
+	}
+	s := finished(t, c, ps[0], ps[1])
+	if len(s.Run.Membership) != 1 || !slices.Equal(s.Run.Membership[0].Left, []int{2}) {
+		t.Errorf("the majority's record %+v: want host 2 left", s.Run.Membership)
 	}
 }

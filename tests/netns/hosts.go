@@ -330,3 +330,14 @@ func probe() error {
 	}
 	return h.Down()
 }
+
+// Isolate cuts host i off the others (its port on the bridge goes down):
+// a network partition, host i on one side. Heal reconnects it.
+func (h *Hosts) Isolate(ctx context.Context, i int) error {
+	return run(ctx, []string{"ip", "-n", h.bridge(), "link", "set", "h" + strconv.Itoa(i), "down"})
+}
+
+// Heal reconnects a host Isolate cut off.
+func (h *Hosts) Heal(ctx context.Context, i int) error {
+	return run(ctx, []string{"ip", "-n", h.bridge(), "link", "set", "h" + strconv.Itoa(i), "up"})
+}
