@@ -498,3 +498,29 @@ func TestEmulatedHostsElasticPartition(t *testing.T) {
 		t.Errorf("the majority's record %+v: want host 2 left", s.Run.Membership)
 	}
 }
+
+// TestEmulatedHostsElasticRestart: the path every scheduler's restart
+// takes (launch --max-restarts, a Kubernetes pod recreated at its index,
+// a Slurm task's own retry loop): the worker on host 1 dies and a new
+// process starts on the same host, at the same address and index; it
+// rejoins at the next commit and the three hosts finish identical.
+func TestEmulatedHostsElasticRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	h := emulatedHosts(t, ctx, 3, netns.Gbit)
+	c := newElasticCluster(t, ctx, 3, elasticRun("--epochs", "3"))
+	for i := range c.addrs {
+		c.addrs[i] = net.JoinHostPort(h.IP(i), "7000")
+	}
+	c.command = func(i int, args []string) *exec.Cmd { return h.Command(ctx, i, binary, args...) }
+	ps := c.startAll()
+	c.waitStep(ps[1], 15)
+	_ = ps[1].cmd.Process.Kill()
+	c.waitEvent(ps[0], mirrored.EventMembership)
+	ps[1] = c.start(1, nil)
+	s := finished(t, c, ps...)
+	ms := s.Run.Membership
+	if len(ms) != 2 || !slices.Equal(ms[0].Left, []int{1}) || !slices.Equal(ms[1].Joined, []int{1}) {
+		t.Errorf("record %+v: want host 1 to leave, then to join", ms)
+	}
+}
