@@ -912,7 +912,7 @@ func (e *elastic) started(l *syncLoop, pos *resumePos) error {
 			info += fmt.Sprintf(", admitted %v", c.Joined)
 		}
 		info += fmt.Sprintf("; the cluster paused %.2fs", c.PauseSeconds)
-		return l.obs.emit(Event{Kind: EventMembership, Step: l.global, Steps: l.total, Info: info})
+		return l.obs.emit(Event{Kind: EventMembership, Step: l.global, Steps: l.total, Info: info, Change: &c})
 	}
 	return nil
 }

@@ -48,6 +48,8 @@ type Event struct {
 	Gossip *GossipEval `json:"-"`
 	// Resources is a resource sample (kind resources).
 	Resources *ResourceSample `json:"-"`
+	// Change is an elastic run's change of membership (kind membership).
+	Change *MembershipChange `json:"change,omitempty"`
 }
 
 // StepStats are one training step's figures, on this replica; or, with
@@ -145,7 +147,11 @@ func newObservers(job *Job, rank, replicas int, everyRank bool) (*observers, err
 		o.obs = append(o.obs, newProgressObserver(cfg.Progress, cfg.logEvery(), replicas, everyRank, rank))
 	}
 	if cfg.LogDir != "" {
-		tb, err := newTensorboardObserver(tensorboard.WorkerDir(cfg.LogDir, rank), cfg.logEvery())
+		dir := rank
+		if el := job.Elastic; el != nil && el.Membership != nil {
+			dir = el.Membership.Self() // a peer's ranks change with the generations; its curve is its own
+		}
+		tb, err := newTensorboardObserver(tensorboard.WorkerDir(cfg.LogDir, dir), cfg.logEvery())
 		if err != nil {
 			return nil, err
 		}
@@ -215,6 +221,8 @@ func (l logObserver) Observe(e Event) error {
 		}
 	case EventCheckpoint:
 		l.log.Debug("checkpoint", zap.String("path", e.Path), zap.Int("step", e.Step))
+	case EventMembership:
+		l.log.Warn("membership changed", zap.String("change", e.Info), zap.Int("step", e.Step))
 	case EventEpoch:
 		ep := e.Epoch
 		fields := []zap.Field{zap.Int("epoch", ep.Epoch), zap.Int("step", e.Step), zap.Float64("loss", ep.Loss),
@@ -277,6 +285,13 @@ func (t *tensorboardObserver) Observe(e Event) error {
 		return t.step(e)
 	case EventEpoch:
 		return t.epoch(e)
+	case EventMembership:
+		if c := e.Change; c != nil {
+			now := time.Now()
+			return errors.Join(t.train.Scalar("elastic/workers", int64(e.Step), float32(len(c.Members)), now),
+				t.train.Scalar("elastic/pause_ms", int64(e.Step), float32(c.PauseSeconds*1000), now),
+				t.train.Scalar("elastic/rolled_back_steps", int64(e.Step), float32(c.RolledBack), now), t.train.Flush())
+		}
 	}
 	return nil
 }

@@ -57,6 +57,9 @@ func (p *progressObserver) Observe(e Event) error {
 				fmt.Fprintf(p.w, "warning: %s\n", w)
 			}
 		}
+	case EventMembership:
+		p.steps.Clear()
+		fmt.Fprintln(p.w, e.Info)
 	case EventStep:
 		p.steps.Step(e)
 	case EventEpoch:

@@ -22,7 +22,7 @@ func init() {
 		&cli.StringFlag{Name: "summary", Usage: "write the per-peer summary (with parameter hashes and per-epoch accuracy) as JSON to this file"},
 		// Gossip's: under the ring a lost peer stops every replica, so it
 		// is warned about as ignored, like gossip's other flags.
-		inCategory(catGossip, &cli.BoolFlag{Name: "tolerate-loss", Usage: "gossip: succeed when some replicas were lost and the others finished (default: exit non-zero naming them)"})[0],
+		inCategory(catGossip, &cli.BoolFlag{Name: "tolerate-loss", Usage: "gossip: succeed when some replicas were lost and the others finished (default: exit non-zero naming them); the ring's --elastic succeeds on its own while at least --min-workers are left"})[0],
 		inCategory(catCluster, &cli.IntFlag{Name: "max-restarts", Usage: "elastic: restart a worker that dies up to this many times (torchrun's flag); it rejoins the running cluster at the next commit"})[0],
 	}, shared...)
 	register(&cli.Command{

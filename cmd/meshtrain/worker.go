@@ -313,7 +313,10 @@ func init() {
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 				Cost: costParams,
 			}
-			if cl.Rank == 0 || job.Elastic != nil { // the chief prints the cluster's table, as launch does (elastic: the last generation's chief)
+			if (cl.Rank == 0 || job.Elastic != nil) && !c.Bool("events") {
+				// The chief prints the cluster's table, as launch does
+				// (elastic: the last generation's chief); under launch
+				// (--events), launch prints it.
 				wc.Table = os.Stdout
 			}
 			if c.Bool("events") {

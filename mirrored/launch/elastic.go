@@ -186,8 +186,14 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 	}
 	el.Final = func(ctx context.Context, sum *mirrored.Summary, members []int) error {
 		m := n.current()
+		// The last generation's traffic, by cluster index (its ranks are
+		// positions in members).
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 		sum.Peer.Links = m.Links()
+		for i := range sum.Peer.Links {
+			sum.Peer.Links[i].Peer = members[sum.Peer.Links[i].Peer]
+		}
+		sum.Peer.Rank = self
 		gathered, err := gatherSummaries(ctx, m.Comm, sum)
 		if err != nil {
 			return err

@@ -42,12 +42,15 @@ func WriteTable(w io.Writer, rep *Report) {
 			break
 		}
 	}
+	if first != nil {
+		writeMembership(w, first.Run.Membership)
+	}
 	for _, p := range rep.Peers {
 		if p.Summary == nil && slices.Contains(rep.Lost, p.Rank) {
 			fmt.Fprintf(w, "rank %d failed (the others carried on without it): %s\n", p.Rank, p.Err)
 		}
 	}
-	if first != nil && (rep.Peers[0].Summary != nil || rep.Gossip) {
+	if first != nil && (rep.Peers[0].Summary != nil || rep.Gossip || len(first.Run.Membership) > 0) {
 		run := first.Run
 		verdict := "identical on every peer"
 		switch {
@@ -220,4 +223,26 @@ func WriteSummary(path string, rep *Report) error {
 // summary-resources.png.
 func ResourcesPath(summary string) string {
 	return strings.TrimSuffix(summary, filepath.Ext(summary)) + "-resources.png"
+}
+
+// writeMembership lists an elastic run's changes of membership, in order.
+func writeMembership(w io.Writer, changes []mirrored.MembershipChange) {
+	if len(changes) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nmembership (elastic): the peers from each change on, by cluster index")
+	for _, c := range changes {
+		what := ""
+		if len(c.Left) > 0 {
+			what += fmt.Sprintf(", lost %s", joinInts(c.Left))
+		}
+		if len(c.Joined) > 0 {
+			what += fmt.Sprintf(", admitted %s", joinInts(c.Joined))
+		}
+		reason := c.Reason
+		if len(reason) > 160 {
+			reason = reason[:160] + "…"
+		}
+		fmt.Fprintf(w, "  from step %d: peers %s%s; paused %.2fs, %d step(s) rolled back (%s)\n", c.Step, joinInts(c.Members), what, c.PauseSeconds, c.RolledBack, reason)
+	}
 }
