@@ -479,12 +479,7 @@ func TestElasticLossDuringCheckpoint(t *testing.T) {
 func TestEmulatedHostsElasticPartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	h := emulatedHosts(t, ctx, 3, netns.Gbit)
-	c := newElasticCluster(t, ctx, 3, elasticRun("--epochs", "3"))
-	for i := range c.addrs {
-		c.addrs[i] = net.JoinHostPort(h.IP(i), "7000")
-	}
-	c.command = func(i int, args []string) *exec.Cmd { return h.Command(ctx, i, binary, args...) }
+	h, c := emulatedElasticCluster(t, ctx, 3)
 	ps := c.startAll()
 	c.waitStep(ps[0], 15)
 	if err := h.Isolate(ctx, 2); err != nil {
@@ -507,12 +502,7 @@ func TestEmulatedHostsElasticPartition(t *testing.T) {
 func TestEmulatedHostsElasticRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	h := emulatedHosts(t, ctx, 3, netns.Gbit)
-	c := newElasticCluster(t, ctx, 3, elasticRun("--epochs", "3"))
-	for i := range c.addrs {
-		c.addrs[i] = net.JoinHostPort(h.IP(i), "7000")
-	}
-	c.command = func(i int, args []string) *exec.Cmd { return h.Command(ctx, i, binary, args...) }
+	_, c := emulatedElasticCluster(t, ctx, 3)
 	ps := c.startAll()
 	c.waitStep(ps[1], 15)
 	_ = ps[1].cmd.Process.Kill()
@@ -523,4 +513,16 @@ func TestEmulatedHostsElasticRestart(t *testing.T) {
 	if len(ms) != 2 || !slices.Equal(ms[0].Left, []int{1}) || !slices.Equal(ms[1].Joined, []int{1}) {
 		t.Errorf("record %+v: want host 1 to leave, then to join", ms)
 	}
+}
+
+// emulatedElasticCluster is an elastic cluster of n emulated hosts at
+// 1 Gbit, peer i on host i at port 7000.
+func emulatedElasticCluster(t *testing.T, ctx context.Context, n int) (*netns.Hosts, *elasticCluster) {
+	h := emulatedHosts(t, ctx, n, netns.Gbit)
+	c := newElasticCluster(t, ctx, n, elasticRun("--epochs", "3"))
+	for i := range c.addrs {
+		c.addrs[i] = net.JoinHostPort(h.IP(i), "7000")
+	}
+	c.command = func(i int, args []string) *exec.Cmd { return h.Command(ctx, i, binary, args...) }
+	return h, c
 }

@@ -3,11 +3,9 @@ package launch
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -217,14 +215,8 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Report != "" {
-		b, err := json.MarshalIndent(sum, "", "  ")
-		if err != nil {
-			return nil, fmt.Errorf("peer %d: encoding the report: %w", self, err)
-		}
-		if err := os.WriteFile(cfg.Report, append(b, '\n'), 0o644); err != nil {
-			return nil, fmt.Errorf("peer %d: writing the report: %w", self, err)
-		}
+	if err := cfg.writeReport(sum, self); err != nil {
+		return nil, err
 	}
 	return sum, nil
 }

@@ -216,16 +216,25 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 			return nil, err
 		}
 	}
-	if cfg.Report != "" {
-		b, err := json.MarshalIndent(sum, "", "  ")
-		if err != nil {
-			return nil, fmt.Errorf("rank %d: encoding the report: %w", rank, err)
-		}
-		if err := os.WriteFile(cfg.Report, append(b, '\n'), 0o644); err != nil {
-			return nil, fmt.Errorf("rank %d: writing the report: %w", rank, err)
-		}
+	if err := cfg.writeReport(sum, rank); err != nil {
+		return nil, err
 	}
 	return sum, nil
+}
+
+// writeReport writes this peer's Summary to --report, if given.
+func (cfg *WorkerConfig) writeReport(sum *mirrored.Summary, rank int) error {
+	if cfg.Report == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(sum, "", "  ")
+	if err != nil {
+		return fmt.Errorf("rank %d: encoding the report: %w", rank, err)
+	}
+	if err := os.WriteFile(cfg.Report, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("rank %d: writing the report: %w", rank, err)
+	}
+	return nil
 }
 
 // writeTimeline writes, on the chief, the trace of the run's last steps
