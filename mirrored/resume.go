@@ -31,7 +31,10 @@ func (j *Job) resumePoint(settings []setting, fp string, nparams, nstate int) (*
 			problem = fmt.Sprintf("checkpoint %s: metadata history: %v", path, err)
 		}
 	}
-	return ck, &resumePos{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, History: hist, Warnings: warnings}, problem
+	// StepsPerEpoch: an elastic run's checkpoint may come from another
+	// number of peers (its fingerprint leaves it out); the resume then
+	// keeps the share of the epoch done.
+	return ck, &resumePos{Path: path, Step: ck.Step, Epoch: ck.Epoch, StepInEpoch: ck.StepInEpoch, StepsPerEpoch: ck.StepsPerEpoch, History: hist, Warnings: warnings}, problem
 }
 
 // findCheckpoint (chief only) loads the checkpoint to resume from

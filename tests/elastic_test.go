@@ -470,6 +470,15 @@ func TestElasticLossDuringCheckpoint(t *testing.T) {
 	if sum.Run == nil || len(sum.Run.Membership) != 1 || sum.Peers[0].Error == "" || sum.Peers[1].Error != "" {
 		t.Errorf("summary: %+v", sum)
 	}
+	// The checkpoint written after the change (by 2 peers) resumes on 3,
+	// the run extended by an epoch.
+	again := newElasticCluster(t, ctx, 3, elasticRun("--checkpoint-dir", dir, "--epochs", "3"))
+	rs := again.startAll()
+	more := finished(t, again, rs...)
+	p := rs[0].summary(t).Peer
+	if p.ResumedFrom == "" || len(more.Run.EpochResults) != 3 || more.Run.Replicas != 3 {
+		t.Errorf("resuming the run on 3 peers: resumed from %q, %d epochs, %d replicas", p.ResumedFrom, len(more.Run.EpochResults), more.Run.Replicas)
+	}
 }
 
 // TestEmulatedHostsElasticPartition: 3 hosts, and host 2 is cut off the
