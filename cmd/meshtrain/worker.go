@@ -175,6 +175,9 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if job.Elastic, err = elasticFromFlags(c, workers); err != nil {
 		return job, "", err
 	}
+	if job.Elastic != nil && job.Strategy.Gossip() {
+		return job, "", errors.New("--elastic with --strategy gossip: gossip already goes on without a lost replica (launch --tolerate-loss); --elastic is for the ring")
+	}
 	if job.Elastic != nil && restarted() > 0 {
 		job.Faults.KillAfter = 0 // the kill was its first life's
 	}
