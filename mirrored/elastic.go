@@ -233,6 +233,11 @@ type elasticMsg struct {
 	Change *MembershipChange `json:"change,omitempty"`
 }
 
+// maxGenerationStep bounds how far a proposal's generation may be ahead
+// of a peer's: each attempt at agreeing adds one, and a member gone bad
+// must not push the count to its end.
+const maxGenerationStep = 1 << 16
+
 // probeTimeout bounds each question of the membership protocol: a peer
 // alive answers in milliseconds; one whose host is gone does not answer.
 const probeTimeout = 500 * time.Millisecond
@@ -271,6 +276,11 @@ func (e *elastic) answer(from int, b []byte) []byte {
 			out.Reason = "this peer is not among the members"
 		case msg.Gen <= e.gen && e.state != stateStarting:
 			out.Reason = fmt.Sprintf("generation %d is not after this peer's %d", msg.Gen, e.gen)
+		case msg.Gen > e.gen+maxGenerationStep:
+			out.Reason = fmt.Sprintf("generation %d is implausibly far after this peer's %d", msg.Gen, e.gen)
+		case slices.ContainsFunc(msg.Members, func(p int) bool { return p < 0 || p >= e.n }) || len(msg.Members) > e.n ||
+			len(slices.Compact(slices.Sorted(slices.Values(msg.Members)))) != len(msg.Members):
+			out.Reason = fmt.Sprintf("members %v name a peer twice or outside the cluster's %d", msg.Members, e.n)
 		case e.accepted != nil && msg.Gen <= e.accepted.Gen:
 			out.Reason = fmt.Sprintf("already took generation %d", e.accepted.Gen)
 		case e.pending != nil && msg.Gen == e.pending.Gen && !slices.Equal(msg.Members, e.pending.Members):

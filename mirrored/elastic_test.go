@@ -2,6 +2,7 @@ package mirrored
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -251,4 +252,46 @@ func FuzzParseMembershipSchedule(f *testing.F) {
 			last = c.Step
 		}
 	})
+}
+
+// TestElasticAnswerRefusesBadProposals: a proposal that names strangers,
+// a peer twice, a generation not after this peer's or implausibly far,
+// or that leaves this peer out is refused with the reason; a go without
+// its promise takes nothing.
+func TestElasticAnswerRefusesBadProposals(t *testing.T) {
+	e := &elastic{self: 1, n: 4, gen: 5, state: stateReforming, joins: map[int]bool{}, wake: make(chan struct{}, 1)}
+	ask := func(m elasticMsg) elasticMsg {
+		var out elasticMsg
+		if err := json.Unmarshal(e.answer(0, mustJSON(m)), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		msg  elasticMsg
+		want string
+	}{
+		{elasticMsg{Kind: "propose", Gen: 6, Members: []int{0, 1, 7}}, "outside the cluster"},
+		{elasticMsg{Kind: "propose", Gen: 6, Members: []int{0, 1, 1}}, "twice"},
+		{elasticMsg{Kind: "propose", Gen: 5, Members: []int{0, 1}}, "not after"},
+		{elasticMsg{Kind: "propose", Gen: 1 << 40, Members: []int{0, 1}}, "implausibly far"},
+		{elasticMsg{Kind: "propose", Gen: 6, Members: []int{0, 2}}, "not among the members"},
+		{elasticMsg{Kind: "nonsense"}, "unknown kind"},
+	} {
+		if out := ask(tc.msg); out.OK || !strings.Contains(out.Reason, tc.want) {
+			t.Errorf("%+v: answered %+v, want refused for %q", tc.msg, out, tc.want)
+		}
+	}
+	if out := ask(elasticMsg{Kind: "go", Gen: 6}); out.OK || e.accepted != nil {
+		t.Errorf("a go without a promise was taken: %+v", out)
+	}
+	if out := ask(elasticMsg{Kind: "propose", Gen: 6, Members: []int{0, 1}}); !out.OK {
+		t.Fatalf("a good proposal refused: %+v", out)
+	}
+	if out := ask(elasticMsg{Kind: "propose", Gen: 6, Members: []int{1, 3}}); out.OK {
+		t.Errorf("a second proposal of the same generation with other members was promised too")
+	}
+	if out := ask(elasticMsg{Kind: "go", Gen: 6}); !out.OK || e.accepted == nil || !slices.Equal(e.accepted.Members, []int{0, 1}) {
+		t.Errorf("go: %+v, accepted %+v", out, e.accepted)
+	}
 }
