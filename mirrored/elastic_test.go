@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/sparse"
 )
 
 // memCluster is an in-memory network for elastic runs: a generation is
@@ -107,9 +108,14 @@ func (p *memPeer) Serve(answer func(int, []byte) []byte) {
 // kill(i) for each peer i whose job's faults kill it.
 func runElasticGroup(t *testing.T, jobs []Job, el Elastic) ([]*Summary, []error) {
 	t.Helper()
+	return runElasticOn(t, newMemCluster(len(jobs)), jobs, el)
+}
+
+// runElasticOn is runElasticGroup on the cluster c.
+func runElasticOn(t *testing.T, c *memCluster, jobs []Job, el Elastic) ([]*Summary, []error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := newMemCluster(len(jobs))
 	sums, errs := make([]*Summary, len(jobs)), make([]error, len(jobs))
 	var wg sync.WaitGroup
 	for i, job := range jobs {
@@ -293,5 +299,129 @@ func TestElasticAnswerRefusesBadProposals(t *testing.T) {
 	}
 	if out := ask(elasticMsg{Kind: "go", Gen: 6}); !out.OK || e.accepted == nil || !slices.Equal(e.accepted.Members, []int{0, 1}) {
 		t.Errorf("go: %+v, accepted %+v", out, e.accepted)
+	}
+}
+
+// TestElasticReviewCases: what an adversarial review found, each a case
+// that failed before its fix: a join request from a worker that died
+// again made every later commit a change; a peer the schedule drops for
+// good at step 0 waited out the run; a change recorded at a step that is
+// not a commit was never applied; a schedule listing a newcomer first
+// (a chief without the state) looped.
+func TestElasticReviewCases(t *testing.T) {
+	mn := synthMNIST(600, 100, 3)
+	jobs := func() []Job {
+		js := make([]Job, 3)
+		for i := range js {
+			js[i] = testJob(t, "softmax", mn, 16, 2)
+		}
+		return js
+	}
+	t.Run("stale join", func(t *testing.T) {
+		js := jobs()
+		c := newMemCluster(3)
+		for i := range js {
+			js[i].Faults.KillRank, js[i].Faults.KillAfter = 2, 4
+		}
+		// Long after peer 2 died, peer 0 hears it ask to join, once.
+		js[0].Faults.Hook = func(_ context.Context, p Point, st StepInfo) error {
+			if p == AfterUpdate && st.Step == 8 {
+				c.mu.Lock()
+				answer := c.answer[0]
+				c.mu.Unlock()
+				answer(2, mustJSON(elasticMsg{Kind: "join"}))
+			}
+			return nil
+		}
+		sums, errs := runElasticOn(t, c, js, Elastic{CommitEvery: 3})
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("%v", errs)
+		}
+		if ms := sums[0].Run.Membership; len(ms) != 1 {
+			t.Errorf("record %+v: want the one loss, not a change at every commit for a joiner that is gone", ms)
+		}
+	})
+	t.Run("dropped at step 0 for good", func(t *testing.T) {
+		sums, errs := runElasticGroup(t, jobs(), Elastic{CommitEvery: 3, Schedule: []MembershipChange{{Step: 0, Members: []int{0, 2}}}})
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("peer %d: %v", i, err)
+			}
+		}
+		if sums[1].Peer.Left == "" || sums[0].Run.Replicas != 2 {
+			t.Errorf("peer 1 %+v, the run on %d replicas", sums[1].Peer, sums[0].Run.Replicas)
+		}
+	})
+	t.Run("a change between commits", func(t *testing.T) {
+		sums, errs := runElasticGroup(t, jobs(), Elastic{CommitEvery: 3, Schedule: []MembershipChange{{Step: 5, Members: []int{0, 2}}}})
+		if errs[0] != nil || errs[2] != nil || sums[0].Run.Replicas != 2 || len(sums[0].Run.Membership) != 1 || sums[0].Run.Membership[0].Step != 6 {
+			t.Errorf("%v; %+v: want the change applied at the next commit (step 6)", errs, sums[0].Run.Membership)
+		}
+	})
+	for _, tc := range []struct {
+		s   []MembershipChange
+		err string
+	}{
+		{[]MembershipChange{{Step: 0, Members: []int{1, 2}}, {Step: 6, Members: []int{0, 1, 2}}}, "lists peer 1, which stays, after a peer that joins"},
+		{[]MembershipChange{{Step: 6, Members: []int{0, 2}, CommitEvery: 5}}, "recorded with --commit-every 5"},
+		{[]MembershipChange{{Step: 6, Members: []int{0, 3}}}, "outside the cluster's 3"},
+		{[]MembershipChange{{Step: 6, Members: []int{0, 2}}, {Step: 9, Members: []int{0, 2, 1}}}, ""},
+	} {
+		if err := CheckMembershipSchedule(tc.s, 3, 3); (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%+v: %v, want %q", tc.s, err, tc.err)
+		}
+	}
+}
+
+// TestElasticProbeSeesItWasDropped: a peer that hung and wakes while the
+// others agree on a later generation without it sees it was dropped
+// (and asks to rejoin) instead of leading them back to its old commit.
+func TestElasticProbeSeesItWasDropped(t *testing.T) {
+	c := newMemCluster(3)
+	for _, p := range []int{1, 2} {
+		c.answer[p] = func(int, []byte) []byte {
+			return mustJSON(elasticMsg{Kind: "answer", State: stateReforming, Gen: 5, Members: []int{1, 2}})
+		}
+	}
+	e := &elastic{self: 0, n: 3, gen: 3, cfg: &Elastic{}, m: &memPeer{c: c, self: 0}, joins: map[int]bool{}}
+	if _, _, newer := e.probe(context.Background(), []int{0, 1, 2}, &membershipChangeError{}); !newer {
+		t.Errorf("a peer of generation 3 did not see that the others formed generation 5 without it")
+	}
+}
+
+// TestElasticSparseCommits: sparse-lr commits copy only the features
+// changed since the last commit. A run that loses a peer (its survivors
+// roll back to such a commit) ends, for AdaGrad and FTRL (whose state is
+// interleaved) and for SGD with lazy L2 (whose settling changes every
+// weight), with the parameters of its record's replay made with full
+// copies: the commits held every change.
+func TestElasticSparseCommits(t *testing.T) {
+	const dim = 4000
+	train, test := sparseSet(t, 1, 1200, dim, 8), sparseSet(t, 2, 300, dim, 8)
+	for _, opt := range []string{"adagrad", "ftrl", "sgd"} {
+		t.Run(opt, func(t *testing.T) {
+			jobs := make([]Job, 3)
+			for i := range jobs {
+				jobs[i] = cloneSparse(sparseTestJob(train, test, dim, 16, 2, opt, sparse.ExchangeAuto))
+				jobs[i].Faults.KillRank, jobs[i].Faults.KillAfter = 1, 11
+			}
+			sums, errs := runElasticGroup(t, jobs, Elastic{CommitEvery: 4})
+			if errs[0] != nil || errs[2] != nil {
+				t.Fatalf("%v", errs)
+			}
+			rec := sums[0].Run
+			if len(rec.Membership) != 1 || rec.Membership[0].RolledBack == 0 && rec.Membership[0].Step%4 != 0 {
+				t.Fatalf("record %+v", rec.Membership)
+			}
+			for i := range jobs {
+				jobs[i].Faults = Faults{}
+			}
+			fullCommits = true
+			defer func() { fullCommits = false }()
+			sums, errs = runElasticGroup(t, jobs, Elastic{CommitEvery: 4, Schedule: rec.Membership})
+			if errs[0] != nil || sums[0].Run.ParamsSHA256 != rec.ParamsSHA256 {
+				t.Errorf("replayed with full commits: %v, %s; the run with incremental ones: %s", errs[0], sums[0].Run.ParamsSHA256, rec.ParamsSHA256)
+			}
+		})
 	}
 }

@@ -264,12 +264,8 @@ func (j *Job) validateElastic() error {
 	case el.MinWorkers < 0 || el.CommitEvery < 0:
 		return fmt.Errorf("elastic: --min-workers %d and --commit-every %d: want ≥ 0", el.MinWorkers, el.CommitEvery)
 	}
-	for _, c := range el.Schedule {
-		for _, p := range c.Members {
-			if p >= el.Membership.Size() {
-				return fmt.Errorf("elastic: the membership schedule names peer %d, outside the cluster's %d", p, el.Membership.Size())
-			}
-		}
+	if err := CheckMembershipSchedule(el.Schedule, el.Membership.Size(), el.CommitEvery); err != nil {
+		return err
 	}
 	_, err := j.builder()
 	return err

@@ -33,6 +33,7 @@ type sparseReplica struct {
 	examples      int           // examples behind local
 	combined      int           // examples behind merged (0: no update)
 	touched       []float32
+	changed       changeSet // the features updated since the last commit (elastic)
 	// Steps per exchange mode since the last epoch line.
 	epochSparse, epochDense int
 }
@@ -99,10 +100,58 @@ func (r *sparseReplica) Combine(ctx context.Context, g Group, step int) error {
 func (r *sparseReplica) Update(w []float32, _ float64) {
 	if r.combined > 0 {
 		r.opt.Step(w, r.merged)
+		r.changed.add(r.merged.Indices, len(w))
 	}
 }
 
-func (r *sparseReplica) Settle() { r.opt.Flush(r.model.W) }
+func (r *sparseReplica) Settle() {
+	if sgd, ok := r.opt.(*sparse.SGD); ok && sgd.Lazy() {
+		r.changed.all = true // the decay settles every weight
+	}
+	r.opt.Flush(r.model.W)
+}
+
+func (r *sparseReplica) dirty() ([]int32, bool) { return r.changed.list, r.changed.all }
+func (r *sparseReplica) resetDirty()            { r.changed.reset() }
+func (r *sparseReplica) trackChanges()          { r.changed.track = true }
+
+// changeSet is a set of feature indices, kept as a list and a bitmap;
+// past a quarter of the features it gives up and says all.
+type changeSet struct {
+	track bool // only elastic runs commit: the others keep nothing
+	bits  []uint64
+	list  []int32
+	all   bool
+}
+
+func (s *changeSet) add(idx []int32, n int) {
+	if !s.track || s.all {
+		return
+	}
+	if len(s.bits) != (n+63)/64 {
+		s.bits = make([]uint64, (n+63)/64)
+	}
+	for _, i := range idx {
+		if w, b := i>>6, uint64(1)<<(i&63); s.bits[w]&b == 0 {
+			s.bits[w] |= b
+			s.list = append(s.list, i)
+		}
+	}
+	if len(s.list) > n/4 {
+		s.all = true
+	}
+}
+
+func (s *changeSet) reset() {
+	if s.all {
+		clear(s.bits)
+	} else {
+		for _, i := range s.list {
+			s.bits[i>>6] = 0
+		}
+	}
+	s.list, s.all = s.list[:0], false
+}
 
 // Checked is the weights the last step touched: cheap to hash every few
 // steps, and where a divergence shows first.

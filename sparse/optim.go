@@ -131,6 +131,10 @@ func (o *SGD) Flush(w []float32) {
 
 func (o *SGD) State() [][]float32 { return nil }
 
+// Lazy says whether Flush changes weights a step did not touch (L2 decay
+// applied lazily).
+func (o *SGD) Lazy() bool { return o.last != nil }
+
 // AdaGrad scales each feature's step by the inverse square root of its sum
 // of squared gradients: w_i -= LR·g_i / sqrt(a_i), a_i += g_i² first.
 // Rare features keep large steps, frequent ones settle: the right bias for

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
@@ -50,10 +49,8 @@ func elasticFromFlags(c *cli.Context, workers int) (*mirrored.Elastic, error) {
 		if el.Schedule, err = mirrored.ParseMembershipSchedule(b); err != nil {
 			return nil, fmt.Errorf("--membership-schedule %s: %w", path, err)
 		}
-		for _, c := range el.Schedule {
-			if m := slices.Max(c.Members); m >= workers {
-				return nil, fmt.Errorf("--membership-schedule %s: the change at step %d names peer %d, outside the cluster's %d workers: replay a record of a cluster of this size", path, c.Step, m, workers)
-			}
+		if err := mirrored.CheckMembershipSchedule(el.Schedule, workers, el.CommitEvery); err != nil {
+			return nil, fmt.Errorf("--membership-schedule %s: %w", path, err)
 		}
 	}
 	return el, nil

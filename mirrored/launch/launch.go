@@ -161,12 +161,14 @@ type worker struct {
 	lastErr string    // last "error" message, or last stderr line
 	errAt   time.Time // when lastErr was first seen
 	killed  bool      // its error was the fault injection's kill
-	hung    bool      // still running StopGrace after the first exit: killed
-	mu      sync.Mutex
-	exited  bool
-	waitErr error
-	stopped bool // we asked it to stop
-	ioDone  sync.WaitGroup
+	// stoppedRun: its elastic run stopped on purpose (no restart helps)
+	stoppedRun bool
+	hung       bool // still running StopGrace after the first exit: killed
+	mu         sync.Mutex
+	exited     bool
+	waitErr    error
+	stopped    bool // we asked it to stop
+	ioDone     sync.WaitGroup
 }
 
 type exit struct {
@@ -256,6 +258,7 @@ type localCluster struct {
 	addrs    []string
 	secret   []byte
 	restarts []int
+	finished int // workers that exited 0: the run is over, none is restarted
 	// quiet, after Ctrl-C: the workers' own last words ("interrupted",
 	// the collectives they abandoned) are not shown; the user knows.
 	quiet atomic.Bool
@@ -457,8 +460,10 @@ func (c *localCluster) relay(status *status, m Message) {
 // rest.
 func (c *localCluster) exited(o *outcome, e exit, running int) (restarted bool) {
 	switch {
-	case e.err == nil || o.interrupted || e.w.hung: // hung: abandon recorded it
-	case c.cfg.Elastic && running > 0 && c.restarts[e.w.rank] < c.cfg.MaxRestarts:
+	case e.err == nil:
+		c.finished++
+	case o.interrupted || e.w.hung: // hung: abandon recorded it
+	case c.cfg.Elastic && running > 0 && c.restarts[e.w.rank] < c.cfg.MaxRestarts && !e.w.stoppedRun && c.finished == 0:
 		r := e.w.rank
 		c.restarts[r]++
 		fmt.Fprintf(c.out, "[launch] rank %d died (%s); restarting it (%d of --max-restarts %d): it rejoins at the next commit\n", r, e.w.describe(), c.restarts[r], c.cfg.MaxRestarts)
@@ -725,7 +730,7 @@ func (w *worker) pumpStdout(r io.Reader, out io.Writer, msgs chan<- Message) {
 			if err := json.Unmarshal([]byte(js), &m); err == nil {
 				if m.Kind == "error" {
 					w.mu.Lock()
-					w.lastErr, w.killed, w.errAt = m.Error, m.Injected, time.Now()
+					w.lastErr, w.killed, w.stoppedRun, w.errAt = m.Error, m.Injected, m.Stopped, time.Now()
 					w.mu.Unlock()
 				}
 				msgs <- m

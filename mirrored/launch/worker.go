@@ -44,6 +44,9 @@ type Message struct {
 	// (mirrored.ErrInjectedKill): the launcher then names it, not the
 	// peers that failed because they lost it.
 	Injected bool `json:"injected,omitempty"`
+	// Stopped (Kind "error") says an elastic run stopped on purpose
+	// (mirrored.ErrElasticStopped): launch does not restart the worker.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // WorkerConfig is one peer of a cluster.
@@ -154,7 +157,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	}
 	defer func() {
 		if err != nil {
-			emit(Message{Event: mirrored.Event{Kind: "error", Rank: rank}, Error: err.Error(), Injected: errors.Is(err, mirrored.ErrInjectedKill)})
+			emit(Message{Event: mirrored.Event{Kind: "error", Rank: rank}, Error: err.Error(), Injected: errors.Is(err, mirrored.ErrInjectedKill), Stopped: errors.Is(err, mirrored.ErrElasticStopped)})
 		}
 	}()
 	if cfg.Job.Config.Progress == nil {
