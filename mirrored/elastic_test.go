@@ -389,12 +389,13 @@ func TestElasticProbeSeesItWasDropped(t *testing.T) {
 	}
 }
 
-// TestElasticSparseCommits: sparse-lr commits copy only the features
-// changed since the last commit. A run that loses a peer (its survivors
-// roll back to such a commit) ends, for AdaGrad and FTRL (whose state is
-// interleaved) and for SGD with lazy L2 (whose settling changes every
-// weight), with the parameters of its record's replay made with full
-// copies: the commits held every change.
+// TestElasticSparseCommits: sparse-lr commits are a mark in an undo log
+// of the values its steps overwrite (SGD with lazy L2, whose settling
+// changes every weight, copies instead). A run that loses a peer (its
+// survivors roll back through the log) ends, for AdaGrad, FTRL (whose
+// state is interleaved) and SGD, with the parameters of its record's
+// replay made with copies: the log held every change (without the
+// logging, AdaGrad's and FTRL's cases fail).
 func TestElasticSparseCommits(t *testing.T) {
 	const dim = 4000
 	train, test := sparseSet(t, 1, 1200, dim, 8), sparseSet(t, 2, 300, dim, 8)

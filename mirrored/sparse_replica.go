@@ -33,7 +33,7 @@ type sparseReplica struct {
 	examples      int           // examples behind local
 	combined      int           // examples behind merged (0: no update)
 	touched       []float32
-	changed       changeSet // the features updated since the last commit (elastic)
+	log           undoLog // what the steps overwrote since the last commit (elastic)
 	// Steps per exchange mode since the last epoch line.
 	epochSparse, epochDense int
 }
@@ -99,58 +99,81 @@ func (r *sparseReplica) Combine(ctx context.Context, g Group, step int) error {
 // in which no replica had an example changes nothing.
 func (r *sparseReplica) Update(w []float32, _ float64) {
 	if r.combined > 0 {
+		r.log.save(r.merged.Indices, w, r.state)
 		r.opt.Step(w, r.merged)
-		r.changed.add(r.merged.Indices, len(w))
 	}
 }
 
-func (r *sparseReplica) Settle() {
+func (r *sparseReplica) Settle() { r.opt.Flush(r.model.W) }
+
+// mark implements undoer, unless a lazy L2 decay makes every settling
+// change every weight: then commits copy.
+func (r *sparseReplica) mark() bool {
 	if sgd, ok := r.opt.(*sparse.SGD); ok && sgd.Lazy() {
-		r.changed.all = true // the decay settles every weight
+		return false
 	}
-	r.opt.Flush(r.model.W)
+	r.log.reset(len(r.model.W))
+	return true
 }
 
-func (r *sparseReplica) dirty() ([]int32, bool) { return r.changed.list, r.changed.all }
-func (r *sparseReplica) resetDirty()            { r.changed.reset() }
-func (r *sparseReplica) trackChanges()          { r.changed.track = true }
+func (r *sparseReplica) undo() { r.log.apply(r.model.W, r.state) }
 
-// changeSet is a set of feature indices, kept as a list and a bitmap;
-// past a quarter of the features it gives up and says all.
-type changeSet struct {
-	track bool // only elastic runs commit: the others keep nothing
-	bits  []uint64
-	list  []int32
-	all   bool
+// undoLog holds the values a replica's steps overwrote since its mark,
+// the first time each feature changed: its weight and the k floats of
+// each optimizer state it keeps per feature (at k·i). The steps touch
+// those values anyway, so keeping them costs little; it grows with the
+// features touched between commits.
+type undoLog struct {
+	on   bool // marked: an elastic run keeps it
+	bits []uint64
+	idx  []int32
+	w    []float32
+	s    []float32 // per logged feature, every state's k values in turn
 }
 
-func (s *changeSet) add(idx []int32, n int) {
-	if !s.track || s.all {
+func (u *undoLog) reset(n int) {
+	if len(u.bits) != (n+63)/64 {
+		u.bits = make([]uint64, (n+63)/64)
+	} else {
+		for _, i := range u.idx {
+			u.bits[i>>6] = 0
+		}
+	}
+	u.on, u.idx, u.w, u.s = true, u.idx[:0], u.w[:0], u.s[:0]
+}
+
+// save logs the old values of the features idx of w and states that are
+// not logged yet.
+func (u *undoLog) save(idx []int32, w []float32, states [][]float32) {
+	if !u.on {
 		return
 	}
-	if len(s.bits) != (n+63)/64 {
-		s.bits = make([]uint64, (n+63)/64)
-	}
 	for _, i := range idx {
-		if w, b := i>>6, uint64(1)<<(i&63); s.bits[w]&b == 0 {
-			s.bits[w] |= b
-			s.list = append(s.list, i)
+		word, bit := i>>6, uint64(1)<<(i&63)
+		if u.bits[word]&bit != 0 {
+			continue
 		}
-	}
-	if len(s.list) > n/4 {
-		s.all = true
+		u.bits[word] |= bit
+		u.idx = append(u.idx, i)
+		u.w = append(u.w, w[i])
+		for _, a := range states {
+			k := len(a) / len(w)
+			u.s = append(u.s, a[k*int(i):k*int(i)+k]...)
+		}
 	}
 }
 
-func (s *changeSet) reset() {
-	if s.all {
-		clear(s.bits)
-	} else {
-		for _, i := range s.list {
-			s.bits[i>>6] = 0
+// apply writes the logged values back: w and states are as at the mark.
+func (u *undoLog) apply(w []float32, states [][]float32) {
+	off := 0
+	for j, i := range u.idx {
+		w[i] = u.w[j]
+		for _, a := range states {
+			k := len(a) / len(w)
+			off += copy(a[k*int(i):k*int(i)+k], u.s[off:off+k])
 		}
 	}
-	s.list, s.all = s.list[:0], false
+	u.reset(len(w))
 }
 
 // Checked is the weights the last step touched: cheap to hash every few
