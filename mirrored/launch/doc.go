@@ -19,8 +19,10 @@
 // epoch, and through a report file in the run directory holding their
 // mirrored.Summary, from which it prints the per-peer table.
 //
-// Failure: under gossip (Config.Gossip) a worker that fails is reported
-// and the others carry on without it. Otherwise, when a worker exits with
+// Failure: under gossip (Config.Gossip) and the ring's elastic mode
+// (Config.Elastic) a worker that fails is lost: it is reported and the
+// others carry on without it (an elastic one is restarted, up to
+// Config.MaxRestarts times, and rejoins). Otherwise, when a worker exits with
 // an error the launcher sends SIGINT to the others (SIGKILL after StopGrace) and returns a *FailedError naming
 // the worker that failed first; a worker killed by a signal nobody sent is
 // blamed over the workers that failed because they lost it. Ctrl-C is

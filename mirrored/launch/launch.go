@@ -466,7 +466,7 @@ func (c *localCluster) exited(o *outcome, e exit, running int) (restarted bool) 
 	case c.cfg.Elastic && running > 0 && c.restarts[e.w.rank] < c.cfg.MaxRestarts && !e.w.stoppedRun && c.finished == 0:
 		r := e.w.rank
 		c.restarts[r]++
-		fmt.Fprintf(c.out, "[launch] rank %d died (%s); restarting it (%d of --max-restarts %d): it rejoins at the next commit\n", r, e.w.describe(), c.restarts[r], c.cfg.MaxRestarts)
+		fmt.Fprintf(c.out, "[launch] rank %d was lost (%s); restarting it (%d of --max-restarts %d): it rejoins at the next commit\n", r, e.w.describe(), c.restarts[r], c.cfg.MaxRestarts)
 		if err := c.start(c.runDir, r, c.addrs, c.secret); err != nil {
 			fmt.Fprintf(c.out, "[launch] restarting rank %d: %v\n", r, err)
 			o.lost = append(o.lost, e.w)
@@ -475,12 +475,12 @@ func (c *localCluster) exited(o *outcome, e exit, running int) (restarted bool) 
 		return true
 	case c.cfg.Elastic:
 		if running > 0 {
-			fmt.Fprintf(c.out, "[launch] rank %d died (%s); the other elastic peers carry on without it\n", e.w.rank, e.w.describe())
+			fmt.Fprintf(c.out, "[launch] rank %d was lost (%s); the other elastic peers carry on without it\n", e.w.rank, e.w.describe())
 		}
 		o.lost = append(o.lost, e.w)
 	case c.cfg.Gossip:
 		if running > 0 {
-			fmt.Fprintf(c.out, "[launch] rank %d failed; the other gossip peers carry on without it\n", e.w.rank)
+			fmt.Fprintf(c.out, "[launch] rank %d was lost (%s); the other gossip peers carry on without it\n", e.w.rank, e.w.describe())
 		}
 		o.lost = append(o.lost, e.w)
 	case o.failed == nil:

@@ -117,6 +117,19 @@ func fakeWorker(role string, args []string) int {
 		event(Message{Event: mirrored.Event{Kind: "error"}, Error: msg})
 		fmt.Fprintln(os.Stderr, "meshtrain: worker:", msg)
 		return 1
+	case (role == "elastic-restart-1" || role == "elastic-stop-1") && rank == 1 && os.Getenv(RestartEnv) == "":
+		// Its first life dies (or stops the run on purpose).
+		msg := "rank 1: something broke"
+		if role == "elastic-stop-1" {
+			msg = "elastic: fewer than --min-workers 3"
+		}
+		event(Message{Event: mirrored.Event{Kind: "error"}, Error: msg, Stopped: role == "elastic-stop-1"})
+		fmt.Fprintln(os.Stderr, "meshtrain: worker:", msg)
+		return 1
+	case role == "elastic-restart-1" && rank == 1:
+		_ = os.WriteFile(killedMark(tfFile), nil, 0o644) // its second life: the others may finish
+	case role == "elastic-restart-1":
+		waitMark(killedMark(tfFile))
 	case strings.HasPrefix(role, "stop-"):
 		return stoppedPeer(role, rank, n, stoppedMark(tfFile), event)
 	case role == "chief-0" && rank == 0:
@@ -415,6 +428,39 @@ func TestRunEndsWithAStoppedGossipWorker(t *testing.T) {
 			}
 			if rep == nil || !slices.Equal(rep.Lost, []int{2}) || !strings.Contains(out.String(), "rank(s) 2 still running") {
 				t.Errorf("report %+v\n%s", rep, out.String())
+			}
+		})
+	}
+}
+
+// TestRunElasticRestarts: under Config.Elastic a worker that dies is
+// restarted (with RestartEnv set) while the others run, and the run
+// succeeds with every peer; one whose run stopped on purpose (no
+// majority, below --min-workers) is not restarted, and is listed lost.
+func TestRunElasticRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		role     string
+		restarts bool
+	}{{"elastic-restart-1", true}, {"elastic-stop-1", false}} {
+		t.Run(tc.role, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			t.Setenv(roleEnv, tc.role)
+			var out, errOut bytes.Buffer
+			rep, err := Run(ctx, Config{
+				N: 3, Executable: os.Args[0], WorkerArgs: []string{"--model", "softmax"}, RunDir: t.TempDir(),
+				StopGrace: 5 * time.Second, Elastic: true, MaxRestarts: 2, Stdout: &out, Stderr: &errOut,
+			})
+			restarted := strings.Contains(out.String(), "restarting it (1 of --max-restarts 2)")
+			switch {
+			case err != nil:
+				t.Fatalf("%v\n%s", err, out.String())
+			case restarted != tc.restarts:
+				t.Errorf("restarted %v, want %v:\n%s", restarted, tc.restarts, out.String())
+			case tc.restarts && (len(rep.Lost) != 0 || rep.Peers[1].Summary == nil):
+				t.Errorf("lost %v, peer 1 %+v", rep.Lost, rep.Peers[1])
+			case !tc.restarts && !slices.Equal(rep.Lost, []int{1}):
+				t.Errorf("lost %v, want [1]", rep.Lost)
 			}
 		})
 	}
