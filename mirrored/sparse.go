@@ -253,7 +253,7 @@ func (j *sparseBuilder) settings(replicas int) ([]setting, error) {
 			if err != nil {
 				return "", fmt.Errorf("input file: %w", err)
 			}
-			if err := notCompressed(f); err != nil {
+			if err := CheckInputFile(f); err != nil {
 				return "", err
 			}
 			parts = append(parts, fmt.Sprintf("%s:%d:%s", filepath.Base(f), st.Size(), sparseFormat(s.Format, f)))
@@ -520,9 +520,11 @@ func scoreSparse(ctx context.Context, sc *SparseConfig, model *sparse.LogReg, op
 	}
 }
 
-// notCompressed refuses a gzip-compressed input by its magic bytes: read
-// as libsvm or TFRecord it would fail deep inside a record.
-func notCompressed(path string) error {
+// CheckInputFile checks a sparse input file before any work: that it
+// exists, is a regular file (a FIFO is refused, never waited on), and
+// is not gzip-compressed (by its magic bytes: read as libsvm or TFRecord
+// it would fail deep inside a record).
+func CheckInputFile(path string) error {
 	f, err := inputfile.Open(path) // never blocks on a FIFO: refuses it
 	if errors.Is(err, inputfile.ErrNotRegular) {
 		return nil // refused by name where the inputs are checked

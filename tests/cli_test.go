@@ -135,6 +135,10 @@ func TestCLIChecksBeforeWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	unwritable := filepath.Join(file, "summary.json") // under a file: even root cannot write it
+	gz := filepath.Join(filepath.Dir(file), "train.libsvm.gz")
+	if err := os.WriteFile(gz, []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0}, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	short := []string{"--model", "softmax", "--epochs", "1", "--train-examples", "640", "--test-examples", "100"}
 	for _, tc := range []struct {
 		name string
@@ -147,6 +151,8 @@ func TestCLIChecksBeforeWork(t *testing.T) {
 		{"unwritable launch summary", append([]string{"launch", "-n", "2", "--summary", unwritable}, short...), 2, unwritable},
 		{"logdir under a file", append([]string{"train", "--logdir", unwritable}, short...), 2, unwritable},
 		{"sparse flag with softmax", append([]string{"train", "--train-files", "x.tfrecord"}, short...), 0, "--train-files is ignored: it applies only to --model sparse-lr"},
+		{"missing training file", []string{"train", "--model", "sparse-lr", "--features", "100", "--train-files", filepath.Join(filepath.Dir(file), "missing.libsvm")}, 2, "--train-files: input file: open " + filepath.Join(filepath.Dir(file), "missing.libsvm") + ": no such file"},
+		{"gzip training file", []string{"train", "--model", "sparse-lr", "--features", "100", "--train-files", gz}, 2, "is gzip-compressed: decompress it first"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := meshtrain(ctx, nil, tc.args...)

@@ -94,5 +94,12 @@ func expandFiles(flag string, list string) ([]string, error) {
 		}
 		out = append(out, m...)
 	}
+	for _, f := range out {
+		// Missing or gzip-compressed: a usage error now, not a failure
+		// once the run has started.
+		if err := mirrored.CheckInputFile(f); err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+	}
 	return out, nil
 }
