@@ -125,11 +125,13 @@ func ParseMembershipSchedule(b []byte) ([]MembershipChange, error) {
 			list = wrap.Run.Membership
 		}
 	}
-	last := -1
+	// The steps need not increase: a change's step counts the steps as
+	// the run was before it, and a change that adds peers makes fewer
+	// steps per epoch, so the count can go back.
 	for i, c := range list {
 		switch {
-		case c.Step < last:
-			return nil, fmt.Errorf("membership schedule: change %d at step %d comes before the previous one's step %d: list them in order", i+1, c.Step, last)
+		case c.Step < 0:
+			return nil, fmt.Errorf("membership schedule: change %d at step %d: want a step ≥ 0", i+1, c.Step)
 		case len(c.Members) == 0:
 			return nil, fmt.Errorf("membership schedule: change %d at step %d has no members", i+1, c.Step)
 		}
@@ -140,7 +142,6 @@ func ParseMembershipSchedule(b []byte) ([]MembershipChange, error) {
 			}
 			seen[m] = true
 		}
-		last = c.Step
 	}
 	return list, nil
 }
@@ -491,12 +492,8 @@ func (e *elastic) lost(ctx context.Context, err error) bool {
 // the cluster, or (a restarted worker, or one the schedule adds later)
 // admission into the running one.
 func (e *elastic) begin(ctx context.Context) ([]int, uint64, error) {
-	all := make([]int, e.n)
-	for i := range all {
-		all[i] = i
-	}
+	all := e.initialMembers()
 	if s := e.cfg.Schedule; len(s) > 0 && s[0].Step == 0 {
-		all = s[0].Members
 		if !slices.ContainsFunc(s, func(c MembershipChange) bool { return slices.Contains(c.Members, e.self) }) {
 			return nil, 0, errLeftBySchedule
 		}
@@ -513,6 +510,19 @@ func (e *elastic) begin(ctx context.Context) ([]int, uint64, error) {
 		}
 	}
 	return e.join(ctx, len(e.cfg.Schedule) > 0)
+}
+
+// initialMembers is the first generation's: every peer of the cluster,
+// or the schedule's change at step 0.
+func (e *elastic) initialMembers() []int {
+	if s := e.cfg.Schedule; len(s) > 0 && s[0].Step == 0 {
+		return slices.Clone(s[0].Members)
+	}
+	all := make([]int, e.n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
 }
 
 // join waits to be admitted into the running generation: it asks the
@@ -580,11 +590,18 @@ func (e *elastic) formed(gen uint64, members []int) {
 	e.change = nil
 	prev := e.formedMembers
 	e.formedMembers = slices.Clone(members)
-	if c == nil || prev == nil {
+	if c == nil {
 		return
 	}
 	ch := *c
 	ch.Generation, ch.Members, ch.Left, ch.Joined = gen, slices.Clone(members), nil, nil
+	if prev == nil {
+		// The first generation formed without some peers (they did not
+		// come within the connect timeout): the run starts so, which a
+		// replay must know (a change at step 0).
+		prev, ch.Step, ch.RolledBack = e.initialMembers(), 0, 0
+		ch.Reason = "the first generation formed without them: " + ch.Reason
+	}
 	for _, p := range prev {
 		if !slices.Contains(members, p) {
 			ch.Left = append(ch.Left, p)
@@ -680,7 +697,7 @@ func (e *elastic) stopReason() string {
 // others already formed a generation after gen without this peer.
 func (e *elastic) probe(ctx context.Context, members []int, why *membershipChangeError) (alive, joiners []int, newer bool) {
 	e.mu.Lock()
-	gen := e.gen
+	gen, formedOnce := e.gen, e.isFormed
 	ask := slices.Clone(members)
 	for p := range e.joins {
 		if !slices.Contains(ask, p) {
@@ -720,7 +737,9 @@ func (e *elastic) probe(ctx context.Context, members []int, why *membershipChang
 			if slices.Contains(members, p) {
 				joiners = append(joiners, p)
 			}
-		case o.State == stateReforming || o.State == stateRunning:
+		case o.State == stateReforming || o.State == stateRunning || o.State == stateStarting && !formedOnce:
+			// Before the first generation formed, a peer still waiting
+			// for it (its own connect timeout not yet out) is there.
 			if slices.Contains(members, p) {
 				alive = append(alive, p)
 			}
@@ -974,14 +993,13 @@ func (e *elastic) atCommit(ctx context.Context, l *syncLoop, epoch, stepInEpoch 
 // members at this step (every replica decides alike).
 func (e *elastic) scheduled(l *syncLoop, members []int) error {
 	s := e.cfg.Schedule
-	// The changes applied so far are the record's (the chief's, which
-	// every replica takes at a generation's start), plus the initial
-	// membership of a change at step 0.
-	next := len(e.membership)
-	if len(s) > 0 && s[0].Step == 0 {
-		next++
+	// The changes in effect are passed (the chief's position reaches
+	// every replica at a generation's start, a joiner's included).
+	for e.next < len(s) && slices.Equal(s[e.next].Members, members) {
+		e.next++
 	}
-	if next >= len(s) || s[next].Step > l.global || slices.Equal(s[next].Members, members) {
+	next := e.next
+	if next >= len(s) || s[next].Step > l.global {
 		return nil
 	}
 	c := s[next]
@@ -1007,7 +1025,7 @@ func (e *elastic) resumeFrom() (*checkpoint.Checkpoint, *resumePos) {
 	}
 	return &checkpoint.Checkpoint{Params: c.params, OptState: c.opt}, &resumePos{
 		Path: fmt.Sprintf("the in-memory commit of step %d", c.step), Step: c.step, Epoch: c.epoch, StepInEpoch: c.stepInEpoch,
-		StepsPerEpoch: c.stepsPerEp, History: slices.Clone(c.history), Membership: slices.Clone(e.membership),
+		StepsPerEpoch: c.stepsPerEp, History: slices.Clone(c.history), Membership: slices.Clone(e.membership), ScheduleNext: e.next,
 	}
 }
 
@@ -1017,6 +1035,9 @@ func (e *elastic) resumeFrom() (*checkpoint.Checkpoint, *resumePos) {
 func (e *elastic) started(l *syncLoop, pos *resumePos) error {
 	if pos != nil && pos.Membership != nil {
 		e.membership = pos.Membership
+	}
+	if pos != nil && len(e.cfg.Schedule) > 0 {
+		e.next = pos.ScheduleNext
 	}
 	e.commit.take(l.run.rep, e.gen, l.global, l.startEpoch, l.skip, l.steps, l.res.EpochResults, e.membership)
 	e.commit.ck = l.checkpointTemplate()

@@ -229,7 +229,8 @@ func TestParseMembershipSchedule(t *testing.T) {
 		{`[{"step":10,"members":[0,2]},{"step":30,"members":[0,2,1]}]`, 2, ""},
 		{`{"run":{"membership":[{"step":10,"members":[0,2]}]}}`, 1, ""},
 		{`{"membership":[{"step":10,"members":[1]}]}`, 1, ""},
-		{`[{"step":30,"members":[0]},{"step":10,"members":[0,1]}]`, 0, "comes before"},
+		{`[{"step":30,"members":[0]},{"step":10,"members":[0,1]}]`, 2, ""}, // a change that adds peers renumbers the steps
+		{`[{"step":-3,"members":[0]}]`, 0, "want a step ≥ 0"},
 		{`[{"step":3,"members":[]}]`, 0, "no members"},
 		{`[{"step":3,"members":[1,1]}]`, 0, "twice"},
 		{`[{"step":3,"members":[-1]}]`, 0, "negative"},
@@ -424,5 +425,244 @@ func TestElasticSparseCommits(t *testing.T) {
 				t.Errorf("replayed with full commits: %v, %s; the run with incremental ones: %s", errs[0], sums[0].Run.ParamsSHA256, rec.ParamsSHA256)
 			}
 		})
+	}
+}
+
+// gen0TimeoutPeer is a memPeer whose first generation's Form gives up
+// after d, as the real Form does after the collective timeout.
+type gen0TimeoutPeer struct {
+	*memPeer
+	deadline time.Time
+	settle   bool
+}
+
+func (p *gen0TimeoutPeer) Form(ctx context.Context, gen uint64, members []int) (Group, func(bool) error, error) {
+	if gen == 0 {
+		c, cancel := context.WithDeadline(ctx, p.deadline)
+		defer cancel()
+		return p.memPeer.Form(c, gen, members)
+	}
+	return p.memPeer.Form(ctx, gen, members)
+}
+
+// Ask, just after the first Form gave up, waits a moment: both peers
+// are then agreeing (not one still forming, which answers "starting").
+func (p *gen0TimeoutPeer) Ask(ctx context.Context, to int, msg []byte) ([]byte, error) {
+	if p.settle && time.Now().After(p.deadline) && time.Now().Before(p.deadline.Add(time.Second)) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	return p.memPeer.Ask(ctx, to, msg)
+}
+
+// TestElasticFirstGenerationWithoutAPeer: peer 2 is late: generation 0
+// over [0 1 2] does not form, [0 1] trains, peer 2 joins later (and, in
+// the second case, peer 1 is lost after). The record (a change at step 0
+// for the first generation) lets a replay reproduce the run bit for bit;
+// before, the replay started with all 3 and ended elsewhere (found by
+// review).
+func TestElasticFirstGenerationWithoutAPeer(t *testing.T) {
+	t.Run("join", func(t *testing.T) { firstGenerationWithoutAPeer(t, false) })
+	t.Run("join then loss", func(t *testing.T) { firstGenerationWithoutAPeer(t, true) })
+}
+
+func firstGenerationWithoutAPeer(t *testing.T, killLater bool) {
+	mn := synthMNIST(600, 100, 3)
+	c := newMemCluster(3)
+	jobs := make([]Job, 3)
+	for i := range jobs {
+		jobs[i] = testJob(t, "softmax", mn, 16, 2)
+		if killLater {
+			jobs[i].Faults.KillRank, jobs[i].Faults.KillAfter = 1, 22
+		}
+		jobs[i].Faults.Hook = func(_ context.Context, p Point, _ StepInfo) error {
+			if p == AfterUpdate {
+				time.Sleep(60 * time.Millisecond)
+			}
+			return nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sums, errs := make([]*Summary, 3), make([]error, 3)
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(time.Second)
+	for i, job := range jobs {
+		e := Elastic{CommitEvery: 3, Membership: &gen0TimeoutPeer{&memPeer{c: c, self: i}, deadline, true}, Timeout: 5 * time.Second}
+		job.Elastic = &e
+		if job.Faults.KillAfter > 0 && job.Faults.KillRank == i {
+			job.Faults.Kill = func() { c.kill(i) }
+		}
+		wg.Go(func() {
+			if i == 2 {
+				time.Sleep(2500 * time.Millisecond)
+			}
+			sums[i], errs[i] = Run(ctx, job, nil)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs[0], errs[2]); err != nil {
+		t.Fatal(err)
+	}
+	rec := sums[0].Run
+	t.Logf("recorded: %d replicas at the end, record %+v, hash %s", rec.Replicas, rec.Membership, rec.ParamsSHA256)
+	if len(rec.Membership) == 0 {
+		t.Fatalf("peer 2 never joined: slow the run down")
+	}
+	b, _ := json.Marshal(sums[0])
+	if _, err := ParseMembershipSchedule(b); err != nil {
+		t.Errorf("the run's own summary as --membership-schedule: %v", err)
+	}
+	for i := range jobs {
+		jobs[i].Faults = Faults{}
+	}
+	rs, rerrs := runElasticGroup(t, jobs, Elastic{CommitEvery: 3, Schedule: rec.Membership})
+	if err := errors.Join(rerrs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replay: %d replicas at the end, record %+v, hash %s", rs[0].Run.Replicas, rs[0].Run.Membership, rs[0].Run.ParamsSHA256)
+	if rs[0].Run.ParamsSHA256 != rec.ParamsSHA256 {
+		t.Errorf("the replay of the record ends with other parameters: %s, recorded %s", rs[0].Run.ParamsSHA256, rec.ParamsSHA256)
+	}
+}
+
+// TestElasticFirstFormStaggered: peer 2 never comes; peers 0 and 1
+// started half a second apart, so their first Form times out half a
+// second apart (the real Form's timeout runs from each peer's start).
+// Peer 0, agreeing first, counts peer 1 (still waiting for the first
+// generation) as there: the two train; before, each stopped alone for
+// want of a majority (found by review).
+func TestElasticFirstFormStaggered(t *testing.T) {
+	mn := synthMNIST(600, 100, 3)
+	c := newMemCluster(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range 2 {
+		job := testJob(t, "softmax", mn, 16, 1)
+		e := Elastic{CommitEvery: 3, Membership: &gen0TimeoutPeer{&memPeer{c: c, self: i}, start.Add(time.Duration(2+i) * 500 * time.Millisecond), false}, Timeout: 5 * time.Second}
+		job.Elastic = &e
+		wg.Go(func() { _, errs[i] = Run(ctx, job, nil) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("peer %d: %v (deliberate stop: %v)", i, err, errors.Is(err, ErrElasticStopped))
+		}
+	}
+}
+
+// TestElasticRecordStepsGoBack: peer 2 dies and is restarted (admitted at
+// a commit: 3 peers again, fewer steps per epoch), then peer 1 dies soon
+// after, so the record's steps go back. The run's own summary parses as
+// a membership schedule, and replays bit for bit (found by review).
+func TestElasticRecordStepsGoBack(t *testing.T) {
+	mn := synthMNIST(600, 100, 3)
+	c := newMemCluster(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	slow := func(_ context.Context, p Point, _ StepInfo) error {
+		if p == AfterUpdate {
+			time.Sleep(60 * time.Millisecond)
+		}
+		return nil
+	}
+	mk := func(i, killRank, killAfter int) Job {
+		job := testJob(t, "softmax", mn, 16, 2)
+		job.Faults.Hook = slow
+		if killAfter > 0 {
+			job.Faults.KillRank, job.Faults.KillAfter = killRank, killAfter
+			job.Faults.Kill = func() { c.kill(i) }
+		}
+		e := Elastic{CommitEvery: 3, Membership: &memPeer{c: c, self: i}, Timeout: 5 * time.Second}
+		job.Elastic = &e
+		return job
+	}
+	sums, errs := make([]*Summary, 3), make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { sums[0], errs[0] = Run(ctx, mk(0, 0, 0), nil) })
+	j1 := mk(1, 0, 0)
+	after := 0
+	j1.Faults.Hook = func(ctx context.Context, p Point, st StepInfo) error {
+		if p != AfterUpdate {
+			return nil
+		}
+		time.Sleep(60 * time.Millisecond)
+		c.mu.Lock()
+		g := c.gens[2]
+		c.mu.Unlock()
+		if g != nil && len(g.members) == 3 {
+			if after++; after == 1 {
+				c.kill(1)
+				return ErrInjectedKill
+			}
+		}
+		return nil
+	}
+	wg.Go(func() { sums[1], errs[1] = Run(ctx, j1, nil) })
+	wg.Go(func() {
+		_, err := Run(ctx, mk(2, 2, 5), nil)
+		t.Logf("peer 2's first life: %v", err)
+		time.Sleep(200 * time.Millisecond)
+		c.mu.Lock()
+		c.dead[2] = false
+		c.mu.Unlock()
+		sums[2], errs[2] = Run(ctx, mk(2, 0, 0), nil)
+	})
+	wg.Wait()
+	t.Logf("errors %v", errs)
+	if sums[0] == nil {
+		t.Fatal(errs[0])
+	}
+	for _, ch := range sums[0].Run.Membership {
+		t.Logf("change: step %d gen %d members %v left %v joined %v", ch.Step, ch.Generation, ch.Members, ch.Left, ch.Joined)
+	}
+	b, _ := json.Marshal(sums[0])
+	if _, err := ParseMembershipSchedule(b); err != nil {
+		t.Errorf("the run's own summary as --membership-schedule: %v", err)
+	}
+	jobs := make([]Job, 3)
+	for i := range jobs {
+		jobs[i] = testJob(t, "softmax", mn, 16, 2)
+	}
+	rs, rerrs := runElasticGroup(t, jobs, Elastic{CommitEvery: 3, Schedule: sums[0].Run.Membership})
+	if err := rerrs[0]; err != nil || rs[0].Run.ParamsSHA256 != sums[0].Run.ParamsSHA256 {
+		t.Errorf("replay: %v; %d changes; parameters %s, recorded %s", err, len(rs[0].Run.Membership), rs[0].Run.ParamsSHA256, sums[0].Run.ParamsSHA256)
+	}
+}
+
+// TestElasticSparseTwoLosses: two losses, the second one step into the
+// next generation (rolled back to the mark its start took), with the
+// dense and auto exchanges; the replay with full copies must match.
+func TestElasticSparseTwoLosses(t *testing.T) {
+	const dim = 4000
+	train, test := sparseSet(t, 1, 1600, dim, 8), sparseSet(t, 2, 300, dim, 8)
+	for _, opt := range []string{"adagrad", "ftrl"} {
+		for _, x := range []sparse.Exchange{sparse.ExchangeDense, sparse.ExchangeAuto} {
+			t.Run(fmt.Sprint(opt, x), func(t *testing.T) {
+				jobs := make([]Job, 4)
+				for i := range jobs {
+					jobs[i] = cloneSparse(sparseTestJob(train, test, dim, 16, 2, opt, x))
+				}
+				jobs[1].Faults.KillRank, jobs[1].Faults.KillAfter = 1, 11
+				jobs[2].Faults.KillRank, jobs[2].Faults.KillAfter = 2, 13
+				sums, errs := runElasticGroup(t, jobs, Elastic{CommitEvery: 4})
+				if errs[0] != nil || errs[3] != nil {
+					t.Fatalf("%v", errs)
+				}
+				rec := sums[0].Run
+				t.Logf("record %+v", rec.Membership)
+				for i := range jobs {
+					jobs[i].Faults = Faults{}
+				}
+				fullCommits = true
+				defer func() { fullCommits = false }()
+				rs, rerrs := runElasticGroup(t, jobs, Elastic{CommitEvery: 4, Schedule: rec.Membership})
+				if rerrs[0] != nil || rs[0].Run.ParamsSHA256 != rec.ParamsSHA256 {
+					t.Errorf("replay: %v, %s; recorded %s", rerrs[0], rs[0].Run.ParamsSHA256, rec.ParamsSHA256)
+				}
+			})
+		}
 	}
 }

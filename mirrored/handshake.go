@@ -38,6 +38,7 @@ type resumePos struct {
 	// may differ) and the membership's changes so far.
 	StepsPerEpoch int                `json:"steps_per_epoch,omitempty"`
 	Membership    []MembershipChange `json:"membership,omitempty"`
+	ScheduleNext  int                `json:"schedule_next,omitempty"` // the membership schedule's next change
 }
 
 // cluster is what the handshake established: the same on every replica.
