@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
@@ -835,5 +836,66 @@ func TestWorkerSIGTERMGossip(t *testing.T) {
 	}
 	if err != nil || sum.Run.Stopped == nil || !slices.Equal(sum.Run.Stopped.Ranks, []int{1}) || !sum.Run.Stopped.Gossip {
 		t.Errorf("summary %s: stopped %+v (%v), want rank 1 named, gossip", summary, sum.Run.Stopped, err)
+	}
+}
+
+// TestKubernetesElasticPodRestart runs the README's Indexed Job with
+// --elastic on emulated hosts whose pod names resolve, kills pod 1's
+// worker mid-run (fault injection: its host closes without a goodbye),
+// and starts it again in the same pod, as the kubelet does under
+// restartPolicy OnFailure (same index, name and address; MESHTRAIN_RESTART
+// is launch's mark that drops the kill of its first life): the others
+// go on without it, it rejoins at a commit, and all three end identical.
+func TestKubernetesElasticPodRestart(t *testing.T) {
+	_, pods := readmePods(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	n := len(pods)
+	h := emulatedHosts(t, ctx, n, netns.Gbit)
+	if err := h.SetNames(podNames(pods, func(i int) int { return i })); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	run := []string{"--elastic", "--model", "lenet", "--epochs", "2", "--batch", "16", "--train-examples", "4000", "--test-examples", "500",
+		"--hash-every", "10", "--commit-every", "5", "--collective-timeout", "4s", "--kill-rank", "1", "--kill-after", "20"}
+	start := func(i int, life string, env ...string) *podProc {
+		args := podArgs(pods[i].args, dir, append(slices.Clone(run), "--report", filepath.Join(dir, fmt.Sprintf("report%d%s.json", i, life)))...)
+		return startProc(t, h.Command(ctx, i, binary, args...), append(append([]string{"TF_CONFIG="}, pods[i].env...), env...), nil)
+	}
+	procs := make([]*podProc, n)
+	for i := range pods {
+		procs[i] = start(i, "")
+	}
+	if code := procs[1].wait(t, ctx, "pod 1's first life"); code == 0 {
+		t.Fatalf("pod 1 was not killed:\n%s", procs[1])
+	}
+	procs[1] = start(1, "-again", launch.RestartEnv+"=1")
+	var sums []mirrored.Summary
+	for i, p := range procs {
+		if code := p.wait(t, ctx, fmt.Sprintf("pod %d", i)); code != 0 {
+			t.Fatalf("pod %d: exit %d\n%s", i, code, p)
+		}
+		life := ""
+		if i == 1 {
+			life = "-again"
+		}
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("report%d%s.json", i, life)))
+		var s mirrored.Summary
+		if err == nil {
+			err = json.Unmarshal(b, &s)
+		}
+		if err != nil || s.Run == nil {
+			t.Fatalf("pod %d's report: %v", i, err)
+		}
+		sums = append(sums, s)
+	}
+	ms := sums[0].Run.Membership
+	if len(ms) != 2 || !slices.Equal(ms[0].Left, []int{1}) || !slices.Equal(ms[1].Joined, []int{1}) {
+		t.Errorf("record %+v: want pod 1 to leave, then to rejoin", ms)
+	}
+	for i, s := range sums {
+		if s.Run.ParamsSHA256 != sums[0].Run.ParamsSHA256 {
+			t.Errorf("pod %d ended with %s, pod 0 with %s", i, s.Run.ParamsSHA256, sums[0].Run.ParamsSHA256)
+		}
 	}
 }
