@@ -44,9 +44,11 @@ type Elastic struct {
 	// (default DefaultCommitEvery); every epoch's end commits too. A
 	// failure costs the steps since the chief's last commit.
 	CommitEvery int
-	// Schedule, if set, replays a recorded membership: at each change's
-	// Step the run goes on with its Members (Result.Membership of the run
-	// that recorded it), whatever the failures.
+	// Schedule, if set, replays a recorded membership: at the commit of
+	// each change's Step (or the first after it), in order, the run goes
+	// on with its Members (Result.Membership of the run that recorded
+	// it); every peer a change names must be there. A peer it drops
+	// leaves (or waits to come back, if a later change names it).
 	Schedule []MembershipChange
 	// Final, if set, is called on every replica that finishes, with its
 	// Summary, while the last generation (members, in rank order) is still

@@ -18,7 +18,7 @@ func elasticFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "elastic", Usage: "ring: survive lost peers (the survivors agree on who is left, roll back to the last in-memory commit, re-shard the data and go on) and admit a restarted worker at the next commit"},
 		&cli.IntFlag{Name: "min-workers", Value: 1, Usage: "elastic: the fewest peers the run goes on with; below it the run stops with a checkpoint, naming who was lost"},
 		&cli.IntFlag{Name: "commit-every", Value: mirrored.DefaultCommitEvery, Usage: "elastic: steps between in-memory commits (a loss costs the steps since the last one; epoch ends commit too)"},
-		&cli.StringFlag{Name: "membership-schedule", Usage: "elastic: replay a recorded membership (a summary's or report's JSON with \"membership\"), changing members at those steps whatever happens: the run then ends with the recorded run's parameters"},
+		&cli.StringFlag{Name: "membership-schedule", Usage: "elastic: replay a recorded membership (a summary's or report's JSON with \"membership\"), changing members at those commits (every peer it names must be there): the run then ends with the recorded run's parameters, bit for bit"},
 	)
 }
 
