@@ -424,13 +424,15 @@ func runElastic(ctx context.Context, job *Job) (*Summary, error) {
 	m.Serve(e.answer)
 	defer e.setState(stateDone)
 	members, gen, err := e.begin(ctx)
-	if errors.Is(err, errLeftBySchedule) {
-		return &Summary{Run: &Result{Membership: e.cfg.Schedule}, Peer: PeerStats{Rank: e.self, Left: "not a member at any step of the membership schedule"}}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	for {
+		switch {
+		case errors.Is(err, errLeftBySchedule):
+			return &Summary{Run: &Result{Membership: e.cfg.Schedule}, Peer: PeerStats{Rank: e.self, Left: "not a member at any step of the membership schedule"}}, nil
+		case errors.Is(err, errLeftByStop):
+			return &Summary{Run: &Result{Membership: e.membership}, Peer: PeerStats{Rank: e.self, Left: "asked to stop (SIGTERM) while waiting to be admitted"}}, nil
+		case err != nil:
+			return nil, err
+		}
 		e.mu.Lock()
 		e.gen, e.members, e.accepted, e.pending, e.state = gen, members, nil, nil, stateRunning
 		// Every generation starts with no request to join: a worker still
@@ -438,7 +440,8 @@ func runElastic(ctx context.Context, job *Job) (*Summary, error) {
 		// it asked must not make every commit a change.
 		clear(e.joins)
 		e.mu.Unlock()
-		sum, err := e.generation(ctx, gen, members)
+		var sum *Summary
+		sum, err = e.generation(ctx, gen, members)
 		var ch *membershipChangeError
 		switch {
 		case err == nil:
@@ -457,11 +460,6 @@ func runElastic(ctx context.Context, job *Job) (*Summary, error) {
 			e.commit.restore()
 			e.log.Warn("a peer was lost: agreeing on who is left", zap.Uint64("generation", gen), zap.Error(err))
 			members, gen, err = e.reform(ctx, gen, members, &membershipChangeError{reason: err.Error()})
-		default:
-			return nil, err
-		}
-		if err != nil {
-			return nil, err
 		}
 	}
 }
@@ -567,6 +565,8 @@ func (e *elastic) join(ctx context.Context, scheduled bool) ([]int, uint64, erro
 		select {
 		case <-ctx.Done():
 			return nil, 0, fmt.Errorf("elastic: waiting to be admitted: %w", ctx.Err())
+		case <-e.job.Stop: // asked to stop before it was admitted: nothing to leave
+			return nil, 0, errLeftByStop
 		case <-e.wake:
 		case <-tick.C:
 		}
@@ -816,7 +816,7 @@ func (e *elastic) propose(ctx context.Context, gen uint64, members, next []int, 
 	}
 	switch {
 	case why.want != nil:
-		change.Reason = "the membership schedule"
+		change.Reason = why.reason // the schedule, or peers asked to stop
 	case len(change.Left) > 0:
 		change.Reason = fmt.Sprintf("lost peer(s) %v: %s", change.Left, why.reason)
 	}
@@ -879,6 +879,9 @@ type stopError struct{ msg string }
 
 func (e stopError) Error() string        { return e.msg }
 func (e stopError) Is(target error) bool { return target == ErrElasticStopped }
+
+// errLeftByStop: asked to stop while waiting to be admitted.
+var errLeftByStop = errors.New("asked to stop before it was admitted")
 
 // errLeftBySchedule: the membership schedule never includes this peer.
 var errLeftBySchedule = errors.New("not in the membership schedule")
@@ -966,19 +969,34 @@ func (e *elastic) atCommit(ctx context.Context, l *syncLoop, epoch, stepInEpoch 
 	rep.Settle()
 	e.commit.take(rep, e.gen, l.global, epoch, stepInEpoch, l.steps, l.res.EpochResults, e.membership)
 	e.commit.ck = l.checkpointTemplate()
-	v := make([]float32, e.n)
+	// A flag per cluster peer that asks to join, then one per member
+	// asked to stop (SIGTERM: a pod evicted, a machine preempted).
+	v := make([]float32, 2*e.n)
 	e.mu.Lock()
 	for p := range e.joins {
 		v[p] = 1
 	}
 	members := e.members
 	e.mu.Unlock()
+	if stopAsked(e.job.Stop) {
+		v[e.n+e.self] = 1
+	}
 	if err := l.g.AllReduceSum(ctx, v); err != nil {
 		return fmt.Errorf("step %d: the commit's membership check: %w", l.global, err)
 	}
 	if err := e.scheduled(l, members); err != nil {
 		return err
 	}
+	var leaving []int
+	for _, p := range members {
+		if v[e.n+p] > 0 {
+			leaving = append(leaving, p)
+		}
+	}
+	if len(leaving) > 0 {
+		return e.leave(l, members, leaving)
+	}
+	v = v[:e.n]
 	var joiners []int
 	for p, x := range v {
 		if x > 0 && !slices.Contains(members, p) {
@@ -989,6 +1007,36 @@ func (e *elastic) atCommit(ctx context.Context, l *syncLoop, epoch, stepInEpoch 
 		return &membershipChangeError{step: l.global, joiners: joiners, reason: fmt.Sprintf("admitting peer(s) %v", joiners)}
 	}
 	return nil
+}
+
+// stopAsked says whether stop is closed.
+func stopAsked(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// leave ends the generation at this commit for the members asked to stop
+// (leaving): they leave the run, saying so, and the others go on without
+// them; when every member was asked (the job deleted), or too few would
+// be left, the run stops as a plain run does on SIGTERM: every peer after
+// this step, the chief writing a checkpoint.
+func (e *elastic) leave(l *syncLoop, members, leaving []int) error {
+	if len(leaving) == len(members) || len(members)-len(leaving) < e.cfg.MinWorkers {
+		l.elasticStop = leaving
+		return nil
+	}
+	reason := fmt.Sprintf("peer(s) %v asked to stop (SIGTERM) and left", leaving)
+	if slices.Contains(leaving, e.self) {
+		l.res.Membership = e.membership
+		l.peer.Left = fmt.Sprintf("left at step %d: asked to stop (SIGTERM); the other peers go on", l.global)
+		return &membershipChangeError{step: l.global, leave: true, left: &Summary{Run: l.res, Peer: l.peer}, reason: reason}
+	}
+	stay := slices.DeleteFunc(slices.Clone(members), func(p int) bool { return slices.Contains(leaving, p) })
+	return &membershipChangeError{step: l.global, want: stay, reason: reason}
 }
 
 // scheduled ends the generation if the membership schedule changes the

@@ -666,3 +666,47 @@ func TestElasticSparseTwoLosses(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticStopLeaves: under Elastic, SIGTERM to a peer (its Job.Stop
+// closed: a pod evicted, a machine preempted) makes it leave at the next
+// commit while the others go on; SIGTERM to every peer stops the run
+// after one step, as a plain run does.
+func TestElasticStopLeaves(t *testing.T) {
+	mn := synthMNIST(600, 100, 3)
+	jobs := func(stopping ...int) []Job {
+		js := make([]Job, 3)
+		for i := range js {
+			js[i] = testJob(t, "softmax", mn, 16, 2)
+			if slices.Contains(stopping, i) {
+				stop := make(chan struct{})
+				var once sync.Once
+				js[i].Stop = stop
+				js[i].Faults.Hook = func(_ context.Context, p Point, st StepInfo) error {
+					if p == AfterUpdate && st.Step == 4 {
+						once.Do(func() { close(stop) })
+					}
+					return nil
+				}
+			}
+		}
+		return js
+	}
+	sums, errs := runElasticGroup(t, jobs(1), Elastic{CommitEvery: 3})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	rec := sums[0].Run
+	if !strings.Contains(sums[1].Peer.Left, "asked to stop") || rec.Replicas != 2 || len(rec.Membership) != 1 ||
+		!slices.Equal(rec.Membership[0].Left, []int{1}) || !strings.Contains(rec.Membership[0].Reason, "asked to stop") || rec.Stopped != nil {
+		t.Errorf("peer 1 %+v; the run on %d replicas, record %+v, stopped %+v", sums[1].Peer, rec.Replicas, rec.Membership, rec.Stopped)
+	}
+	sums, errs = runElasticGroup(t, jobs(0, 1, 2), Elastic{CommitEvery: 3})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sums {
+		if s.Run.Stopped == nil || len(s.Run.Membership) != 0 || s.Run.Stopped.Step != 6 {
+			t.Errorf("peer %d: stopped %+v, record %+v: want every peer stopped after the commit at step 6", i, s.Run.Stopped, s.Run.Membership)
+		}
+	}
+}

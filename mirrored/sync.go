@@ -51,6 +51,9 @@ type syncLoop struct {
 	evalTime   time.Duration
 	ckTime     time.Duration
 	stats      StepStats // the last step's, for its event (no allocation per step)
+	// elasticStop: every member of an elastic run was asked to stop (the
+	// cluster indices); the run stops before the next step.
+	elasticStop []int
 }
 
 // runSync is the synchronous strategy, for any Replica (see Job): the
@@ -285,7 +288,14 @@ func (l *syncLoop) epoch(ctx context.Context, pipe *data.Pipeline, epoch, first 
 	start := time.Now()
 	var sums epochSums
 	for step := first; step < l.steps && l.global < l.total; step++ {
-		if l.job.Stop != nil && step > first && l.global%StopVoteEvery == 0 {
+		if el := l.run.el; el != nil && l.elasticStop != nil {
+			// Every member was asked to stop (see elastic.leave).
+			l.trainTime += time.Since(start)
+			l.peer.Steps += sums.ran
+			l.peer.Examples += sums.examples
+			return true, l.stopNow(l.elasticStop, epoch, step)
+		}
+		if l.job.Stop != nil && l.run.el == nil && step > first && l.global%StopVoteEvery == 0 {
 			ranks, err := l.voteStop(ctx)
 			if err != nil {
 				return false, err

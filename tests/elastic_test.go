@@ -535,3 +535,24 @@ func emulatedElasticCluster(t *testing.T, ctx context.Context, n int) (*netns.Ho
 	c.command = func(i int, args []string) *exec.Cmd { return h.Command(ctx, i, binary, args...) }
 	return h, c
 }
+
+// TestElasticSIGTERMLeaves: SIGTERM to one of four elastic workers (a pod
+// evicted, a machine preempted) makes it leave at the next commit, exit
+// 143 (the code schedulers retry; a restart would rejoin) saying so,
+// while the three others go on and finish identical.
+func TestElasticSIGTERMLeaves(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := newElasticCluster(t, ctx, 4, elasticRun())
+	ps := c.startAll()
+	c.waitStep(ps[2], 12)
+	_ = ps[2].cmd.Process.Signal(syscall.SIGTERM)
+	err := c.wait(ps[2])
+	if exitCode(err) != 143 || !strings.Contains(ps[2].stderrText(), "asked to stop (SIGTERM); the other peers go on") {
+		t.Errorf("the signalled peer: %v, want exit 143 saying it left:\n%s", err, ps[2].stderrText())
+	}
+	s := finished(t, c, ps[0], ps[1], ps[3])
+	if len(s.Run.Membership) != 1 || !slices.Equal(s.Run.Membership[0].Left, []int{2}) || s.Run.Replicas != 3 || s.Run.Stopped != nil {
+		t.Errorf("record %+v on %d replicas, stopped %+v: want peer 2 gone, the others to the end", s.Run.Membership, s.Run.Replicas, s.Run.Stopped)
+	}
+}

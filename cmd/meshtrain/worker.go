@@ -393,6 +393,10 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 	default:
 	}
 	switch {
+	case st == nil && asked && sum.Peer.Left != "" && c.Int("sigterm-exit-code") != 0:
+		// An elastic peer that left on SIGTERM: the others go on; a
+		// restart (the code schedulers retry) rejoins them.
+		return exitError{c.Int("sigterm-exit-code"), fmt.Errorf("worker: %s; exiting %d (--sigterm-exit-code)", sum.Peer.Left, c.Int("sigterm-exit-code"))}
 	case st == nil:
 		return nil
 	case asked && c.Int("sigterm-exit-code") == 0:
