@@ -119,7 +119,7 @@ func identical(peers []Peer) bool {
 	first := ""
 	for _, p := range peers {
 		switch {
-		case p.Summary == nil:
+		case p.Summary == nil || p.Summary.Peer.Left != "": // an elastic peer that left has no final parameters
 		case first == "":
 			first = p.Summary.Run.ParamsSHA256
 		case p.Summary.Run.ParamsSHA256 != first:

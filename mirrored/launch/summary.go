@@ -37,7 +37,7 @@ func WriteTable(w io.Writer, rep *Report) {
 	writeLinks(w, rep)
 	var first *mirrored.Summary
 	for _, p := range rep.Peers {
-		if p.Summary != nil {
+		if p.Summary != nil && p.Summary.Peer.Left == "" { // an elastic peer that left has no final figures
 			first = p.Summary
 			break
 		}
