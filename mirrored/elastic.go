@@ -604,16 +604,7 @@ func (e *elastic) formed(gen uint64, members []int) {
 		prev, ch.Step, ch.RolledBack = e.initialMembers(), 0, 0
 		ch.Reason = "the first generation formed without them: " + ch.Reason
 	}
-	for _, p := range prev {
-		if !slices.Contains(members, p) {
-			ch.Left = append(ch.Left, p)
-		}
-	}
-	for _, p := range members {
-		if !slices.Contains(prev, p) {
-			ch.Joined = append(ch.Joined, p)
-		}
-	}
+	ch.Left, ch.Joined = diffMembers(prev, members)
 	if len(ch.Left) == 0 && len(ch.Joined) == 0 {
 		return // the same members (a worker that asked to join was gone): no change to record or replay
 	}
@@ -804,16 +795,7 @@ func (e *elastic) propose(ctx context.Context, gen uint64, members, next []int, 
 	e.mu.Unlock()
 	change := &MembershipChange{Step: e.commit.step, Generation: ngen, Members: next, Reason: why.reason,
 		RolledBack: max(0, e.lastStep-e.commit.step), CommitEvery: e.cfg.CommitEvery}
-	for _, p := range members {
-		if !slices.Contains(next, p) {
-			change.Left = append(change.Left, p)
-		}
-	}
-	for _, p := range next {
-		if !slices.Contains(members, p) {
-			change.Joined = append(change.Joined, p)
-		}
-	}
+	change.Left, change.Joined = diffMembers(members, next)
 	switch {
 	case why.want != nil:
 		change.Reason = why.reason // the schedule, or peers asked to stop
@@ -1007,6 +989,22 @@ func (e *elastic) atCommit(ctx context.Context, l *syncLoop, epoch, stepInEpoch 
 		return &membershipChangeError{step: l.global, joiners: joiners, reason: fmt.Sprintf("admitting peer(s) %v", joiners)}
 	}
 	return nil
+}
+
+// diffMembers returns the peers of prev not in next (left) and those of
+// next not in prev (joined), in their lists' order.
+func diffMembers(prev, next []int) (left, joined []int) {
+	for _, p := range prev {
+		if !slices.Contains(next, p) {
+			left = append(left, p)
+		}
+	}
+	for _, p := range next {
+		if !slices.Contains(prev, p) {
+			joined = append(joined, p)
+		}
+	}
+	return left, joined
 }
 
 // stopAsked says whether stop is closed.

@@ -306,17 +306,9 @@ func TestElasticRejoinAndReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	c := newElasticCluster(t, ctx, 4, elasticRun())
-	ps := c.startAll()
-	c.waitStep(ps[2], 20)
-	_ = ps[2].cmd.Process.Kill()
-	c.waitEvent(ps[0], mirrored.EventMembership)
-	ps[2] = c.start(2, nil)
-	s := finished(t, c, ps...)
+	s := killAndRestart(t, c, 2, 20)
 	ms := s.Run.Membership
 	t.Logf("membership %+v", ms)
-	if len(ms) != 2 || !slices.Equal(ms[0].Left, []int{2}) || !slices.Equal(ms[1].Joined, []int{2}) || len(ms[1].Members) != 4 {
-		t.Fatalf("membership record %+v: want peer 2 to leave, then to join", ms)
-	}
 	if s.Run.Replicas != 4 {
 		t.Errorf("the run ended with %d replicas, want 4", s.Run.Replicas)
 	}
@@ -512,16 +504,26 @@ func TestEmulatedHostsElasticRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	_, c := emulatedElasticCluster(t, ctx, 3)
+	killAndRestart(t, c, 1, 15)
+}
+
+// killAndRestart starts c's peers, SIGKILLs peer victim at step at,
+// starts it again once the others went on without it, and checks that
+// every peer finishes identical, with a record of the victim leaving and
+// then joining; it returns the first peer's summary.
+func killAndRestart(t *testing.T, c *elasticCluster, victim, at int) *mirrored.Summary {
+	t.Helper()
 	ps := c.startAll()
-	c.waitStep(ps[1], 15)
-	_ = ps[1].cmd.Process.Kill()
-	c.waitEvent(ps[0], mirrored.EventMembership)
-	ps[1] = c.start(1, nil)
+	c.waitStep(ps[victim], at)
+	_ = ps[victim].cmd.Process.Kill()
+	c.waitEvent(ps[(victim+1)%len(ps)], mirrored.EventMembership)
+	ps[victim] = c.start(victim, nil)
 	s := finished(t, c, ps...)
 	ms := s.Run.Membership
-	if len(ms) != 2 || !slices.Equal(ms[0].Left, []int{1}) || !slices.Equal(ms[1].Joined, []int{1}) {
-		t.Errorf("record %+v: want host 1 to leave, then to join", ms)
+	if len(ms) != 2 || !slices.Equal(ms[0].Left, []int{victim}) || !slices.Equal(ms[1].Joined, []int{victim}) || len(ms[1].Members) != len(ps) {
+		t.Fatalf("membership record %+v: want peer %d to leave, then to join", ms, victim)
 	}
+	return s
 }
 
 // emulatedElasticCluster is an elastic cluster of n emulated hosts at
