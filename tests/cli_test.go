@@ -135,6 +135,10 @@ func TestCLIChecksBeforeWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	unwritable := filepath.Join(file, "summary.json") // under a file: even root cannot write it
+	fifo := filepath.Join(filepath.Dir(file), "tf_config.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	gz := filepath.Join(filepath.Dir(file), "train.libsvm.gz")
 	if err := os.WriteFile(gz, []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0}, 0o644); err != nil {
 		t.Fatal(err)
@@ -153,6 +157,7 @@ func TestCLIChecksBeforeWork(t *testing.T) {
 		{"sparse flag with softmax", append([]string{"train", "--train-files", "x.tfrecord"}, short...), 0, "--train-files is ignored: it applies only to --model sparse-lr"},
 		{"missing training file", []string{"train", "--model", "sparse-lr", "--features", "100", "--train-files", filepath.Join(filepath.Dir(file), "missing.libsvm")}, 2, "--train-files: input file: open " + filepath.Join(filepath.Dir(file), "missing.libsvm") + ": no such file"},
 		{"gzip training file", []string{"train", "--model", "sparse-lr", "--features", "100", "--train-files", gz}, 2, "is gzip-compressed: decompress it first"},
+		{"TF_CONFIG a FIFO", []string{"worker", "--tf-config", fifo}, 2, fifo + " is a pipe or FIFO"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := meshtrain(ctx, nil, tc.args...)

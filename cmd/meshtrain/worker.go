@@ -265,7 +265,9 @@ func init() {
 			cl, err := cluster.Discover(cluster.DiscoverOptions{File: c.String("tf-config"), SlurmBasePort: c.Int("slurm-base-port"),
 				PeerPattern: c.String("peer-pattern"), NumWorkers: c.Int("num-workers")})
 			if err != nil {
-				return fmt.Errorf("worker: %w", err)
+				// A cluster spec, environment or flag that describes no
+				// cluster: a usage error, before any work.
+				return usageError{fmt.Errorf("worker: %w", err)}
 			}
 			if cl.IsEvaluator() {
 				return runEvaluator(c)
