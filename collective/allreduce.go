@@ -40,7 +40,30 @@ const StarMaxRanks = 8
 // treeChunkBytes caps recursive doubling's frames.
 const treeChunkBytes = 64 << 10
 
+// AllReduceFloat32Range reduces buf[lo:hi] element-wise across all ranks,
+// in place, with the arithmetic of AllReduceFloat32(buf, op): the
+// algorithm is the one an all-reduce of the whole buf uses, and each
+// element is combined in the same order, so a buffer reduced in pieces
+// (a backward pass's gradient, layer by layer as it is ready) ends with
+// the bits of the whole reduced at once. Every rank must make the same
+// calls with the same len(buf), lo and hi.
+func (c *Comm) AllReduceFloat32Range(ctx context.Context, buf []float32, lo, hi int, op Op) error {
+	if lo < 0 || hi > len(buf) || lo > hi {
+		return fmt.Errorf("collective: all-reduce of elements [%d,%d) of a buffer of %d: the range must lie within the buffer", lo, hi, len(buf))
+	}
+	return allReduceRange(ctx, c, buf, lo, hi, op, Float32)
+}
+
 func allReduce[T number](ctx context.Context, c *Comm, buf []T, rop Op, dt DType) error {
+	return allReduceRange(ctx, c, buf, 0, len(buf), rop, dt)
+}
+
+// allReduceRange reduces buf[lo:hi] as allReduce(buf) would reduce it: the
+// ring, the only algorithm whose order of combination depends on an
+// element's place (the segment it falls in says which rank starts its
+// sum), runs on the whole buffer's segments cut to [lo, hi); recursive
+// doubling and the star combine every element alike.
+func allReduceRange[T number](ctx context.Context, c *Comm, buf []T, lo, hi int, rop Op, dt DType) error {
 	if rop < 0 || rop >= opEnd {
 		return fmt.Errorf("collective: all-reduce with unknown op %d", int(rop))
 	}
@@ -52,27 +75,32 @@ func allReduce[T number](ctx context.Context, c *Comm, buf []T, rop Op, dt DType
 	case Star:
 		kind = KindAllReduceStar
 	}
-	o, octx, cancel, err := c.begin(ctx, kind, dt, rop, len(buf))
+	o, octx, cancel, err := c.begin(ctx, kind, dt, rop, hi-lo)
 	if err != nil {
 		return err
 	}
 	n, rank := c.Size(), c.Rank()
-	raw := asBytes(buf)
+	part := buf[lo:hi]
 	chunk := c.opts.ChunkBytes / esize
 	switch {
 	case n == 1:
 	case kind == KindAllReduceRing:
-		err = o.runLinear(octx, planRing(n, rank, segments(len(buf), n), chunk, true), raw, esize, folder[T](rop))
+		segs := segments(len(buf), n)
+		for i, sg := range segs {
+			a, b := max(sg.off, lo), min(sg.off+sg.n, hi)
+			segs[i] = span{a, max(0, b-a)}
+		}
+		err = o.runLinear(octx, planRing(n, rank, segs, chunk, true), asBytes(buf), esize, folder[T](rop))
 	case kind == KindAllReduceStar:
-		err = o.runStar(octx, raw, len(buf), min(c.opts.ChunkBytes, treeChunkBytes)/esize, esize, folder[T](rop))
+		err = o.runStar(octx, asBytes(part), len(part), min(c.opts.ChunkBytes, treeChunkBytes)/esize, esize, folder[T](rop))
 	default:
 		// Smaller frames than the ring's: a round's send then overlaps with
 		// receiving and folding the partner's frames.
 		treeChunk := min(c.opts.ChunkBytes, treeChunkBytes) / esize
-		err = o.runRecDoubling(octx, planRecDoubling(n, rank), raw, len(buf), treeChunk, esize, folder[T](rop))
+		err = o.runRecDoubling(octx, planRecDoubling(n, rank), asBytes(part), len(part), treeChunk, esize, folder[T](rop))
 	}
 	if err == nil && rop == Avg && n > 1 {
-		divide(buf, n)
+		divide(part, n)
 	}
 	return c.end(o, cancel, err)
 }

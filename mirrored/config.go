@@ -66,6 +66,16 @@ type Config struct {
 	// Shards is how many parts each replica splits its batch into for its
 	// cores (see nn.DefaultShards); 0 means nn.DefaultShards.
 	Shards int
+	// GradientBucket is, in bytes, how much of the gradient a synchronous
+	// step starts to all-reduce while the backward pass computes the rest
+	// (DDP's bucket_cap_mb, Horovod's fusion threshold): each time at least
+	// that much more is final, it goes to the exchange. 0 means
+	// DefaultGradientBucket; negative exchanges the whole gradient after
+	// the backward pass. The arithmetic, and so every bit, is the same
+	// either way; replicas must agree on it (a setting they compare).
+	// It applies to nn models that announce their gradient
+	// (nn.GradNotifier, as every nn.Sequential does) under the ring.
+	GradientBucket int
 
 	// Progress, if set, receives one human-readable line per epoch.
 	Progress io.Writer

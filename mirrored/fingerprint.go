@@ -58,7 +58,19 @@ func (j *Job) settings(model string, params, replicas int, dataDigest string) []
 		proto("hash_every", strconv.Itoa(j.HashEvery)),
 		proto("checkpoint_every", strconv.Itoa(j.CheckpointEvery)),
 		proto("measure_wait", strconv.FormatBool(j.MeasureWait)),
+		proto("gradient_bucket", gradientBucket(c.GradientBucket)),
 	}, j.driverSettings()...)
+}
+
+// gradientBucket is Config.GradientBucket as the replicas compare it.
+func gradientBucket(b int) string {
+	switch {
+	case b < 0:
+		return "off"
+	case b == 0:
+		b = DefaultGradientBucket
+	}
+	return strconv.Itoa(b)
 }
 
 // driverSettings are the Job's settings from its driver (see Job.Cluster).

@@ -41,8 +41,9 @@ func NewGroup(c *collective.Comm) Group { return &commGroup{c} }
 type commGroup struct{ c *collective.Comm }
 
 var (
-	_ Group   = (*commGroup)(nil)
-	_ Traffic = (*commGroup)(nil)
+	_ Group        = (*commGroup)(nil)
+	_ Traffic      = (*commGroup)(nil)
+	_ rangeReducer = (*commGroup)(nil)
 )
 
 func (g *commGroup) Rank() int { return g.c.Rank() }
@@ -50,6 +51,10 @@ func (g *commGroup) Size() int { return g.c.Size() }
 
 func (g *commGroup) AllReduceSum(ctx context.Context, buf []float32) error {
 	return g.c.AllReduceFloat32(ctx, buf, collective.Sum)
+}
+
+func (g *commGroup) AllReduceSumRange(ctx context.Context, buf []float32, lo, hi int) error {
+	return g.c.AllReduceFloat32Range(ctx, buf, lo, hi, collective.Sum)
 }
 
 func (g *commGroup) Broadcast(ctx context.Context, buf []float32, root int) error {

@@ -70,6 +70,9 @@ type denseReplica struct {
 	// its digest, for a model built by Job.NewModel that has one (see
 	// architected); empty otherwise.
 	arch, archDigest string
+	// ov exchanges the gradient in buckets during the backward pass; nil
+	// when the model cannot (see newOverlap).
+	ov *overlap
 }
 
 // architected is a model that can state its definition as data: an
@@ -119,6 +122,9 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 	}
 	lo, hi := rank*test.N/world, (rank+1)*test.N/world
 	r.testX, r.testY = denseRange(test, lo, hi)
+	if world > 1 {
+		r.ov = newOverlap(model, cfg.GradientBucket)
+	}
 	return r, nil
 }
 
@@ -153,7 +159,11 @@ func (r *denseReplica) TrainCorrect() (int, bool) {
 }
 
 func (r *denseReplica) Combine(ctx context.Context, g Group, _ int) error {
-	if err := g.AllReduceSum(ctx, r.grads); err != nil {
+	if r.ov != nil && r.ov.work != nil {
+		if err := r.ov.finish(); err != nil {
+			return err
+		}
+	} else if err := g.AllReduceSum(ctx, r.grads); err != nil {
 		return fmt.Errorf("all-reducing the gradients: %w", err)
 	}
 	if r.world > 1 {

@@ -236,6 +236,12 @@ func syncStep(ctx context.Context, rep replica, g Group, b *data.Batch, global i
 		at = func(Point) error { return nil }
 	}
 	clk[1] = time.Now()
+	// The gradient's last buckets are exchanged while the first layers'
+	// are computed, except on the steps that measure waiting: their
+	// barrier must come before any exchange.
+	if ov, ok := rep.(overlapper); ok && !barrier && ov.startOverlap(ctx, g) {
+		defer ov.abortOverlap() // a step that ends before Combine: wait for what it started
+	}
 	loss, err := rep.Gradient(b)
 	if err != nil {
 		return 0, err

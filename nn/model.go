@@ -142,3 +142,17 @@ const lenetInit = Torch
 func softmaxLayers(classes int) []LayerSpec {
 	return []LayerSpec{Flatten{}, Dense{Units: classes, Init: Glorot}}
 }
+
+// GradNotifier is a Model whose ForwardBackward says, as its backward pass
+// goes, which part of Grads() is already final, so that a data-parallel
+// trainer can start exchanging it while the rest is computed (as DDP's
+// gradient buckets do). NotifyGrads(ready) makes every later training pass
+// call ready(lo) when Grads()[lo:] holds the batch's final gradient and
+// will not be written again in that pass; the calls come from
+// ForwardBackward's goroutine, lo decreasing, and none need come at all
+// (whatever is not announced is final when ForwardBackward returns).
+// NotifyGrads(nil) stops them. Sequential implements it; the gradient's
+// bits are the same either way.
+type GradNotifier interface {
+	NotifyGrads(ready func(lo int))
+}

@@ -39,6 +39,13 @@ type Sequential struct {
 	// Where the next training pass is in a run (SetStep); step advances
 	// after each ForwardBackward.
 	rank, epoch, step int
+
+	// NotifyGrads's: the callback, each computing layer's first parameter,
+	// and the lowest parameter whose gradient the shards have summed in
+	// this pass.
+	notify     func(lo int)
+	layerOff   []int
+	summedFrom int
 }
 
 // lossKind is the loss a Sequential ends in, chosen by its last layer.
@@ -459,6 +466,14 @@ type shard struct {
 	right   int
 
 	start, done chan struct{}
+
+	// While the model notifies (NotifyGrads): onLayer(i) is called once
+	// layer i's backward is done (i ≥ the chunked layers), then onLayer(-1)
+	// at the end of the pass. Shards 1.. post i to passed, which shard 0
+	// reads (at) before it sums their gradients of a layer.
+	onLayer func(i int)
+	passed  chan int
+	at      int
 }
 
 func (s *shard) serve() {
@@ -556,6 +571,9 @@ func (s *shard) run() {
 	if s.train {
 		clear(s.grads)
 	}
+	if s.onLayer != nil {
+		defer s.onLayer(-1)
+	}
 	if s.n == 0 {
 		return
 	}
@@ -606,9 +624,18 @@ func (s *shard) run() {
 			dx = s.dacts[i-1]
 		}
 		s.layers[i].Backward(dx, s.dacts[i], x, s.acts[i], s.n)
+		if s.onLayer != nil {
+			s.onLayer(i)
+		}
 	}
 	if split > 0 {
 		s.chunks(func(first, n int) {
+			if s.onLayer != nil {
+				// An exchange started by a notification runs on this
+				// goroutine's processor when GOMAXPROCS is 1: let it
+				// send and fold what has arrived between chunks.
+				runtime.Gosched()
+			}
 			for i := split - 1; i >= 0; i-- {
 				l := s.layers[i]
 				s.chunkers[i].chunk(first, s.n)
@@ -654,6 +681,7 @@ func (m *Sequential) dispatch(x []float32, labels []int32, n int, train bool, sc
 		}
 		off += c
 	}
+	m.armNotify(train)
 	parallel := m.workers && runtime.GOMAXPROCS(0) > 1
 	if parallel {
 		for _, s := range m.shards[1:] {
@@ -698,9 +726,71 @@ func (m *Sequential) ForwardBackward(x []float32, labels []int32, n int) (float6
 	loss := m.shards[0].lossSum
 	for _, s := range m.shards[1:] {
 		loss += s.lossSum
-		addRows(m.grads, 0, s.grads, 0, 1, len(m.grads))
+		if s.onLayer != nil {
+			for s.at >= 0 { // what shard 0 did not wait for
+				s.at = <-s.passed
+			}
+		}
+		addRows(m.grads, 0, s.grads, 0, 1, m.summedFrom)
 	}
 	return loss / float64(n), nil
+}
+
+// NotifyGrads implements GradNotifier: after each layer's backward pass
+// (but the first layers', which run a few examples at a time; see
+// chunker), the shards' gradients of that layer are summed (in shard
+// order, as at the end of the pass) and ready is told they are final.
+func (m *Sequential) NotifyGrads(ready func(lo int)) { m.notify = ready }
+
+// armNotify sets the shards' onLayer for a training pass (or clears it),
+// and which gradient rows are left to sum at the end.
+func (m *Sequential) armNotify(train bool) {
+	m.summedFrom = len(m.grads)
+	on := train && m.notify != nil
+	if on && m.layerOff == nil {
+		off := 0
+		for _, l := range m.shards[0].layers {
+			m.layerOff = append(m.layerOff, off)
+			off += l.NumParams()
+		}
+	}
+	for i, s := range m.shards {
+		s.onLayer = nil
+		if !on {
+			continue
+		}
+		if i == 0 {
+			s.onLayer = m.layerDone
+			continue
+		}
+		if s.passed == nil {
+			s.passed = make(chan int, len(s.layers)+1)
+		}
+		s.at = len(s.layers)
+		s.onLayer = func(i int) { s.passed <- i }
+	}
+}
+
+// layerDone is shard 0's onLayer: once every shard is past layer i, it
+// sums their gradients of layer i's parameters into the model's and
+// notifies.
+func (m *Sequential) layerDone(i int) {
+	if i < 0 {
+		return
+	}
+	lo, hi := m.layerOff[i], m.summedFrom
+	if lo >= hi {
+		return // no parameters
+	}
+	for _, s := range m.shards[1:] {
+		for s.at > i {
+			s.at = <-s.passed
+		}
+		addRows(m.grads[lo:hi], 0, s.grads[lo:hi], 0, 1, hi-lo)
+	}
+	m.summedFrom = lo
+	m.notify(lo)
+	runtime.Gosched() // see run's chunks
 }
 
 // TrainCorrect is the number of the last ForwardBackward's examples whose

@@ -21,6 +21,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
@@ -114,6 +115,21 @@ func configFromFlags(c *cli.Context) (mirrored.Config, error) {
 	return cfg, nil
 }
 
+// gradientBucketFlag is --gradient-bucket as Config.GradientBucket.
+func gradientBucketFlag(v string) (int, error) {
+	if v == "off" || v == "0" {
+		return -1, nil
+	}
+	sizes, err := bench.ParseSizes(v)
+	if err != nil || len(sizes) != 1 || sizes[0] > 1<<30 {
+		return 0, fmt.Errorf("--gradient-bucket %q: want a size such as 256K or 1M (at most 1G), or off", v)
+	}
+	if sizes[0] == 0 {
+		return -1, nil
+	}
+	return int(sizes[0]), nil
+}
+
 // given sets *dst to flag name's value if the command line gives it, and
 // leaves the recipe's default otherwise.
 func given[T any](c *cli.Context, name string, dst *T, value func(string) T) {
@@ -138,6 +154,7 @@ func jobFlags() []cli.Flag {
 	return append(append(flags, inCategory(catCluster,
 		&cli.IntFlag{Name: "hash-every", Value: 500, Usage: "steps between comparisons of the replicas' parameter hashes (0: only at the end)"},
 		&cli.BoolFlag{Name: "measure-wait", Value: true, Usage: "barrier before each gradient all-reduce, to tell waiting for slower peers from communicating"},
+		&cli.StringFlag{Name: "gradient-bucket", Value: "1M", Usage: "all-reduce the gradient in buckets of at least this size (K, M suffixes) while the backward pass computes the rest, as DDP's bucket_cap_mb; 0 or off: the whole gradient after the pass (the bits are the same)"},
 		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
 		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size) | ring | tree (recursive doubling) | star (rank 0 reduces; small buffers at 3-8 ranks)"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
@@ -162,6 +179,9 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 		Restore:         c.String("restore"),
 		HashEvery:       c.Int("hash-every"),
 		MeasureWait:     c.Bool("measure-wait"),
+	}
+	if job.Config.GradientBucket, err = gradientBucketFlag(c.String("gradient-bucket")); err != nil {
+		return job, "", err
 	}
 	if job.Sparse, err = sparseFromFlags(c); err != nil {
 		return job, "", err

@@ -1,0 +1,95 @@
+package mirrored
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// rangeCounter is a Group that counts the part-buffer all-reduces it
+// passes on, so a test can tell the overlapped exchange ran.
+type rangeCounter struct {
+	Group
+	n *atomic.Int64
+}
+
+func (c rangeCounter) AllReduceSumRange(ctx context.Context, buf []float32, lo, hi int) error {
+	c.n.Add(1)
+	return c.Group.(rangeReducer).AllReduceSumRange(ctx, buf, lo, hi)
+}
+
+// smallCNN is a Job.NewModel: conv → relu → conv → relu → pool → dense →
+// dense, whose layers cut its 60,000-odd gradient into several buckets of
+// a few KiB.
+func smallCNN(spec nn.Spec, seed int64, shards int) (nn.Model, error) {
+	return nn.NewSequential("small-cnn", nn.Shape{H: spec.Rows, W: spec.Cols, C: 1}, seed, shards,
+		nn.Conv2D{Filters: 4, Kernel: 3}, nn.Activation{Fn: "relu"},
+		nn.Conv2D{Filters: 8, Kernel: 3}, nn.Activation{Fn: "relu"},
+		nn.MaxPooling2D{Size: 2}, nn.Dropout{Rate: 0.25}, nn.Flatten{},
+		nn.Dense{Units: 32}, nn.Activation{Fn: "relu"},
+		nn.Dense{Units: spec.Classes})
+}
+
+// TestOverlapSameBits trains the same job with the gradient exchanged
+// after the backward pass and in buckets during it (several sizes, with
+// MeasureWait's sampled steps, which never overlap, among them): every
+// run ends with the same parameters, bit for bit, and the bucketed runs
+// did exchange parts during the pass.
+func TestOverlapSameBits(t *testing.T) {
+	mn := synthMNIST(360, 60, 3)
+	var want string
+	for _, tc := range []struct {
+		name   string
+		bucket int
+		ranges bool // part-buffer all-reduces expected
+	}{
+		{"off", -1, false},
+		{"default (one bucket holds it all)", 0, false},
+		{"4 KiB buckets", 4 << 10, true},
+		{"a bucket per layer", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := testJob(t, "", mn, 8, 2)
+			job.NewModel = smallCNN
+			job.GradientBucket = tc.bucket
+			var n atomic.Int64
+			sums, errs := runGroupOn(t, same(3, job), nil, func(_ int, g Group) Group { return rangeCounter{g, &n} })
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			if got := n.Load() > 0; got != tc.ranges {
+				t.Fatalf("%d part-buffer all-reduces, want some: %v", n.Load(), tc.ranges)
+			}
+			for r, s := range sums {
+				if s.Run.ParamsSHA256 != sums[0].Run.ParamsSHA256 {
+					t.Fatalf("rank %d ends with %s, rank 0 with %s", r, s.Run.ParamsSHA256, sums[0].Run.ParamsSHA256)
+				}
+			}
+			if want == "" {
+				want = sums[0].Run.ParamsSHA256
+			} else if sums[0].Run.ParamsSHA256 != want {
+				t.Fatalf("parameters %s, without overlap %s", sums[0].Run.ParamsSHA256, want)
+			}
+		})
+	}
+}
+
+// TestOverlapBucketMismatchNamed: replicas given different buckets would
+// cut their collectives differently; they are told at start-up.
+func TestOverlapBucketMismatchNamed(t *testing.T) {
+	job := testJob(t, "", synthMNIST(120, 30, 4), 8, 1)
+	job.NewModel = smallCNN
+	jobs := same(2, job)
+	jobs[1].GradientBucket = 4 << 10
+	_, errs := runGroup(t, jobs)
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "gradient_bucket") {
+			t.Fatalf("rank %d: %v, want the gradient_bucket setting named", r, err)
+		}
+	}
+}
