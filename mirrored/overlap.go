@@ -3,6 +3,7 @@ package mirrored
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -33,6 +34,16 @@ type rangeReducer interface {
 type overlapper interface {
 	startOverlap(ctx context.Context, g Group) bool
 	abortOverlap()
+	// buckets are the last step's all-reduces, for the timeline.
+	buckets() []bucketSpan
+}
+
+// bucketSpan is one bucket's all-reduce: gradient elements [lo, hi), and
+// when it ran; early says it was started during the backward pass.
+type bucketSpan struct {
+	lo, hi     int
+	start, end time.Time
+	early      bool
 }
 
 // overlap is a dense replica's exchange of one step's gradient in buckets:
@@ -47,6 +58,7 @@ type overlap struct {
 	issued int // grads[issued:] went to the exchange
 	work   chan [2]int
 	done   chan error
+	spans  []bucketSpan // the exchange goroutine's, read after done
 }
 
 // newOverlap returns the bucketed exchange of model's gradient, or nil if
@@ -74,15 +86,20 @@ func (ov *overlap) start(ctx context.Context, g rangeReducer) {
 	// waits for room.
 	ov.work, ov.done = make(chan [2]int, ov.most), make(chan error, 1)
 	work, done, grads := ov.work, ov.done, ov.grads
+	spans := ov.spans[:0]
 	go func() {
 		var err error
 		for r := range work {
 			if err == nil {
+				sp := bucketSpan{lo: r[0], hi: r[1], start: time.Now(), early: r[0] > 0}
 				if err = g.AllReduceSumRange(ctx, grads, r[0], r[1]); err != nil {
 					err = fmt.Errorf("all-reducing the gradients [%d,%d) of %d during the backward pass: %w", r[0], r[1], len(grads), err)
 				}
+				sp.end = time.Now()
+				spans = append(spans, sp)
 			}
 		}
+		ov.spans = spans
 		done <- err
 	}()
 }
@@ -123,6 +140,13 @@ func (r *denseReplica) startOverlap(ctx context.Context, g Group) bool {
 	}
 	r.ov.start(ctx, rr)
 	return true
+}
+
+func (r *denseReplica) buckets() []bucketSpan {
+	if r.ov == nil {
+		return nil
+	}
+	return r.ov.spans
 }
 
 func (r *denseReplica) abortOverlap() {

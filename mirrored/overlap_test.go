@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -55,6 +56,7 @@ func TestOverlapSameBits(t *testing.T) {
 			job := testJob(t, "", mn, 8, 2)
 			job.NewModel = smallCNN
 			job.GradientBucket = tc.bucket
+			job.Timeline = timeline.NewRecorder(0) // shared by the replicas: it locks
 			var n atomic.Int64
 			sums, errs := runGroupOn(t, same(3, job), nil, func(_ int, g Group) Group { return rangeCounter{g, &n} })
 			for r, err := range errs {
@@ -64,6 +66,15 @@ func TestOverlapSameBits(t *testing.T) {
 			}
 			if got := n.Load() > 0; got != tc.ranges {
 				t.Fatalf("%d part-buffer all-reduces, want some: %v", n.Load(), tc.ranges)
+			}
+			early := 0
+			for _, sp := range job.Timeline.Spans() {
+				if sp.Track == timeline.Buckets && strings.Contains(sp.Name, "during the backward pass") {
+					early++
+				}
+			}
+			if got := early > 0; got != tc.ranges {
+				t.Fatalf("%d bucket spans during the backward pass on the timeline, want some: %v", early, tc.ranges)
 			}
 			for r, s := range sums {
 				if s.Run.ParamsSHA256 != sums[0].Run.ParamsSHA256 {

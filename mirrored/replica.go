@@ -163,8 +163,13 @@ func (r *denseReplica) Combine(ctx context.Context, g Group, _ int) error {
 		if err := r.ov.finish(); err != nil {
 			return err
 		}
-	} else if err := g.AllReduceSum(ctx, r.grads); err != nil {
-		return fmt.Errorf("all-reducing the gradients: %w", err)
+	} else {
+		if r.ov != nil {
+			r.ov.spans = r.ov.spans[:0] // one all-reduce, on the Combine track
+		}
+		if err := g.AllReduceSum(ctx, r.grads); err != nil {
+			return fmt.Errorf("all-reducing the gradients: %w", err)
+		}
 	}
 	if r.world > 1 {
 		scale := 1 / float32(r.world)

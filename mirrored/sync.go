@@ -373,6 +373,15 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 		}
 		tl.Add(timeline.Combine, "", l.global, clk[3], clk[4])
 		tl.Add(timeline.Update, "", l.global, clk[4], clk[5])
+		if ov, ok := rep.(overlapper); ok {
+			for _, b := range ov.buckets() {
+				when := "after the backward pass"
+				if b.early {
+					when = "during the backward pass"
+				}
+				tl.Add(timeline.Buckets, fmt.Sprintf("all-reduce of gradient [%d,%d) %s", b.lo, b.hi, when), l.global, b.start, b.end)
+			}
+		}
 	}
 	l.stats = StepStats{Loss: l.run.stepLoss(loss, b.Size), LR: lr, Examples: b.Size, BytesSent: bytesSent(l.g), Correct: correct, Counted: counted,
 		Compute: clk[2].Sub(clk[1]) + clk[5].Sub(clk[4]), Comm: clk[4].Sub(clk[3]), Wait: clk[1].Sub(clk[0]) + clk[3].Sub(clk[2])}

@@ -25,18 +25,23 @@ const (
 	Evaluate   = "evaluate"
 	Checkpoint = "checkpoint"
 	Gossip     = "gossip"
+	// Buckets holds each all-reduce of a part of the gradient (see
+	// mirrored's Config.GradientBucket), those that ran during the
+	// backward pass too, where Combine holds only what the step waited
+	// for after it.
+	Buckets = "buckets"
 )
 
-var tracks = []string{Input, Compute, Wait, Combine, Update, Evaluate, Checkpoint, Gossip}
+var tracks = []string{Input, Compute, Wait, Combine, Update, Evaluate, Checkpoint, Gossip, Buckets}
 
 // DefaultSteps is how many steps a Recorder keeps by default.
 const DefaultSteps = 2000
 
 // spansPerStep is the room a step has in a Recorder's buffer (input,
-// compute, wait, combine, update, and an epoch's evaluation and
-// checkpoint): the buffer's hard bound; Spans returns the last Steps
-// steps of it.
-const spansPerStep = 8
+// compute, wait, combine, update, two gradient buckets, and an epoch's
+// evaluation and checkpoint): the buffer's hard bound; Spans returns the
+// last Steps steps of it.
+const spansPerStep = 10
 
 // Span is one piece of a peer's work: on Track, from Start for Dur
 // nanoseconds (Start in Unix nanoseconds of the peer's own clock), during
