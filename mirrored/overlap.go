@@ -46,23 +46,26 @@ type bucketSpan struct {
 	early      bool
 }
 
-// overlap is a dense replica's exchange of one step's gradient in buckets:
-// a bucket goes to the exchange goroutine once at least bucket elements
-// past the last one are final, and Combine sends the rest. The buckets are
-// all-reduced in order, one at a time, so every replica makes the same
-// collective calls (the model's layers cut the buckets identically).
+// overlap is a dense replica's exchange of one step's gradient in buckets,
+// planned once from the model's GradPoints: a bucket ends at the first
+// point at least bucket elements below the last, and goes to the exchange
+// goroutine when the backward pass announces that point; Combine sends
+// what was not announced and the rest. The buckets are all-reduced in
+// order, one at a time, so every replica makes the same collective calls,
+// a replica with an empty batch (no backward pass) included.
 type overlap struct {
 	grads  []float32
-	bucket int // elements
-	most   int // buckets a step can send: a layer's tensors at least one each
-	issued int // grads[issued:] went to the exchange
-	work   chan [2]int
+	plan   []int // the buckets' lower ends, decreasing
+	next   int   // plan[next] is the next bucket to send
+	issued int   // grads[issued:] went to the exchange
+	work   chan bucketSpan // lo, hi, early: the times are the goroutine's to set
 	done   chan error
 	spans  []bucketSpan // the exchange goroutine's, read after done
 }
 
 // newOverlap returns the bucketed exchange of model's gradient, or nil if
-// the model does not announce its gradient or bucketBytes turns it off.
+// the model does not announce its gradient, bucketBytes turns it off, or
+// the gradient makes one bucket.
 func newOverlap(model nn.Model, bucketBytes int) *overlap {
 	gn, ok := model.(nn.GradNotifier)
 	if !ok || bucketBytes < 0 {
@@ -71,9 +74,16 @@ func newOverlap(model nn.Model, bucketBytes int) *overlap {
 	if bucketBytes == 0 {
 		bucketBytes = DefaultGradientBucket
 	}
-	ov := &overlap{grads: model.Grads(), bucket: max(1, bucketBytes/4), most: len(model.Tensors()) + 1}
-	if len(ov.grads) <= ov.bucket {
-		return nil // one bucket: nothing to overlap
+	ov := &overlap{grads: model.Grads()}
+	bucket, hi := max(1, bucketBytes/4), len(ov.grads)
+	for _, lo := range gn.GradPoints() {
+		if lo > 0 && lo < hi && hi-lo >= bucket {
+			ov.plan = append(ov.plan, lo)
+			hi = lo
+		}
+	}
+	if len(ov.plan) == 0 {
+		return nil
 	}
 	gn.NotifyGrads(ov.ready)
 	return ov
@@ -81,19 +91,18 @@ func newOverlap(model nn.Model, bucketBytes int) *overlap {
 
 // start arms the next backward pass: its buckets go to g.
 func (ov *overlap) start(ctx context.Context, g rangeReducer) {
-	ov.issued = len(ov.grads)
-	// One bucket per layer at most, and the rest: the backward pass never
-	// waits for room.
-	ov.work, ov.done = make(chan [2]int, ov.most), make(chan error, 1)
+	ov.issued, ov.next = len(ov.grads), 0
+	// Every bucket and the rest: the backward pass never waits for room.
+	ov.work, ov.done = make(chan bucketSpan, len(ov.plan)+1), make(chan error, 1)
 	work, done, grads := ov.work, ov.done, ov.grads
 	spans := ov.spans[:0]
 	go func() {
 		var err error
-		for r := range work {
+		for sp := range work {
 			if err == nil {
-				sp := bucketSpan{lo: r[0], hi: r[1], start: time.Now(), early: r[0] > 0}
-				if err = g.AllReduceSumRange(ctx, grads, r[0], r[1]); err != nil {
-					err = fmt.Errorf("all-reducing the gradients [%d,%d) of %d during the backward pass: %w", r[0], r[1], len(grads), err)
+				sp.start = time.Now()
+				if err = g.AllReduceSumRange(ctx, grads, sp.lo, sp.hi); err != nil {
+					err = fmt.Errorf("all-reducing the gradients [%d,%d) of %d: %w", sp.lo, sp.hi, len(grads), err)
 				}
 				sp.end = time.Now()
 				spans = append(spans, sp)
@@ -104,21 +113,31 @@ func (ov *overlap) start(ctx context.Context, g rangeReducer) {
 	}()
 }
 
-// ready is the model's notification that grads[lo:] is final.
+// ready is the model's notification that grads[lo:] is final: the buckets
+// planned down to lo go.
 func (ov *overlap) ready(lo int) {
-	if ov.work == nil || ov.issued-lo < ov.bucket {
+	if ov.work == nil {
 		return
 	}
-	ov.work <- [2]int{lo, ov.issued}
-	ov.issued = lo
+	for ov.next < len(ov.plan) && ov.plan[ov.next] >= lo {
+		ov.send(ov.plan[ov.next], true)
+	}
 }
 
-// finish sends the rest of the gradient and waits for every bucket.
-func (ov *overlap) finish() error {
-	if ov.issued > 0 {
-		ov.work <- [2]int{0, ov.issued}
-		ov.issued = 0
+func (ov *overlap) send(lo int, early bool) {
+	ov.work <- bucketSpan{lo: lo, hi: ov.issued, early: early}
+	ov.issued = lo
+	if lo > 0 {
+		ov.next++
 	}
+}
+
+// finish sends the buckets not yet sent and the rest, and waits for all.
+func (ov *overlap) finish() error {
+	for ov.next < len(ov.plan) {
+		ov.send(ov.plan[ov.next], false)
+	}
+	ov.send(0, false)
 	return ov.wait()
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -40,7 +41,7 @@ func smallCNN(spec nn.Spec, seed int64, shards int) (nn.Model, error) {
 // run ends with the same parameters, bit for bit, and the bucketed runs
 // did exchange parts during the pass.
 func TestOverlapSameBits(t *testing.T) {
-	mn := synthMNIST(360, 60, 3)
+	mn := synthMNIST(361, 60, 3) // shards of 121, 120, 120: ranks 1 and 2 end each epoch with an empty batch
 	var want string
 	for _, tc := range []struct {
 		name   string
@@ -103,4 +104,50 @@ func TestOverlapBucketMismatchNamed(t *testing.T) {
 			t.Fatalf("rank %d: %v, want the gradient_bucket setting named", r, err)
 		}
 	}
+}
+
+// TestOverlapEmptyBatch: a replica with no examples in a step (a padded
+// epoch's end) makes no backward pass, yet cuts its exchange into the same
+// buckets as the others, so the step neither fails nor hangs and ends as
+// without buckets.
+func TestOverlapEmptyBatch(t *testing.T) {
+	mn := synthMNIST(64, 8, 6)
+	ds := mn.Train.Dataset()
+	run := func(bucket int) [][]float32 {
+		cfg := DefaultConfig()
+		cfg.Optimizer, cfg.GradientBucket = nn.Momentum, bucket
+		return stepCluster(t, 2, 6, 4, ds, func(r int, g Group) replica {
+			rep, err := newDenseReplica(&cfg, smallCNN, mn.Test, mn.NumClasses(), r, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bucket > 0 && rep.ov == nil {
+				t.Fatal("no buckets planned")
+			}
+			if r == 1 {
+				return emptyOnOddSteps{rep, new(int)}
+			}
+			return rep
+		})
+	}
+	on, off := run(4<<10), run(-1)
+	if ParamsHash(on[0]) != ParamsHash(on[1]) || ParamsHash(on[0]) != ParamsHash(off[0]) {
+		t.Fatal("replicas differ, or differ from the run without buckets")
+	}
+}
+
+// emptyOnOddSteps gives its replica an empty batch on odd steps: those
+// that overlap in stepCluster (its even steps measure waiting).
+type emptyOnOddSteps struct {
+	*denseReplica
+	step *int
+}
+
+func (e emptyOnOddSteps) Gradient(b *data.Batch) (float64, error) {
+	odd := *e.step%2 == 1
+	*e.step++
+	if odd {
+		b = &data.Batch{Dim: b.Dim}
+	}
+	return e.denseReplica.Gradient(b)
 }

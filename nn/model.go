@@ -149,10 +149,13 @@ func softmaxLayers(classes int) []LayerSpec {
 // gradient buckets do). NotifyGrads(ready) makes every later training pass
 // call ready(lo) when Grads()[lo:] holds the batch's final gradient and
 // will not be written again in that pass; the calls come from
-// ForwardBackward's goroutine, lo decreasing, and none need come at all
+// ForwardBackward's goroutine, lo decreasing, at GradPoints's offsets
 // (whatever is not announced is final when ForwardBackward returns).
-// NotifyGrads(nil) stops them. Sequential implements it; the gradient's
-// bits are the same either way.
+// NotifyGrads(nil) stops them. GradPoints lets every replica cut its
+// exchange alike even in a step it has no batch for (so no pass).
+// Sequential implements it; the gradient's bits are the same either way.
 type GradNotifier interface {
 	NotifyGrads(ready func(lo int))
+	// GradPoints are the lo of a training pass's calls, in order.
+	GradPoints() []int
 }

@@ -82,8 +82,8 @@ func TestNotifyGrads(t *testing.T) {
 								t.Fatalf("shards %d procs %d step %d: gradient %d is %v notified, %v not", shards, procs, step, i, told.Grads()[i], g)
 							}
 						}
-						if len(los) != md.wantCalls {
-							t.Fatalf("step %d: %d notifications %v, want %d", step, len(los), los, md.wantCalls)
+						if len(los) != md.wantCalls || !slices.Equal(los, told.GradPoints()) {
+							t.Fatalf("step %d: %d notifications %v, want %d, at GradPoints %v", step, len(los), los, md.wantCalls, told.GradPoints())
 						}
 						for k, lo := range los {
 							if k > 0 && lo >= los[k-1] {

@@ -742,17 +742,40 @@ func (m *Sequential) ForwardBackward(x []float32, labels []int32, n int) (float6
 // order, as at the end of the pass) and ready is told they are final.
 func (m *Sequential) NotifyGrads(ready func(lo int)) { m.notify = ready }
 
+// GradPoints implements GradNotifier: the first parameter of each layer
+// with parameters, from the last layer down to the first that does not run
+// a chunk at a time.
+func (m *Sequential) GradPoints() []int {
+	m.offsets()
+	var pts []int
+	s := m.shards[0]
+	for i := len(s.layers) - 1; i >= len(s.chunkers); i-- {
+		if s.layers[i].NumParams() > 0 {
+			pts = append(pts, m.layerOff[i])
+		}
+	}
+	return pts
+}
+
+// offsets sets layerOff: each computing layer's first parameter.
+func (m *Sequential) offsets() {
+	if m.layerOff != nil {
+		return
+	}
+	off := 0
+	for _, l := range m.shards[0].layers {
+		m.layerOff = append(m.layerOff, off)
+		off += l.NumParams()
+	}
+}
+
 // armNotify sets the shards' onLayer for a training pass (or clears it),
 // and which gradient rows are left to sum at the end.
 func (m *Sequential) armNotify(train bool) {
 	m.summedFrom = len(m.grads)
 	on := train && m.notify != nil
-	if on && m.layerOff == nil {
-		off := 0
-		for _, l := range m.shards[0].layers {
-			m.layerOff = append(m.layerOff, off)
-			off += l.NumParams()
-		}
+	if on {
+		m.offsets()
 	}
 	for i, s := range m.shards {
 		s.onLayer = nil
