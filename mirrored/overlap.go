@@ -55,9 +55,9 @@ type bucketSpan struct {
 // a replica with an empty batch (no backward pass) included.
 type overlap struct {
 	grads  []float32
-	plan   []int // the buckets' lower ends, decreasing
-	next   int   // plan[next] is the next bucket to send
-	issued int   // grads[issued:] went to the exchange
+	plan   []int           // the buckets' lower ends, decreasing
+	next   int             // plan[next] is the next bucket to send
+	issued int             // grads[issued:] went to the exchange
 	work   chan bucketSpan // lo, hi, early: the times are the goroutine's to set
 	done   chan error
 	spans  []bucketSpan // the exchange goroutine's, read after done
