@@ -32,7 +32,7 @@ func (j *Job) settings(model string, params, replicas int, dataDigest string) []
 	c := &j.Config
 	math := func(name, v string) setting { return setting{name, v, true} }
 	proto := func(name, v string) setting { return setting{name, v, false} }
-	return append([]setting{
+	return slices.Concat([]setting{
 		math("model", model),
 		math("params", strconv.Itoa(params)),
 		math("replicas", strconv.Itoa(replicas)),
@@ -58,8 +58,16 @@ func (j *Job) settings(model string, params, replicas int, dataDigest string) []
 		proto("hash_every", strconv.Itoa(j.HashEvery)),
 		proto("checkpoint_every", strconv.Itoa(j.CheckpointEvery)),
 		proto("measure_wait", strconv.FormatBool(j.MeasureWait)),
-		proto("gradient_bucket", gradientBucket(c.GradientBucket)),
-	}, j.driverSettings()...)
+	}, j.bucketSettings(), j.driverSettings())
+}
+
+// bucketSettings are the gradient buckets' setting: compared only where
+// they apply, a dense model under the ring.
+func (j *Job) bucketSettings() []setting {
+	if j.Sparse != nil || j.Strategy.Gossip() {
+		return nil
+	}
+	return []setting{{Name: "gradient_bucket", Value: gradientBucket(j.GradientBucket)}}
 }
 
 // gradientBucket is Config.GradientBucket as the replicas compare it.

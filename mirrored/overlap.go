@@ -60,7 +60,8 @@ type overlap struct {
 	issued int             // grads[issued:] went to the exchange
 	work   chan bucketSpan // lo, hi, early: the times are the goroutine's to set
 	done   chan error
-	spans  []bucketSpan // the exchange goroutine's, read after done
+	cancel context.CancelFunc // the exchange's context
+	spans  []bucketSpan       // the exchange goroutine's, read after done
 }
 
 // newOverlap returns the bucketed exchange of model's gradient, or nil if
@@ -92,6 +93,7 @@ func newOverlap(model nn.Model, bucketBytes int) *overlap {
 // start arms the next backward pass: its buckets go to g.
 func (ov *overlap) start(ctx context.Context, g rangeReducer) {
 	ov.issued, ov.next = len(ov.grads), 0
+	ctx, ov.cancel = context.WithCancel(ctx)
 	// Every bucket and the rest: the backward pass never waits for room.
 	ov.work, ov.done = make(chan bucketSpan, len(ov.plan)+1), make(chan error, 1)
 	work, done, grads := ov.work, ov.done, ov.grads
@@ -148,6 +150,7 @@ func (ov *overlap) wait() error {
 	}
 	close(ov.work)
 	err := <-ov.done
+	ov.cancel()
 	ov.work, ov.done = nil, nil
 	return err
 }
@@ -169,7 +172,13 @@ func (r *denseReplica) buckets() []bucketSpan {
 }
 
 func (r *denseReplica) abortOverlap() {
-	if r.ov != nil {
+	if r.ov != nil && r.ov.work != nil {
+		// The step failed here: a bucket in flight would wait for peers
+		// that may never join it (they failed too, or wait for a step
+		// this replica will not take) until the collective's timeout.
+		// Cancelling breaks the communicator, which ends the run (or
+		// the elastic generation) as the step's failure does anyway.
+		r.ov.cancel()
 		_ = r.ov.wait() // the step's own error is the one to report
 	}
 }

@@ -2,10 +2,14 @@ package mirrored
 
 import (
 	"context"
+	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
@@ -150,4 +154,78 @@ func (e emptyOnOddSteps) Gradient(b *data.Batch) (float64, error) {
 		b = &data.Batch{Dim: b.Dim}
 	}
 	return e.denseReplica.Gradient(b)
+}
+
+// TestSplitExchange: the barrier's wait on sampled steps is time, carried
+// to the other steps as time, never beyond their exchange phase.
+func TestSplitExchange(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name                      string
+		phase                     time.Duration
+		unsampled                 int
+		sampledWait, sampledPhase time.Duration
+		sampled                   int
+		wantComm, wantWait        time.Duration
+	}{
+		{"no samples: all communication", 150 * ms, 15, 0, 0, 0, 150 * ms, 0},
+		{"even peers", 15 * 10 * ms, 15, 1 * ms, 10 * ms, 1, 144 * ms, 16 * ms},
+		{"a straggler, exchange after the pass", 15 * 60 * ms, 15, 50 * ms, 60 * ms, 1, 160 * ms, 800 * ms},
+		// Buckets: the unsampled steps' phase is the wait and what was
+		// left of the exchange; the sampled step's is all of it.
+		{"a straggler, exchange during the pass", 15 * 55 * ms, 15, 50 * ms, 60 * ms, 1, 85 * ms, 800 * ms},
+		{"wait capped by the phase", 15 * 2 * ms, 15, 50 * ms, 60 * ms, 1, 10 * ms, 80 * ms},
+	} {
+		comm, wait := splitExchange(tc.phase, tc.unsampled, tc.sampledWait, tc.sampledPhase, tc.sampled)
+		if comm != tc.wantComm || wait != tc.wantWait {
+			t.Errorf("%s: comm %v wait %v, want %v and %v", tc.name, comm, wait, tc.wantComm, tc.wantWait)
+		}
+	}
+}
+
+// TestOverlapFailedStepDoesNotWait: a replica whose step fails after its
+// first bucket went out (a non-finite loss) while its peer failed before
+// sending any (a bad label) stops at once, not after the collective's
+// timeout.
+func TestOverlapFailedStepDoesNotWait(t *testing.T) {
+	mn := synthMNIST(16, 8, 7)
+	ds := mn.Train.Dataset()
+	net := collective.NewMemNetwork(2)
+	cfg := DefaultConfig()
+	cfg.GradientBucket = 4 << 10
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for r := range 2 {
+		c, err := collective.New(net.Transport(r), collective.Options{Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := newDenseReplica(&cfg, smallCNN, mn.Test, mn.NumClasses(), r, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := batchOf(ds, 0, 4)
+		if r == 0 {
+			for i := range b.X {
+				b.X[i] = float32(math.Inf(1))
+			}
+		} else {
+			b.Labels[0] = 99
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[r] = syncStep(context.Background(), rep, NewGroup(c), b, 0, 0.05, false, nil, nil)
+		}()
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the failed steps took %v: they waited for the collective's timeout", took)
+	}
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d: no error", r)
+		}
+	}
 }

@@ -70,9 +70,10 @@ type syncTimes struct {
 	compute, comm, wait time.Duration
 	input               time.Duration // the part of wait spent on the input
 	// phase is the time from the end of a step's gradient to the end of
-	// its exchange; sampledWait/sampledPhase the barrier's part of it in
-	// the steps sampled by MeasureWait.
+	// its exchange, over the steps sampled by MeasureWait (sampledPhase,
+	// with sampledWait the barrier's part of it) and the others.
 	phase, sampledWait, sampledPhase time.Duration
+	sampled, unsampled               int
 }
 
 // step adds one step's times (see stepClock).
@@ -80,32 +81,39 @@ func (s *syncTimes) step(c stepClock, sample bool) {
 	s.wait += c[1].Sub(c[0])
 	s.input += c[1].Sub(c[0])
 	s.compute += c[2].Sub(c[1]) + c[5].Sub(c[4])
-	s.phase += c[4].Sub(c[2])
 	if sample {
+		s.sampled++
 		s.sampledWait += c[3].Sub(c[2])
 		s.sampledPhase += c[4].Sub(c[2])
+	} else {
+		s.unsampled++
+		s.phase += c[4].Sub(c[2])
 	}
 }
 
 // finish fills p's end-of-run figures, splitting the exchanges' time into
 // communicating and waiting (splitExchange).
 func (s *syncTimes) finish(p *PeerStats, counted any) {
-	comm, wait := splitExchange(s.phase, s.sampledWait, s.sampledPhase)
+	comm, wait := splitExchange(s.phase, s.unsampled, s.sampledWait, s.sampledPhase, s.sampled)
 	p.finish(counted, s.compute, s.comm+comm, s.wait+wait)
 	p.InputSeconds = s.input.Seconds()
 }
 
 // splitExchange divides the time a run spent in its gradient exchanges
-// (phase: from the end of each step's compute to the end of its exchange)
-// into communicating and waiting for slower peers, in the proportion a
-// barrier measured on the sampled steps (sampledWait of sampledPhase).
+// into communicating and waiting for slower peers. The sampled steps'
+// barrier measured their wait (sampledWait of sampledPhase, over sampled
+// steps); each of the other steps (phase, over unsampled steps) is taken
+// to have waited as long as a sampled step did on average, but never
+// longer than its whole exchange phase. The wait is time, not a share of
+// the exchange: a step whose exchange mostly ran during its backward pass
+// (gradient buckets) has a short phase, and waited no less for that.
 // Without samples all of it counts as communication.
-func splitExchange(phase, sampledWait, sampledPhase time.Duration) (comm, wait time.Duration) {
-	if sampledPhase <= 0 {
-		return phase, 0
+func splitExchange(phase time.Duration, unsampled int, sampledWait, sampledPhase time.Duration, sampled int) (comm, wait time.Duration) {
+	if sampled == 0 {
+		return phase + sampledPhase, 0
 	}
-	wait = time.Duration(float64(phase) * float64(sampledWait) / float64(sampledPhase))
-	return phase - wait, wait
+	wait = sampledWait + min(phase, time.Duration(float64(sampledWait)/float64(sampled)*float64(unsampled)))
+	return phase + sampledPhase - wait, wait
 }
 
 // finish fills the end-of-run figures every strategy reports: the bytes

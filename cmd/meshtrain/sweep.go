@@ -186,6 +186,9 @@ func sweepFromFlags(c *cli.Context) (sweep.Config, error) {
 		return cfg, err
 	}
 	tc.BatchSize = g.Batches[0] // each point sets its own
+	if tc.GradientBucket, err = gradientBucketFlag(c.String("gradient-bucket")); err != nil {
+		return cfg, err
+	}
 	cfg.Job = mirrored.Job{Config: tc, HashEvery: c.Int("hash-every"), MeasureWait: c.Bool("measure-wait"),
 		Strategy: mirrored.Strategy{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"),
 			MaxStaleness: c.Int("gossip-max-staleness"), WaitForAverage: c.Bool("gossip-wait"), MaxSkip: c.Int("gossip-max-skip")}}

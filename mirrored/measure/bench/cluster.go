@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -96,7 +97,7 @@ func ParseSizes(s string) ([]int64, error) {
 			mult, f = 1<<30, strings.TrimSuffix(f, "G")
 		}
 		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || v < 0 {
+		if err != nil || v < 0 || v > math.MaxInt64/mult {
 			return nil, fmt.Errorf("bench: size %q: want a byte count like 4096, 4K, 16M", f)
 		}
 		out = append(out, v*mult)

@@ -275,7 +275,8 @@ func (c *Config) settings() map[string]string {
 		"train-examples": strconv.Itoa(j.TrainExamples), "test-examples": strconv.Itoa(j.TestExamples),
 		"target-accuracy": f(j.TargetAccuracy), "target-loss": f(j.TargetLoss), "target": f(c.Target),
 		"hash-every": strconv.Itoa(j.HashEvery), "measure-wait": strconv.FormatBool(j.MeasureWait),
-		"security": string(c.Security), "runner": c.Runner.Kind(),
+		"gradient-bucket": strconv.Itoa(j.GradientBucket),
+		"security":        string(c.Security), "runner": c.Runner.Kind(),
 	}
 	if slices.Contains(c.Grid.Strategies, mirrored.StrategyGossip) {
 		g := j.Strategy
