@@ -2,6 +2,7 @@ package mirrored
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -227,5 +228,40 @@ func TestOverlapFailedStepDoesNotWait(t *testing.T) {
 		if err == nil {
 			t.Fatalf("rank %d: no error", r)
 		}
+	}
+}
+
+// TestOverlapElasticLoss: of 3 elastic replicas exchanging in buckets,
+// peer 1 dies after its 7th step, so the others' next step finds it gone
+// with a bucket in flight during the backward pass; they form a new
+// generation and finish with the parameters of the same run without
+// buckets.
+func TestOverlapElasticLoss(t *testing.T) {
+	mn := synthMNIST(480, 60, 8)
+	hashes := map[int]string{}
+	for _, bucket := range []int{4 << 10, -1} {
+		jobs := make([]Job, 3)
+		for i := range jobs {
+			jobs[i] = testJob(t, "", mn, 16, 2)
+			jobs[i].NewModel, jobs[i].GradientBucket = smallCNN, bucket
+			jobs[i].MeasureWait = false // every step overlaps
+			jobs[i].Faults.KillRank, jobs[i].Faults.KillAfter = 1, 7
+		}
+		sums, errs := runElasticGroup(t, jobs, Elastic{CommitEvery: 3})
+		if !errors.Is(errs[1], ErrInjectedKill) {
+			t.Fatalf("bucket %d: peer 1: %v, want the injected kill", bucket, errs[1])
+		}
+		for _, i := range []int{0, 2} {
+			if errs[i] != nil {
+				t.Fatalf("bucket %d: peer %d: %v", bucket, i, errs[i])
+			}
+		}
+		if sums[0].Run.ParamsSHA256 != sums[2].Run.ParamsSHA256 || len(sums[0].Run.Membership) != 1 {
+			t.Fatalf("bucket %d: survivors %s and %s, record %+v", bucket, sums[0].Run.ParamsSHA256, sums[2].Run.ParamsSHA256, sums[0].Run.Membership)
+		}
+		hashes[bucket] = sums[0].Run.ParamsSHA256
+	}
+	if hashes[4<<10] != hashes[-1] {
+		t.Fatalf("with buckets %s, without %s", hashes[4<<10], hashes[-1])
 	}
 }
