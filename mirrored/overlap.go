@@ -46,6 +46,24 @@ type bucketSpan struct {
 	early      bool
 }
 
+// mergeBuckets returns a step's buckets as at most two spans, those sent
+// during the backward pass and those after it, each from its first
+// start to its last end over the elements they cover: the timeline keeps
+// a bounded number of spans a step, whatever the number of buckets.
+func mergeBuckets(bs []bucketSpan) []bucketSpan {
+	var out []bucketSpan
+	for _, b := range bs {
+		if n := len(out); n > 0 && out[n-1].early == b.early {
+			m := &out[n-1]
+			m.lo, m.hi = min(m.lo, b.lo), max(m.hi, b.hi)
+			m.end = b.end
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
 // overlap is a dense replica's exchange of one step's gradient in buckets,
 // planned once from the model's GradPoints: a bucket ends at the first
 // point at least bucket elements below the last, and goes to the exchange

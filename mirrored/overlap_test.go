@@ -265,3 +265,26 @@ func TestOverlapElasticLoss(t *testing.T) {
 		t.Fatalf("with buckets %s, without %s", hashes[4<<10], hashes[-1])
 	}
 }
+
+func TestMergeBuckets(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, int64(ms)*int64(time.Millisecond)) }
+	got := mergeBuckets([]bucketSpan{
+		{lo: 900, hi: 1000, start: at(1), end: at(2), early: true},
+		{lo: 500, hi: 900, start: at(2), end: at(5), early: true},
+		{lo: 100, hi: 500, start: at(6), end: at(7)},
+		{lo: 0, hi: 100, start: at(7), end: at(9)},
+	})
+	want := []bucketSpan{{lo: 500, hi: 1000, start: at(1), end: at(5), early: true}, {lo: 0, hi: 500, start: at(6), end: at(9)}}
+	if len(got) != len(want) {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.lo != w.lo || g.hi != w.hi || !g.start.Equal(w.start) || !g.end.Equal(w.end) || g.early != w.early {
+			t.Fatalf("span %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if len(mergeBuckets(nil)) != 0 {
+		t.Fatal("spans from no buckets")
+	}
+}

@@ -374,29 +374,12 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 		tl.Add(timeline.Combine, "", l.global, clk[3], clk[4])
 		tl.Add(timeline.Update, "", l.global, clk[4], clk[5])
 		if ov, ok := rep.(overlapper); ok {
-			// Two spans at most, the buckets sent during the backward
-			// pass and those after it, so that a model of many small
-			// buckets does not crowd out the steps the recorder keeps.
-			for _, early := range []bool{true, false} {
-				var first, last *bucketSpan
-				for i, b := range ov.buckets() {
-					if b.early == early {
-						if first == nil {
-							first = &ov.buckets()[i]
-						}
-						last = &ov.buckets()[i]
-					}
-				}
-				if first == nil {
-					continue
-				}
+			for _, b := range mergeBuckets(ov.buckets()) {
 				when := "after the backward pass"
-				if early {
+				if b.early {
 					when = "during the backward pass"
 				}
-				// Buckets go from the gradient's end down: the first
-				// holds the highest elements.
-				tl.Add(timeline.Buckets, fmt.Sprintf("all-reduce of gradient [%d,%d) %s", last.lo, first.hi, when), l.global, first.start, last.end)
+				tl.Add(timeline.Buckets, fmt.Sprintf("all-reduce of gradient [%d,%d) %s", b.lo, b.hi, when), l.global, b.start, b.end)
 			}
 		}
 	}
