@@ -42,6 +42,7 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if err != nil {
 		return nil, err
 	}
+	rep.comb = (*Job)(j).combiner()
 	model := cfg.Model
 	if model == "" {
 		model = rep.model.Name()

@@ -58,7 +58,7 @@ func (j *Job) settings(model string, params, replicas int, dataDigest string) []
 		proto("hash_every", strconv.Itoa(j.HashEvery)),
 		proto("checkpoint_every", strconv.Itoa(j.CheckpointEvery)),
 		proto("measure_wait", strconv.FormatBool(j.MeasureWait)),
-	}, j.bucketSettings(), j.driverSettings())
+	}, j.bucketSettings(), j.combinerSettings(), j.driverSettings())
 }
 
 // bucketSettings are the gradient buckets' setting: compared only where

@@ -2,7 +2,6 @@ package mirrored
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/meshtrain/meshtrain/nn"
@@ -108,8 +107,8 @@ func newOverlap(model nn.Model, bucketBytes int) *overlap {
 	return ov
 }
 
-// start arms the next backward pass: its buckets go to g.
-func (ov *overlap) start(ctx context.Context, g rangeReducer) {
+// start arms the next backward pass: its buckets go to comb over g.
+func (ov *overlap) start(ctx context.Context, g Group, comb Combiner) {
 	ov.issued, ov.next = len(ov.grads), 0
 	ctx, ov.cancel = context.WithCancel(ctx)
 	// Every bucket and the rest: the backward pass never waits for room.
@@ -121,9 +120,7 @@ func (ov *overlap) start(ctx context.Context, g rangeReducer) {
 		for sp := range work {
 			if err == nil {
 				sp.start = time.Now()
-				if err = g.AllReduceSumRange(ctx, grads, sp.lo, sp.hi); err != nil {
-					err = fmt.Errorf("all-reducing the gradients [%d,%d) of %d: %w", sp.lo, sp.hi, len(grads), err)
-				}
+				err = comb.CombineRange(ctx, g, grads, sp.lo, sp.hi)
 				sp.end = time.Now()
 				spans = append(spans, sp)
 			}
@@ -174,11 +171,10 @@ func (ov *overlap) wait() error {
 }
 
 func (r *denseReplica) startOverlap(ctx context.Context, g Group) bool {
-	rr, ok := g.(rangeReducer)
-	if r.ov == nil || !ok || g.Size() < 2 {
+	if _, ok := g.(rangeReducer); r.ov == nil || !ok || g.Size() < 2 {
 		return false
 	}
-	r.ov.start(ctx, rr)
+	r.ov.start(ctx, g, r.combiner())
 	return true
 }
 

@@ -70,6 +70,8 @@ type denseReplica struct {
 	// its digest, for a model built by Job.NewModel that has one (see
 	// architected); empty otherwise.
 	arch, archDigest string
+	// comb combines the gradient across the group (nil: Mean).
+	comb Combiner
 	// ov exchanges the gradient in buckets during the backward pass; nil
 	// when the model cannot (see newOverlap).
 	ov *overlap
@@ -158,26 +160,24 @@ func (r *denseReplica) TrainCorrect() (int, bool) {
 	return 0, false
 }
 
+// Combine replaces the gradient by the group's combination (r.comb): the
+// buckets the backward pass did not send, or the whole gradient at once.
 func (r *denseReplica) Combine(ctx context.Context, g Group, _ int) error {
 	if r.ov != nil && r.ov.work != nil {
-		if err := r.ov.finish(); err != nil {
-			return err
-		}
-	} else {
-		if r.ov != nil {
-			r.ov.spans = r.ov.spans[:0] // one all-reduce, on the Combine track
-		}
-		if err := g.AllReduceSum(ctx, r.grads); err != nil {
-			return fmt.Errorf("all-reducing the gradients: %w", err)
-		}
+		return r.ov.finish()
 	}
-	if r.world > 1 {
-		scale := 1 / float32(r.world)
-		for i := range r.grads {
-			r.grads[i] *= scale
-		}
+	if r.ov != nil {
+		r.ov.spans = r.ov.spans[:0] // one exchange, on the Combine track
 	}
-	return nil
+	return r.combiner().CombineRange(ctx, g, r.grads, 0, len(r.grads))
+}
+
+// combiner is the replica's Combiner (Mean unless the Job sets one).
+func (r *denseReplica) combiner() Combiner {
+	if r.comb == nil {
+		return Mean{}
+	}
+	return r.comb
 }
 
 func (r *denseReplica) Update(params []float32, lr float64) {

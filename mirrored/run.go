@@ -63,6 +63,10 @@ type Job struct {
 	Sparse *SparseConfig
 	// Strategy is the ring (the zero value) or gossip.
 	Strategy Strategy
+	// Combiner combines a dense model's gradients across the replicas
+	// under the ring (nil: Mean, the all-reduced average in float32). The
+	// replicas compare its Name at start-up.
+	Combiner Combiner
 	// Faults are injected at named points of every step, under either
 	// strategy (experiments and tests). Under Elastic, their ranks are
 	// cluster indices and their steps count every generation's.
@@ -179,6 +183,8 @@ func (j *Job) validateJob() error {
 		return fmt.Errorf("keep %d checkpoints: want ≥ 0 (0: all)", j.KeepCheckpoints)
 	case j.HashEvery < 0:
 		return fmt.Errorf("hash comparison every %d steps: want ≥ 0 (0: only at the end)", j.HashEvery)
+	case j.Combiner != nil && (j.Sparse != nil || j.Strategy.Gossip()):
+		return fmt.Errorf("combiner %s: it combines a dense model's gradients under the ring; this run has none to combine (sparse model or gossip): leave it unset", j.Combiner.Name())
 	}
 	return nil
 }
