@@ -1,0 +1,226 @@
+package layout
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/meshtrain/meshtrain"
+
+// Limits: past them a package or a file has become a drawer.
+const (
+	maxRootLines = 4000 // non-test lines of one package
+	maxFileLines = 800  // lines of one non-test, non-generated file
+)
+
+// class is a package's place in the layout.
+type class string
+
+const (
+	leaf      class = "leaf"      // collective, sparse, data, nn and their parts, internal/: know nothing of training strategies
+	engine    class = "engine"    // mirrored's root: Run, the loops, replicas
+	part      class = "part"      // the engine's own parts (gossip, checkpoint, timeline, membership): no mirrored package
+	strategy  class = "strategy"  // packages built around the engine: observers, the report, strategies
+	running   class = "running"   // mirrored/launch: starts and watches peers
+	measuring class = "measuring" // mirrored/measure: benchmarks, sweeps, verdicts
+	program   class = "program"   // cmd/, tests/ and examples: may import anything
+)
+
+// classes maps a package (relative to the module; a trailing "/" takes
+// the folder and all below it) to its class. The first match wins.
+var classes = []struct {
+	prefix string
+	class  class
+}{
+	{"cmd/", program},
+	{"tests/", program},
+	{"mirrored/example/", program},
+	{"internal/", leaf},
+	{"collective/", leaf},
+	{"sparse/", leaf},
+	{"data/", leaf},
+	{"nn/", leaf},
+	{"mirrored/gossip/", part},
+	{"mirrored/checkpoint/", part},
+	{"mirrored/timeline/", part},
+	{"mirrored/membership/", part},
+	{"mirrored/internal/", part},
+	{"mirrored/launch/", running},
+	{"mirrored/measure/", measuring},
+	{"mirrored", engine},
+	{"mirrored/", strategy},
+}
+
+// allowed is the table of import edges: a class may import the classes
+// listed (and anything outside the module).
+var allowed = map[class][]class{
+	leaf:      {leaf},
+	part:      {leaf},
+	engine:    {leaf, part},
+	strategy:  {leaf, part, engine, strategy},
+	running:   {leaf, part, engine, strategy, running},
+	measuring: {leaf, part, engine, strategy, running, measuring},
+	program:   {leaf, part, engine, strategy, running, measuring, program},
+}
+
+func classOf(pkg string) (class, bool) {
+	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	for _, c := range classes {
+		if rel == c.prefix || rel == strings.TrimSuffix(c.prefix, "/") ||
+			(strings.HasSuffix(c.prefix, "/") && strings.HasPrefix(rel, c.prefix)) {
+			return c.class, true
+		}
+	}
+	return "", false
+}
+
+// violations returns the edges of imports (package → its direct imports)
+// that the table forbids, one line each naming the rule.
+func violations(imports map[string][]string) []string {
+	var out []string
+	for pkg, deps := range imports {
+		from, ok := classOf(pkg)
+		if !ok {
+			out = append(out, fmt.Sprintf("%s: no class in the layout table: add it to classes", pkg))
+			continue
+		}
+		for _, dep := range deps {
+			if dep != module && !strings.HasPrefix(dep, module+"/") {
+				continue
+			}
+			to, ok := classOf(dep)
+			if !ok {
+				out = append(out, fmt.Sprintf("%s: no class in the layout table: add it to classes", dep))
+				continue
+			}
+			if !slices.Contains(allowed[from], to) {
+				out = append(out, fmt.Sprintf("%s (%s) imports %s (%s): a %s package may import only %v", pkg, from, dep, to, from, allowed[from]))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func TestViolations(t *testing.T) {
+	m := func(s string) string { return module + "/" + s }
+	for _, tc := range []struct {
+		name    string
+		imports map[string][]string
+		want    int
+	}{
+		{"leaf to leaf", map[string][]string{m("data"): {m("sparse"), "fmt"}}, 0},
+		{"leaf to the engine", map[string][]string{m("nn"): {m("mirrored")}}, 1},
+		{"part to the engine", map[string][]string{m("mirrored/gossip"): {m("mirrored")}}, 1},
+		{"engine to a strategy package", map[string][]string{m("mirrored"): {m("mirrored/observe")}}, 1},
+		{"running wing to the measuring wing", map[string][]string{m("mirrored/launch"): {m("mirrored/measure/verdict")}}, 1},
+		{"measuring wing to the running wing", map[string][]string{m("mirrored/measure/sweep"): {m("mirrored/launch")}}, 0},
+		{"cmd to anything", map[string][]string{m("cmd/meshtrain"): {m("mirrored/measure/sweep"), m("mirrored")}}, 0},
+		{"an unknown top-level package", map[string][]string{m("junk"): {"fmt"}}, 1},
+	} {
+		if got := violations(tc.imports); len(got) != tc.want {
+			t.Errorf("%s: %d violations %q, want %d", tc.name, len(got), got, tc.want)
+		}
+	}
+}
+
+// root is the module's folder (this package sits two below it).
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("the module's root: %v", err)
+	}
+	return dir
+}
+
+type pkgInfo struct {
+	path    string
+	dir     string
+	files   []string
+	imports []string
+}
+
+// list runs go list over the module: every package with its folder, its
+// non-test Go files and its direct imports.
+func list(t *testing.T) []pkgInfo {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}} {{join .CgoFiles \" \"}}\t{{join .Imports \" \"}}", "./...")
+	cmd.Dir = root(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []pkgInfo
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
+		if len(f) != 4 {
+			t.Fatalf("go list line %q: want 4 tab-separated fields", line)
+		}
+		pkgs = append(pkgs, pkgInfo{path: f[0], dir: f[1], files: strings.Fields(f[2]), imports: strings.Fields(f[3])})
+	}
+	return pkgs
+}
+
+func TestImportRules(t *testing.T) {
+	imports := map[string][]string{}
+	for _, p := range list(t) {
+		imports[p.path] = p.imports
+	}
+	for _, v := range violations(imports) {
+		t.Error(v)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for _, p := range list(t) {
+		total := 0
+		for _, name := range p.files {
+			n, generated, err := countLines(filepath.Join(p.dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += n
+			if !generated && n > maxFileLines {
+				t.Errorf("%s: %d lines, over %d: split it by concern", filepath.Join(p.dir, name), n, maxFileLines)
+			}
+		}
+		if total > maxRootLines {
+			t.Errorf("%s: %d non-test lines, over %d: give the next concern a package of its own", p.path, total, maxRootLines)
+		}
+	}
+}
+
+// countLines counts a file's lines and says whether it is generated (the
+// standard "Code generated ... DO NOT EDIT." line).
+func countLines(path string) (n int, generated bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		n++
+		if l := sc.Text(); strings.HasPrefix(l, "// Code generated ") && strings.HasSuffix(l, " DO NOT EDIT.") {
+			generated = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return n, generated, nil
+}
