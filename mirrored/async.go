@@ -98,7 +98,7 @@ type gossipLoop struct {
 	g       Group
 	sampler *sampler
 	job     *Job
-	gc      *Strategy
+	gc      *Gossip
 	run     *plan
 	c       *collective.Comm
 	log     *zap.Logger
@@ -129,10 +129,10 @@ type gossipLoop struct {
 
 // runAsync is the gossip strategy (see Strategy), for either builder's
 // replica.
-func runAsync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, error) {
+func runAsync(ctx context.Context, job *Job, g Group, run *plan, st Gossip) (*Summary, error) {
 	wallStart := time.Now()
 	c := g.(*commGroup).c // checked by Job.build
-	l := &gossipLoop{g: g, job: job, gc: &job.Strategy, run: run, c: c, rank: c.Rank(), world: c.Size(), nextEval: 1,
+	l := &gossipLoop{g: g, job: job, gc: &st, run: run, c: c, rank: c.Rank(), world: c.Size(), nextEval: 1,
 		log: job.logger().With(zap.Int("rank", c.Rank()))}
 	if err := l.start(ctx); err != nil {
 		return nil, err

@@ -158,7 +158,7 @@ func TestCombinerChecked(t *testing.T) {
 		}
 	}
 	job.Combiner = bf16Combiner{}
-	job.Strategy = Strategy{Name: StrategyGossip}
+	job.Strategy = Gossip{}
 	if err := job.Validate(); err == nil || !strings.Contains(err.Error(), "combiner bf16 mean") {
 		t.Fatalf("a combiner under gossip: %v, want it refused by name", err)
 	}

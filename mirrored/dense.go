@@ -29,7 +29,7 @@ func (j *denseBuilder) validate() error {
 // set and the figures are combined; under gossip each evaluates its own
 // parameters on the whole test set.
 func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error) {
-	cfg, gossiping := &j.Config, j.Strategy.Gossip()
+	cfg, gossiping := &j.Config, !(*Job)(j).strategy().Lockstep()
 	train, test, classes, err := cfg.images(ctx, rank)
 	if err != nil {
 		return nil, err
@@ -88,8 +88,7 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 		broadcastStart: true,
 		perStepLoss:    true,
 	}
-	if gossiping {
-		st := &j.Strategy
+	if st, ok := (*Job)(j).strategy().(Gossip); ok {
 		p.header = func(steps, _ int) string {
 			return fmt.Sprintf("%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples",
 				model, len(rep.params), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)

@@ -124,7 +124,7 @@ func strategyCases(t *testing.T) []strategyCase {
 	const dim = 200
 	sp := sparseTestJob(sparseSet(t, 1, 320, dim, 5), nil, dim, 16, 1, "adagrad", sparse.ExchangeSparse)
 	sp.HashEvery = 0
-	gossip := Strategy{Name: StrategyGossip, Schedule: "rotate"}
+	gossip := Gossip{Schedule: "rotate"}
 	ring := func(t *testing.T, jobs []Job) ([]*Summary, []error) { return runGroup(t, jobs) }
 	gossipRun := func(t *testing.T, jobs []Job) ([]*Summary, []error) { return runGossipGroup(t, jobs, nil) }
 	sparseRing := func(t *testing.T, jobs []Job) ([]*Summary, []error) {
@@ -507,7 +507,7 @@ func TestGossipNeedsCommGroup(t *testing.T) {
 		job  Job
 	}{{"dense", dense}, {"sparse", sp}} {
 		job := model.job
-		job.Strategy = Strategy{Name: StrategyGossip}
+		job.Strategy = Gossip{}
 		for _, tc := range []struct {
 			group string
 			run   func() (*Summary, error)
@@ -531,7 +531,7 @@ func TestGossipNeedsCommGroup(t *testing.T) {
 			}
 		}
 		// The same job under the ring runs alone.
-		job.Strategy = Strategy{}
+		job.Strategy = Ring{}
 		if sum, err := Train(ctx, job); err != nil || sum.Gossip != nil || sum.Run.Steps == 0 {
 			t.Errorf("%s ring alone: %+v, %v", model.name, sum, err)
 		}

@@ -64,7 +64,7 @@ func (j *Job) settings(model string, params, replicas int, dataDigest string) []
 // bucketSettings are the gradient buckets' setting: compared only where
 // they apply, a dense model under the ring.
 func (j *Job) bucketSettings() []setting {
-	if j.Sparse != nil || j.Strategy.Gossip() {
+	if j.Sparse != nil || !j.strategy().Lockstep() {
 		return nil
 	}
 	return []setting{{Name: "gradient_bucket", Value: gradientBucket(j.GradientBucket)}}

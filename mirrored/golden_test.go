@@ -84,7 +84,7 @@ func TestGolden(t *testing.T) {
 	}
 
 	// Gossip, dense and sparse, one replica (see above).
-	st := Strategy{Name: StrategyGossip, Schedule: "rotate", WaitForAverage: true}
+	st := Gossip{Schedule: "rotate", WaitForAverage: true}
 	gossip := func(name string, sums []*Summary, errs []error) {
 		t.Helper()
 		summary(name, sums, errs)

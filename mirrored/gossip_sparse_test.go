@@ -15,7 +15,7 @@ import (
 
 func runSparseGossip(t *testing.T, job Job, n int) []*Summary {
 	t.Helper()
-	job.Strategy = Strategy{Name: StrategyGossip, Schedule: "random"}
+	job.Strategy = Gossip{Schedule: "random"}
 	sums, errs := onMemCluster(t, n, time.Minute, nil, func(ctx context.Context, _ int, c *collective.Comm) (*Summary, error) {
 		return Run(ctx, job, NewGroup(c))
 	})
@@ -88,11 +88,11 @@ func TestSparseGossipRefusesStatefulOptimizers(t *testing.T) {
 	}{{"ftrl", 0, "gossip with --optimizer ftrl"}, {"sgd", 0.01, "gossip with sgd and --l2 0.01"}} {
 		job := sparseTestJob(train, nil, 100, 10, 1, tc.opt, sparse.ExchangeSparse)
 		job.Sparse.L2 = tc.l2
-		job.Strategy = Strategy{Name: StrategyGossip}
+		job.Strategy = Gossip{}
 		if _, err := Run(context.Background(), job, NewGroup(c)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s with L2 %v under gossip: %v, want it refused with %q", tc.opt, tc.l2, err, tc.want)
 		}
-		job.Strategy = Strategy{} // the ring takes either
+		job.Strategy = Ring{} // the ring takes either
 		if err := job.Validate(); err != nil {
 			t.Errorf("%s with L2 %v under the ring: %v", tc.opt, tc.l2, err)
 		}

@@ -45,10 +45,8 @@ func onMemCluster[T any](t *testing.T, n int, deadline time.Duration, wire func(
 	return outs, errs
 }
 
-// gossiping returns n copies of job under the gossip strategy st (its
-// Name set to gossip).
-func gossiping(n int, job Job, st Strategy) []Job {
-	st.Name = StrategyGossip
+// gossiping returns n copies of job under the gossip strategy st.
+func gossiping(n int, job Job, st Gossip) []Job {
 	job.Strategy = st
 	return same(n, job)
 }
@@ -73,7 +71,7 @@ func TestGossipLearnsAndAgrees(t *testing.T) {
 		t.Run(sched, func(t *testing.T) {
 			job := testJob(t, nn.Softmax, synthMNIST(1200, 300, 2), 16, 2)
 			job.HashEvery, job.MeasureWait = 0, false
-			sums, errs := runGossipGroup(t, gossiping(3, job, Strategy{Schedule: sched}), nil)
+			sums, errs := runGossipGroup(t, gossiping(3, job, Gossip{Schedule: sched}), nil)
 			total := 0
 			for r, s := range sums {
 				if errs[r] != nil {
@@ -136,7 +134,7 @@ func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	sums, errs := runGossipGroup(t, gossiping(3, job, Strategy{Schedule: "random"}), nil)
+	sums, errs := runGossipGroup(t, gossiping(3, job, Gossip{Schedule: "random"}), nil)
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
@@ -155,7 +153,7 @@ func TestGossipStragglerDoesNotSlowOthers(t *testing.T) {
 func TestGossipPeerKilled(t *testing.T) {
 	job := testJob(t, nn.Softmax, synthMNIST(1200, 100, 4), 16, 2)
 	job.HashEvery, job.MeasureWait = 0, false
-	sums, errs := runGossipGroup(t, gossiping(3, job, Strategy{Schedule: "rotate"}), func(net *collective.MemNetwork, jobs []Job) {
+	sums, errs := runGossipGroup(t, gossiping(3, job, Gossip{Schedule: "rotate"}), func(net *collective.MemNetwork, jobs []Job) {
 		f := Faults{KillRank: 2, KillAfter: 10, Kill: func() { net.Kill(2) }}
 		for r := range jobs {
 			jobs[r].Faults = f
@@ -180,15 +178,15 @@ func TestGossipPeerKilled(t *testing.T) {
 
 func TestGossipRefusesMismatchAndCheckpoints(t *testing.T) {
 	job := testJob(t, nn.Softmax, synthMNIST(300, 50, 5), 16, 1)
-	jobs := gossiping(2, job, Strategy{Schedule: "random"})
-	jobs[1].Strategy.Schedule = "rotate"
+	jobs := gossiping(2, job, Gossip{Schedule: "random"})
+	jobs[1].Strategy = Gossip{Schedule: "rotate"}
 	_, errs := runGossipGroup(t, jobs, nil)
 	for r, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "gossip_schedule") {
 			t.Errorf("rank %d: %v, want a settings mismatch naming gossip_schedule", r, err)
 		}
 	}
-	job.Strategy = Strategy{Name: StrategyGossip}
+	job.Strategy = Gossip{}
 	c, err := collective.New(collective.NewMemNetwork(1).Transport(0), collective.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -283,20 +281,22 @@ func TestParseSlowPeer(t *testing.T) {
 			t.Errorf("ParseSlowPeer(%q) = %d, %v, %v", tc.in, r, f, err)
 		}
 	}
+	if _, err := NewStrategy("ps", Gossip{}); err == nil || !strings.Contains(err.Error(), `strategy "ps"`) {
+		t.Errorf(`NewStrategy("ps"): %v, want it named`, err)
+	}
 	for _, tc := range []struct {
 		st   Strategy
 		want string
 	}{
-		{Strategy{Name: "ps"}, `strategy "ps"`},
-		{Strategy{Name: StrategyGossip, Schedule: "star"}, `schedule "star"`},
-		{Strategy{Name: StrategyGossip, Every: -1}, "gossip every -1 steps"},
-		{Strategy{Name: StrategyGossip, MaxStaleness: -2}, "max staleness -2"},
+		{Gossip{Schedule: "star"}, `schedule "star"`},
+		{Gossip{Every: -1}, "gossip every -1 steps"},
+		{Gossip{MaxStaleness: -2}, "max staleness -2"},
 	} {
 		if err := tc.st.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error mentioning %q", tc.st, err, tc.want)
 		}
 	}
-	for _, st := range []Strategy{{}, {Name: StrategyRing}, {Name: StrategyGossip}, {Name: StrategyGossip, Schedule: "rotate", Every: 2, MaxStaleness: 1}} {
+	for _, st := range []Strategy{Ring{}, Gossip{}, Gossip{Schedule: "rotate", Every: 2, MaxStaleness: 1}} {
 		if err := st.Validate(); err != nil {
 			t.Errorf("%+v: %v", st, err)
 		}

@@ -44,14 +44,14 @@ func TestLogDirEveryMode(t *testing.T) {
 		{"dense-gossip", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := testJob(t, nn.Softmax, mn, 16, 2)
 			job.LogDir, job.Progress, job.HashEvery, job.LogEvery = logdir, progress, 0, 1
-			job.Strategy = Strategy{Name: StrategyGossip}
+			job.Strategy = Gossip{}
 			_, err := Run(ctx, job, NewGroup(c))
 			return err
 		}},
 		{"sparse-gossip", func(ctx context.Context, c *collective.Comm, logdir string, progress *bytes.Buffer) error {
 			job := sparseTestJob(train, test, dim, 20, 2, "adagrad", sparse.ExchangeSparse)
 			job.LogDir, job.Progress, job.HashEvery, job.LogEvery = logdir, progress, 0, 1
-			job.Strategy = Strategy{Name: StrategyGossip}
+			job.Strategy = Gossip{}
 			_, err := Run(ctx, job, NewGroup(c))
 			return err
 		}},

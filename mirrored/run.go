@@ -61,7 +61,7 @@ type Job struct {
 	// Sparse holds sparse logistic regression's settings: set it (Model
 	// SparseModel or empty) to train that model instead of a dense one.
 	Sparse *SparseConfig
-	// Strategy is the ring (the zero value) or gossip.
+	// Strategy is how the replicas keep in step: Ring (nil) or Gossip.
 	Strategy Strategy
 	// Combiner combines a dense model's gradients across the replicas
 	// under the ring (nil: Mean, the all-reduced average in float32). The
@@ -165,11 +165,12 @@ func (j *Job) builder() (builder, error) {
 	if err := j.validateJob(); err != nil {
 		return nil, err
 	}
-	if err := j.Strategy.Validate(); err != nil {
+	st := j.strategy()
+	if err := st.Validate(); err != nil {
 		return nil, err
 	}
-	if j.Strategy.Gossip() && (j.CheckpointDir != "" || j.Restore != "") {
-		return nil, ErrGossipCheckpoint
+	if err := st.check(j); err != nil {
+		return nil, err
 	}
 	return b, j.Faults.Validate(-1)
 }
@@ -183,8 +184,8 @@ func (j *Job) validateJob() error {
 		return fmt.Errorf("keep %d checkpoints: want ≥ 0 (0: all)", j.KeepCheckpoints)
 	case j.HashEvery < 0:
 		return fmt.Errorf("hash comparison every %d steps: want ≥ 0 (0: only at the end)", j.HashEvery)
-	case j.Combiner != nil && (j.Sparse != nil || j.Strategy.Gossip()):
-		return fmt.Errorf("combiner %s: it combines a dense model's gradients under the ring; this run has none to combine (sparse model or gossip): leave it unset", j.Combiner.Name())
+	case j.Combiner != nil && j.Sparse != nil:
+		return fmt.Errorf("combiner %s: it combines a dense model's gradients; sparse logistic regression exchanges its own (--exchange): leave it unset", j.Combiner.Name())
 	}
 	return nil
 }
@@ -197,7 +198,7 @@ func (j *Job) validateJob() error {
 // without a barrier after it: its replicas have already left together
 // (the final swap), and a barrier would fail if a peer died.
 func Run(ctx context.Context, job Job, g Group) (*Summary, error) {
-	job.Strategy.fill()
+	job.Strategy = job.strategy()
 	if job.Elastic != nil {
 		if err := job.validateElastic(); err != nil {
 			return nil, err
@@ -208,7 +209,7 @@ func Run(ctx context.Context, job Job, g Group) (*Summary, error) {
 	}
 	// The chief, which alone writes checkpoints, holds the directory for
 	// the run: a second run on it is refused before it loads anything.
-	if g.Rank() == 0 && job.CheckpointDir != "" && !job.Strategy.Gossip() {
+	if g.Rank() == 0 && job.CheckpointDir != "" && job.Strategy.Lockstep() {
 		lock, warning, err := checkpoint.LockDir(job.CheckpointDir)
 		if err != nil {
 			return nil, failStartup(ctx, g, err)
@@ -224,10 +225,7 @@ func Run(ctx context.Context, job Job, g Group) (*Summary, error) {
 		// report this rank's problem instead of waiting for it.
 		return nil, failStartup(ctx, g, err)
 	}
-	if job.Strategy.Gossip() {
-		return runAsync(ctx, &job, g, p)
-	}
-	return runSync(ctx, &job, g, p)
+	return job.Strategy.run(ctx, &job, g, p)
 }
 
 // build checks the settings against the group and builds this replica's
@@ -244,16 +242,14 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 	if err := j.Faults.Validate(world); err != nil {
 		return nil, err
 	}
-	if j.Strategy.Gossip() {
-		if _, ok := g.(*commGroup); !ok {
-			return nil, fmt.Errorf("strategy gossip on a %T: gossip replicas talk pairwise, so they need a Group made by NewGroup over a collective.Comm (one replica has nobody to gossip with: use the ring)", g)
-		}
+	if _, ok := g.(*commGroup); !ok && !j.strategy().Lockstep() {
+		return nil, fmt.Errorf("strategy %s on a %T: its replicas talk pairwise, so they need a Group made by NewGroup over a collective.Comm (one replica has nobody to talk to: use the ring)", j.strategy().Name(), g)
 	}
 	p, err := b.build(ctx, g.Rank(), g.Size())
 	if err != nil {
 		return nil, err
 	}
-	p.settings = append(append(p.settings, j.Strategy.settings()...), j.Faults.settings()...)
+	p.settings = append(append(p.settings, j.strategy().settings()...), j.Faults.settings()...)
 	return p, nil
 }
 
@@ -263,8 +259,6 @@ func (j *Job) validateElastic() error {
 	switch {
 	case el.Membership == nil:
 		return errors.New("elastic: no Membership to form the generations over (launch's worker makes one)")
-	case j.Strategy.Gossip():
-		return errors.New("elastic with strategy gossip: gossip already goes on without a lost replica (--tolerate-loss); elastic is for the ring")
 	case el.MinWorkers > el.Membership.Size():
 		return fmt.Errorf("elastic: --min-workers %d is more than the cluster's %d peers", el.MinWorkers, el.Membership.Size())
 	case el.MinWorkers < 0 || el.CommitEvery < 0:
@@ -280,8 +274,8 @@ func (j *Job) validateElastic() error {
 // Train runs job as single-worker training: Run on a LocalGroup, with the
 // ring strategy.
 func Train(ctx context.Context, job Job) (*Summary, error) {
-	if job.Strategy.Gossip() {
-		return nil, errors.New("strategy gossip with one worker: there is nobody to gossip with; train alone with the ring strategy, or launch several workers")
+	if st := job.strategy(); !st.Lockstep() {
+		return nil, fmt.Errorf("strategy %s with one worker: there is nobody to %s with; train alone with the ring strategy, or launch several workers", st.Name(), st.Name())
 	}
 	return Run(ctx, job, LocalGroup{})
 }

@@ -127,10 +127,6 @@ func (j *sparseBuilder) validate() error {
 		return err
 	}
 	switch {
-	case j.Strategy.Gossip() && s.Optimizer == "ftrl":
-		return errors.New("gossip with --optimizer ftrl: FTRL derives each weight from its own accumulators, which would undo every average: use adagrad or sgd")
-	case j.Strategy.Gossip() && s.Optimizer == "sgd" && s.L2 > 0:
-		return fmt.Errorf("gossip with sgd and --l2 %v: the lazy weight decay does not mix with averaging: use --l2 0 or adagrad", s.L2)
 	case s.Features <= 0 || s.Features > math.MaxInt32:
 		return fmt.Errorf("--features %d: want the number of features, 1..%d (33762578 for Criteo)", s.Features, math.MaxInt32)
 	case s.Train == nil && len(s.TrainFiles) == 0:
@@ -396,11 +392,11 @@ func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, erro
 			}
 		},
 	}
-	if !j.Strategy.Gossip() {
+	st, gossiping := (*Job)(j).strategy().(Gossip)
+	if !gossiping {
 		rep.xch, err = newExchanger(rank, world, sc.Exchange, sc.Gather, sc.Features, log)
 		return p, err
 	}
-	st := &j.Strategy
 	rep.mean = true
 	p.header = func(steps, _ int) string {
 		return fmt.Sprintf("%s: %d features, %s, %d gossip replica(s) × batch %d, %s peer each %d step(s), changed coordinates only, %d steps per pass over a shard",

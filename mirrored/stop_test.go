@@ -156,7 +156,7 @@ func TestCheckpointDirsNotShared(t *testing.T) {
 func TestGossipStopSpreads(t *testing.T) {
 	job := testJob(t, nn.Softmax, synthMNIST(1200, 100, 7), 16, 20) // a budget of 20 epochs
 	job.HashEvery, job.MeasureWait = 0, false
-	jobs := gossiping(3, job, Strategy{})
+	jobs := gossiping(3, job, Gossip{})
 	stop := make(chan struct{})
 	var once sync.Once
 	for r := range jobs {

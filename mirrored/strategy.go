@@ -1,29 +1,99 @@
 package mirrored
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
 )
 
-// Strategies a run may use.
+// Strategy names, as flags, settings and summaries give them.
 const (
-	// StrategyRing is synchronous data parallelism (the sync loop): every
-	// step's gradients are all-reduced, every replica applies the same
-	// update.
+	// StrategyRing is synchronous data parallelism (Ring).
 	StrategyRing = "ring"
-	// StrategyGossip is decentralised asynchronous training (the async
-	// loop, see Strategy).
+	// StrategyGossip is decentralised asynchronous training (Gossip).
 	StrategyGossip = "gossip"
 )
 
 // Strategies lists the valid strategy names.
 var Strategies = []string{StrategyRing, StrategyGossip}
 
-// Strategy is how the replicas keep in step: the ring (the zero value) or
-// gossip with its knobs, which the ring ignores. Zero knobs take
-// gossip.DefaultOptions' values.
+// Strategy is how the replicas keep in step: a value handed to Run in
+// Job.Strategy (nil is Ring), whose methods hold everything that differs
+// between strategies, so that a new one is one type in one file of this
+// package rather than a branch in every loop. Ring and Gossip are the two
+// there are; an elastic ring is the Ring with Job.Elastic set.
+type Strategy interface {
+	// Name is the strategy's name (StrategyRing, StrategyGossip).
+	Name() string
+	// Validate reports the first bad setting of the strategy itself.
+	Validate() error
+	// Lockstep says whether every replica holds the same parameters
+	// after every step: then the gradient is exchanged (Job.Combiner,
+	// gradient buckets), each replica evaluates its share of the test set
+	// and the chief writes checkpoints.
+	Lockstep() bool
+	// check reports what j asks that the strategy cannot do.
+	check(j *Job) error
+	// filled is the strategy with its zero knobs set to their defaults.
+	filled() Strategy
+	// settings are the strategy's settings every replica must share.
+	settings() []setting
+	// run trains the built plan on g.
+	run(ctx context.Context, job *Job, g Group, p *plan) (*Summary, error)
+}
+
+var (
+	_ Strategy = Ring{}
+	_ Strategy = Gossip{}
+)
+
+// NewStrategy returns the strategy called name ("" is the ring), with
+// knobs as its settings if it is gossip.
+func NewStrategy(name string, knobs Gossip) (Strategy, error) {
+	switch name {
+	case "", StrategyRing:
+		return Ring{}, nil
+	case StrategyGossip:
+		return knobs, nil
+	}
+	return nil, fmt.Errorf("strategy %q: want ring or gossip", name)
+}
+
+// IsGossip says whether s is the gossip strategy (for callers whose
+// drivers differ: a gossip cluster goes on without a lost peer).
+func IsGossip(s Strategy) bool {
+	_, ok := s.(Gossip)
+	return ok
+}
+
+// strategy is the Job's Strategy with its defaults filled in.
+func (j *Job) strategy() Strategy {
+	if j.Strategy == nil {
+		return Ring{}
+	}
+	return j.Strategy.filled()
+}
+
+// Ring is synchronous data parallelism (the sync loop): every step's
+// gradients are combined across the replicas (Job.Combiner, an
+// all-reduce by default) and every replica applies the same update.
+type Ring struct{}
+
+func (Ring) Name() string        { return StrategyRing }
+func (Ring) Validate() error     { return nil }
+func (Ring) Lockstep() bool      { return true }
+func (Ring) check(*Job) error    { return nil }
+func (r Ring) filled() Strategy  { return r }
+func (Ring) settings() []setting { return nil } // its checkpoints predate the strategy setting
+func (Ring) run(ctx context.Context, job *Job, g Group, p *plan) (*Summary, error) {
+	return runSync(ctx, job, g, p)
+}
+
+// Gossip is decentralised asynchronous training: the async loop, with
+// its knobs. Zero knobs take gossip.DefaultOptions' values.
 //
 // Under gossip (AD-PSGD, Lian et al., 2018), on every replica:
 //
@@ -56,9 +126,7 @@ var Strategies = []string{StrategyRing, StrategyGossip}
 // changed since their last exchange, and each local step runs under the
 // engine's lock. Its optimizer must keep the weights themselves as its
 // state (adagrad, or sgd without L2), and there is no final average model.
-type Strategy struct {
-	// Name is StrategyRing (or empty) or StrategyGossip.
-	Name string
+type Gossip struct {
 	// Schedule picks the peer of each exchange: random, rotate or
 	// exponential (gossip.ParseSchedule).
 	Schedule string
@@ -81,17 +149,21 @@ type Strategy struct {
 	MaxStaleness int
 }
 
-// Gossip says whether s is the gossip strategy.
-func (s *Strategy) Gossip() bool { return s.Name == StrategyGossip }
+func (Gossip) Name() string   { return StrategyGossip }
+func (Gossip) Lockstep() bool { return false }
 
-// fill sets the zero settings to their defaults: strategy ring, and the
-// gossip knobs from gossip.DefaultOptions (schedule random, Every 1,
-// MaxSkip 3, MaxStaleness 2; it says why), so the two cannot disagree.
-func (g *Strategy) fill() {
+func (g Gossip) run(ctx context.Context, job *Job, grp Group, p *plan) (*Summary, error) {
+	return runAsync(ctx, job, grp, p, g)
+}
+
+// WithDefaults is g with its zero knobs set to their defaults.
+func (g Gossip) WithDefaults() Gossip { return g.filled().(Gossip) }
+
+// filled sets the zero settings to their defaults from
+// gossip.DefaultOptions (schedule random, Every 1, MaxSkip 3,
+// MaxStaleness 2; it says why), so the two cannot disagree.
+func (g Gossip) filled() Strategy {
 	d := gossip.DefaultOptions()
-	if g.Name == "" {
-		g.Name = StrategyRing
-	}
 	if g.Schedule == "" {
 		g.Schedule = d.Schedule.String()
 	}
@@ -104,17 +176,13 @@ func (g *Strategy) fill() {
 	if g.MaxSkip == 0 {
 		g.MaxSkip = d.MaxSkip
 	}
+	return g
 }
 
 // Validate reports the first bad setting (the zero knobs taken as their
 // defaults).
-func (s Strategy) Validate() error {
-	g := &s
-	g.fill()
-	if g.Name != StrategyRing && g.Name != StrategyGossip {
-		return fmt.Errorf("strategy %q: want ring or gossip", g.Name)
-	}
-	// The knobs are checked under the ring too: a typo there is a typo.
+func (g Gossip) Validate() error {
+	g = g.filled().(Gossip)
 	if _, err := gossip.ParseSchedule(g.Schedule); err != nil {
 		return err
 	}
@@ -127,14 +195,29 @@ func (s Strategy) Validate() error {
 	return nil
 }
 
-// settings are the strategy's settings every replica must share (the
-// ring adds none: its checkpoints predate the strategy setting).
-func (g *Strategy) settings() []setting {
-	if !g.Gossip() {
-		return nil
+// check refuses what gossip cannot do: checkpoints (the replicas never
+// hold one state), a gradient Combiner (there is no gradient exchange),
+// and the sparse optimizers that averaging would undo.
+func (g Gossip) check(j *Job) error {
+	switch s := j.Sparse; {
+	case j.CheckpointDir != "" || j.Restore != "":
+		return ErrGossipCheckpoint
+	case j.Combiner != nil:
+		return fmt.Errorf("combiner %s: it combines gradients under the ring; gossip averages parameters instead: leave it unset", j.Combiner.Name())
+	case j.Elastic != nil:
+		return errors.New("elastic with strategy gossip: gossip already goes on without a lost replica (--tolerate-loss); elastic is for the ring")
+	case s != nil && s.Optimizer == "ftrl":
+		return errors.New("gossip with --optimizer ftrl: FTRL derives each weight from its own accumulators, which would undo every average: use adagrad or sgd")
+	case s != nil && s.Optimizer == "sgd" && s.L2 > 0:
+		return fmt.Errorf("gossip with sgd and --l2 %v: the lazy weight decay does not mix with averaging: use --l2 0 or adagrad", s.L2)
 	}
+	return nil
+}
+
+// settings are gossip's settings every replica must share.
+func (g Gossip) settings() []setting {
 	return []setting{
-		{Name: "strategy", Value: g.Name, Resume: true},
+		{Name: "strategy", Value: StrategyGossip, Resume: true},
 		{Name: "gossip_schedule", Value: g.Schedule, Resume: true},
 		{Name: "gossip_every", Value: strconv.Itoa(g.Every), Resume: true},
 		{Name: "gossip_max_staleness", Value: strconv.Itoa(g.MaxStaleness), Resume: true},

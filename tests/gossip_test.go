@@ -34,7 +34,7 @@ func runPeers(t *testing.T, ctx context.Context, n int, job mirrored.Job, st mir
 	t.Helper()
 	out := make([]peerOutcome, n)
 	// Ring replicas leave together, as the worker does.
-	errs := onPeers(t, ctx, n, st.Name, !st.Gossip(), func(r int, log *zap.Logger, m *collective.Member, tr *p2p.Transport) error {
+	errs := onPeers(t, ctx, n, st.Name(), st.Lockstep(), func(r int, log *zap.Logger, m *collective.Member, tr *p2p.Transport) error {
 		j := job
 		j.Strategy, j.Faults, j.Logger = st, f, log
 		if f.KillAfter > 0 && r == f.KillRank {
@@ -65,7 +65,7 @@ func TestRingAndGossipReachThreshold(t *testing.T) {
 	defer cancel()
 	job := gossipJob(t, "softmax", 12000, 2000, 3)
 	const threshold = 0.85 // the ring reaches about 0.873 on this slice (the first 2000 test images are the harder half)
-	ring := runPeers(t, ctx, 3, job, mirrored.Strategy{Name: "ring"}, mirrored.Faults{})
+	ring := runPeers(t, ctx, 3, job, mirrored.Ring{}, mirrored.Faults{})
 	for r, p := range ring {
 		if p.err != nil {
 			t.Fatalf("ring rank %d: %v", r, p.err)
@@ -75,7 +75,7 @@ func TestRingAndGossipReachThreshold(t *testing.T) {
 		}
 		t.Logf("ring rank %d: %d steps, accuracy %.4f", r, p.sum.Peer.Steps, p.sum.Run.FinalAccuracy)
 	}
-	gossip := runPeers(t, ctx, 3, job, mirrored.Strategy{Name: "gossip", Schedule: "random"}, mirrored.Faults{})
+	gossip := runPeers(t, ctx, 3, job, mirrored.Gossip{Schedule: "random"}, mirrored.Faults{})
 	for r, p := range gossip {
 		if p.err != nil {
 			t.Fatalf("gossip rank %d: %v", r, p.err)
@@ -108,8 +108,8 @@ func TestGossipStragglerLeavesFastPeersFaster(t *testing.T) {
 		}
 		return float64(p.sum.Peer.Steps) / p.sum.Run.TrainSeconds
 	}
-	ring := runPeers(t, ctx, 3, job, mirrored.Strategy{Name: "ring"}, slow)
-	gossip := runPeers(t, ctx, 3, job, mirrored.Strategy{Name: "gossip"}, slow)
+	ring := runPeers(t, ctx, 3, job, mirrored.Ring{}, slow)
+	gossip := runPeers(t, ctx, 3, job, mirrored.Gossip{}, slow)
 	for r := range 3 {
 		if ring[r].err != nil || gossip[r].err != nil {
 			t.Fatalf("rank %d: ring %v, gossip %v", r, ring[r].err, gossip[r].err)
@@ -137,7 +137,7 @@ func TestKilledPeerGossipFinishesRingNamesIt(t *testing.T) {
 	job := gossipJob(t, "softmax", 12000, 1000, 2)
 	kill := mirrored.Faults{KillRank: 2, KillAfter: 20}
 
-	gossip := runPeers(t, ctx, 3, job, mirrored.Strategy{Name: "gossip"}, kill)
+	gossip := runPeers(t, ctx, 3, job, mirrored.Gossip{}, kill)
 	if !errors.Is(gossip[2].err, mirrored.ErrInjectedKill) {
 		t.Fatalf("killed rank: %v", gossip[2].err)
 	}
@@ -155,7 +155,7 @@ func TestKilledPeerGossipFinishesRingNamesIt(t *testing.T) {
 	}
 
 	start := time.Now()
-	ring := runPeers(t, ctx, 3, job, mirrored.Strategy{Name: "ring"}, kill)
+	ring := runPeers(t, ctx, 3, job, mirrored.Ring{}, kill)
 	for _, r := range []int{0, 1} {
 		if ring[r].err == nil || !strings.Contains(ring[r].err.Error(), "rank 2") {
 			t.Errorf("ring rank %d: %v, want an error naming rank 2", r, ring[r].err)

@@ -219,16 +219,16 @@ func TestUserModelInMemory(t *testing.T) {
 // TestUserModelOverLibp2p trains the user's model on 2 libp2p peers over
 // TLS, under the ring and under gossip, with checkpoints under the ring.
 func TestUserModelOverLibp2p(t *testing.T) {
-	for _, st := range []mirrored.Strategy{{Name: mirrored.StrategyRing}, {Name: mirrored.StrategyGossip, Schedule: "rotate"}} {
-		t.Run(st.Name, func(t *testing.T) {
+	for _, st := range []mirrored.Strategy{mirrored.Ring{}, mirrored.Gossip{Schedule: "rotate"}} {
+		t.Run(st.Name(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			dir := t.TempDir()
 			sums := make([]*mirrored.Summary, 2)
-			errs := onPeers(t, ctx, 2, st.Name, !st.Gossip(), func(r int, log *zap.Logger, m *collective.Member, _ *p2p.Transport) error {
+			errs := onPeers(t, ctx, 2, st.Name(), st.Lockstep(), func(r int, log *zap.Logger, m *collective.Member, _ *p2p.Transport) error {
 				job := userJob(bands(480, 120))
 				job.Strategy, job.Logger = st, log
-				if !st.Gossip() {
+				if st.Lockstep() {
 					job.CheckpointDir = dir
 				}
 				var err error
@@ -244,11 +244,11 @@ func TestUserModelOverLibp2p(t *testing.T) {
 				if s.Run.Model != "user-linear" || s.Run.FinalAccuracy < 0.85 {
 					t.Fatalf("rank %d: model %q reached %.3f", r, s.Run.Model, s.Run.FinalAccuracy)
 				}
-				if (s.Gossip != nil) != st.Gossip() {
-					t.Fatalf("rank %d: gossip report %v under %s", r, s.Gossip, st.Name)
+				if (s.Gossip != nil) != !st.Lockstep() {
+					t.Fatalf("rank %d: gossip report %v under %s", r, s.Gossip, st.Name())
 				}
 			}
-			if st.Gossip() {
+			if !st.Lockstep() {
 				return
 			}
 			if sums[0].Run.ParamsSHA256 != sums[1].Run.ParamsSHA256 {

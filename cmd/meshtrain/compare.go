@@ -64,13 +64,18 @@ func faultFlagNames() []string {
 	return names
 }
 
+// gossipFromFlags is the gossip knobs of strategyFlags.
+func gossipFromFlags(c *cli.Context) mirrored.Gossip {
+	return mirrored.Gossip{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"),
+		MaxStaleness: c.Int("gossip-max-staleness"), WaitForAverage: c.Bool("gossip-wait"), MaxSkip: c.Int("gossip-max-skip")}
+}
+
 // strategyFromFlags builds the strategy and faults from strategyFlags (the
 // flags not defined on c keep their defaults), checked for workers ranks.
 func strategyFromFlags(c *cli.Context, workers int) (mirrored.Strategy, mirrored.Faults, error) {
-	st := mirrored.Strategy{
-		Name: c.String("strategy"), Schedule: c.String("gossip-schedule"),
-		Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness"), WaitForAverage: c.Bool("gossip-wait"),
-		MaxSkip: c.Int("gossip-max-skip"),
+	st, err := mirrored.NewStrategy(c.String("strategy"), gossipFromFlags(c))
+	if err != nil {
+		return st, mirrored.Faults{}, err
 	}
 	rank, factor, err := mirrored.ParseSlowPeer(c.String("slow-peer"))
 	if err != nil {
@@ -130,7 +135,7 @@ func init() {
 			}
 			rep, err := compare.Compare(c.Context, compare.Config{
 				N: n, Job: job, Strategies: strategies,
-				Gossip:   mirrored.Strategy{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness")},
+				Gossip:   mirrored.Gossip{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness")},
 				SlowRank: rank, SlowFactor: factor, Target: c.Float64("target"),
 				Security: sec, Timeout: c.Duration("collective-timeout"), Out: c.String("out"),
 				Progress: os.Stdout, Logger: log,

@@ -11,6 +11,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 )
 
@@ -99,10 +100,10 @@ func init() {
 				N: n, Executable: exe, GlobalArgs: global, WorkerArgs: workerArgs,
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
-				Gossip:    job.Strategy.Gossip(), TolerateLoss: c.Bool("tolerate-loss"),
+				Gossip:    mirrored.IsGossip(job.Strategy), TolerateLoss: c.Bool("tolerate-loss"),
 				Elastic: job.Elastic != nil, MaxRestarts: c.Int("max-restarts"),
 				Stdout: screen.Stdout(), Stderr: screen.Stderr(), LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
-				Info: launch.RunInfo{Strategy: job.Strategy.Name, Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
+				Info: launch.RunInfo{Strategy: job.Strategy.Name(), Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
 				rep.Cost = costParams

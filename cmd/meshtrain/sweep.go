@@ -189,10 +189,12 @@ func sweepFromFlags(c *cli.Context) (sweep.Config, error) {
 	if tc.GradientBucket, err = gradientBucketFlag(c.String("gradient-bucket")); err != nil {
 		return cfg, err
 	}
-	cfg.Job = mirrored.Job{Config: tc, HashEvery: c.Int("hash-every"), MeasureWait: c.Bool("measure-wait"),
-		Strategy: mirrored.Strategy{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"),
-			MaxStaleness: c.Int("gossip-max-staleness"), WaitForAverage: c.Bool("gossip-wait"), MaxSkip: c.Int("gossip-max-skip")}}
+	cfg.Job = mirrored.Job{Config: tc, HashEvery: c.Int("hash-every"), MeasureWait: c.Bool("measure-wait")}
+	cfg.Gossip = gossipFromFlags(c)
 	if err := cfg.Job.Validate(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Gossip.Validate(); err != nil {
 		return cfg, err
 	}
 	if cfg.Security, err = p2p.ParseSecurity(c.String("security")); err != nil {

@@ -39,7 +39,7 @@ func init() {
 			if err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
-			if strategy.Gossip() { // it would run alone, averaging with nobody
+			if mirrored.IsGossip(strategy) { // it would run alone, averaging with nobody
 				return usageError{errors.New("train: --strategy gossip needs several replicas: use launch -n N --strategy gossip (or compare)")}
 			}
 			if err := checkOutputs(c); err != nil {

@@ -195,7 +195,7 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if job.Elastic, err = elasticFromFlags(c, workers); err != nil {
 		return job, "", err
 	}
-	if job.Elastic != nil && job.Strategy.Gossip() {
+	if job.Elastic != nil && mirrored.IsGossip(job.Strategy) {
 		return job, "", errors.New("--elastic with --strategy gossip: gossip already goes on without a lost replica (launch --tolerate-loss); --elastic is for the ring")
 	}
 	if job.Elastic != nil && restarted() > 0 {

@@ -188,7 +188,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	if f := &job.Faults; f.KillAfter > 0 && f.KillRank == rank {
 		f.Kill = func() { _ = t.Host().Close() } // the peers see the links reset, not a goodbye
 	}
-	gossip := job.Strategy.Gossip()
+	gossip := mirrored.IsGossip(job.Strategy)
 	if cfg.Timeline != "" {
 		job.Timeline = timeline.NewRecorder(cfg.TimelineSteps)
 	}
@@ -284,9 +284,9 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 	if cfg.Summary == "" && cfg.Table == nil {
 		return nil
 	}
-	info := RunInfo{Strategy: cfg.Job.Strategy.Name, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
-	if info.Strategy == "" {
-		info.Strategy = mirrored.StrategyRing
+	info := RunInfo{Strategy: mirrored.StrategyRing, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
+	if st := cfg.Job.Strategy; st != nil {
+		info.Strategy = st.Name()
 	}
 	if info.Security == "" {
 		info.Security = string(p2p.SecurityTLS)

@@ -29,9 +29,9 @@ type Config struct {
 	Job mirrored.Job
 	// Strategies to compare, e.g. ring and gossip.
 	Strategies []string
-	// Gossip holds the gossip settings (schedule, every, staleness); its
-	// Name is set by each run.
-	Gossip mirrored.Strategy
+	// Gossip holds the gossip settings (schedule, every, staleness) of
+	// the gossip runs.
+	Gossip mirrored.Gossip
 	// SlowRank and SlowFactor describe the straggler scenario; a factor
 	// ≤ 1 runs only the scenario without one.
 	SlowRank   int
@@ -89,9 +89,7 @@ func (c *Config) check() error {
 	if c.Timeout <= 0 {
 		c.Timeout = collective.DefaultTimeout
 	}
-	g := c.Gossip
-	g.Name = mirrored.StrategyGossip
-	if err := g.Validate(); err != nil {
+	if err := c.Gossip.Validate(); err != nil {
 		return err
 	}
 	f := mirrored.Faults{SlowRank: c.SlowRank, SlowFactor: c.SlowFactor}
@@ -125,14 +123,13 @@ func Compare(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		job.MNIST = mn
 	}
-	job.Strategy = cfg.Gossip
 	stragglers := []sweep.Straggler{{}}
 	if cfg.SlowFactor > 1 {
 		stragglers = append(stragglers, sweep.Straggler{Rank: cfg.SlowRank, Factor: cfg.SlowFactor})
 	}
 	res, err := sweep.Run(ctx, sweep.Config{
 		Grid: sweep.Grid{Workers: []int{cfg.N}, Batches: []int{job.BatchSize}, Strategies: cfg.Strategies, Stragglers: stragglers},
-		Job:  job, Target: cfg.Target, Security: cfg.Security, Timeout: cfg.Timeout,
+		Job:  job, Gossip: cfg.Gossip, Target: cfg.Target, Security: cfg.Security, Timeout: cfg.Timeout,
 		Runner: &sweep.InProcess{Security: cfg.Security, Timeout: cfg.Timeout, Join: join, Logger: cfg.Logger},
 		Out:    cfg.Out, Title: fmt.Sprintf("Ring versus gossip: %s, N = %d", job.Model, cfg.N),
 		Progress: cfg.Progress, Logger: cfg.Logger,

@@ -36,7 +36,7 @@ func TestCompareWritesReport(t *testing.T) {
 	var progress strings.Builder
 	rep, err := Compare(ctx, Config{
 		N: 2, Job: mirrored.Job{Config: cfg}, Strategies: []string{"ring", "gossip"},
-		Gossip: mirrored.Strategy{Schedule: "rotate"}, SlowRank: 1, SlowFactor: 3, Target: 0.9,
+		Gossip: mirrored.Gossip{Schedule: "rotate"}, SlowRank: 1, SlowFactor: 3, Target: 0.9,
 		Security: p2p.SecurityPlaintext, Timeout: 20 * time.Second, Out: out, Progress: &progress, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {

@@ -196,7 +196,7 @@ func intro(res *Results) string {
 			res.Security, res.Cores)
 	}
 	if slices.Contains(g.Strategies, mirrored.StrategyGossip) {
-		st := job.Strategy
+		st := res.gossip
 		fmt.Fprintf(&b, "Gossip: %s peer schedule, one pairwise average every %d step(s)%s, staleness bound %d. ",
 			st.Schedule, st.Every, overlapText(st.WaitForAverage), st.MaxStaleness)
 	}

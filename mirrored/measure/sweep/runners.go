@@ -91,7 +91,7 @@ func (r *InProcess) Run(ctx context.Context, p Point, job mirrored.Job) Outcome 
 
 func (r *InProcess) peer(ctx context.Context, job mirrored.Job, rank int, addrs []string, secret []byte) PeerRun {
 	out := PeerRun{Rank: rank}
-	log := r.Logger.With(zap.String("strategy", job.Strategy.Name), zap.Int("workers", len(addrs)), zap.Int("batch", job.BatchSize), zap.Int("rank", rank))
+	log := r.Logger.With(zap.String("strategy", job.Strategy.Name()), zap.Int("workers", len(addrs)), zap.Int("batch", job.BatchSize), zap.Int("rank", rank))
 	job.Logger = log
 	m, _, err := r.Join(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: r.Security, ClusterSecret: secret,
 		Timeout: r.Timeout, Logger: log.Named("p2p")}, collective.Options{Timeout: r.Timeout, Logger: log.Named("collective")})
@@ -101,7 +101,7 @@ func (r *InProcess) peer(ctx context.Context, job mirrored.Job, rank int, addrs 
 	}
 	sum, err := mirrored.Run(ctx, job, mirrored.NewGroup(m.Comm))
 	// Leave together, as the worker does.
-	if err = m.Leave(ctx, err, !job.Strategy.Gossip()); err != nil {
+	if err = m.Leave(ctx, err, !mirrored.IsGossip(job.Strategy)); err != nil {
 		out.Err = err.Error()
 	} else {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()

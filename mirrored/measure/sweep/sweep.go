@@ -23,7 +23,6 @@ import (
 	"github.com/meshtrain/meshtrain/data/atomicfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -39,11 +38,13 @@ type Config struct {
 	// batch size, strategy and straggler, and nothing else changed.
 	Grid Grid
 	// Job is the training run every point shares (model, data, seed,
-	// epochs, learning rate, ...); its Strategy holds the gossip settings
-	// (its Name is the point's), its BatchSize and Faults are the point's.
+	// epochs, learning rate, ...); its Strategy, BatchSize and Faults are
+	// the point's.
 	// Its TargetAccuracy, if set, stops each run early. Checkpoints are
 	// not used.
 	Job mirrored.Job
+	// Gossip holds the gossip settings of the points that gossip.
+	Gossip mirrored.Gossip
 	// ScaleLR multiplies Job.LR by the point's workers (the linear
 	// scaling rule) for runners that take the Job as it is (InProcess;
 	// Processes' workers apply --scale-lr themselves).
@@ -151,7 +152,8 @@ type Results struct {
 	Points []*Result `json:"points"`
 	// Job is the shared run's settings, for the report (not saved: the
 	// settings say it).
-	job mirrored.Job
+	job    mirrored.Job
+	gossip mirrored.Gossip
 }
 
 // SettingsError says an output directory holds the results of a sweep
@@ -211,22 +213,9 @@ func (c *Config) check() error {
 	if c.Title == "" {
 		c.Title = "Sweep: " + c.Job.Model
 	}
-	// The gossip knobs left at zero are gossip's defaults (as
-	// mirrored.Strategy takes them): the report and the settings show
-	// the values that ran.
-	g, d := &c.Job.Strategy, gossip.DefaultOptions()
-	if g.Schedule == "" {
-		g.Schedule = d.Schedule.String()
-	}
-	if g.Every == 0 {
-		g.Every = d.Every
-	}
-	if g.MaxStaleness == 0 {
-		g.MaxStaleness = d.MaxStaleness
-	}
-	if g.MaxSkip == 0 {
-		g.MaxSkip = d.MaxSkip
-	}
+	// The gossip knobs left at zero are gossip's defaults: the report and
+	// the settings show the values that ran.
+	c.Gossip = c.Gossip.WithDefaults()
 	points, _ := c.Grid.Points()
 	for _, p := range points {
 		job := c.pointJob(p)
@@ -244,7 +233,10 @@ func (c *Config) check() error {
 func (c *Config) pointJob(p Point) mirrored.Job {
 	job := c.Job
 	job.BatchSize = p.Batch
-	job.Strategy.Name = p.Strategy
+	job.Strategy = mirrored.Ring{}
+	if p.Strategy == mirrored.StrategyGossip {
+		job.Strategy = c.Gossip
+	}
 	job.Faults = mirrored.Faults{}
 	if !p.Straggler.None() {
 		job.Faults = mirrored.Faults{SlowRank: p.Straggler.Rank, SlowFactor: p.Straggler.Factor}
@@ -279,7 +271,7 @@ func (c *Config) settings() map[string]string {
 		"security":        string(c.Security), "runner": c.Runner.Kind(),
 	}
 	if slices.Contains(c.Grid.Strategies, mirrored.StrategyGossip) {
-		g := j.Strategy
+		g := c.Gossip
 		s["gossip-schedule"], s["gossip-every"], s["gossip-max-staleness"] = g.Schedule, strconv.Itoa(g.Every), strconv.Itoa(g.MaxStaleness)
 		s["gossip-wait"], s["gossip-max-skip"] = strconv.FormatBool(g.WaitForAverage), strconv.Itoa(g.MaxSkip)
 	}
@@ -353,7 +345,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	points, skipped := cfg.Grid.Points()
 	res := &Results{Format: Format, Title: cfg.Title, Model: cfg.Job.Model, Target: cfg.Target, Runner: cfg.Runner.Kind(),
 		Security: string(cfg.Security), Cores: runtime.NumCPU(), Settings: cfg.settings(), Grid: cfg.Grid, Skipped: skipped,
-		Total: len(points), job: cfg.Job}
+		Total: len(points), job: cfg.Job, gossip: cfg.Gossip}
 	path := filepath.Join(cfg.Out, ResultsFile)
 	slots := make([]*Result, len(points)) // by point, nil until finished
 	if cfg.Resume {
