@@ -243,73 +243,103 @@ func (e *elastic) state() membership.State {
 }
 
 // drive carries out the machine's effects, from eff on, until it decides
-// on a generation to form (or that this peer is not in the schedule);
-// the timers are here: each wait, the agreement's deadline, and how long
-// a joiner waits for an answer.
+// on a generation to form (or that this peer is not in the schedule).
 func (e *elastic) drive(ctx context.Context, eff membership.Effects) (*membership.Decision, error) {
-	var agreeBy, heard time.Time
-	var tick *time.Ticker
-	defer func() {
-		if tick != nil {
-			tick.Stop()
-		}
-	}()
+	var t timers
+	defer t.stop()
 	for {
 		state := e.state()
+		t.enter(state, e.cfg.Timeout+probeTimeout)
 		switch {
-		case state == membership.Reforming && agreeBy.IsZero():
-			agreeBy = time.Now().Add(e.cfg.Timeout + probeTimeout)
-		case state == membership.Joining && tick == nil:
-			heard, tick = time.Now(), time.NewTicker(probeTimeout)
-		}
-		if d := eff.Decision; d != nil {
-			switch d.Kind {
-			case membership.Halt:
-				if d.Coordinator {
-					return nil, e.stopRun(stopError{d.Reason})
-				}
-				return nil, stopError{d.Reason}
-			case membership.GaveUp:
-				if state == membership.Joining {
-					return nil, fmt.Errorf("elastic: waited %v to be admitted into the running cluster, and no peer has answered for %v: is the run over, or its peers unreachable?", time.Since(heard).Round(time.Second), e.cfg.Timeout)
-				}
-				return nil, fmt.Errorf("elastic: no agreement on the membership after generation %d within %v: the peers of %v did not settle on who is left (check the others' logs)", d.Gen, e.cfg.Timeout+probeTimeout, d.Members)
-			}
-			return d, nil
-		}
-		if len(eff.Sends) > 0 {
+		case eff.Decision != nil:
+			return e.decision(eff.Decision, state, &t)
+		case len(eff.Sends) > 0:
 			eff = e.carry(ctx, eff.Sends)
 			continue
 		}
-		switch eff.Wait {
-		case membership.WaitRetry:
-			time.Sleep(probeTimeout / 10)
-		case membership.WaitProposal:
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("elastic: agreeing on the membership: %w", ctx.Err())
-			case <-e.wake:
-			case <-time.After(2 * probeTimeout):
-			}
-		case membership.WaitAdmission:
-			if eff.Heard {
-				heard = time.Now()
-			}
-			select {
-			case <-ctx.Done():
-				return nil, fmt.Errorf("elastic: waiting to be admitted: %w", ctx.Err())
-			case <-e.job.Stop: // asked to stop before it was admitted: nothing to leave
-				return nil, errLeftByStop
-			case <-e.wake:
-			case <-tick.C:
-			}
-		default:
-			return nil, fmt.Errorf("elastic: the membership protocol waits for nothing in state %s", state)
+		if err := e.wait(ctx, eff, state, &t); err != nil {
+			return nil, err
 		}
-		late := state == membership.Reforming && time.Now().After(agreeBy) ||
-			state == membership.Joining && time.Since(heard) > e.cfg.Timeout
+		late := t.late(state, e.cfg.Timeout)
 		eff = e.locked(func() membership.Effects { return e.mach.Tick(late) })
 	}
+}
+
+// timers are a drive's clocks: the deadline of an agreement, and, while
+// joining, the last answer from a running peer and the probe's ticker.
+type timers struct {
+	agreeBy, heard time.Time
+	tick           *time.Ticker
+}
+
+// enter starts the clocks of state, once.
+func (t *timers) enter(state membership.State, agreeWithin time.Duration) {
+	switch {
+	case state == membership.Reforming && t.agreeBy.IsZero():
+		t.agreeBy = time.Now().Add(agreeWithin)
+	case state == membership.Joining && t.tick == nil:
+		t.heard, t.tick = time.Now(), time.NewTicker(probeTimeout)
+	}
+}
+
+// late says whether state's deadline passed.
+func (t *timers) late(state membership.State, timeout time.Duration) bool {
+	return state == membership.Reforming && time.Now().After(t.agreeBy) ||
+		state == membership.Joining && time.Since(t.heard) > timeout
+}
+
+func (t *timers) stop() {
+	if t.tick != nil {
+		t.tick.Stop()
+	}
+}
+
+// decision returns d for the caller to carry out, or the error with which
+// the run stops here.
+func (e *elastic) decision(d *membership.Decision, state membership.State, t *timers) (*membership.Decision, error) {
+	switch d.Kind {
+	case membership.Halt:
+		if d.Coordinator {
+			return nil, e.stopRun(stopError{d.Reason})
+		}
+		return nil, stopError{d.Reason}
+	case membership.GaveUp:
+		if state == membership.Joining {
+			return nil, fmt.Errorf("elastic: waited %v to be admitted into the running cluster, and no peer has answered for %v: is the run over, or its peers unreachable?", time.Since(t.heard).Round(time.Second), e.cfg.Timeout)
+		}
+		return nil, fmt.Errorf("elastic: no agreement on the membership after generation %d within %v: the peers of %v did not settle on who is left (check the others' logs)", d.Gen, e.cfg.Timeout+probeTimeout, d.Members)
+	}
+	return d, nil
+}
+
+// wait waits as eff says before the machine's next tick.
+func (e *elastic) wait(ctx context.Context, eff membership.Effects, state membership.State, t *timers) error {
+	switch eff.Wait {
+	case membership.WaitRetry: // what the peers answer may change: not in a tight loop
+		time.Sleep(probeTimeout / 10)
+	case membership.WaitProposal:
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("elastic: agreeing on the membership: %w", ctx.Err())
+		case <-e.wake:
+		case <-time.After(2 * probeTimeout):
+		}
+	case membership.WaitAdmission:
+		if eff.Heard {
+			t.heard = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("elastic: waiting to be admitted: %w", ctx.Err())
+		case <-e.job.Stop: // asked to stop before it was admitted: nothing to leave
+			return errLeftByStop
+		case <-e.wake:
+		case <-t.tick.C:
+		}
+	default:
+		return fmt.Errorf("elastic: the membership protocol waits for nothing in state %s", state)
+	}
+	return nil
 }
 
 // runElastic is the elastic synchronous run of job on m.
