@@ -189,10 +189,10 @@ type Machine struct {
 	why             Why
 	ended           []int
 	committed, last int
-	scheduledJoin   bool // joining: ask for status only (the schedule admits)
-	proposal        *Msg // proposed, its go not yet sent
-	stopReason      string
-	round           *round
+	scheduledJoin   bool   // joining: ask for status only (the schedule admits)
+	proposal        *Msg   // proposed, its go not yet sent
+	stopReason      string // decided as the coordinator: told to the others, then halts
+	round           *round // the questions in flight
 }
 
 // New returns the machine of peer cfg.Self of cfg.Size, starting.
@@ -209,10 +209,17 @@ func New(cfg Config, log *zap.Logger) *Machine {
 	return &Machine{cfg: cfg, log: log, state: Starting, joins: map[int]bool{}}
 }
 
-// State is the machine's state; Gen and Members its generation.
-func (m *Machine) State() State     { return m.state }
-func (m *Machine) Gen() uint64      { return m.gen }
-func (m *Machine) Members() []int   { return m.members }
+// State is the machine's state, as its status answers give it.
+func (m *Machine) State() State { return m.state }
+
+// Gen is the generation this peer last began to form.
+func (m *Machine) Gen() uint64 { return m.gen }
+
+// Members are generation Gen's members, in rank order (not to be changed).
+func (m *Machine) Members() []int { return m.members }
+
+// Record is the run's membership changes so far (Result.Membership),
+// shared with the machine.
 func (m *Machine) Record() []Change { return m.record }
 
 // NextChange is the index of the schedule's next change.
