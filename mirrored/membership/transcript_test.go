@@ -350,11 +350,14 @@ func (c *cluster) decision(p int, d *Decision) {
 	case LeftBySchedule:
 		s = "not a member at any step of the schedule"
 	case GaveUp:
-		s = fmt.Sprintf("give up (generation %d, members %v)", d.Gen, d.Members)
+		s = "give up waiting to be admitted"
+		if d.Members != nil {
+			s = fmt.Sprintf("give up agreeing on the generation after %d of %v", d.Gen, d.Members)
+		}
 	case Reform:
 		s = fmt.Sprintf("end the generation at step %d: %s", d.Why.Step, why(d.Why))
 	case Leave:
-		s = fmt.Sprintf("leave at step %d: %s", d.Why.Step, d.Reason)
+		s = "leave: " + d.Reason
 		if d.Rejoin {
 			s = fmt.Sprintf("leave at step %d until the schedule names it again", d.Why.Step)
 		}
