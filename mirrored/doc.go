@@ -38,6 +38,18 @@
 //     averages its parameters with one peer at a time through the gossip
 //     engine (package mirrored/gossip), so a slow or dead peer does not
 //     stop the others.
+//   - elastic.go: Job.Elastic makes the ring elastic, as Horovod Elastic
+//     does: replicas commit their state in memory every CommitEvery steps
+//     (elastic_commit.go); when a peer is lost the survivors agree on who
+//     is left, roll back to the new chief's commit, re-shard and go on
+//     as a new generation, and a restarted worker is admitted at a
+//     commit. The agreement (the majority rule, the schedule that replays
+//     a recorded membership bit for bit) is a pure machine in package
+//     mirrored/membership; elastic.go is its driver (sockets, timers,
+//     JSON, the generations). The sync loop sees an elastic run only
+//     through loopHook (loophook.go): at its start, before and after
+//     each step, at each commit and at its end, where a plain ring run
+//     has ringHook.
 //   - faults.go: one hook (Faults.At) both loops call at named Points of
 //     every step: after the gradient, before the combine, after the update.
 //   - observe.go, progress.go: one set of Observers for every mode: the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/mirrored/membership"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
@@ -190,119 +191,6 @@ func TestElasticInMemory(t *testing.T) {
 	}
 }
 
-// TestElasticMajority: the coordinator's decision, table-driven: a side
-// with fewer than half of the last members stops, exactly half goes on
-// only with the lowest index, and fewer than MinWorkers stop.
-func TestElasticMajority(t *testing.T) {
-	for _, tc := range []struct {
-		members, alive, joiners []int
-		min                     int
-		want                    []int
-		stop                    string
-	}{
-		{members: []int{0, 1, 2}, alive: []int{0, 2}, min: 1, want: []int{0, 2}},
-		{members: []int{0, 1, 2}, alive: []int{2}, min: 1, stop: "not a majority"},
-		{members: []int{0, 1, 2, 3}, alive: []int{0, 3}, min: 1, want: []int{0, 3}},
-		{members: []int{0, 1, 2, 3}, alive: []int{1, 2}, min: 1, stop: "not a majority"},
-		{members: []int{0, 1}, alive: []int{0}, min: 1, want: []int{0}},
-		{members: []int{0, 1}, alive: []int{1}, min: 1, stop: "not a majority"},
-		{members: []int{0, 1, 2, 3}, alive: []int{0, 2}, min: 3, stop: "fewer than --min-workers 3: lost [1 3]"},
-		{members: []int{0, 2}, alive: []int{0, 2}, joiners: []int{1}, min: 3, want: []int{0, 2, 1}},
-	} {
-		e := &elastic{cfg: &Elastic{MinWorkers: tc.min}}
-		got, stop := e.decide(4, tc.members, tc.alive, tc.joiners, &membershipChangeError{reason: "test"})
-		if !slices.Equal(got, tc.want) || (tc.stop == "") != (stop == "") || tc.stop != "" && !strings.Contains(stop, tc.stop) {
-			t.Errorf("members %v, alive %v, joining %v, min %d: got %v, %q; want %v, %q", tc.members, tc.alive, tc.joiners, tc.min, got, stop, tc.want, tc.stop)
-		}
-	}
-}
-
-// TestParseMembershipSchedule: a record as a list, in a report's "run"
-// or a summary's "membership"; out-of-order, empty and duplicated
-// entries refused by name.
-func TestParseMembershipSchedule(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int
-		err  string
-	}{
-		{`[{"step":10,"members":[0,2]},{"step":30,"members":[0,2,1]}]`, 2, ""},
-		{`{"run":{"membership":[{"step":10,"members":[0,2]}]}}`, 1, ""},
-		{`{"membership":[{"step":10,"members":[1]}]}`, 1, ""},
-		{`[{"step":30,"members":[0]},{"step":10,"members":[0,1]}]`, 2, ""}, // a change that adds peers renumbers the steps
-		{`[{"step":-3,"members":[0]}]`, 0, "want a step ≥ 0"},
-		{`[{"step":3,"members":[]}]`, 0, "no members"},
-		{`[{"step":3,"members":[1,1]}]`, 0, "twice"},
-		{`[{"step":3,"members":[-1]}]`, 0, "negative"},
-		{`not json`, 0, "want a JSON list"},
-	} {
-		got, err := ParseMembershipSchedule([]byte(tc.in))
-		if len(got) != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("%s: %d changes, %v; want %d, %q", tc.in, len(got), err, tc.want, tc.err)
-		}
-	}
-}
-
-func FuzzParseMembershipSchedule(f *testing.F) {
-	f.Add([]byte(`[{"step":10,"members":[0,2]}]`))
-	f.Add([]byte(`{"run":{"membership":[{"step":1,"members":[3]}]}}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		list, err := ParseMembershipSchedule(b)
-		if err != nil {
-			return
-		}
-		last := -1
-		for _, c := range list {
-			if c.Step < last || len(c.Members) == 0 {
-				t.Fatalf("accepted %+v", list)
-			}
-			last = c.Step
-		}
-	})
-}
-
-// TestElasticAnswerRefusesBadProposals: a proposal that names strangers,
-// a peer twice, a generation not after this peer's or implausibly far,
-// or that leaves this peer out is refused with the reason; a go without
-// its promise takes nothing.
-func TestElasticAnswerRefusesBadProposals(t *testing.T) {
-	e := &elastic{self: 1, n: 4, gen: 5, state: stateReforming, joins: map[int]bool{}, wake: make(chan struct{}, 1)}
-	ask := func(m elasticMsg) elasticMsg {
-		var out elasticMsg
-		if err := json.Unmarshal(e.answer(0, mustJSON(m)), &out); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		msg  elasticMsg
-		want string
-	}{
-		{elasticMsg{Kind: "propose", Gen: 6, Members: []int{0, 1, 7}}, "outside the cluster"},
-		{elasticMsg{Kind: "propose", Gen: 6, Members: []int{0, 1, 1}}, "twice"},
-		{elasticMsg{Kind: "propose", Gen: 5, Members: []int{0, 1}}, "not after"},
-		{elasticMsg{Kind: "propose", Gen: 1 << 40, Members: []int{0, 1}}, "implausibly far"},
-		{elasticMsg{Kind: "propose", Gen: 6, Members: []int{0, 2}}, "not among the members"},
-		{elasticMsg{Kind: "nonsense"}, "unknown kind"},
-	} {
-		if out := ask(tc.msg); out.OK || !strings.Contains(out.Reason, tc.want) {
-			t.Errorf("%+v: answered %+v, want refused for %q", tc.msg, out, tc.want)
-		}
-	}
-	if out := ask(elasticMsg{Kind: "go", Gen: 6}); out.OK || e.accepted != nil {
-		t.Errorf("a go without a promise was taken: %+v", out)
-	}
-	if out := ask(elasticMsg{Kind: "propose", Gen: 6, Members: []int{0, 1}}); !out.OK {
-		t.Fatalf("a good proposal refused: %+v", out)
-	}
-	if out := ask(elasticMsg{Kind: "propose", Gen: 6, Members: []int{1, 3}}); out.OK {
-		t.Errorf("a second proposal of the same generation with other members was promised too")
-	}
-	if out := ask(elasticMsg{Kind: "go", Gen: 6}); !out.OK || e.accepted == nil || !slices.Equal(e.accepted.Members, []int{0, 1}) {
-		t.Errorf("go: %+v, accepted %+v", out, e.accepted)
-	}
-}
-
 // TestElasticReviewCases: what an adversarial review found, each a case
 // that failed before its fix: a join request from a worker that died
 // again made every later commit a change; a peer the schedule drops for
@@ -330,7 +218,7 @@ func TestElasticReviewCases(t *testing.T) {
 				c.mu.Lock()
 				answer := c.answer[0]
 				c.mu.Unlock()
-				answer(2, mustJSON(elasticMsg{Kind: "join"}))
+				answer(2, mustJSON(wireMsg{Kind: membership.Join}))
 			}
 			return nil
 		}
@@ -368,25 +256,9 @@ func TestElasticReviewCases(t *testing.T) {
 		{[]MembershipChange{{Step: 6, Members: []int{0, 3}}}, "outside the cluster's 3"},
 		{[]MembershipChange{{Step: 6, Members: []int{0, 2}}, {Step: 9, Members: []int{0, 2, 1}}}, ""},
 	} {
-		if err := CheckMembershipSchedule(tc.s, 3, 3); (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+		if err := membership.CheckSchedule(tc.s, 3, 3); (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%+v: %v, want %q", tc.s, err, tc.err)
 		}
-	}
-}
-
-// TestElasticProbeSeesItWasDropped: a peer that hung and wakes while the
-// others agree on a later generation without it sees it was dropped
-// (and asks to rejoin) instead of leading them back to its old commit.
-func TestElasticProbeSeesItWasDropped(t *testing.T) {
-	c := newMemCluster(3)
-	for _, p := range []int{1, 2} {
-		c.answer[p] = func(int, []byte) []byte {
-			return mustJSON(elasticMsg{Kind: "answer", State: stateReforming, Gen: 5, Members: []int{1, 2}})
-		}
-	}
-	e := &elastic{self: 0, n: 3, gen: 3, cfg: &Elastic{}, m: &memPeer{c: c, self: 0}, joins: map[int]bool{}}
-	if _, _, newer := e.probe(context.Background(), []int{0, 1, 2}, &membershipChangeError{}); !newer {
-		t.Errorf("a peer of generation 3 did not see that the others formed generation 5 without it")
 	}
 }
 
@@ -509,7 +381,7 @@ func firstGenerationWithoutAPeer(t *testing.T, killLater bool) {
 		t.Fatalf("peer 2 never joined: slow the run down")
 	}
 	b, _ := json.Marshal(sums[0])
-	if _, err := ParseMembershipSchedule(b); err != nil {
+	if _, err := membership.ParseSchedule(b); err != nil {
 		t.Errorf("the run's own summary as --membership-schedule: %v", err)
 	}
 	for i := range jobs {
@@ -619,7 +491,7 @@ func TestElasticRecordStepsGoBack(t *testing.T) {
 		t.Logf("change: step %d gen %d members %v left %v joined %v", ch.Step, ch.Generation, ch.Members, ch.Left, ch.Joined)
 	}
 	b, _ := json.Marshal(sums[0])
-	if _, err := ParseMembershipSchedule(b); err != nil {
+	if _, err := membership.ParseSchedule(b); err != nil {
 		t.Errorf("the run's own summary as --membership-schedule: %v", err)
 	}
 	jobs := make([]Job, 3)

@@ -46,8 +46,9 @@ type plan struct {
 	perStepLoss bool
 	maxSteps    int    // > 0: stop after that many global steps
 	done        func() // called with the final parameters in place
-	// el is the elastic run this generation belongs to (nil: a plain run).
-	el *elastic
+	// hook is the run's part at the sync loop's seams: the elastic run
+	// this generation belongs to (nil: a plain ring run).
+	hook loopHook
 
 	// Gossip only:
 	// sparse runs the engine in sparse mode: each step runs under the

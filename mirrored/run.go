@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/membership"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -264,7 +265,7 @@ func (j *Job) validateElastic() error {
 	case el.MinWorkers < 0 || el.CommitEvery < 0:
 		return fmt.Errorf("elastic: --min-workers %d and --commit-every %d: want ≥ 0", el.MinWorkers, el.CommitEvery)
 	}
-	if err := CheckMembershipSchedule(el.Schedule, el.Membership.Size(), el.CommitEvery); err != nil {
+	if err := membership.CheckSchedule(el.Schedule, el.Membership.Size(), el.CommitEvery); err != nil {
 		return err
 	}
 	_, err := j.builder()

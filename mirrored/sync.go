@@ -51,9 +51,7 @@ type syncLoop struct {
 	evalTime   time.Duration
 	ckTime     time.Duration
 	stats      StepStats // the last step's, for its event (no allocation per step)
-	// elasticStop: every member of an elastic run was asked to stop (the
-	// cluster indices); the run stops before the next step.
-	elasticStop []int
+	hook       loopHook  // the run's part at the loop's seams (ringHook, elastic)
 }
 
 // runSync is the synchronous strategy, for any Replica (see Job): the
@@ -62,7 +60,10 @@ type syncLoop struct {
 // final hash comparison and figures.
 func runSync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, error) {
 	wallStart := time.Now()
-	l := &syncLoop{job: job, run: run, g: g, rank: g.Rank(), world: g.Size(), peer: PeerStats{Rank: g.Rank()}}
+	l := &syncLoop{job: job, run: run, g: g, rank: g.Rank(), world: g.Size(), peer: PeerStats{Rank: g.Rank()}, hook: run.hook}
+	if l.hook == nil {
+		l.hook = ringHook{}
+	}
 	if err := l.start(ctx); err != nil {
 		return nil, err
 	}
@@ -82,15 +83,8 @@ func (l *syncLoop) start(ctx context.Context) error {
 	l.fp = fingerprint(run.settings)
 	me := hello{Settings: run.settings, Shard: run.shard, Checkpoints: l.job.newestSeen()}
 	var ck *checkpoint.Checkpoint
-	switch el := run.el; {
-	case l.rank == 0 && el != nil && el.commit.valid:
-		ck, me.Resume = el.resumeFrom()
-	case l.rank == 0:
-		var nstate int
-		for _, a := range run.rep.OptState() {
-			nstate += len(a)
-		}
-		ck, me.Resume, me.Error = l.job.resumePoint(run.settings, l.fp, len(run.rep.Params()), nstate)
+	if l.rank == 0 {
+		ck, me.Resume, me.Error = l.hook.resumePoint(l)
 	}
 	cl, err := handshake(ctx, l.g, me)
 	if err != nil {
@@ -119,11 +113,9 @@ func (l *syncLoop) start(ctx context.Context) error {
 		l.obs.close()
 		return err
 	}
-	if el := run.el; el != nil {
-		if err := el.started(l, cl.resume); err != nil {
-			l.obs.close()
-			return err
-		}
+	if err := l.hook.started(l, cl.resume); err != nil {
+		l.obs.close()
+		return err
 	}
 	header := run.header(l.steps, cl.total)
 	if err := l.obs.emit(Event{Kind: EventStart, Step: l.global, Steps: l.total, Info: header}); err != nil {
@@ -294,24 +286,15 @@ func (l *syncLoop) epoch(ctx context.Context, pipe *data.Pipeline, epoch, first 
 	start := time.Now()
 	var sums epochSums
 	for step := first; step < l.steps && l.global < l.total; step++ {
-		if el := l.run.el; el != nil && l.elasticStop != nil {
-			// Every member was asked to stop (see elastic.leave).
+		ranks, err := l.hook.stopping(ctx, l, step > first)
+		if err != nil {
+			return false, err
+		}
+		if len(ranks) > 0 {
 			l.trainTime += time.Since(start)
 			l.peer.Steps += sums.ran
 			l.peer.Examples += sums.examples
-			return true, l.stopNow(l.elasticStop, epoch, step)
-		}
-		if l.job.Stop != nil && l.run.el == nil && step > first && l.global%StopVoteEvery == 0 {
-			ranks, err := l.voteStop(ctx)
-			if err != nil {
-				return false, err
-			}
-			if len(ranks) > 0 {
-				l.trainTime += time.Since(start)
-				l.peer.Steps += sums.ran
-				l.peer.Examples += sums.examples
-				return true, l.stopNow(ranks, epoch, step)
-			}
+			return true, l.stopNow(ranks, epoch, step)
 		}
 		if err := l.step(ctx, pipe, epoch, step, &sums); err != nil {
 			return false, err
@@ -339,10 +322,7 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	var clk stepClock
 	clk[0] = t0
 	info := StepInfo{Rank: l.rank, Step: l.peer.Steps + sums.ran, Started: t0}
-	if el := l.run.el; el != nil { // the cluster index, and the steps of every generation
-		info.Rank, info.Step = el.self, el.localSteps
-		el.localSteps++
-	}
+	l.hook.atStep(&info)
 	loss, err := syncStep(ctx, rep, l.g, b, l.global, lr, sample, &clk, func(p Point) error { return l.fault(ctx, p, info) })
 	if err != nil {
 		var nf *NonFiniteError
@@ -361,9 +341,7 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	}
 	l.global++
 	sums.ran++
-	if el := l.run.el; el != nil {
-		el.lastStep = l.global
-	}
+	l.hook.stepped(l.global)
 	l.times.step(clk, sample)
 	if tl := l.job.Timeline; tl != nil {
 		tl.Add(timeline.Input, "", l.global, clk[0], clk[1])
@@ -407,10 +385,7 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 			return err
 		}
 	}
-	if el := l.run.el; el != nil && l.global%el.cfg.CommitEvery == 0 && step+1 < l.steps {
-		return el.atCommit(ctx, l, epoch, step+1)
-	}
-	return nil
+	return l.hook.atCommit(ctx, l, epoch, step+1)
 }
 
 // fault calls the faults hook, logging an injected kill.
@@ -481,8 +456,8 @@ func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elaps
 			return false, err
 		}
 	}
-	if el := l.run.el; el != nil && complete {
-		if err := el.atCommit(ctx, l, epoch+1, 0); err != nil {
+	if complete {
+		if err := l.hook.atCommit(ctx, l, epoch+1, 0); err != nil {
 			return false, err
 		}
 	}
@@ -556,9 +531,7 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 	}
 	res.Steps = l.global
 	res.TrainSeconds = l.trainTime.Seconds()
-	if el := l.run.el; el != nil {
-		res.Membership = el.membership
-	}
+	l.hook.finish(res)
 	if n := len(res.EpochResults); n > 0 {
 		res.FinalAccuracy = res.EpochResults[n-1].TestAccuracy
 	}

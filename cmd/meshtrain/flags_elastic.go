@@ -10,6 +10,7 @@ import (
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/membership"
 )
 
 // elasticFlags are the ring's elastic mode, on worker and launch.
@@ -46,10 +47,10 @@ func elasticFromFlags(c *cli.Context, workers int) (*mirrored.Elastic, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--membership-schedule: %w", err)
 		}
-		if el.Schedule, err = mirrored.ParseMembershipSchedule(b); err != nil {
+		if el.Schedule, err = membership.ParseSchedule(b); err != nil {
 			return nil, fmt.Errorf("--membership-schedule %s: %w", path, err)
 		}
-		if err := mirrored.CheckMembershipSchedule(el.Schedule, workers, el.CommitEvery); err != nil {
+		if err := membership.CheckSchedule(el.Schedule, workers, el.CommitEvery); err != nil {
 			return nil, fmt.Errorf("--membership-schedule %s: %w", path, err)
 		}
 	}
