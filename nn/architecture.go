@@ -107,73 +107,17 @@ func (a Architecture) bounds() error {
 	}
 	params := 0
 	for i, s := range a.Layers {
-		var out Shape
-		switch s := s.(type) {
-		case nil:
+		if s == nil {
 			return nil
-		case Conv2D:
-			if in.vector() || s.Filters < 1 || s.Kernel < 1 || s.Strides < 0 {
-				return nil
-			}
-			if s.Filters > maxExample || s.Kernel > maxExample {
-				return tooLarge(i, s, "%d filters of %d×%d", s.Filters, s.Kernel, s.Kernel)
-			}
-			st := max(s.Strides, 1)
-			oh, pt, pb, err := window(in.H, s.Kernel, st, s.Padding)
-			if err != nil {
-				return nil
-			}
-			ow, pl, pr, err := window(in.W, s.Kernel, st, s.Padding)
-			if err != nil {
-				return nil
-			}
-			taps := float64(in.C) * float64(s.Kernel) * float64(s.Kernel)
-			plane := float64(in.H+pt+pb) * float64(in.W+pl+pr)
-			if scratch := (taps + float64(s.Filters) + 2) * plane; scratch > maxConvScratch {
-				return tooLarge(i, s, "%d filters of %d×%d over %v need %.3g floats of scratch (%d at most)", s.Filters, s.Kernel, s.Kernel, in, scratch, maxConvScratch)
-			}
-			if w := taps*float64(s.Filters) + float64(s.Filters); w > MaxParams {
-				return tooLarge(i, s, "%.3g parameters (%d at most)", w, MaxParams)
-			}
-			params += int(taps)*s.Filters + s.Filters
-			out = Shape{H: oh, W: ow, C: s.Filters}
-		case MaxPooling2D, AveragePooling2D:
-			size, strides, pad := poolOf(s)
-			if in.vector() || size < 1 || strides < 0 {
-				return nil
-			}
-			if size > maxExample {
-				return tooLarge(i, s, "pool %d×%d", size, size)
-			}
-			st := strides
-			if st == 0 {
-				st = size
-			}
-			oh, _, _, err := window(in.H, size, st, pad)
-			if err != nil {
-				return nil
-			}
-			ow, _, _, err := window(in.W, size, st, pad)
-			if err != nil {
-				return nil
-			}
-			out = Shape{H: oh, W: ow, C: in.C}
-		case Dense:
-			if !in.vector() || s.Units < 1 {
-				return nil
-			}
-			if w := float64(in.C)*float64(s.Units) + float64(s.Units); s.Units > maxExample || w > MaxParams {
-				return tooLarge(i, s, "%d units over %d inputs: %.3g parameters (%d at most)", s.Units, in.C, w, MaxParams)
-			}
-			params += in.C*s.Units + s.Units
-			out = Shape{C: s.Units}
-		default: // the others allocate nothing in build
-			_, o, err := s.build(in)
-			if err != nil {
-				return nil
-			}
-			out = o
 		}
+		out, p, ok, err := boundOf(s, in)
+		if err != nil {
+			return tooLarge(i, s, "%v", err)
+		}
+		if !ok {
+			return nil
+		}
+		params += p
 		if out.H > maxExample || out.W > maxExample || out.Size() > maxExample {
 			return tooLarge(i, s, "an output of %v (%d floats at most)", out, maxExample)
 		}
@@ -183,17 +127,6 @@ func (a Architecture) bounds() error {
 		in = out
 	}
 	return nil
-}
-
-// poolOf is a pooling spec's size, strides and padding.
-func poolOf(s LayerSpec) (size, strides int, p Padding) {
-	switch s := s.(type) {
-	case MaxPooling2D:
-		return s.Size, s.Strides, s.Padding
-	case AveragePooling2D:
-		return s.Size, s.Strides, s.Padding
-	}
-	panic("nn: not a pooling spec")
 }
 
 // Digest identifies a's input and layers (not its name): the first 16
@@ -272,50 +205,6 @@ func (s *Shape) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// The layers' JSON.
-type (
-	conv2DJSON struct {
-		Type       string       `json:"type"`
-		Filters    int          `json:"filters"`
-		Kernel     int          `json:"kernel"`
-		Strides    int          `json:"strides"`
-		Padding    string       `json:"padding"`
-		Init       string       `json:"init"`
-		KernelInit *Initializer `json:"kernel_initializer,omitempty"`
-		BiasInit   *Initializer `json:"bias_initializer,omitempty"`
-		Name       string       `json:"name,omitempty"`
-	}
-	poolJSON struct {
-		Type    string `json:"type"`
-		Size    int    `json:"size"`
-		Strides int    `json:"strides"`
-		Padding string `json:"padding"`
-	}
-	denseJSON struct {
-		Type       string       `json:"type"`
-		Units      int          `json:"units"`
-		Init       string       `json:"init"`
-		KernelInit *Initializer `json:"kernel_initializer,omitempty"`
-		BiasInit   *Initializer `json:"bias_initializer,omitempty"`
-		Name       string       `json:"name,omitempty"`
-	}
-	dropoutJSON struct {
-		Type string  `json:"type"`
-		Rate float64 `json:"rate"`
-	}
-	activationJSON struct {
-		Type string `json:"type"`
-		Fn   string `json:"fn"`
-	}
-	reshapeJSON struct {
-		Type string `json:"type"`
-		To   Shape  `json:"to"`
-	}
-	typeJSON struct {
-		Type string `json:"type"`
-	}
-)
-
 // initNames are the Init kinds' names in JSON.
 var initNames = map[Init]string{He: "he", Glorot: "glorot", Torch: "torch"}
 
@@ -343,44 +232,6 @@ func parsePadding(s string) (Padding, error) {
 		return Same, nil
 	}
 	return 0, fmt.Errorf("padding %q: want valid or same", s)
-}
-
-// layerJSON is one layer spec's canonical JSON.
-func layerJSON(s LayerSpec) (json.RawMessage, error) {
-	var v any
-	switch s := s.(type) {
-	case Conv2D:
-		init, err := initName(s.Init)
-		if err != nil {
-			return nil, err
-		}
-		v = conv2DJSON{Type: s.kind(), Filters: s.Filters, Kernel: s.Kernel, Strides: max(s.Strides, 1), Padding: s.Padding.String(),
-			Init: init, KernelInit: s.KernelInit, BiasInit: s.BiasInit, Name: s.Name}
-	case MaxPooling2D, AveragePooling2D:
-		size, strides, pad := poolOf(s)
-		if strides == 0 {
-			strides = size
-		}
-		v = poolJSON{Type: s.kind(), Size: size, Strides: strides, Padding: pad.String()}
-	case Dense:
-		init, err := initName(s.Init)
-		if err != nil {
-			return nil, err
-		}
-		v = denseJSON{Type: s.kind(), Units: s.Units, Init: init, KernelInit: s.KernelInit, BiasInit: s.BiasInit, Name: s.Name}
-	case Dropout:
-		v = dropoutJSON{Type: s.kind(), Rate: s.Rate}
-	case Activation:
-		v = activationJSON{Type: "activation", Fn: s.Fn}
-	case Reshape:
-		v = reshapeJSON{Type: s.kind(), To: s.To}
-	case Flatten:
-		v = typeJSON{Type: s.kind()}
-	default:
-		return nil, fmt.Errorf("layer spec %T: not one of nn's", s)
-	}
-	b, err := json.Marshal(v)
-	return b, err
 }
 
 // ParseArchitecture reads an Architecture's JSON strictly (the format
@@ -431,78 +282,6 @@ func (a *Architecture) UnmarshalJSON(b []byte) error {
 	}
 	*a = out
 	return nil
-}
-
-// parseLayer reads one layer's JSON.
-func parseLayer(raw json.RawMessage) (LayerSpec, error) {
-	var t typeJSON
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return nil, err
-	}
-	switch t.Type {
-	case "conv2d":
-		var j conv2DJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		init, err := parseInit(j.Init)
-		if err != nil {
-			return nil, err
-		}
-		pad, err := parsePadding(j.Padding)
-		if err != nil {
-			return nil, err
-		}
-		return Conv2D{Filters: j.Filters, Kernel: j.Kernel, Strides: j.Strides, Padding: pad, Init: init, KernelInit: j.KernelInit, BiasInit: j.BiasInit, Name: j.Name}, nil
-	case "max_pooling2d", "average_pooling2d":
-		var j poolJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		pad, err := parsePadding(j.Padding)
-		if err != nil {
-			return nil, err
-		}
-		if t.Type == "max_pooling2d" {
-			return MaxPooling2D{Size: j.Size, Strides: j.Strides, Padding: pad}, nil
-		}
-		return AveragePooling2D{Size: j.Size, Strides: j.Strides, Padding: pad}, nil
-	case "dense":
-		var j denseJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		init, err := parseInit(j.Init)
-		if err != nil {
-			return nil, err
-		}
-		return Dense{Units: j.Units, Init: init, KernelInit: j.KernelInit, BiasInit: j.BiasInit, Name: j.Name}, nil
-	case "dropout":
-		var j dropoutJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		return Dropout{Rate: j.Rate}, nil
-	case "activation":
-		var j activationJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		return Activation{Fn: j.Fn}, nil
-	case "reshape":
-		var j reshapeJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		return Reshape{To: j.To}, nil
-	case "flatten":
-		var j typeJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		return Flatten{}, nil
-	}
-	return nil, fmt.Errorf("type %q: want one of conv2d, max_pooling2d, average_pooling2d, flatten, reshape, dense, dropout, activation", t.Type)
 }
 
 // initJSON is an Initializer's JSON: its kind and the fields of that
