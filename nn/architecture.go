@@ -82,7 +82,7 @@ func (a Architecture) Check() (classes, params int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	if _, _, err := m.names(c, false); err != nil {
+	if _, _, _, err := m.names(c, false); err != nil {
 		return 0, 0, err
 	}
 	for _, l := range c.layers {

@@ -43,6 +43,18 @@ func spec(in Shape, s LayerSpec) func() layer {
 	}
 }
 
+// layerCase is one case of TestLayerGradients.
+type layerCase struct {
+	name   string
+	layer  func() layer
+	spaced bool // inputs spaced for kinks
+	sparse bool // a sparse output gradient
+}
+
+// moreLayerCases are TestLayerGradients's cases of the kinds whose tests
+// live in their own files (batchnorm_test.go …), which append to it.
+var moreLayerCases []layerCase
+
 // TestLayerGradients checks every layer kind and option against central
 // finite differences of Σ dy·Forward(x): all parameter gradients and all
 // input gradients, and that with dx nil the parameter gradients are the
@@ -59,12 +71,7 @@ func spec(in Shape, s LayerSpec) func() layer {
 func TestLayerGradients(t *testing.T) {
 	img := func(h, w, c int) Shape { return Shape{H: h, W: w, C: c} }
 	vec := func(n int) Shape { return Shape{C: n} }
-	cases := []struct {
-		name   string
-		layer  func() layer
-		spaced bool // inputs spaced for kinks
-		sparse bool // a sparse output gradient
-	}{
+	cases := []layerCase{
 		{"conv_2x6x5_to_3_k3_pad1", func() layer { return newConv2D(2, 6, 5, 3, 3, 1) }, false, false},
 		{"conv_1x7x7_to_2_k5_pad2", func() layer { return newConv2D(1, 7, 7, 2, 5, 2) }, false, false},
 		{"conv_3x6x6_to_5_k3_pad0", func() layer { return newConv2D(3, 6, 6, 5, 3, 0) }, false, false},
@@ -117,6 +124,7 @@ func TestLayerGradients(t *testing.T) {
 		{"dense_40_to_12_glorot", func() layer { d := newDense(40, 12); d.WeightInit = Glorot; return d }, false, false},
 		{"dense_spec_9_to_4", spec(vec(9), Dense{Units: 4, Init: Torch}), false, false},
 	}
+	cases = append(cases, moreLayerCases...)
 	const (
 		n   = 3
 		eps = 1e-2
