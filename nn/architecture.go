@@ -34,10 +34,18 @@ import (
 //
 // An input is [H, W, C] for an image and [C] for a vector; a Reshape's
 // "to" likewise.
+//
+// A graph (Graph) is an Architecture with Inputs: Inputs[i] are the
+// nodes layer i takes (see Node). Its JSON has the format GraphFormat and
+// each layer's object an "inputs" list; a chain's JSON, without Inputs,
+// is as it always was, so its Digest is too.
 type Architecture struct {
 	Name   string
 	Input  Shape
 	Layers []LayerSpec
+	// Inputs, when not nil, makes the layers a graph's nodes: Inputs[i]
+	// are the earlier layers layer i takes, −1 the model's input.
+	Inputs [][]int
 }
 
 // ArchitectureFormat is the "format" of an Architecture's JSON.
@@ -50,9 +58,26 @@ func (m *Sequential) Architecture() Architecture {
 	return Architecture{Name: m.name, Input: m.input, Layers: slices.Clone(m.specs)}
 }
 
-// New builds the Sequential a defines, as NewSequential does.
+// New builds the Sequential a defines, as NewSequential does; a graph
+// (Inputs set) is built by Build.
 func (a Architecture) New(seed int64, shards int) (*Sequential, error) {
+	if a.Inputs != nil {
+		return nil, fmt.Errorf("nn: %s: a graph, not a chain: build it with Build", a.Name)
+	}
 	return NewSequential(a.Name, a.Input, seed, shards, a.Layers...)
+}
+
+// Build builds the model a defines: a Sequential for a chain, a Graph
+// when Inputs is set.
+func (a Architecture) Build(seed int64, shards int) (Model, error) {
+	if a.Inputs == nil {
+		return a.New(seed, shards)
+	}
+	nodes, err := a.nodes()
+	if err != nil {
+		return nil, err
+	}
+	return NewGraph(a.Name, a.Input, seed, shards, nodes...)
 }
 
 // Limits on what Check accepts, so that reading an architecture never
@@ -76,6 +101,15 @@ func (a Architecture) Check() (classes, params int, err error) {
 	}
 	if err := a.bounds(); err != nil {
 		return 0, 0, err
+	}
+	if a.Inputs != nil {
+		nodes, err := a.nodes()
+		if err != nil {
+			return 0, 0, err
+		}
+		g := newGraph(a.Name, a.Input, nodes)
+		params, err := g.check()
+		return g.classes, params, err
 	}
 	m := &Sequential{name: a.Name, input: a.Input, specs: a.Layers}
 	c, err := m.compile(true)
@@ -106,9 +140,19 @@ func (a Architecture) bounds() error {
 		return fmt.Errorf("nn: %s: input %v: too large for meshtrain (%d floats at most)", a.Name, in, maxExample)
 	}
 	params := 0
+	outs := make([]Shape, len(a.Layers))
 	for i, s := range a.Layers {
 		if s == nil {
 			return nil
+		}
+		if a.Inputs != nil { // a graph's node: its first input's shape
+			if i >= len(a.Inputs) || len(a.Inputs[i]) == 0 || a.Inputs[i][0] < -1 || a.Inputs[i][0] >= i {
+				return nil
+			}
+			in = a.Input
+			if j := a.Inputs[i][0]; j >= 0 {
+				in = outs[j]
+			}
 		}
 		out, p, ok, err := boundOf(s, in)
 		if err != nil {
@@ -124,7 +168,7 @@ func (a Architecture) bounds() error {
 		if params > MaxParams {
 			return tooLarge(i, s, "the model has %d parameters by here (%d at most)", params, MaxParams)
 		}
-		in = out
+		in, outs[i] = out, out
 	}
 	return nil
 }
@@ -134,11 +178,12 @@ func (a Architecture) bounds() error {
 // digests compute the same function of the same parameters, and are
 // initialised alike.
 func (a Architecture) Digest() (string, error) {
-	raws, err := layersJSON(a.Layers)
+	j, err := a.toJSON()
 	if err != nil {
-		return "", fmt.Errorf("nn: architecture %s: %w", a.Name, err)
+		return "", err
 	}
-	b, err := json.Marshal(archJSON{Format: ArchitectureFormat, Input: a.Input, Layers: raws})
+	j.Name = ""
+	b, err := json.Marshal(j)
 	if err != nil {
 		return "", err
 	}
@@ -170,11 +215,11 @@ func layersJSON(specs []LayerSpec) ([]json.RawMessage, error) {
 // MarshalJSON writes a's canonical JSON. A layer spec of a type nn does
 // not define is an error.
 func (a Architecture) MarshalJSON() ([]byte, error) {
-	raws, err := layersJSON(a.Layers)
+	j, err := a.toJSON()
 	if err != nil {
-		return nil, fmt.Errorf("nn: architecture %s: %w", a.Name, err)
+		return nil, err
 	}
-	return json.Marshal(archJSON{Format: ArchitectureFormat, Name: a.Name, Input: a.Input, Layers: raws})
+	return json.Marshal(j)
 }
 
 // MarshalJSON writes s as [H, W, C], or [C] for a vector.
@@ -269,11 +314,18 @@ func (a *Architecture) UnmarshalJSON(b []byte) error {
 	if err := strict(b, &j); err != nil {
 		return fmt.Errorf("nn: architecture: %w", err)
 	}
-	if j.Format != ArchitectureFormat {
-		return fmt.Errorf("nn: architecture: format %q: want %q", j.Format, ArchitectureFormat)
+	if j.Format != ArchitectureFormat && j.Format != GraphFormat {
+		return fmt.Errorf("nn: architecture: format %q: want %q (or %q for a graph)", j.Format, ArchitectureFormat, GraphFormat)
 	}
 	out := Architecture{Name: j.Name, Input: j.Input}
 	for i, raw := range j.Layers {
+		if j.Format == GraphFormat {
+			ins, rest, err := splitInputs(raw)
+			if err != nil {
+				return fmt.Errorf("nn: architecture %s: layer %d: %w", j.Name, i, err)
+			}
+			out.Inputs, raw = append(out.Inputs, ins), rest
+		}
 		s, err := parseLayer(raw)
 		if err != nil {
 			return fmt.Errorf("nn: architecture %s: layer %d: %w", j.Name, i, err)

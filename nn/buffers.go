@@ -70,6 +70,30 @@ func (s *bufferSet) bind(group []buffered, off int, prefix string) int {
 	return off + nb
 }
 
+// bindAll sizes s.buf for the layers with buffers among shards[0] and
+// binds every shard's copy of each (shards[j][i] is shard j's copy of
+// layer i) to its view, layer by layer, named with prefixes[i].
+func (s *bufferSet) bindAll(shards [][]layer, prefixes map[int]string) {
+	total := 0
+	for _, l := range shards[0] {
+		if b, ok := l.(buffered); ok {
+			total += b.NumBuffers()
+		}
+	}
+	s.buf = make([]float32, total)
+	off := 0
+	for i, l := range shards[0] {
+		if _, ok := l.(buffered); !ok {
+			continue
+		}
+		group := make([]buffered, len(shards))
+		for j, layers := range shards {
+			group[j] = layers[i].(buffered)
+		}
+		off = s.bind(group, off, prefixes[i])
+	}
+}
+
 // commit folds a training pass into the buffers, layer by layer.
 func (s *bufferSet) commit() {
 	for _, g := range s.groups {

@@ -154,7 +154,11 @@ func newSequential(name string, input Shape, seed int64, nshards int, opt seqOpt
 		}
 		m.shards = append(m.shards, s)
 	}
-	m.bindBuffers(prefixes)
+	shardLayers := make([][]layer, len(m.shards))
+	for i, s := range m.shards {
+		shardLayers[i] = s.layers
+	}
+	m.bufs.bindAll(shardLayers, prefixes)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e6e2d696e6974)) // "nn-init"
 	for _, l := range proto.layers {
 		l.Init(rng)
@@ -344,25 +348,35 @@ func fusable(conv layer, a, b LayerSpec, out Shape) (*convPoolReLU, bool) {
 // layers' names; prefixes are the tensors' prefixes of the computing
 // layers with buffers, by their index in c.layers.
 func (m *Sequential) names(c compiled, bare bool) (tensors []ParamTensor, specOf []int, prefixes map[int]string, err error) {
+	return nameTensors(m.name, m.specs, c.layers, c.spec, bare)
+}
+
+// nameTensors names the parameter tensors of layers, layers[i] computing
+// specs[spec[i]], as torch.nn.Sequential does ("3.weight") unless the
+// spec names its layer ("conv1.weight"), and checks the names;
+// prefixes are the tensors' prefixes of the layers with buffers, by
+// their index in layers. With bare, the one layer with parameters has
+// tensors weight and bias.
+func nameTensors(model string, specs []LayerSpec, layers []layer, spec []int, bare bool) (tensors []ParamTensor, specOf []int, prefixes map[int]string, err error) {
 	seen := map[string]int{}
 	prefixes = map[int]string{}
 	off := 0
-	for i, l := range c.layers {
+	for i, l := range layers {
 		s, ok := l.(shaped)
 		_, buf := l.(buffered)
 		if !buf && (!ok || l.NumParams() == 0) {
 			continue
 		}
-		k := c.spec[i]
+		k := spec[i]
 		prefix := strconv.Itoa(k) + "."
-		if n, ok := m.specs[k].(named); ok && n.name() != "" {
+		if n, ok := specs[k].(named); ok && n.name() != "" {
 			if strings.Contains(n.name(), ".") {
-				return nil, nil, nil, &LayerError{Model: m.name, Index: k, Kind: m.specs[k].kind(), Err: fmt.Errorf("name %q: a name cannot contain a dot", n.name())}
+				return nil, nil, nil, &LayerError{Model: model, Index: k, Kind: specs[k].kind(), Err: fmt.Errorf("name %q: a name cannot contain a dot", n.name())}
 			}
 			prefix = n.name() + "."
 		}
 		if j, dup := seen[prefix]; dup {
-			return nil, nil, nil, &LayerError{Model: m.name, Index: k, Kind: m.specs[k].kind(), Err: fmt.Errorf("name %q is layer %d's too", strings.TrimSuffix(prefix, "."), j)}
+			return nil, nil, nil, &LayerError{Model: model, Index: k, Kind: specs[k].kind(), Err: fmt.Errorf("name %q is layer %d's too", strings.TrimSuffix(prefix, "."), j)}
 		}
 		seen[prefix] = k
 		if bare {
@@ -422,30 +436,6 @@ func (m *Sequential) Buffers() []float32 { return m.bufs.buf }
 // BufferTensors implements Stateful ("3.running_mean" …, prefixed as the
 // layer's parameters are).
 func (m *Sequential) BufferTensors() []ParamTensor { return copyTensors(m.bufs.tensors) }
-
-// bindBuffers binds every shard's copies of the layers with buffers to
-// one vector, layer by layer, named with prefixes (see names).
-func (m *Sequential) bindBuffers(prefixes map[int]string) {
-	layers := m.shards[0].layers
-	total := 0
-	for _, l := range layers {
-		if b, ok := l.(buffered); ok {
-			total += b.NumBuffers()
-		}
-	}
-	m.bufs.buf = make([]float32, total)
-	off := 0
-	for i, l := range layers {
-		if _, ok := l.(buffered); !ok {
-			continue
-		}
-		group := make([]buffered, len(m.shards))
-		for j, s := range m.shards {
-			group[j] = s.layers[i].(buffered)
-		}
-		off = m.bufs.bind(group, off, prefixes[i])
-	}
-}
 
 // SetStep sets where the next ForwardBackward is in a run (see Stepper);
 // each ForwardBackward then moves to the next step. Only Dropout depends on
@@ -530,17 +520,22 @@ func (m *Sequential) dispatch(x []float32, labels []int32, n int, train bool, sc
 }
 
 func (m *Sequential) check(x []float32, labels []int32, n int) error {
-	dim := m.InputDim()
+	return checkBatch(m.name, m.InputDim(), m.classes, x, labels, n)
+}
+
+// checkBatch checks a batch of n examples of dim floats and labels in
+// [0, classes) for a model's ForwardBackward and Evaluate.
+func checkBatch(name string, dim, classes int, x []float32, labels []int32, n int) error {
 	if n <= 0 {
-		return fmt.Errorf("nn: %s: batch of %d examples: want at least 1", m.name, n)
+		return fmt.Errorf("nn: %s: batch of %d examples: want at least 1", name, n)
 	}
 	if len(x) < n*dim || len(labels) < n {
 		return fmt.Errorf("nn: %s: batch of %d needs %d inputs and %d labels, got %d and %d",
-			m.name, n, n*dim, n, len(x), len(labels))
+			name, n, n*dim, n, len(x), len(labels))
 	}
 	for i, y := range labels[:n] {
-		if y < 0 || int(y) >= m.classes {
-			return fmt.Errorf("nn: %s: label %d of example %d is outside [0, %d)", m.name, y, i, m.classes)
+		if y < 0 || int(y) >= classes {
+			return fmt.Errorf("nn: %s: label %d of example %d is outside [0, %d)", name, y, i, classes)
 		}
 	}
 	return nil
