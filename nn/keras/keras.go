@@ -22,9 +22,11 @@
 //     2: [[[layer, node, tensor, kwargs], …]]; Keras 3: [{"args": [a
 //     "__keras_tensor__" with "keras_history": [layer, node, tensor]],
 //     "kwargs"}]), "input_layers", "output_layers"
-//     (keras/src/models/functional.py: get_config, serialize_node). It is
-//     read when its graph is a chain: one input, one output, each layer
-//     taking the one before it.
+//     (keras/src/models/functional.py: get_config, serialize_node). A
+//     chain (each layer taking the one before it) becomes a chain
+//     nn.Architecture, as a Sequential does; another graph (one input,
+//     one output, each layer called once, such as a residual block's Add)
+//     an nn.Architecture with Inputs, which builds an nn.Graph.
 //   - A TensorFlow.js layers model, model.json: {"format": "layers-model",
 //     "modelTopology": {"model_config": <the model as above>,
 //     "keras_version", "backend", "training_config"}, "weightsManifest"}
@@ -42,14 +44,16 @@
 // AveragePooling2D (pool_size, strides, padding); Flatten; Reshape
 // (target_shape); Dense (units, activation, use_bias, initializers);
 // Dropout (rate); Activation (activation); ReLU and Softmax with their
-// defaults. Activations: relu, tanh, sigmoid, softmax, linear.
-// Initializers: see nn.Initializer. Anything else (another layer, such as
-// LSTM, BatchNormalization or Embedding; channels_first; a regularizer or
-// constraint; use_bias false; dilation; a non-square kernel; a dtype
-// other than float32; a branching graph) is refused with a LayerError
-// naming the layer, its index and name, and what is supported. An option
-// this package does not know is refused unless it has its off value
-// (null, false, 0, empty).
+// defaults; BatchNormalization (axis −1, momentum, epsilon, center,
+// scale, Keras's initial values); Add. The one table from Keras's classes
+// to nn's layers is classes (layers.go). Activations: relu, tanh,
+// sigmoid, softmax, linear. Initializers: see nn.Initializer. Anything
+// else (another layer, such as LSTM or Embedding; channels_first; a
+// regularizer or constraint; use_bias false; dilation; a non-square
+// kernel; a dtype other than float32; a shared layer or a second input
+// or output) is refused with a LayerError naming the layer, its index
+// and name, and what is supported. An option this package does not know
+// is refused unless it has its off value (null, false, 0, empty).
 //
 // A Keras layer becomes one nn layer, two when it has an activation (a
 // Conv2D with activation relu is nn's Conv2D then Activation relu), none
@@ -311,14 +315,17 @@ func (m *Model) sequential(model map[string]any) error {
 	if err != nil {
 		return err
 	}
-	return m.build(name, es, buildShape)
+	return m.build(name, es, buildShape, nil)
 }
 
 // build turns the layers, in the order they run, into the architecture.
 // buildShape is the model's recorded input shape, used when no layer
-// gives one.
-func (m *Model) build(name string, es []entry, buildShape any) error {
+// gives one. from, for a graph, are each layer's inputs (indices in es),
+// and nil for a chain.
+func (m *Model) build(name string, es []entry, buildShape any, from [][]int) error {
 	var specs []nn.LayerSpec
+	var inputs [][]int           // the nn layers', for a graph
+	last := make([]int, len(es)) // the nn layer giving each layer's output; −1 the input
 	var input *nn.Shape
 	for k, e := range es {
 		fail := func(err error) error { return &LayerError{Index: e.index, Class: e.class, Name: e.name, Err: err} }
@@ -332,6 +339,7 @@ func (m *Model) build(name string, es []entry, buildShape any) error {
 			}
 			input = &s
 			m.Layers = append(m.Layers, Layer{Index: e.index, Class: e.class, Name: e.name, First: len(specs), End: len(specs)})
+			last[k] = -1
 			continue
 		}
 		if input == nil {
@@ -350,7 +358,18 @@ func (m *Model) build(name string, es []entry, buildShape any) error {
 			return fail(err)
 		}
 		m.Layers = append(m.Layers, Layer{Index: e.index, Class: e.class, Name: e.name, First: len(specs), End: len(specs) + len(got)})
+		if from != nil {
+			var first []int
+			for _, j := range from[k] {
+				first = append(first, last[j])
+			}
+			inputs = append(inputs, first)
+			for i := 1; i < len(got); i++ { // a layer's activation takes it
+				inputs = append(inputs, []int{len(specs) + i - 1})
+			}
+		}
 		specs = append(specs, got...)
+		last[k] = len(specs) - 1
 	}
 	if input == nil && buildShape != nil {
 		s, err := shape(buildShape, true)
@@ -365,7 +384,7 @@ func (m *Model) build(name string, es []entry, buildShape any) error {
 	if len(specs) == 0 {
 		return errors.New("no layers besides the input")
 	}
-	m.Arch = nn.Architecture{Name: name, Input: *input, Layers: specs}
+	m.Arch = nn.Architecture{Name: name, Input: *input, Layers: specs, Inputs: inputs}
 	classes, params, err := m.Arch.Check()
 	var le *nn.LayerError
 	if errors.As(err, &le) {
@@ -712,13 +731,13 @@ func (m *Model) CheckData(spec nn.Spec) error {
 }
 
 // NewModel builds the model for a data set of spec's shape (CheckData),
-// seeded and with shards batch parts as nn.NewSequential: mirrored's
-// Job.NewModel.
+// seeded and with shards batch parts as nn.NewSequential (an nn.Graph
+// for a Functional model that is not a chain): mirrored's Job.NewModel.
 func (m *Model) NewModel(spec nn.Spec, seed int64, shards int) (nn.Model, error) {
 	if err := m.CheckData(spec); err != nil {
 		return nil, err
 	}
-	return m.Arch.New(seed, shards)
+	return m.Arch.Build(seed, shards)
 }
 
 // Table lists the file's layers and the nn layers each became, which

@@ -94,6 +94,8 @@ var classes = []kerasClass{
 	{[]string{"Activation"}, readActivation},
 	{[]string{"ReLU"}, readReLU},
 	{[]string{"Softmax"}, readSoftmax},
+	{[]string{"BatchNormalization"}, readBatchNorm},
+	{[]string{"Add"}, readAdd},
 }
 
 // Supported lists the layer classes this package reads.
@@ -323,3 +325,80 @@ func intOpt(o *options, key string) (int, error) {
 	}
 	return n, nil
 }
+
+// readBatchNorm reads BatchNormalization over the channel axis with
+// Keras's initial values (γ ones, β zeros, moving mean zeros, moving
+// variance ones).
+func readBatchNorm(o *options) ([]nn.LayerSpec, error) {
+	if v, _ := o.take("axis"); v != nil {
+		if list, err := listOf(v); err == nil && len(list) == 1 {
+			v = list[0]
+		}
+		if a, err := intOf(v); err != nil || a != -1 && a != 3 {
+			return nil, fmt.Errorf("axis %s is not supported: meshtrain normalises an image's channels (-1, or 3 as tf.keras 2 writes it)", show(v))
+		}
+	}
+	var b nn.BatchNormalization
+	for _, f := range []struct {
+		key string
+		to  *float64
+	}{{"momentum", &b.Momentum}, {"epsilon", &b.Epsilon}} {
+		v, _ := o.take(f.key)
+		if v == nil {
+			continue
+		}
+		x, err := floatOf(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.key, err)
+		}
+		if x <= 0 {
+			return nil, fmt.Errorf("%s %s is not supported: want one above 0", f.key, show(v))
+		}
+		*f.to = x
+	}
+	for _, f := range []struct {
+		key string
+		off *bool
+	}{{"center", &b.NoCenter}, {"scale", &b.NoScale}} {
+		if v, _ := o.take(f.key); v != nil {
+			on, ok := v.(bool)
+			if !ok {
+				return nil, fmt.Errorf("%s %s: want true or false", f.key, show(v))
+			}
+			*f.off = !on
+		}
+	}
+	for _, f := range []struct {
+		key string
+		def float64
+	}{{"beta_initializer", 0}, {"gamma_initializer", 1}, {"moving_mean_initializer", 0}, {"moving_variance_initializer", 1}} {
+		v, _ := o.take(f.key)
+		def := map[float64]string{0: "Zeros", 1: "Ones"}[f.def]
+		init, err := initializer(v, def)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.key, err)
+		}
+		if init.Kind != nn.InitConstant || init.Value != f.def {
+			return nil, fmt.Errorf("%s %s is not supported: meshtrain's BatchNormalization starts from Keras's %s", f.key, show(v), def)
+		}
+	}
+	for _, k := range []string{"beta_regularizer", "gamma_regularizer"} {
+		if err := o.null(k, "meshtrain adds no per-layer penalty"); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range []string{"beta_constraint", "gamma_constraint"} {
+		if err := o.null(k, "meshtrain constrains no weights"); err != nil {
+			return nil, err
+		}
+	}
+	if err := o.flag("renorm", "batch renormalisation"); err != nil {
+		return nil, err
+	}
+	o.take("renorm_momentum") // tf.keras 2's, unused without renorm
+	o.take("fused")           // tf.keras 2's choice of kernel, not of result
+	return []nn.LayerSpec{b}, nil
+}
+
+// readAdd reads Add, which sums a Functional model's tensors.
+func readAdd(*options) ([]nn.LayerSpec, error) { return []nn.LayerSpec{nn.Add{}}, nil }
