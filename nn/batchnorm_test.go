@@ -33,11 +33,11 @@ func bnLayer(in Shape, b BatchNormalization, train bool, seed uint64) func() lay
 func init() {
 	img := Shape{H: 3, W: 4, C: 2}
 	moreLayerCases = append(moreLayerCases,
-		layerCase{"batch_normalization_image_training", bnLayer(img, BatchNormalization{}, true, 1), false, false},
-		layerCase{"batch_normalization_vector_training", bnLayer(Shape{C: 5}, BatchNormalization{Momentum: 0.9, Epsilon: 1e-2}, true, 2), false, false},
-		layerCase{"batch_normalization_no_center_training", bnLayer(img, BatchNormalization{NoCenter: true}, true, 3), false, false},
-		layerCase{"batch_normalization_no_scale_training", bnLayer(img, BatchNormalization{NoScale: true}, true, 4), false, false},
-		layerCase{"batch_normalization_evaluation", bnLayer(img, BatchNormalization{}, false, 5), false, false},
+		layerCase{"batch_normalization_image_training", 100, bnLayer(img, BatchNormalization{}, true, 1), false, false},
+		layerCase{"batch_normalization_vector_training", 101, bnLayer(Shape{C: 5}, BatchNormalization{Momentum: 0.9, Epsilon: 1e-2}, true, 2), false, false},
+		layerCase{"batch_normalization_no_center_training", 102, bnLayer(img, BatchNormalization{NoCenter: true}, true, 3), false, false},
+		layerCase{"batch_normalization_no_scale_training", 103, bnLayer(img, BatchNormalization{NoScale: true}, true, 4), false, false},
+		layerCase{"batch_normalization_evaluation", 104, bnLayer(img, BatchNormalization{}, false, 5), false, false},
 	)
 }
 
