@@ -210,3 +210,25 @@ func TestGraphArchitecture(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphAllocs: after the first step, a graph's training step and
+// its evaluation allocate nothing.
+func TestGraphAllocs(t *testing.T) {
+	g, err := NewGraph("res", Shape{H: 6, W: 6, C: 2}, 1, 2, residualNodes(2, 3)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, labels := testBatch(1, 16, g.InputDim(), 3)
+	step := func() {
+		if _, err := g.ForwardBackward(x, labels, 16); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := g.Evaluate(x, labels, 16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if a := testing.AllocsPerRun(10, step); a != 0 {
+		t.Errorf("%v allocations per step", a)
+	}
+}
