@@ -75,8 +75,22 @@ func TestGraphGradients(t *testing.T) {
 // Sequential's parameters, bit for bit, and its loss and gradient to
 // rounding (the Sequential fuses and chunks; the Graph does not).
 func TestGraphChainMatchesSequential(t *testing.T) {
-	specs := []LayerSpec{Conv2D{Filters: 4, Kernel: 3}, Activation{"relu"}, MaxPooling2D{Size: 2}, BatchNormalization{},
-		Flatten{}, Dense{Units: 8}, Activation{"tanh"}, Dense{Units: 3}, Activation{"softmax"}}
+	for _, specs := range [][]LayerSpec{
+		// Fused conv → ReLU → max-pool, then batch normalisation.
+		{Conv2D{Filters: 4, Kernel: 3}, Activation{"relu"}, MaxPooling2D{Size: 2}, BatchNormalization{},
+			Flatten{}, Dense{Units: 8}, Activation{"tanh"}, Dense{Units: 3}, Activation{"softmax"}},
+		// The Sequential runs the conv and ReLU a chunk at a time, then
+		// normalises the whole batch; dropout draws the same masks.
+		{Conv2D{Filters: 3, Kernel: 3, Padding: Same}, Activation{"relu"}, BatchNormalization{NoScale: true},
+			Flatten{}, Dropout{Rate: 0.3}, Dense{Units: 3}},
+	} {
+		chainMatches(t, specs)
+	}
+}
+
+// chainMatches compares specs built as a Graph and as a Sequential.
+func chainMatches(t *testing.T, specs []LayerSpec) {
+	t.Helper()
 	in := Shape{H: 8, W: 8, C: 2}
 	var nodes []Node
 	for i, s := range specs {
