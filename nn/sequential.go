@@ -19,7 +19,9 @@ import (
 // A batch is split into shards (see DefaultShards), each with its own copy
 // of the layers and its own gradient buffer, all bound to the one
 // parameter vector; shard 0's gradient buffer is the model's, and the
-// others' are added to it in shard order.
+// others' are added to it in shard order. It is Stateful: its BatchNormalization
+// layers' moving statistics are its buffers, which every shard's copy
+// reads and ForwardBackward updates once, at its end.
 type Sequential struct {
 	name    string
 	input   Shape
