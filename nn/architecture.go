@@ -34,10 +34,18 @@ import (
 //
 // An input is [H, W, C] for an image and [C] for a vector; a Reshape's
 // "to" likewise.
+//
+// A graph (Graph) is an Architecture with Inputs: Inputs[i] are the
+// nodes layer i takes (see Node). Its JSON has the format GraphFormat and
+// each layer's object an "inputs" list; a chain's JSON, without Inputs,
+// is as it always was, so its Digest is too.
 type Architecture struct {
 	Name   string
 	Input  Shape
 	Layers []LayerSpec
+	// Inputs, when not nil, makes the layers a graph's nodes: Inputs[i]
+	// are the earlier layers layer i takes, −1 the model's input.
+	Inputs [][]int
 }
 
 // ArchitectureFormat is the "format" of an Architecture's JSON.
@@ -50,9 +58,26 @@ func (m *Sequential) Architecture() Architecture {
 	return Architecture{Name: m.name, Input: m.input, Layers: slices.Clone(m.specs)}
 }
 
-// New builds the Sequential a defines, as NewSequential does.
+// New builds the Sequential a defines, as NewSequential does; a graph
+// (Inputs set) is built by Build.
 func (a Architecture) New(seed int64, shards int) (*Sequential, error) {
+	if a.Inputs != nil {
+		return nil, fmt.Errorf("nn: %s: a graph, not a chain: build it with Build", a.Name)
+	}
 	return NewSequential(a.Name, a.Input, seed, shards, a.Layers...)
+}
+
+// Build builds the model a defines: a Sequential for a chain, a Graph
+// when Inputs is set.
+func (a Architecture) Build(seed int64, shards int) (Model, error) {
+	if a.Inputs == nil {
+		return a.New(seed, shards)
+	}
+	nodes, err := a.nodes()
+	if err != nil {
+		return nil, err
+	}
+	return NewGraph(a.Name, a.Input, seed, shards, nodes...)
 }
 
 // Limits on what Check accepts, so that reading an architecture never
@@ -77,12 +102,21 @@ func (a Architecture) Check() (classes, params int, err error) {
 	if err := a.bounds(); err != nil {
 		return 0, 0, err
 	}
+	if a.Inputs != nil {
+		nodes, err := a.nodes()
+		if err != nil {
+			return 0, 0, err
+		}
+		g := newGraph(a.Name, a.Input, nodes)
+		params, err := g.check()
+		return g.classes, params, err
+	}
 	m := &Sequential{name: a.Name, input: a.Input, specs: a.Layers}
 	c, err := m.compile(true)
 	if err != nil {
 		return 0, 0, err
 	}
-	if _, _, err := m.names(c, false); err != nil {
+	if _, _, _, err := m.names(c, false); err != nil {
 		return 0, 0, err
 	}
 	for _, l := range c.layers {
@@ -106,94 +140,37 @@ func (a Architecture) bounds() error {
 		return fmt.Errorf("nn: %s: input %v: too large for meshtrain (%d floats at most)", a.Name, in, maxExample)
 	}
 	params := 0
+	outs := make([]Shape, len(a.Layers))
 	for i, s := range a.Layers {
-		var out Shape
-		switch s := s.(type) {
-		case nil:
+		if s == nil {
 			return nil
-		case Conv2D:
-			if in.vector() || s.Filters < 1 || s.Kernel < 1 || s.Strides < 0 {
-				return nil
-			}
-			if s.Filters > maxExample || s.Kernel > maxExample {
-				return tooLarge(i, s, "%d filters of %d×%d", s.Filters, s.Kernel, s.Kernel)
-			}
-			st := max(s.Strides, 1)
-			oh, pt, pb, err := window(in.H, s.Kernel, st, s.Padding)
-			if err != nil {
-				return nil
-			}
-			ow, pl, pr, err := window(in.W, s.Kernel, st, s.Padding)
-			if err != nil {
-				return nil
-			}
-			taps := float64(in.C) * float64(s.Kernel) * float64(s.Kernel)
-			plane := float64(in.H+pt+pb) * float64(in.W+pl+pr)
-			if scratch := (taps + float64(s.Filters) + 2) * plane; scratch > maxConvScratch {
-				return tooLarge(i, s, "%d filters of %d×%d over %v need %.3g floats of scratch (%d at most)", s.Filters, s.Kernel, s.Kernel, in, scratch, maxConvScratch)
-			}
-			if w := taps*float64(s.Filters) + float64(s.Filters); w > MaxParams {
-				return tooLarge(i, s, "%.3g parameters (%d at most)", w, MaxParams)
-			}
-			params += int(taps)*s.Filters + s.Filters
-			out = Shape{H: oh, W: ow, C: s.Filters}
-		case MaxPooling2D, AveragePooling2D:
-			size, strides, pad := poolOf(s)
-			if in.vector() || size < 1 || strides < 0 {
-				return nil
-			}
-			if size > maxExample {
-				return tooLarge(i, s, "pool %d×%d", size, size)
-			}
-			st := strides
-			if st == 0 {
-				st = size
-			}
-			oh, _, _, err := window(in.H, size, st, pad)
-			if err != nil {
-				return nil
-			}
-			ow, _, _, err := window(in.W, size, st, pad)
-			if err != nil {
-				return nil
-			}
-			out = Shape{H: oh, W: ow, C: in.C}
-		case Dense:
-			if !in.vector() || s.Units < 1 {
-				return nil
-			}
-			if w := float64(in.C)*float64(s.Units) + float64(s.Units); s.Units > maxExample || w > MaxParams {
-				return tooLarge(i, s, "%d units over %d inputs: %.3g parameters (%d at most)", s.Units, in.C, w, MaxParams)
-			}
-			params += in.C*s.Units + s.Units
-			out = Shape{C: s.Units}
-		default: // the others allocate nothing in build
-			_, o, err := s.build(in)
-			if err != nil {
-				return nil
-			}
-			out = o
 		}
+		if a.Inputs != nil { // a graph's node: its first input's shape
+			if i >= len(a.Inputs) || len(a.Inputs[i]) == 0 || a.Inputs[i][0] < -1 || a.Inputs[i][0] >= i {
+				return nil
+			}
+			in = a.Input
+			if j := a.Inputs[i][0]; j >= 0 {
+				in = outs[j]
+			}
+		}
+		out, p, ok, err := boundOf(s, in)
+		if err != nil {
+			return tooLarge(i, s, "%v", err)
+		}
+		if !ok {
+			return nil
+		}
+		params += p
 		if out.H > maxExample || out.W > maxExample || out.Size() > maxExample {
 			return tooLarge(i, s, "an output of %v (%d floats at most)", out, maxExample)
 		}
 		if params > MaxParams {
 			return tooLarge(i, s, "the model has %d parameters by here (%d at most)", params, MaxParams)
 		}
-		in = out
+		in, outs[i] = out, out
 	}
 	return nil
-}
-
-// poolOf is a pooling spec's size, strides and padding.
-func poolOf(s LayerSpec) (size, strides int, p Padding) {
-	switch s := s.(type) {
-	case MaxPooling2D:
-		return s.Size, s.Strides, s.Padding
-	case AveragePooling2D:
-		return s.Size, s.Strides, s.Padding
-	}
-	panic("nn: not a pooling spec")
 }
 
 // Digest identifies a's input and layers (not its name): the first 16
@@ -201,11 +178,12 @@ func poolOf(s LayerSpec) (size, strides int, p Padding) {
 // digests compute the same function of the same parameters, and are
 // initialised alike.
 func (a Architecture) Digest() (string, error) {
-	raws, err := layersJSON(a.Layers)
+	j, err := a.toJSON()
 	if err != nil {
-		return "", fmt.Errorf("nn: architecture %s: %w", a.Name, err)
+		return "", err
 	}
-	b, err := json.Marshal(archJSON{Format: ArchitectureFormat, Input: a.Input, Layers: raws})
+	j.Name = ""
+	b, err := json.Marshal(j)
 	if err != nil {
 		return "", err
 	}
@@ -237,11 +215,11 @@ func layersJSON(specs []LayerSpec) ([]json.RawMessage, error) {
 // MarshalJSON writes a's canonical JSON. A layer spec of a type nn does
 // not define is an error.
 func (a Architecture) MarshalJSON() ([]byte, error) {
-	raws, err := layersJSON(a.Layers)
+	j, err := a.toJSON()
 	if err != nil {
-		return nil, fmt.Errorf("nn: architecture %s: %w", a.Name, err)
+		return nil, err
 	}
-	return json.Marshal(archJSON{Format: ArchitectureFormat, Name: a.Name, Input: a.Input, Layers: raws})
+	return json.Marshal(j)
 }
 
 // MarshalJSON writes s as [H, W, C], or [C] for a vector.
@@ -272,50 +250,6 @@ func (s *Shape) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// The layers' JSON.
-type (
-	conv2DJSON struct {
-		Type       string       `json:"type"`
-		Filters    int          `json:"filters"`
-		Kernel     int          `json:"kernel"`
-		Strides    int          `json:"strides"`
-		Padding    string       `json:"padding"`
-		Init       string       `json:"init"`
-		KernelInit *Initializer `json:"kernel_initializer,omitempty"`
-		BiasInit   *Initializer `json:"bias_initializer,omitempty"`
-		Name       string       `json:"name,omitempty"`
-	}
-	poolJSON struct {
-		Type    string `json:"type"`
-		Size    int    `json:"size"`
-		Strides int    `json:"strides"`
-		Padding string `json:"padding"`
-	}
-	denseJSON struct {
-		Type       string       `json:"type"`
-		Units      int          `json:"units"`
-		Init       string       `json:"init"`
-		KernelInit *Initializer `json:"kernel_initializer,omitempty"`
-		BiasInit   *Initializer `json:"bias_initializer,omitempty"`
-		Name       string       `json:"name,omitempty"`
-	}
-	dropoutJSON struct {
-		Type string  `json:"type"`
-		Rate float64 `json:"rate"`
-	}
-	activationJSON struct {
-		Type string `json:"type"`
-		Fn   string `json:"fn"`
-	}
-	reshapeJSON struct {
-		Type string `json:"type"`
-		To   Shape  `json:"to"`
-	}
-	typeJSON struct {
-		Type string `json:"type"`
-	}
-)
-
 // initNames are the Init kinds' names in JSON.
 var initNames = map[Init]string{He: "he", Glorot: "glorot", Torch: "torch"}
 
@@ -343,44 +277,6 @@ func parsePadding(s string) (Padding, error) {
 		return Same, nil
 	}
 	return 0, fmt.Errorf("padding %q: want valid or same", s)
-}
-
-// layerJSON is one layer spec's canonical JSON.
-func layerJSON(s LayerSpec) (json.RawMessage, error) {
-	var v any
-	switch s := s.(type) {
-	case Conv2D:
-		init, err := initName(s.Init)
-		if err != nil {
-			return nil, err
-		}
-		v = conv2DJSON{Type: s.kind(), Filters: s.Filters, Kernel: s.Kernel, Strides: max(s.Strides, 1), Padding: s.Padding.String(),
-			Init: init, KernelInit: s.KernelInit, BiasInit: s.BiasInit, Name: s.Name}
-	case MaxPooling2D, AveragePooling2D:
-		size, strides, pad := poolOf(s)
-		if strides == 0 {
-			strides = size
-		}
-		v = poolJSON{Type: s.kind(), Size: size, Strides: strides, Padding: pad.String()}
-	case Dense:
-		init, err := initName(s.Init)
-		if err != nil {
-			return nil, err
-		}
-		v = denseJSON{Type: s.kind(), Units: s.Units, Init: init, KernelInit: s.KernelInit, BiasInit: s.BiasInit, Name: s.Name}
-	case Dropout:
-		v = dropoutJSON{Type: s.kind(), Rate: s.Rate}
-	case Activation:
-		v = activationJSON{Type: "activation", Fn: s.Fn}
-	case Reshape:
-		v = reshapeJSON{Type: s.kind(), To: s.To}
-	case Flatten:
-		v = typeJSON{Type: s.kind()}
-	default:
-		return nil, fmt.Errorf("layer spec %T: not one of nn's", s)
-	}
-	b, err := json.Marshal(v)
-	return b, err
 }
 
 // ParseArchitecture reads an Architecture's JSON strictly (the format
@@ -418,11 +314,18 @@ func (a *Architecture) UnmarshalJSON(b []byte) error {
 	if err := strict(b, &j); err != nil {
 		return fmt.Errorf("nn: architecture: %w", err)
 	}
-	if j.Format != ArchitectureFormat {
-		return fmt.Errorf("nn: architecture: format %q: want %q", j.Format, ArchitectureFormat)
+	if j.Format != ArchitectureFormat && j.Format != GraphFormat {
+		return fmt.Errorf("nn: architecture: format %q: want %q (or %q for a graph)", j.Format, ArchitectureFormat, GraphFormat)
 	}
 	out := Architecture{Name: j.Name, Input: j.Input}
 	for i, raw := range j.Layers {
+		if j.Format == GraphFormat {
+			ins, rest, err := splitInputs(raw)
+			if err != nil {
+				return fmt.Errorf("nn: architecture %s: layer %d: %w", j.Name, i, err)
+			}
+			out.Inputs, raw = append(out.Inputs, ins), rest
+		}
 		s, err := parseLayer(raw)
 		if err != nil {
 			return fmt.Errorf("nn: architecture %s: layer %d: %w", j.Name, i, err)
@@ -431,78 +334,6 @@ func (a *Architecture) UnmarshalJSON(b []byte) error {
 	}
 	*a = out
 	return nil
-}
-
-// parseLayer reads one layer's JSON.
-func parseLayer(raw json.RawMessage) (LayerSpec, error) {
-	var t typeJSON
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return nil, err
-	}
-	switch t.Type {
-	case "conv2d":
-		var j conv2DJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		init, err := parseInit(j.Init)
-		if err != nil {
-			return nil, err
-		}
-		pad, err := parsePadding(j.Padding)
-		if err != nil {
-			return nil, err
-		}
-		return Conv2D{Filters: j.Filters, Kernel: j.Kernel, Strides: j.Strides, Padding: pad, Init: init, KernelInit: j.KernelInit, BiasInit: j.BiasInit, Name: j.Name}, nil
-	case "max_pooling2d", "average_pooling2d":
-		var j poolJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		pad, err := parsePadding(j.Padding)
-		if err != nil {
-			return nil, err
-		}
-		if t.Type == "max_pooling2d" {
-			return MaxPooling2D{Size: j.Size, Strides: j.Strides, Padding: pad}, nil
-		}
-		return AveragePooling2D{Size: j.Size, Strides: j.Strides, Padding: pad}, nil
-	case "dense":
-		var j denseJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		init, err := parseInit(j.Init)
-		if err != nil {
-			return nil, err
-		}
-		return Dense{Units: j.Units, Init: init, KernelInit: j.KernelInit, BiasInit: j.BiasInit, Name: j.Name}, nil
-	case "dropout":
-		var j dropoutJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		return Dropout{Rate: j.Rate}, nil
-	case "activation":
-		var j activationJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		return Activation{Fn: j.Fn}, nil
-	case "reshape":
-		var j reshapeJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		return Reshape{To: j.To}, nil
-	case "flatten":
-		var j typeJSON
-		if err := strict(raw, &j); err != nil {
-			return nil, err
-		}
-		return Flatten{}, nil
-	}
-	return nil, fmt.Errorf("type %q: want one of conv2d, max_pooling2d, average_pooling2d, flatten, reshape, dense, dropout, activation", t.Type)
 }
 
 // initJSON is an Initializer's JSON: its kind and the fields of that

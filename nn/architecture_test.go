@@ -267,7 +267,7 @@ func TestInitializers(t *testing.T) {
 
 // FuzzParseArchitecture: whatever the bytes, ParseArchitecture returns an
 // error or an Architecture whose JSON reads back the same, and that
-// New builds whenever Check passed it.
+// Build builds whenever Check passed it (a chain or a graph).
 func FuzzParseArchitecture(f *testing.F) {
 	for _, a := range testArchitectures() {
 		b, err := json.Marshal(a)
@@ -277,6 +277,9 @@ func FuzzParseArchitecture(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"format":"meshtrain-sequential/1","input":[8],"layers":[{"type":"dense","units":2,"init":"torch"}]}`))
+	f.Add([]byte(`{"format":"meshtrain-graph/1","input":[4,4,2],"layers":[{"type":"conv2d","filters":2,"kernel":3,"strides":1,"padding":"same","init":"he","inputs":[-1]},` +
+		`{"type":"batch_normalization","momentum":0.99,"epsilon":0.001,"center":true,"scale":true,"inputs":[0]},{"type":"add","inputs":[1,-1]},` +
+		`{"type":"flatten","inputs":[2]},{"type":"dense","units":3,"init":"glorot","inputs":[3]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ParseArchitecture(b)
 		if err != nil {
@@ -294,8 +297,8 @@ func FuzzParseArchitecture(f *testing.F) {
 			t.Fatalf("JSON changed on a round trip:\n%s\n%s", j, j2)
 		}
 		if _, params, _ := a.Check(); params <= 1<<20 {
-			if _, err := a.New(1, 1); err != nil {
-				t.Fatalf("Check passed it, New refuses it: %v", err)
+			if _, err := a.Build(1, 1); err != nil {
+				t.Fatalf("Check passed it, Build refuses it: %v", err)
 			}
 		}
 	})

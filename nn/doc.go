@@ -1,29 +1,59 @@
-// Package nn holds the two models meshtrain trains on MNIST — LeNet-5
-// (61,706 parameters) and softmax regression (7,850) — with their layers,
-// losses, optimizers and learning-rate schedules, written for speed on one
-// or two CPU cores. NewModelFor builds them for other image sets: any
-// number of classes, and for softmax regression any image size.
+// Package nn holds meshtrain's models: a library of layers composed into
+// chains (Sequential) and graphs (Graph), their losses, optimizers and
+// learning-rate schedules, written for speed on one or two CPU cores.
+// The built-in models, LeNet-5 (61,706 parameters) and softmax regression
+// (7,850), are Sequential definitions (lenetLayers, softmaxLayers) that
+// NewModelFor builds for any image set: any number of classes, and for
+// softmax regression any image size. They keep their PyTorch module
+// names (conv1.weight …; weight, bias); other models name their tensors
+// as torch.nn.Sequential does (0.weight …).
 //
-// The layers are a library: NewSequential composes Conv2D (valid or same
-// padding, any stride and kernel size), MaxPooling2D, AveragePooling2D,
-// Flatten, Reshape, Dense, Dropout and Activation (relu, tanh, sigmoid,
-// softmax, linear) into a Sequential, a Model that mirrored trains through
-// Job.NewModel. Each layer's shape is inferred from the input's (H×W×C,
-// written channels last as Keras does); a shape a layer cannot take is an
-// error naming the layer. A final softmax or sigmoid is fused with its
-// cross-entropy. LeNet-5 and softmax regression are Sequential
-// definitions (lenetLayers, softmaxLayers) that keep their PyTorch module
-// names (conv1.weight …; weight, bias); other Sequentials name their
-// tensors as torch.nn.Sequential does (0.weight …). Conv2D and Dense take
-// Keras's initializers (Initializer: variance scaling, uniform, normal,
-// truncated normal, constant) besides nn's own Init kinds.
+// Layers. A LayerSpec describes a layer without its input size: Conv2D
+// (valid or same padding, any stride and kernel size), MaxPooling2D,
+// AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation (relu,
+// tanh, sigmoid, softmax, linear), BatchNormalization, and Add, which
+// takes several inputs. Each layer's shape is inferred from its input's
+// (H×W×C, written channels last as Keras does); a shape a layer cannot
+// take is a *LayerError naming the layer. A final softmax or sigmoid is
+// fused with its cross-entropy. Conv2D and Dense take Keras's
+// initializers (Initializer) besides nn's own Init kinds.
 //
-// A Sequential's definition is data too: an Architecture (name, input
-// shape, layers), whose canonical JSON (ArchitectureFormat) checkpoints
-// record so that a model can be rebuilt from its checkpoint, and whose
-// Digest peers compare. ParseArchitecture reads it back strictly and
+// The registry. Each layer kind lives in one file (conv.go, pool.go,
+// dense.go, activation.go, reshape.go, dropout.go, batchnorm.go, add.go):
+// its spec, its kernels, its JSON (encode, and a decoder registered under
+// its "type" in registry.go's layerKinds), its bounds (bounder) and the
+// gradient check of its test file. Nothing else switches on the kinds, so
+// a new kind is one file; package nn/keras maps Keras's classes to these
+// specs through one table.
+//
+// Graphs. A Sequential runs its layers one after the other; a Graph runs
+// Nodes, each taking the outputs of earlier nodes or the input (a
+// residual block's Add takes its branch and its input), and a chain is
+// the Graph whose nodes each take the one before. The Sequential stays
+// the fast path for chains: it fuses conv → ReLU → max-pool and runs its
+// first layers a few examples at a time; a Graph computes the same
+// function to rounding (TestGraphChainMatchesSequential).
+//
+// Architectures. A model's definition is data: an Architecture (name,
+// input shape, layers, and for a graph each layer's Inputs), whose
+// canonical JSON checkpoints record so that a model can be rebuilt from
+// its checkpoint (Build), and whose Digest peers compare. A chain's JSON
+// has the format ArchitectureFormat, unchanged since checkpoints first
+// recorded it, so old digests hold; a graph's has GraphFormat, each layer
+// with its "inputs". ParseArchitecture reads either back strictly and
 // checks it without allocating the model (Check, bounded by MaxParams);
 // package nn/keras reads one from the JSON Keras writes.
+//
+// Buffers and modes. Besides its parameters, a model may hold
+// non-trainable buffers (Stateful): BatchNormalization's moving mean and
+// variance, named as PyTorch's state_dict names buffers
+// ("1.running_mean"). They live in one flat vector, like the parameters,
+// so a data-parallel trainer checkpoints, compares and broadcasts them in
+// one piece. The mode is the call: ForwardBackward is a training pass
+// (batch statistics, dropout on, buffers updated once at its end),
+// Evaluate an inference pass (moving statistics, dropout off, buffers
+// only read); there is no mode to set and so none to forget. Sequential
+// and Graph are Stateful; a model without buffers has an empty vector.
 //
 // Layout: images are planar, C×H×W per example (PyTorch's NCHW), which for
 // one channel is the same bytes as H×W×C; Flatten and Reshape keep that
@@ -53,6 +83,11 @@
 //     goroutines when GOMAXPROCS > 1 and in turn otherwise, and the partial
 //     gradients are summed in part order, so GOMAXPROCS does not change a
 //     bit of the result.
+//   - Buffers change only at the end of ForwardBackward, from the whole
+//     batch's statistics combined from the parts in part order (each part
+//     is normalised with its own statistics, as each replica's is under
+//     DDP without SyncBatchNorm), so GOMAXPROCS does not change them
+//     either. Every shard's copy of a layer reads the one buffer vector.
 //
 // Compute: the matrix products are this package's own AVX2+FMA assembly
 // kernels (gemm_amd64.s: a 4×16 register-tiled A·B and a 3×4 tile of dot
@@ -98,8 +133,10 @@
 // gonum and PyTorch on the same machine, are in BENCHMARKS.md ("Training on
 // one worker").
 //
-// Every layer kind and option and whole models' gradients are checked
-// against finite differences (layers_test.go, sequential_test.go,
-// model_test.go); every optimizer against a step worked out by hand
-// (optim_test.go).
+// Every layer kind and option and whole models' gradients, chains and
+// graphs, are checked against finite differences (layers_test.go and
+// each kind's test file, sequential_test.go, graph_test.go,
+// model_test.go); BatchNormalization's moving statistics and every
+// optimizer against steps worked out by hand (batchnorm_test.go,
+// optim_test.go).
 package nn

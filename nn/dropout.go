@@ -1,9 +1,40 @@
 package nn
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 )
+
+// Dropout zeroes each input of a training pass with probability Rate (in
+// [0, 1)) and scales the others by 1/(1−Rate); evaluation passes it
+// through. Its masks depend only on the model's seed, the layer and where
+// the pass is in a run (see Sequential.SetStep).
+type Dropout struct{ Rate float64 }
+
+func (Dropout) kind() string { return "dropout" }
+
+// dropoutJSON is Dropout's JSON.
+type dropoutJSON struct {
+	Type string  `json:"type"`
+	Rate float64 `json:"rate"`
+}
+
+func init() {
+	register("dropout", func(raw json.RawMessage) (LayerSpec, error) {
+		return decodeAs(raw, func(j dropoutJSON) (LayerSpec, error) { return Dropout{Rate: j.Rate}, nil })
+	})
+}
+
+func (d Dropout) encode() (any, error) { return dropoutJSON{Type: d.kind(), Rate: d.Rate}, nil }
+
+func (d Dropout) build(in Shape) (layer, Shape, error) {
+	if !(d.Rate >= 0 && d.Rate < 1) {
+		return nil, Shape{}, fmt.Errorf("rate %v: want one in [0, 1)", d.Rate)
+	}
+	return newDropout(in.Size(), d.Rate), in, nil
+}
 
 // dropout zeroes each input of a training pass with probability Rate and
 // scales the others by 1/(1−Rate) (inverted dropout, as Keras and PyTorch

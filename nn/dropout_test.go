@@ -35,3 +35,16 @@ func TestDropoutMaskIsTheHash(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerGradients's cases of this kind (see layerCase).
+func init() {
+	moreLayerCases = append(moreLayerCases, []layerCase{
+		{"dropout_0.3_fixed_mask", 39, func() layer {
+			d := newDropout(20, 0.3)
+			d.setTrain(true)
+			d.setStep(dropoutKey(7, 3, 1, 2, 5), 4)
+			return d
+		}, false, false},
+		{"dropout_evaluation", 40, spec(vectorShape(20), Dropout{Rate: 0.5}), false, false},
+	}...)
+}

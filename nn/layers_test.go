@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +45,23 @@ func spec(in Shape, s LayerSpec) func() layer {
 	}
 }
 
+// layerCase is one case of TestLayerGradients.
+type layerCase struct {
+	name   string
+	seed   uint64 // of the case's random parameters and inputs
+	layer  func() layer
+	spaced bool // inputs spaced for kinks
+	sparse bool // a sparse output gradient
+}
+
+// moreLayerCases are TestLayerGradients's cases: each kind's test file
+// (conv_test.go, batchnorm_test.go …) appends its own.
+var moreLayerCases []layerCase
+
+// imageShape and vectorShape are the shapes of the cases' inputs.
+func imageShape(h, w, c int) Shape { return Shape{H: h, W: w, C: c} }
+func vectorShape(n int) Shape      { return Shape{C: n} }
+
 // TestLayerGradients checks every layer kind and option against central
 // finite differences of Σ dy·Forward(x): all parameter gradients and all
 // input gradients, and that with dx nil the parameter gradients are the
@@ -57,74 +76,17 @@ func spec(in Shape, s LayerSpec) func() layer {
 // sparse output gradient (7 in 8 entries zero, as after a max-pooling)
 // takes a convolution's listed path.
 func TestLayerGradients(t *testing.T) {
-	img := func(h, w, c int) Shape { return Shape{H: h, W: w, C: c} }
-	vec := func(n int) Shape { return Shape{C: n} }
-	cases := []struct {
-		name   string
-		layer  func() layer
-		spaced bool // inputs spaced for kinks
-		sparse bool // a sparse output gradient
-	}{
-		{"conv_2x6x5_to_3_k3_pad1", func() layer { return newConv2D(2, 6, 5, 3, 3, 1) }, false, false},
-		{"conv_1x7x7_to_2_k5_pad2", func() layer { return newConv2D(1, 7, 7, 2, 5, 2) }, false, false},
-		{"conv_3x6x6_to_5_k3_pad0", func() layer { return newConv2D(3, 6, 6, 5, 3, 0) }, false, false},
-		{"conv_6x14x14_to_16_k5", func() layer { return newConv2D(6, 14, 14, 16, 5, 0) }, false, false},
-		{"conv_6x14x14_to_16_k5_sparse_dy", func() layer { return newConv2D(6, 14, 14, 16, 5, 0) }, false, true},
-		{"conv_2x6x5_to_3_k3_pad1_training", func() layer { c := newConv2D(2, 6, 5, 3, 3, 1); c.setTrain(true); return c }, false, false},
-		{"conv_1x28x28_to_6_k5_pad2_training", func() layer { c := newConv2D(1, 28, 28, 6, 5, 2); c.setTrain(true); return c }, false, false},
-		{"conv2d_k1_valid", spec(img(5, 4, 3), Conv2D{Filters: 2, Kernel: 1}), false, false},
-		{"conv2d_k3_valid", spec(img(7, 6, 2), Conv2D{Filters: 3, Kernel: 3}), false, false},
-		{"conv2d_k3_same", spec(img(6, 7, 2), Conv2D{Filters: 3, Kernel: 3, Padding: Same}), false, false},
-		{"conv2d_k5_same", spec(img(8, 8, 1), Conv2D{Filters: 4, Kernel: 5, Padding: Same}), false, false},
-		{"conv2d_k4_same_uneven_padding", spec(img(6, 5, 2), Conv2D{Filters: 2, Kernel: 4, Padding: Same}), false, false},
-		{"conv2d_k1_stride2_valid", spec(img(7, 6, 2), Conv2D{Filters: 3, Kernel: 1, Strides: 2}), false, false},
-		{"conv2d_k3_stride2_valid", spec(img(9, 8, 2), Conv2D{Filters: 3, Kernel: 3, Strides: 2}), false, false},
-		{"conv2d_k3_stride2_same", spec(img(7, 7, 3), Conv2D{Filters: 2, Kernel: 3, Strides: 2, Padding: Same}), false, false},
-		{"conv2d_k5_stride2_same", spec(img(10, 9, 1), Conv2D{Filters: 3, Kernel: 5, Strides: 2, Padding: Same}), false, false},
-		{"conv2d_k5_stride2_same_many_taps_sparse_dy", spec(img(10, 10, 3), Conv2D{Filters: 4, Kernel: 5, Strides: 2, Padding: Same}), false, true},
-		{"conv2d_k3_many_taps_sparse_dy", spec(img(9, 9, 8), Conv2D{Filters: 5, Kernel: 3, Padding: Same}), false, true},
-		{"maxpool_2x4x4_s2", func() layer { return newMaxPool2D(2, 4, 4, 2) }, true, false},
-		{"maxpool_1x5x5_s2_drops_edge", func() layer { return newMaxPool2D(1, 5, 5, 2) }, true, false},
-		{"max_pooling2d_2_valid", spec(img(28, 28, 2), MaxPooling2D{Size: 2}), true, false},
-		{"max_pooling2d_2_valid_odd", spec(img(7, 9, 2), MaxPooling2D{Size: 2}), true, false},
-		{"max_pooling2d_2_valid_narrow", spec(img(6, 4, 3), MaxPooling2D{Size: 2}), true, false},
-		{"max_pooling2d_2_same_odd", spec(img(5, 7, 2), MaxPooling2D{Size: 2, Padding: Same}), true, false},
-		{"max_pooling2d_3_stride2_valid", spec(img(7, 8, 2), MaxPooling2D{Size: 3, Strides: 2}), true, false},
-		{"max_pooling2d_3_stride1_same", spec(img(5, 6, 2), MaxPooling2D{Size: 3, Strides: 1, Padding: Same}), true, false},
-		{"avgpool_2x4x6_s2", func() layer { return newAvgPool2D(2, 4, 6, 2) }, false, false},
-		{"avgpool_1x6x6_s3", func() layer { return newAvgPool2D(1, 6, 6, 3) }, false, false},
-		{"average_pooling2d_2_valid", spec(img(6, 8, 2), AveragePooling2D{Size: 2}), false, false},
-		{"average_pooling2d_2_stride1_valid", spec(img(5, 5, 2), AveragePooling2D{Size: 2, Strides: 1}), false, false},
-		{"average_pooling2d_3_stride2_same", spec(img(7, 6, 2), AveragePooling2D{Size: 3, Strides: 2, Padding: Same}), false, false},
-		{"relu_10", func() layer { return newReLU(10) }, true, false},
-		{"relu_37", spec(vec(37), Activation{"relu"}), true, false},
-		{"tanh_10", func() layer { return newTanh(10) }, false, false},
-		{"sigmoid_image", spec(img(3, 4, 2), Activation{"sigmoid"}), false, false},
-		{"softmax_12", spec(vec(12), Activation{"softmax"}), false, false},
-		{"linear_12", spec(vec(12), Activation{"linear"}), false, false},
-		{"flatten_3x2x2", spec(img(3, 2, 2), Flatten{}), false, false},
-		{"reshape_12_to_2x3x2", spec(vec(12), Reshape{To: Shape{H: 2, W: -1, C: 2}}), false, false},
-		{"dropout_0.3_fixed_mask", func() layer {
-			d := newDropout(20, 0.3)
-			d.setTrain(true)
-			d.setStep(dropoutKey(7, 3, 1, 2, 5), 4)
-			return d
-		}, false, false},
-		{"dropout_evaluation", spec(vec(20), Dropout{Rate: 0.5}), false, false},
-		{"dense_7_to_5", func() layer { return newDense(7, 5) }, false, false},
-		{"dense_20_to_17", func() layer { return newDense(20, 17) }, false, false},
-		{"dense_3_to_1", func() layer { return newDense(3, 1) }, false, false},
-		{"dense_40_to_12_glorot", func() layer { d := newDense(40, 12); d.WeightInit = Glorot; return d }, false, false},
-		{"dense_spec_9_to_4", spec(vec(9), Dense{Units: 4, Init: Torch}), false, false},
-	}
+	cases := slices.Clone(moreLayerCases)
+
 	const (
 		n   = 3
 		eps = 1e-2
 		tol = 2e-3
 	)
-	for ci, tc := range cases {
+	slices.SortFunc(cases, func(a, b layerCase) int { return strings.Compare(a.name, b.name) })
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(ci), 7))
+			rng := rand.New(rand.NewPCG(tc.seed, 7))
 			l := tc.layer()
 			params := make([]float32, l.NumParams())
 			grads := make([]float32, l.NumParams())

@@ -16,11 +16,13 @@ type Model interface {
 	Grads() []float32
 	// ForwardBackward computes the mean loss over the batch and writes the
 	// mean gradient into Grads(). x holds n×InputDim() floats and labels n
-	// class ids in [0, Classes()).
+	// class ids in [0, Classes()). It is the training pass (dropout on,
+	// batch statistics; a Stateful model's buffers updated at its end).
 	ForwardBackward(x []float32, labels []int32, n int) (loss float64, err error)
 	// Evaluate returns the summed loss and the number correct over n
 	// examples, without touching Grads(). Like ForwardBackward, it fails on
-	// a short batch or a label outside [0, Classes()).
+	// a short batch or a label outside [0, Classes()). It is the inference
+	// pass (dropout off, moving statistics), and changes no state.
 	Evaluate(x []float32, labels []int32, n int) (lossSum float64, correct int, err error)
 	// Tensors names the parameter tensors in Params, in order, with
 	// PyTorch's conventional names and shapes (conv1.weight [6 1 5 5] …

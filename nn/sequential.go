@@ -19,7 +19,9 @@ import (
 // A batch is split into shards (see DefaultShards), each with its own copy
 // of the layers and its own gradient buffer, all bound to the one
 // parameter vector; shard 0's gradient buffer is the model's, and the
-// others' are added to it in shard order.
+// others' are added to it in shard order. It is Stateful: its BatchNormalization
+// layers' moving statistics are its buffers, which every shard's copy
+// reads and ForwardBackward updates once, at its end.
 type Sequential struct {
 	name    string
 	input   Shape
@@ -31,6 +33,7 @@ type Sequential struct {
 	fused   []int // the first spec of each fused stage
 
 	params, grads []float32
+	bufs          bufferSet // BatchNormalization's moving statistics …
 	tensors       []ParamTensor
 	tensorSpec    []int // the spec each tensor belongs to
 	shards        []*shard
@@ -67,8 +70,9 @@ type Stepper interface {
 }
 
 var (
-	_ Model   = (*Sequential)(nil)
-	_ Stepper = (*Sequential)(nil)
+	_ Model    = (*Sequential)(nil)
+	_ Stepper  = (*Sequential)(nil)
+	_ Stateful = (*Sequential)(nil)
 )
 
 // NewSequential returns a model that applies layers in turn to inputs of
@@ -118,7 +122,8 @@ func newSequential(name string, input Shape, seed int64, nshards int, opt seqOpt
 	if err != nil {
 		return nil, err
 	}
-	if m.tensors, m.tensorSpec, err = m.names(proto, opt.bare); err != nil {
+	var prefixes map[int]string
+	if m.tensors, m.tensorSpec, prefixes, err = m.names(proto, opt.bare); err != nil {
 		return nil, err
 	}
 	total := 0
@@ -151,6 +156,11 @@ func newSequential(name string, input Shape, seed int64, nshards int, opt seqOpt
 		}
 		m.shards = append(m.shards, s)
 	}
+	shardLayers := make([][]layer, len(m.shards))
+	for i, s := range m.shards {
+		shardLayers[i] = s.layers
+	}
+	m.bufs.bindAll(shardLayers, prefixes)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e6e2d696e6974)) // "nn-init"
 	for _, l := range proto.layers {
 		l.Init(rng)
@@ -337,43 +347,68 @@ func fusable(conv layer, a, b LayerSpec, out Shape) (*convPoolReLU, bool) {
 }
 
 // names names the parameter tensors (see NewSequential) and checks the
-// layers' names.
-func (m *Sequential) names(c compiled, bare bool) ([]ParamTensor, []int, error) {
-	var out []ParamTensor
-	var specOf []int
+// layers' names; prefixes are the tensors' prefixes of the computing
+// layers with buffers, by their index in c.layers.
+func (m *Sequential) names(c compiled, bare bool) (tensors []ParamTensor, specOf []int, prefixes map[int]string, err error) {
+	return nameTensors(m.name, m.specs, c.layers, c.spec, bare)
+}
+
+// nameTensors names the parameter tensors of layers, layers[i] computing
+// specs[spec[i]], as torch.nn.Sequential does ("3.weight") unless the
+// spec names its layer ("conv1.weight"), and checks the names;
+// prefixes are the tensors' prefixes of the layers with buffers, by
+// their index in layers. With bare, the one layer with parameters has
+// tensors weight and bias.
+func nameTensors(model string, specs []LayerSpec, layers []layer, spec []int, bare bool) (tensors []ParamTensor, specOf []int, prefixes map[int]string, err error) {
 	seen := map[string]int{}
+	prefixes = map[int]string{}
 	off := 0
-	for i, l := range c.layers {
+	for i, l := range layers {
 		s, ok := l.(shaped)
-		if !ok || l.NumParams() == 0 {
+		_, buf := l.(buffered)
+		if !buf && (!ok || l.NumParams() == 0) {
 			continue
 		}
-		k := c.spec[i]
+		k := spec[i]
 		prefix := strconv.Itoa(k) + "."
-		if n, ok := m.specs[k].(named); ok && n.name() != "" {
+		if n, ok := specs[k].(named); ok && n.name() != "" {
 			if strings.Contains(n.name(), ".") {
-				return nil, nil, &LayerError{Model: m.name, Index: k, Kind: m.specs[k].kind(), Err: fmt.Errorf("name %q: a name cannot contain a dot", n.name())}
+				return nil, nil, nil, &LayerError{Model: model, Index: k, Kind: specs[k].kind(), Err: fmt.Errorf("name %q: a name cannot contain a dot", n.name())}
 			}
 			prefix = n.name() + "."
 		}
 		if j, dup := seen[prefix]; dup {
-			return nil, nil, &LayerError{Model: m.name, Index: k, Kind: m.specs[k].kind(), Err: fmt.Errorf("name %q is layer %d's too", strings.TrimSuffix(prefix, "."), j)}
+			return nil, nil, nil, &LayerError{Model: model, Index: k, Kind: specs[k].kind(), Err: fmt.Errorf("name %q is layer %d's too", strings.TrimSuffix(prefix, "."), j)}
 		}
 		seen[prefix] = k
 		if bare {
 			prefix = ""
 		}
+		if buf {
+			prefixes[i] = prefix
+		}
+		if !ok || l.NumParams() == 0 {
+			continue
+		}
+		pn := []string{"weight", "bias"}
+		if n, ok := l.(paramNamer); ok {
+			pn = n.paramNames()
+		}
 		for j, shape := range s.ParamShapes() {
-			p := ParamTensor{Name: prefix + [2]string{"weight", "bias"}[j], Shape: shape, Offset: off}
-			out, specOf = append(out, p), append(specOf, k)
+			p := ParamTensor{Name: prefix + pn[j], Shape: shape, Offset: off}
+			tensors, specOf = append(tensors, p), append(specOf, k)
 			off += p.Size()
 		}
 	}
 	if bare && len(seen) > 1 {
 		panic("nn: bare tensor names for more than one layer")
 	}
-	return out, specOf, nil
+	return tensors, specOf, prefixes, nil
 }
+
+// paramNamer is a layer whose tensors are not PyTorch's weight and bias
+// (BatchNormalization without γ or β).
+type paramNamer interface{ paramNames() []string }
 
 // shaped is a layer with parameters: their shapes, weights then biases,
 // in PyTorch's layouts.
@@ -394,13 +429,15 @@ func (m *Sequential) Grads() []float32  { return m.grads }
 // Input is the shape of one example.
 func (m *Sequential) Input() Shape { return m.input }
 
-func (m *Sequential) Tensors() []ParamTensor {
-	out := make([]ParamTensor, len(m.tensors))
-	for i, p := range m.tensors {
-		out[i] = ParamTensor{Name: p.Name, Shape: slices.Clone(p.Shape), Offset: p.Offset}
-	}
-	return out
-}
+func (m *Sequential) Tensors() []ParamTensor { return copyTensors(m.tensors) }
+
+// Buffers implements Stateful: the moving statistics of the
+// BatchNormalization layers, in order.
+func (m *Sequential) Buffers() []float32 { return m.bufs.buf }
+
+// BufferTensors implements Stateful ("3.running_mean" …, prefixed as the
+// layer's parameters are).
+func (m *Sequential) BufferTensors() []ParamTensor { return copyTensors(m.bufs.tensors) }
 
 // SetStep sets where the next ForwardBackward is in a run (see Stepper);
 // each ForwardBackward then moves to the next step. Only Dropout depends on
@@ -440,222 +477,6 @@ func (m *Sequential) Summary() string {
 		fmt.Fprintf(&b, "layers %d–%d run as one fused layer\n", f, f+2)
 	}
 	return b.String()
-}
-
-type shard struct {
-	compiled
-	modal []modal // the layers that are modal
-	grads []float32
-	acts  [][]float32 // acts[i] is the output of layers[i]
-	dacts [][]float32 // dacts[i] is the gradient at the output of layers[i] (see reserve)
-
-	// The buffers of layer i that hold one chunk rather than the batch.
-	chunkAct, chunkGrad []bool
-	yf                  []float32 // float labels for sigmoidBCE
-	capN                int       // examples the buffers hold
-	kind                lossKind
-	scores              int // class scores per example
-
-	// The job: set by the caller before signalling start.
-	x       []float32
-	labels  []int32
-	n       int
-	train   bool
-	scale   float32
-	lossSum float64
-	right   int
-
-	start, done chan struct{}
-
-	// While the model notifies (NotifyGrads): onLayer(i) is called once
-	// layer i's backward is done (i ≥ the chunked layers), then onLayer(-1)
-	// at the end of the pass. Shards 1.. post i to passed, which shard 0
-	// reads (at) before it sums their gradients of a layer.
-	onLayer func(i int)
-	passed  chan int
-	at      int
-}
-
-func (s *shard) serve() {
-	for range s.start {
-		s.run()
-		s.done <- struct{}{}
-	}
-}
-
-// reserve sizes the activation buffers for n examples (once, in warm-up).
-//
-// The gradients need only two buffers: layer i's Backward reads dacts[i]
-// and writes dacts[i−1], which then nothing reads again, so dacts
-// alternate between them. Between the chunked layers (see chunker) a
-// gradient lives only while its chunk is computed, so those alternate
-// between two buffers of a chunk; so does an activation that neither
-// Backward around it reads (see reader), such as a convolution's output
-// before a max-pooling. The smaller buffers keep a chunk's pass in cache.
-func (s *shard) reserve(n int) {
-	if n <= s.capN {
-		return
-	}
-	split := len(s.chunkers)
-	s.acts, s.dacts = s.acts[:0], s.dacts[:0]
-	s.chunkAct, s.chunkGrad = s.chunkAct[:0], s.chunkGrad[:0]
-	most, mostChunk := 0, 0
-	for i, l := range s.layers {
-		out := l.OutSize()
-		byChunk := i < split-1 && !reads(l, false) && !reads(s.layers[i+1], true)
-		size := n * out
-		if byChunk {
-			size = chunkExamples * out
-		}
-		s.acts = append(s.acts, make([]float32, size))
-		s.chunkAct = append(s.chunkAct, byChunk)
-		if i < split-1 {
-			mostChunk = max(mostChunk, chunkExamples*out)
-		} else {
-			most = max(most, n*out)
-		}
-	}
-	grads := [2][]float32{make([]float32, most), make([]float32, most)}
-	chunkGrads := [2][]float32{make([]float32, mostChunk), make([]float32, mostChunk)}
-	for i, l := range s.layers {
-		byChunk := i < split-1
-		g := grads[i%2][:min(n*l.OutSize(), most)]
-		if byChunk {
-			g = chunkGrads[i%2][:chunkExamples*l.OutSize()]
-		}
-		s.dacts = append(s.dacts, g)
-		s.chunkGrad = append(s.chunkGrad, byChunk)
-	}
-	s.yf = make([]float32, n)
-	s.capN = n
-}
-
-// reader is a layer whose Backward, in a chunked training pass (see
-// chunker), reads only some of its Forward's buffers: x its input, y its
-// output. A layer that is not a reader may read both.
-type reader interface{ reads() (x, y bool) }
-
-// reads reports whether l's Backward reads its input (x) or its output.
-func reads(l layer, x bool) bool {
-	r, ok := l.(reader)
-	if !ok {
-		return true
-	}
-	rx, ry := r.reads()
-	if x {
-		return rx
-	}
-	return ry
-}
-
-// act is layer i's output for the chunk from example first, and grad the
-// gradient there.
-func (s *shard) act(i, first int) []float32 {
-	if s.chunkAct[i] {
-		return s.acts[i]
-	}
-	return s.acts[i][first*s.layers[i].OutSize():]
-}
-
-func (s *shard) grad(i, first int) []float32 {
-	if s.chunkGrad[i] {
-		return s.dacts[i]
-	}
-	return s.dacts[i][first*s.layers[i].OutSize():]
-}
-
-// run does the shard's job: forward, loss, and for training backward into
-// s.grads (which it zeroes first).
-func (s *shard) run() {
-	s.lossSum, s.right = 0, 0
-	if s.train {
-		clear(s.grads)
-	}
-	if s.onLayer != nil {
-		defer s.onLayer(-1)
-	}
-	if s.n == 0 {
-		return
-	}
-	s.reserve(s.n)
-	for _, t := range s.modal {
-		t.setTrain(s.train)
-	}
-	split := len(s.chunkers)
-	in := s.x
-	if split > 0 {
-		s.chunks(func(first, n int) {
-			in := s.x[first*s.layers[0].InSize():]
-			for i, l := range s.layers[:split] {
-				s.chunkers[i].chunk(first, s.n)
-				y := s.act(i, first)
-				l.Forward(y, in, n)
-				in = y
-			}
-		})
-		in = s.acts[split-1]
-	}
-	for i := split; i < len(s.layers); i++ {
-		s.layers[i].Forward(s.acts[i], in, s.n)
-		in = s.acts[i]
-	}
-	last := len(s.layers) - 1
-	var dl []float32
-	if s.train {
-		dl = s.dacts[last]
-	}
-	k := s.scores
-	if s.kind == sigmoidBCE {
-		for i, y := range s.labels[:s.n] {
-			s.yf[i] = float32(y)
-		}
-		s.lossSum, s.right = BinaryLogistic(in[:s.n], s.yf, s.n, dl, s.scale)
-	} else {
-		s.lossSum, s.right = SoftmaxCrossEntropy(in[:s.n*k], s.labels, s.n, k, dl, s.scale)
-	}
-	if !s.train {
-		return
-	}
-	for i := last; i >= split; i-- {
-		x := s.x
-		var dx []float32
-		if i > 0 {
-			x = s.acts[i-1]
-			dx = s.dacts[i-1]
-		}
-		s.layers[i].Backward(dx, s.dacts[i], x, s.acts[i], s.n)
-		if s.onLayer != nil {
-			s.onLayer(i)
-		}
-	}
-	if split > 0 {
-		s.chunks(func(first, n int) {
-			if s.onLayer != nil {
-				// An exchange started by a notification runs on this
-				// goroutine's processor when GOMAXPROCS is 1: let it
-				// send and fold what has arrived between chunks.
-				runtime.Gosched()
-			}
-			for i := split - 1; i >= 0; i-- {
-				l := s.layers[i]
-				s.chunkers[i].chunk(first, s.n)
-				var x, dx []float32
-				if i > 0 {
-					x, dx = s.act(i-1, first), s.grad(i-1, first)
-				} else {
-					x = s.x[first*l.InSize():]
-				}
-				l.Backward(dx, s.grad(i, first), x, s.act(i, first), n)
-			}
-		})
-	}
-}
-
-// chunks calls f for each chunk of the shard's examples, in order.
-func (s *shard) chunks(f func(first, n int)) {
-	for first := 0; first < s.n; first += chunkExamples {
-		f(first, min(chunkExamples, s.n-first))
-	}
 }
 
 // dispatch splits n examples over the shards (contiguous, sizes differing
@@ -701,17 +522,22 @@ func (m *Sequential) dispatch(x []float32, labels []int32, n int, train bool, sc
 }
 
 func (m *Sequential) check(x []float32, labels []int32, n int) error {
-	dim := m.InputDim()
+	return checkBatch(m.name, m.InputDim(), m.classes, x, labels, n)
+}
+
+// checkBatch checks a batch of n examples of dim floats and labels in
+// [0, classes) for a model's ForwardBackward and Evaluate.
+func checkBatch(name string, dim, classes int, x []float32, labels []int32, n int) error {
 	if n <= 0 {
-		return fmt.Errorf("nn: %s: batch of %d examples: want at least 1", m.name, n)
+		return fmt.Errorf("nn: %s: batch of %d examples: want at least 1", name, n)
 	}
 	if len(x) < n*dim || len(labels) < n {
 		return fmt.Errorf("nn: %s: batch of %d needs %d inputs and %d labels, got %d and %d",
-			m.name, n, n*dim, n, len(x), len(labels))
+			name, n, n*dim, n, len(x), len(labels))
 	}
 	for i, y := range labels[:n] {
-		if y < 0 || int(y) >= m.classes {
-			return fmt.Errorf("nn: %s: label %d of example %d is outside [0, %d)", m.name, y, i, m.classes)
+		if y < 0 || int(y) >= classes {
+			return fmt.Errorf("nn: %s: label %d of example %d is outside [0, %d)", name, y, i, classes)
 		}
 	}
 	return nil
@@ -723,6 +549,7 @@ func (m *Sequential) ForwardBackward(x []float32, labels []int32, n int) (float6
 	}
 	m.dispatch(x, labels, n, true, 1/float32(n))
 	m.step++
+	m.bufs.commit()
 	loss := m.shards[0].lossSum
 	for _, s := range m.shards[1:] {
 		loss += s.lossSum

@@ -447,7 +447,7 @@ func TestSequentialDeterminism(t *testing.T) {
 
 // TestSequentialAllocs: after the first step, a training step of a
 // generic model (separate layers in chunks, dropout, average pooling, a
-// sigmoid loss) allocates nothing.
+// sigmoid loss, batch normalisation and its buffers) allocates nothing.
 func TestSequentialAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -458,6 +458,9 @@ func TestSequentialAllocs(t *testing.T) {
 		{"binary", seqOptions{}, []LayerSpec{
 			Conv2D{Filters: 3, Kernel: 5, Strides: 2, Padding: Same}, AveragePooling2D{Size: 3, Padding: Same},
 			Flatten{}, Dropout{Rate: 0.2}, Dense{Units: 1}, Activation{"sigmoid"}}},
+		{"batchnorm", seqOptions{}, []LayerSpec{
+			Conv2D{Filters: 4, Kernel: 3, Strides: 2}, BatchNormalization{}, Activation{"relu"},
+			Flatten{}, Dense{Units: 10}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := newSequential(tc.name, Shape{H: 28, W: 28, C: 1}, 1, 2, tc.opt, tc.layers)

@@ -16,11 +16,14 @@ type ref struct {
 
 func (r ref) String() string { return r.layer }
 
-// chainOnly is the end of the errors about a graph that is not a chain.
-const chainOnly = "meshtrain reads a Functional model when its layers form a chain, each taking the one before it (a Sequential's graph)"
+// oneGraph is the end of the errors about a graph meshtrain cannot read.
+const oneGraph = "meshtrain reads a Functional model whose layers each run once, from one input to one output"
 
-// functional reads a Functional model whose graph is a chain, as the
-// Sequential of its layers in the order they run.
+// functional reads a Functional model: its layers in the file's order
+// (Keras writes them inputs first), each taking the outputs of earlier
+// ones. A chain (each layer taking the one before it) becomes a chain
+// Architecture, as a Sequential's; any other graph (a residual Add, a
+// layer whose output two others take) an Architecture with Inputs.
 func (m *Model) functional(model map[string]any) error {
 	cfg, ok := model["config"].(map[string]any)
 	if !ok {
@@ -57,66 +60,90 @@ func (m *Model) functional(model map[string]any) error {
 		return fmt.Errorf("output_layers: %w", err)
 	}
 	if len(ins) != 1 || len(outs) != 1 {
-		return fmt.Errorf("%d inputs and %d outputs: %s, from one input to one output", len(ins), len(outs), chainOnly)
+		return fmt.Errorf("%d inputs and %d outputs: %s", len(ins), len(outs), oneGraph)
 	}
-	// Each layer's one input.
-	prev := make([]int, len(es))
+	// Each layer's inputs, by index in es.
+	from := make([][]int, len(es))
 	for i, e := range es {
 		fail := func(err error) error { return &LayerError{Index: e.index, Class: e.class, Name: e.name, Err: err} }
 		nodes, err := inboundNodes(e.obj["inbound_nodes"])
 		if err != nil {
 			return fail(fmt.Errorf("inbound_nodes: %w", err))
 		}
-		prev[i] = -1
 		if e.class == "InputLayer" {
 			if len(nodes) > 0 && len(nodes[0]) > 0 {
 				return fail(errors.New("an InputLayer called on a tensor"))
+			}
+			if e.name != ins[0].layer {
+				return fail(fmt.Errorf("a second input: %s", oneGraph))
 			}
 			continue
 		}
 		switch {
 		case len(nodes) == 0:
-			return fail(fmt.Errorf("not called on any tensor: %s", chainOnly))
+			return fail(fmt.Errorf("not called on any tensor: %s", oneGraph))
 		case len(nodes) > 1:
-			return fail(fmt.Errorf("called %d times (a shared layer): %s", len(nodes), chainOnly))
-		case len(nodes[0]) != 1:
-			return fail(fmt.Errorf("takes %d inputs (%s): %s", len(nodes[0]), joinRefs(nodes[0]), chainOnly))
+			return fail(fmt.Errorf("called %d times (a shared layer): %s", len(nodes), oneGraph))
+		case len(nodes[0]) == 0:
+			return fail(fmt.Errorf("called on no tensor: %s", oneGraph))
 		}
-		r := nodes[0][0]
-		j, ok := byName[r.layer]
-		if !ok {
-			return fail(fmt.Errorf("takes the output of %q, which is not one of the model's layers", r.layer))
+		for _, r := range nodes[0] {
+			j, ok := byName[r.layer]
+			if !ok {
+				return fail(fmt.Errorf("takes the output of %q, which is not one of the model's layers", r.layer))
+			}
+			if r.node != 0 || r.tensor != 0 {
+				return fail(fmt.Errorf("takes output %d of call %d of %q: %s", r.tensor, r.node, r.layer, oneGraph))
+			}
+			if j == i {
+				return fail(errors.New("takes its own output, through a cycle"))
+			}
+			if j > i {
+				return fail(fmt.Errorf("takes the output of %q, listed after it: a cycle, or layers out of Keras's order", r.layer))
+			}
+			from[i] = append(from[i], j)
 		}
-		if r.node != 0 || r.tensor != 0 {
-			return fail(fmt.Errorf("takes output %d of call %d of %q: %s", r.tensor, r.node, r.layer, chainOnly))
-		}
-		prev[i] = j
 	}
 	for _, r := range append(slices.Clone(ins), outs...) {
 		if _, ok := byName[r.layer]; !ok || r.node != 0 || r.tensor != 0 {
 			return fmt.Errorf("the model's input or output %s is not the output of one of its layers", show([]any{r.layer, r.node, r.tensor}))
 		}
 	}
-	// Walk back from the output to the input.
-	var chain []entry
+	// Every layer must lead to the output, and the output back to the input.
 	on := make([]bool, len(es))
-	for i := byName[outs[0].layer]; i >= 0; i = prev[i] {
+	out := byName[outs[0].layer]
+	on[out] = true
+	for i := out; i >= 0; i-- {
 		if on[i] {
-			return &LayerError{Index: es[i].index, Class: es[i].class, Name: es[i].name, Err: errors.New("takes its own output, through a cycle")}
+			for _, j := range from[i] {
+				on[j] = true
+			}
 		}
-		on[i] = true
-		chain = append(chain, es[i])
 	}
-	slices.Reverse(chain)
-	if first := chain[0]; first.name != ins[0].layer {
-		return fmt.Errorf("the output %q does not lead back to the input %q but to %q: %s", outs[0].layer, ins[0].layer, first.name, chainOnly)
+	if !on[byName[ins[0].layer]] {
+		return fmt.Errorf("the output %q does not lead back to the input %q: %s", outs[0].layer, ins[0].layer, oneGraph)
 	}
 	for i, e := range es {
 		if !on[i] {
-			return &LayerError{Index: e.index, Class: e.class, Name: e.name, Err: fmt.Errorf("not on the path from the input to the output: the graph branches; %s", chainOnly)}
+			return &LayerError{Index: e.index, Class: e.class, Name: e.name, Err: fmt.Errorf("not on the path from the input to the output: the graph branches off and never rejoins; %s", oneGraph)}
 		}
 	}
-	return m.build(name, chain, nil)
+	es, from = es[:out+1], from[:out+1]
+	if chain(from) {
+		return m.build(name, es, nil, nil)
+	}
+	return m.build(name, es, nil, from)
+}
+
+// chain reports whether each layer after the first takes the one before
+// it, and only it.
+func chain(from [][]int) bool {
+	for i, f := range from[1:] {
+		if len(f) != 1 || f[0] != i {
+			return false
+		}
+	}
+	return len(from) > 0 && len(from[0]) == 0
 }
 
 // joinRefs names the layers of refs.
@@ -177,7 +204,7 @@ func tensorRef(v any) (ref, error) {
 	}
 	if len(l) == 4 {
 		if kw, ok := l[3].(map[string]any); l[3] != nil && (!ok || len(kw) > 0) {
-			return ref{}, fmt.Errorf("%s: a call with arguments: %s", show(v), chainOnly)
+			return ref{}, fmt.Errorf("%s: a call with arguments: %s", show(v), oneGraph)
 		}
 	}
 	return ref{layer: name, node: node, tensor: tensor}, nil
@@ -213,7 +240,7 @@ func inboundNodes(v any) ([][]ref, error) {
 			if kw, ok := node["kwargs"].(map[string]any); ok {
 				for k, v := range kw {
 					if v != nil {
-						return nil, fmt.Errorf("a call with %s = %s: %s", k, show(v), chainOnly)
+						return nil, fmt.Errorf("a call with %s = %s: %s", k, show(v), oneGraph)
 					}
 				}
 			}

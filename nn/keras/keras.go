@@ -22,9 +22,11 @@
 //     2: [[[layer, node, tensor, kwargs], …]]; Keras 3: [{"args": [a
 //     "__keras_tensor__" with "keras_history": [layer, node, tensor]],
 //     "kwargs"}]), "input_layers", "output_layers"
-//     (keras/src/models/functional.py: get_config, serialize_node). It is
-//     read when its graph is a chain: one input, one output, each layer
-//     taking the one before it.
+//     (keras/src/models/functional.py: get_config, serialize_node). A
+//     chain (each layer taking the one before it) becomes a chain
+//     nn.Architecture, as a Sequential does; another graph (one input,
+//     one output, each layer called once, such as a residual block's Add)
+//     an nn.Architecture with Inputs, which builds an nn.Graph.
 //   - A TensorFlow.js layers model, model.json: {"format": "layers-model",
 //     "modelTopology": {"model_config": <the model as above>,
 //     "keras_version", "backend", "training_config"}, "weightsManifest"}
@@ -42,14 +44,16 @@
 // AveragePooling2D (pool_size, strides, padding); Flatten; Reshape
 // (target_shape); Dense (units, activation, use_bias, initializers);
 // Dropout (rate); Activation (activation); ReLU and Softmax with their
-// defaults. Activations: relu, tanh, sigmoid, softmax, linear.
-// Initializers: see nn.Initializer. Anything else (another layer, such as
-// LSTM, BatchNormalization or Embedding; channels_first; a regularizer or
-// constraint; use_bias false; dilation; a non-square kernel; a dtype
-// other than float32; a branching graph) is refused with a LayerError
-// naming the layer, its index and name, and what is supported. An option
-// this package does not know is refused unless it has its off value
-// (null, false, 0, empty).
+// defaults; BatchNormalization (axis −1, momentum, epsilon, center,
+// scale, Keras's initial values); Add. The one table from Keras's classes
+// to nn's layers is classes (layers.go). Activations: relu, tanh,
+// sigmoid, softmax, linear. Initializers: see nn.Initializer. Anything
+// else (another layer, such as LSTM or Embedding; channels_first; a
+// regularizer or constraint; use_bias false; dilation; a non-square
+// kernel; a dtype other than float32; a shared layer or a second input
+// or output) is refused with a LayerError naming the layer, its index
+// and name, and what is supported. An option this package does not know
+// is refused unless it has its off value (null, false, 0, empty).
 //
 // A Keras layer becomes one nn layer, two when it has an activation (a
 // Conv2D with activation relu is nn's Conv2D then Activation relu), none
@@ -109,9 +113,6 @@ const (
 	FormTFJS      = "TensorFlow.js layers model"
 	FormKerasList = "Keras ≤ 2.2 list config"
 )
-
-// Supported lists the layer classes this package reads.
-var Supported = []string{"InputLayer", "Conv2D", "MaxPooling2D", "AveragePooling2D", "Flatten", "Reshape", "Dense", "Dropout", "Activation", "ReLU", "Softmax"}
 
 // MaxFileSize bounds the JSON read: a model's architecture is a few
 // kilobytes; a larger file is not one.
@@ -314,14 +315,17 @@ func (m *Model) sequential(model map[string]any) error {
 	if err != nil {
 		return err
 	}
-	return m.build(name, es, buildShape)
+	return m.build(name, es, buildShape, nil)
 }
 
 // build turns the layers, in the order they run, into the architecture.
 // buildShape is the model's recorded input shape, used when no layer
-// gives one.
-func (m *Model) build(name string, es []entry, buildShape any) error {
+// gives one. from, for a graph, are each layer's inputs (indices in es),
+// and nil for a chain.
+func (m *Model) build(name string, es []entry, buildShape any, from [][]int) error {
 	var specs []nn.LayerSpec
+	var inputs [][]int           // the nn layers', for a graph
+	last := make([]int, len(es)) // the nn layer giving each layer's output; −1 the input
 	var input *nn.Shape
 	for k, e := range es {
 		fail := func(err error) error { return &LayerError{Index: e.index, Class: e.class, Name: e.name, Err: err} }
@@ -335,6 +339,7 @@ func (m *Model) build(name string, es []entry, buildShape any) error {
 			}
 			input = &s
 			m.Layers = append(m.Layers, Layer{Index: e.index, Class: e.class, Name: e.name, First: len(specs), End: len(specs)})
+			last[k] = -1
 			continue
 		}
 		if input == nil {
@@ -353,7 +358,18 @@ func (m *Model) build(name string, es []entry, buildShape any) error {
 			return fail(err)
 		}
 		m.Layers = append(m.Layers, Layer{Index: e.index, Class: e.class, Name: e.name, First: len(specs), End: len(specs) + len(got)})
+		if from != nil {
+			var first []int
+			for _, j := range from[k] {
+				first = append(first, last[j])
+			}
+			inputs = append(inputs, first)
+			for i := 1; i < len(got); i++ { // a layer's activation takes it
+				inputs = append(inputs, []int{len(specs) + i - 1})
+			}
+		}
 		specs = append(specs, got...)
+		last[k] = len(specs) - 1
 	}
 	if input == nil && buildShape != nil {
 		s, err := shape(buildShape, true)
@@ -368,7 +384,7 @@ func (m *Model) build(name string, es []entry, buildShape any) error {
 	if len(specs) == 0 {
 		return errors.New("no layers besides the input")
 	}
-	m.Arch = nn.Architecture{Name: name, Input: *input, Layers: specs}
+	m.Arch = nn.Architecture{Name: name, Input: *input, Layers: specs, Inputs: inputs}
 	classes, params, err := m.Arch.Check()
 	var le *nn.LayerError
 	if errors.As(err, &le) {
@@ -684,255 +700,6 @@ func channelsLast(o *options) error {
 	return fmt.Errorf("data_format %s is not supported: meshtrain reads images channels last (H×W×C), Keras's default", show(v))
 }
 
-// activationNames are the activations nn has.
-var activationNames = []string{"relu", "tanh", "sigmoid", "softmax", "linear"}
-
-// activation reads an activation: a name, or Keras 3's serialised
-// function ({"class_name": "function", "config": "relu"}); null is
-// linear.
-func activation(v any) (string, error) {
-	name := ""
-	switch v := v.(type) {
-	case nil:
-		return "linear", nil
-	case string:
-		name = v
-	case map[string]any:
-		name, _ = v["config"].(string)
-		if name == "" {
-			name, _ = v["class_name"].(string)
-		}
-	}
-	if slices.Contains(activationNames, name) {
-		return name, nil
-	}
-	return "", fmt.Errorf("activation %s is not supported: meshtrain has %s", show(v), andList(activationNames))
-}
-
-// kernelLayer reads the options Conv2D and Dense share after their own:
-// activation, use_bias, initializers, regularizers and constraints.
-func kernelLayer(o *options) (fn string, kernel, bias *nn.Initializer, err error) {
-	v, _ := o.take("activation")
-	if fn, err = activation(v); err != nil {
-		return "", nil, nil, err
-	}
-	if v, ok := o.take("use_bias"); ok && v != nil && v != true {
-		return "", nil, nil, fmt.Errorf("use_bias = %s is not supported: meshtrain's Conv2D and Dense always have a bias", show(v))
-	}
-	ki, _ := o.take("kernel_initializer")
-	if kernel, err = initializer(ki, "GlorotUniform"); err != nil {
-		return "", nil, nil, fmt.Errorf("kernel_initializer: %w", err)
-	}
-	bi, _ := o.take("bias_initializer")
-	if bias, err = initializer(bi, "Zeros"); err != nil {
-		return "", nil, nil, fmt.Errorf("bias_initializer: %w", err)
-	}
-	const noReg = "meshtrain adds no per-layer penalty (--weight-decay is an L2 penalty on every parameter)"
-	for _, k := range []string{"kernel_regularizer", "bias_regularizer", "activity_regularizer"} {
-		if err := o.null(k, noReg); err != nil {
-			return "", nil, nil, err
-		}
-	}
-	for _, k := range []string{"kernel_constraint", "bias_constraint"} {
-		if err := o.null(k, "meshtrain constrains no weights"); err != nil {
-			return "", nil, nil, err
-		}
-	}
-	return fn, kernel, bias, nil
-}
-
-// withActivation appends fn's layer to specs unless it is linear.
-func withActivation(specs []nn.LayerSpec, fn string) []nn.LayerSpec {
-	if fn == "linear" {
-		return specs
-	}
-	return append(specs, nn.Activation{Fn: fn})
-}
-
-// layerSpecs reads one layer (not an InputLayer) as nn layers.
-func layerSpecs(e entry) ([]nn.LayerSpec, error) {
-	o := &options{cfg: e.cfg, used: map[string]bool{}}
-	if err := o.common(); err != nil {
-		return nil, err
-	}
-	var specs []nn.LayerSpec
-	switch e.class {
-	case "Conv2D", "Convolution2D":
-		filters, err := intOpt(o, "filters")
-		if err != nil {
-			return nil, err
-		}
-		k, err := square(o, "kernel_size", 0)
-		if err != nil {
-			return nil, err
-		}
-		if k < 1 {
-			return nil, fmt.Errorf("kernel_size %d: want at least 1", k)
-		}
-		s, err := square(o, "strides", 1)
-		if err != nil {
-			return nil, err
-		}
-		if s < 1 {
-			return nil, fmt.Errorf("strides %d: want at least 1", s)
-		}
-		if d, err := square(o, "dilation_rate", 1); err != nil || d != 1 {
-			if err == nil {
-				err = fmt.Errorf("dilation_rate %d is not supported: meshtrain's convolutions are not dilated", d)
-			}
-			return nil, err
-		}
-		if v, _ := o.take("groups"); v != nil {
-			if g, err := intOf(v); err != nil || g != 1 {
-				return nil, fmt.Errorf("groups %s is not supported: meshtrain's convolutions take every input channel", show(v))
-			}
-		}
-		pad, err := padding(o)
-		if err != nil {
-			return nil, err
-		}
-		if err := channelsLast(o); err != nil {
-			return nil, err
-		}
-		fn, kernel, bias, err := kernelLayer(o)
-		if err != nil {
-			return nil, err
-		}
-		specs = withActivation(append(specs, nn.Conv2D{Filters: filters, Kernel: k, Strides: s, Padding: pad, KernelInit: kernel, BiasInit: bias}), fn)
-	case "MaxPooling2D", "MaxPool2D", "AveragePooling2D", "AvgPool2D":
-		size, err := square(o, "pool_size", 2)
-		if err != nil {
-			return nil, err
-		}
-		strides, err := square(o, "strides", size)
-		if err != nil {
-			return nil, err
-		}
-		if size < 1 || strides < 1 {
-			return nil, fmt.Errorf("pool_size %d, strides %d: want at least 1", size, strides)
-		}
-		pad, err := padding(o)
-		if err != nil {
-			return nil, err
-		}
-		if err := channelsLast(o); err != nil {
-			return nil, err
-		}
-		if strings.HasPrefix(e.class, "Max") {
-			specs = append(specs, nn.MaxPooling2D{Size: size, Strides: strides, Padding: pad})
-		} else {
-			specs = append(specs, nn.AveragePooling2D{Size: size, Strides: strides, Padding: pad})
-		}
-	case "Flatten":
-		if err := channelsLast(o); err != nil {
-			return nil, err
-		}
-		specs = append(specs, nn.Flatten{})
-	case "Reshape":
-		v, _ := o.take("target_shape")
-		list, err := listOf(v)
-		if err != nil {
-			return nil, fmt.Errorf("target_shape: %w", err)
-		}
-		dims := make([]int, len(list))
-		for i, d := range list {
-			if dims[i], err = intOf(d); err != nil || dims[i] == 0 || dims[i] < -1 {
-				return nil, fmt.Errorf("target_shape %s: want sizes ≥ 1 (one may be -1)", show(v))
-			}
-		}
-		var to nn.Shape
-		switch len(dims) {
-		case 1:
-			to = nn.Shape{C: dims[0]}
-		case 2:
-			to = nn.Shape{H: dims[0], W: dims[1], C: 1}
-		case 3:
-			to = nn.Shape{H: dims[0], W: dims[1], C: dims[2]}
-		default:
-			return nil, fmt.Errorf("target_shape %s: meshtrain reshapes to vectors and H×W×C images", show(v))
-		}
-		specs = append(specs, nn.Reshape{To: to})
-	case "Dense":
-		units, err := intOpt(o, "units")
-		if err != nil {
-			return nil, err
-		}
-		fn, kernel, bias, err := kernelLayer(o)
-		if err != nil {
-			return nil, err
-		}
-		specs = withActivation(append(specs, nn.Dense{Units: units, KernelInit: kernel, BiasInit: bias}), fn)
-	case "Dropout":
-		v, _ := o.take("rate")
-		rate, err := floatOf(v)
-		if err != nil {
-			return nil, fmt.Errorf("rate: %w", err)
-		}
-		if err := o.null("noise_shape", "meshtrain's dropout draws each value on its own"); err != nil {
-			return nil, err
-		}
-		o.take("seed") // the run's --seed draws the masks
-		specs = append(specs, nn.Dropout{Rate: rate})
-	case "Activation":
-		v, _ := o.take("activation")
-		fn, err := activation(v)
-		if err != nil {
-			return nil, err
-		}
-		specs = append(specs, nn.Activation{Fn: fn})
-	case "ReLU":
-		for _, k := range []string{"max_value", "negative_slope", "threshold"} {
-			v, _ := o.take(k)
-			if v == nil {
-				continue
-			}
-			if f, err := floatOf(v); err != nil || f != 0 {
-				return nil, fmt.Errorf("%s %s is not supported: meshtrain's ReLU is max(x, 0)", k, show(v))
-			}
-		}
-		specs = append(specs, nn.Activation{Fn: "relu"})
-	case "Softmax":
-		if v, _ := o.take("axis"); v != nil {
-			if list, err := listOf(v); err == nil && len(list) == 1 {
-				v = list[0]
-			}
-			if a, err := intOf(v); err != nil || a != -1 {
-				return nil, fmt.Errorf("axis %s is not supported: meshtrain's softmax is over the last axis (-1)", show(v))
-			}
-		}
-		specs = append(specs, nn.Activation{Fn: "softmax"})
-	case "Sequential", "Functional", "Model":
-		return nil, fmt.Errorf("a nested %s model is not supported: meshtrain reads one stack of layers (%s)", e.class, andList(Supported))
-	default:
-		return nil, fmt.Errorf("%s is not supported: meshtrain reads %s", e.class, andList(Supported))
-	}
-	return specs, o.rest()
-}
-
-// andList is "a, b and c".
-func andList(names []string) string {
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
-
-// intOpt reads a required integer option.
-func intOpt(o *options, key string) (int, error) {
-	v, ok := o.take(key)
-	if !ok || v == nil {
-		return 0, fmt.Errorf("no %s", key)
-	}
-	n, err := intOf(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", key, err)
-	}
-	if n < 1 {
-		return 0, fmt.Errorf("%s %d: want at least 1", key, n)
-	}
-	return n, nil
-}
-
 // describe names a layer as errors do.
 func (l Layer) describe() string { return fmt.Sprintf("layer %d %q (%s)", l.Index, l.Name, l.Class) }
 
@@ -964,13 +731,13 @@ func (m *Model) CheckData(spec nn.Spec) error {
 }
 
 // NewModel builds the model for a data set of spec's shape (CheckData),
-// seeded and with shards batch parts as nn.NewSequential: mirrored's
-// Job.NewModel.
+// seeded and with shards batch parts as nn.NewSequential (an nn.Graph
+// for a Functional model that is not a chain): mirrored's Job.NewModel.
 func (m *Model) NewModel(spec nn.Spec, seed int64, shards int) (nn.Model, error) {
 	if err := m.CheckData(spec); err != nil {
 		return nil, err
 	}
-	return m.Arch.New(seed, shards)
+	return m.Arch.Build(seed, shards)
 }
 
 // Table lists the file's layers and the nn layers each became, which
@@ -983,7 +750,7 @@ func (m *Model) Table() string {
 	for _, l := range m.Layers {
 		var parts []string
 		for i := l.First; i < l.End; i++ {
-			parts = append(parts, fmt.Sprintf("%d %s", i, kindName(m.Arch.Layers[i])))
+			parts = append(parts, fmt.Sprintf("%d %s", i, strings.TrimPrefix(nn.Kind(m.Arch.Layers[i]), "activation ")))
 		}
 		if l.Class == "InputLayer" {
 			parts = append(parts, fmt.Sprintf("(input %v)", m.Arch.Input))
@@ -999,27 +766,4 @@ func (m *Model) Table() string {
 		}
 	}
 	return out.String()
-}
-
-// kindName is an nn layer spec's kind as its JSON names it.
-func kindName(s nn.LayerSpec) string {
-	switch s := s.(type) {
-	case nn.Conv2D:
-		return "conv2d"
-	case nn.MaxPooling2D:
-		return "max_pooling2d"
-	case nn.AveragePooling2D:
-		return "average_pooling2d"
-	case nn.Flatten:
-		return "flatten"
-	case nn.Reshape:
-		return "reshape"
-	case nn.Dense:
-		return "dense"
-	case nn.Dropout:
-		return "dropout"
-	case nn.Activation:
-		return s.Fn
-	}
-	return fmt.Sprintf("%T", s)
 }

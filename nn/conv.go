@@ -1,0 +1,651 @@
+package nn
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// Conv2D is a 2-D convolution: Filters output channels, each a Kernel×Kernel
+// window over all input channels plus a bias, moved Strides cells at a
+// time (0 means 1), with Valid or Same padding. Its tensors are weight
+// [Filters InC Kernel Kernel] and bias [Filters], as PyTorch's Conv2d.
+type Conv2D struct {
+	Filters, Kernel, Strides int
+	Padding                  Padding
+	Init                     Init   // of the weights (He, the zero value, Glorot or Torch)
+	Name                     string // the tensors' prefix; "" for the layer's index
+	// KernelInit and BiasInit, if set, draw the weights and the biases
+	// instead of Init's rule (Keras's kernel_initializer and
+	// bias_initializer; see Initializer).
+	KernelInit, BiasInit *Initializer
+}
+
+func (Conv2D) kind() string   { return "conv2d" }
+func (c Conv2D) name() string { return c.Name }
+
+func init() { register("conv2d", decodeConv2D) }
+
+func (c Conv2D) build(in Shape) (layer, Shape, error) {
+	if in.vector() {
+		return nil, Shape{}, errVector
+	}
+	if c.Filters < 1 || c.Kernel < 1 || c.Strides < 0 {
+		return nil, Shape{}, fmt.Errorf("%d filters of %d×%d with stride %d: want at least 1 filter of 1×1 and a stride ≥ 0 (0 for 1)", c.Filters, c.Kernel, c.Kernel, c.Strides)
+	}
+	s := max(c.Strides, 1)
+	oh, pt, pb, err := window(in.H, c.Kernel, s, c.Padding)
+	if err != nil {
+		return nil, Shape{}, fmt.Errorf("kernel %d×%d over %v: %w", c.Kernel, c.Kernel, in, err)
+	}
+	ow, pl, pr, err := window(in.W, c.Kernel, s, c.Padding)
+	if err != nil {
+		return nil, Shape{}, fmt.Errorf("kernel %d×%d over %v: %w", c.Kernel, c.Kernel, in, err)
+	}
+	if err := checkInits(c.KernelInit, c.BiasInit); err != nil {
+		return nil, Shape{}, err
+	}
+	l := newConv(in.C, in.H, in.W, c.Filters, c.Kernel, s, [4]int{pt, pb, pl, pr})
+	l.WeightInit, l.KernelInit, l.BiasInit = c.Init, c.KernelInit, c.BiasInit
+	if l.OutH != oh || l.OutW != ow {
+		panic("nn: conv2D's output size disagrees with its spec's")
+	}
+	return l, Shape{H: oh, W: ow, C: c.Filters}, nil
+}
+
+// bound: a convolution's weights and its grids' scratch (its taps and
+// output channels times its padded input plane) grow with its options.
+func (c Conv2D) bound(in Shape) (Shape, int, bool, error) {
+	if in.vector() || c.Filters < 1 || c.Kernel < 1 || c.Strides < 0 {
+		return Shape{}, 0, false, nil
+	}
+	if c.Filters > maxExample || c.Kernel > maxExample {
+		return Shape{}, 0, false, fmt.Errorf("%d filters of %d×%d", c.Filters, c.Kernel, c.Kernel)
+	}
+	st := max(c.Strides, 1)
+	oh, pt, pb, err := window(in.H, c.Kernel, st, c.Padding)
+	if err != nil {
+		return Shape{}, 0, false, nil
+	}
+	ow, pl, pr, err := window(in.W, c.Kernel, st, c.Padding)
+	if err != nil {
+		return Shape{}, 0, false, nil
+	}
+	taps := float64(in.C) * float64(c.Kernel) * float64(c.Kernel)
+	plane := float64(in.H+pt+pb) * float64(in.W+pl+pr)
+	if scratch := (taps + float64(c.Filters) + 2) * plane; scratch > maxConvScratch {
+		return Shape{}, 0, false, fmt.Errorf("%d filters of %d×%d over %v need %.3g floats of scratch (%d at most)", c.Filters, c.Kernel, c.Kernel, in, scratch, maxConvScratch)
+	}
+	if w := taps*float64(c.Filters) + float64(c.Filters); w > MaxParams {
+		return Shape{}, 0, false, fmt.Errorf("%.3g parameters (%d at most)", w, MaxParams)
+	}
+	return Shape{H: oh, W: ow, C: c.Filters}, int(taps)*c.Filters + c.Filters, true, nil
+}
+
+// conv2DJSON is Conv2D's JSON.
+type conv2DJSON struct {
+	Type       string       `json:"type"`
+	Filters    int          `json:"filters"`
+	Kernel     int          `json:"kernel"`
+	Strides    int          `json:"strides"`
+	Padding    string       `json:"padding"`
+	Init       string       `json:"init"`
+	KernelInit *Initializer `json:"kernel_initializer,omitempty"`
+	BiasInit   *Initializer `json:"bias_initializer,omitempty"`
+	Name       string       `json:"name,omitempty"`
+}
+
+func (c Conv2D) encode() (any, error) {
+	init, err := initName(c.Init)
+	if err != nil {
+		return nil, err
+	}
+	return conv2DJSON{Type: c.kind(), Filters: c.Filters, Kernel: c.Kernel, Strides: max(c.Strides, 1), Padding: c.Padding.String(),
+		Init: init, KernelInit: c.KernelInit, BiasInit: c.BiasInit, Name: c.Name}, nil
+}
+
+func decodeConv2D(raw json.RawMessage) (LayerSpec, error) {
+	return decodeAs(raw, func(j conv2DJSON) (LayerSpec, error) {
+		init, err := parseInit(j.Init)
+		if err != nil {
+			return nil, err
+		}
+		pad, err := parsePadding(j.Padding)
+		if err != nil {
+			return nil, err
+		}
+		return Conv2D{Filters: j.Filters, Kernel: j.Kernel, Strides: j.Strides, Padding: pad, Init: init, KernelInit: j.KernelInit, BiasInit: j.BiasInit, Name: j.Name}, nil
+	})
+}
+
+// conv2D is a 2-D convolution with a square K×K kernel, stride S and zero
+// padding: PadT rows above the input, PadL columns left of it, and below
+// and right as many as the constructor was given. Weights are
+// OutC×InC×K×K (PyTorch's layout), then OutC biases.
+//
+// It is computed on a grid: each example's input is laid out with its
+// padding, GW floats a row, and the stride-1 output is computed at every
+// grid position p = oy·GW+ox, including the K−1 columns past the last
+// output column that wrap into the next row (junk, dropped). Kernel tap
+// (ci,ky,kx) then reads the input at the fixed offset ci·plane+ky·GW+kx
+// from p, so the products read shifted windows of the input through a
+// table of offsets (kernConv6x16, kernConvNT3x4) instead of an im2col
+// matrix, whose copies cost more than the few wasted columns. For the
+// gradients, dy is placed on the same grid with zeros in the junk columns,
+// which then add nothing. A stride S > 1 keeps every S-th row and column
+// of the stride-1 output (and places dy there, zeros between): S² the
+// products of a direct strided convolution, which the offset kernels
+// cannot read; LeNet's convolutions have stride 1.
+type conv2D struct {
+	InC, InH, InW, OutC, K, S int
+	PadT, PadL                int
+	OutH, OutW                int
+	WeightInit                Init
+	// KernelInit and BiasInit, if set, draw the weights and the biases
+	// instead of WeightInit's rule (see initParams).
+	KernelInit, BiasInit *Initializer
+
+	w, b, dw, db []float32
+
+	gw, plane  int   // grid row width and plane size
+	fh, fw     int   // rows and columns of the stride-1 output
+	padded     bool  // any padding: the input gradient goes through dxg
+	np         int   // grid positions computed, a multiple of 16
+	glen       int   // floats per example grid, covering every read
+	mp         int   // rows of wpad and yg: OutC rounded up to even, ≥ 4
+	offs       []int // grid offsets of the kernel taps (padding taps 0)
+	rowOffs    []int // offsets of dyg's rows
+	wpad       []float32
+	wT         []float32 // InC·K·K × OutC, transposed weights for the input gradient
+	yg, dyg    []float32 // mp × np and len(rowOffs) × np
+	dcolg, dxg []float32
+
+	// The weight gradient is one product per example, gathered in dwpad
+	// (ntM × ntT, padded to the 3×4 tiles): channels × taps, or taps ×
+	// channels when tapsMajor, whichever wastes less of the tiles.
+	tapsMajor bool
+	ntM, ntT  int
+	dwpad     []float32
+
+	// With K ≤ 8 and many taps the weight gradient can be taken from a
+	// sparse output gradient: its non-zero entries of one example are
+	// listed (pos, g, ch), grouped by channel, and each adds its input's
+	// K×K window, 8 floats per (ci, ky) row, times g onto its channel's
+	// rows of dwp. Sparse pays where a window has many taps to amortise
+	// listing it: on LeNet's conv2 (150 taps) it measured faster than the
+	// dense product, on conv1 (25 taps) slower. A max-pooling after the
+	// convolution leaves at most one gradient per window, a ReLU fewer.
+	sparse  bool
+	roffs   []int     // InC·K grid offsets of the (ci, ky) rows
+	dwp     []float32 // OutC × InC·K × 8: the weight gradient by row
+	pos, ch []int32
+	g       []float32
+
+	// In training mode Forward keeps the grids of the whole batch (xg, n ×
+	// glen) for Backward; otherwise xg holds one example.
+	train  bool
+	xg     []float32
+	savedN int
+	savedX *float32
+
+	// A batch in chunks (see chunker): examples cFirst … of cBatch.
+	cFirst, cBatch int
+	listed         bool // a chunk's weight gradient went to dwp
+}
+
+func (l *conv2D) chunk(first, batch int) { l.cFirst, l.cBatch = first, batch }
+
+// reads: a chunked Backward reads the grids its Forward kept.
+func (l *conv2D) reads() (x, y bool) { return false, false }
+
+// newConv2D returns a stride-1 convolution for InC×InH×InW inputs with pad
+// zeros on every side.
+func newConv2D(inC, inH, inW, outC, k, pad int) *conv2D {
+	return newConv(inC, inH, inW, outC, k, 1, [4]int{pad, pad, pad, pad})
+}
+
+// newConv returns a convolution of stride s for InC×InH×InW inputs with
+// pad[0], pad[1], pad[2], pad[3] zeros above, below, left and right. A
+// kernel larger than the padded input is a programmer error (the layer
+// specs check it first).
+func newConv(inC, inH, inW, outC, k, s int, pad [4]int) *conv2D {
+	gh, gw := inH+pad[0]+pad[1], inW+pad[2]+pad[3]
+	if k < 1 || s < 1 || k > gh || k > gw {
+		panic("nn: conv2D kernel larger than the padded input")
+	}
+	l := &conv2D{InC: inC, InH: inH, InW: inW, OutC: outC, K: k, S: s, PadT: pad[0], PadL: pad[2],
+		gw: gw, fh: gh - k + 1, fw: gw - k + 1, padded: pad != [4]int{}}
+	l.OutH, l.OutW = (l.fh-1)/s+1, (l.fw-1)/s+1
+	ckk := inC * k * k
+	l.plane = gh * gw
+	// The pooling kernels read and write whole groups of 16 columns, and
+	// the input gradient reads K−1 zeros past the valid positions.
+	l.np = (l.fh-1)*l.gw + max((l.fw+15)&^15, l.fw+k-1)
+	l.np = (l.np + 15) &^ 15
+	l.mp = max(4, (outC+1)&^1)
+	r3, r4 := func(v int) int { return (v + 2) / 3 * 3 }, func(v int) int { return (v + 3) &^ 3 }
+	l.tapsMajor = r3(ckk)*r4(outC) < r3(outC)*r4(ckk)
+	l.ntM, l.ntT = r3(outC), r4(ckk)
+	if l.tapsMajor {
+		l.ntM, l.ntT = r3(ckk), r4(outC)
+	}
+	l.offs = make([]int, (ckk+11)/12*12)
+	r := 0
+	for ci := 0; ci < inC; ci++ {
+		for ky := 0; ky < k; ky++ {
+			for kx := 0; kx < k; kx++ {
+				l.offs[r] = ci*l.plane + ky*l.gw + kx
+				r++
+			}
+		}
+	}
+	// The sparse kernels touch 8 floats from each tap row.
+	l.glen = max(inC*l.plane, l.offs[ckk-1]+l.np) + 8
+	l.wpad = make([]float32, l.mp*ckk)
+	l.wT = make([]float32, ckk*outC)
+	l.yg = make([]float32, l.mp*l.np)
+	l.rowOffs = make([]int, (outC+11)/12*12)
+	for i := range l.rowOffs {
+		l.rowOffs[i] = i * l.np
+	}
+	l.dyg = make([]float32, len(l.rowOffs)*l.np)
+	l.dwpad = make([]float32, l.ntM*l.ntT)
+	l.dcolg = make([]float32, dcolPad+ckk*l.np)
+	if l.padded {
+		l.dxg = make([]float32, l.glen)
+	}
+	l.xg = make([]float32, l.glen)
+	if k <= 8 && ckk >= 64 {
+		l.sparse = true
+		rows := inC * k
+		l.roffs = make([]int, rows)
+		for r := range l.roffs {
+			l.roffs[r] = r/k*l.plane + r%k*l.gw
+		}
+		l.dwp = make([]float32, outC*rows*8)
+		// listNZ writes up to 8 entries past the last.
+		out := outC*l.OutH*l.OutW + 8
+		l.pos, l.ch, l.g = make([]int32, out), make([]int32, out), make([]float32, out)
+	}
+	return l
+}
+
+// tailTab[t:t+8] selects the last t of 8 lanes.
+var tailTab = [16]int32{8: -1, 9: -1, 10: -1, 11: -1, 12: -1, 13: -1, 14: -1, 15: -1}
+
+// packLUT[m] lists the set bits of m, lowest first: the permutation that
+// packs the lanes m selects to the front, for listNZ.
+var packLUT = func() (t [256][8]int32) {
+	for m := range t {
+		k := 0
+		for i := 0; i < 8; i++ {
+			if m>>i&1 != 0 {
+				t[m][k] = int32(i)
+				k++
+			}
+		}
+	}
+	return t
+}()
+
+func (l *conv2D) InSize() int    { return l.InC * l.InH * l.InW }
+func (l *conv2D) OutSize() int   { return l.OutC * l.OutH * l.OutW }
+func (l *conv2D) NumParams() int { return l.OutC*l.InC*l.K*l.K + l.OutC }
+
+// ParamShapes is PyTorch's Conv2d: weight [OutC InC K K], bias [OutC].
+func (l *conv2D) ParamShapes() [][]int { return [][]int{{l.OutC, l.InC, l.K, l.K}, {l.OutC}} }
+
+func (l *conv2D) Bind(params, grads []float32) {
+	nw := l.OutC * l.InC * l.K * l.K
+	l.w, l.b = params[:nw:nw], params[nw:l.NumParams()]
+	l.dw, l.db = grads[:nw:nw], grads[nw:l.NumParams()]
+}
+
+func (l *conv2D) Init(rng *rand.Rand) {
+	kk := l.K * l.K
+	initParams(rng, l.w, l.b, l.WeightInit, l.KernelInit, l.BiasInit, l.InC*kk, l.OutC*kk)
+}
+
+// setTrain switches the keeping of the batch's grids for Backward on or
+// off; the model turns it on for training passes only, because an
+// evaluation batch's grids would be large.
+func (l *conv2D) setTrain(on bool) { l.train = on }
+
+// grid writes one example's input into its grid g. The padding and slack
+// are never written, so they stay zero from allocation.
+func (l *conv2D) grid(g, x []float32) {
+	hw := l.InH * l.InW
+	for ci := 0; ci < l.InC; ci++ {
+		copyRows(g[ci*l.plane+l.PadT*l.gw+l.PadL:], l.gw, x[ci*hw:(ci+1)*hw], l.InW, l.InH, l.InW)
+	}
+}
+
+// grids returns a buffer of n example grids whose padding and slack are
+// zero. Grown buffers are new, hence zero.
+func (l *conv2D) grids(n int) []float32 {
+	if cap(l.xg) < n*l.glen {
+		l.xg = make([]float32, n*l.glen)
+	}
+	return l.xg[:n*l.glen]
+}
+
+func (l *conv2D) Forward(y, x []float32, n int) {
+	in, out, hw := l.InSize(), l.OutSize(), l.OutH*l.OutW
+	xg := l.forwardStart(x, n)
+	for e := 0; e < n; e++ {
+		l.forwardGrid(l.exampleGrid(xg, e), x[e*in:(e+1)*in])
+		ye := y[e*out : (e+1)*out]
+		for c, bc := range l.b {
+			yc := ye[c*hw : (c+1)*hw]
+			gc := l.yg[c*l.np:]
+			if l.S == 1 && useAsm {
+				_ = gc[(l.OutH-1)*l.gw+l.OutW-1]
+				biasRows(&yc[0], l.OutW, &gc[0], l.gw, l.OutH, l.OutW, bc)
+				continue
+			}
+			for oy := 0; oy < l.OutH; oy++ {
+				src := gc[oy*l.S*l.gw : oy*l.S*l.gw+(l.OutW-1)*l.S+1]
+				dst := yc[oy*l.OutW : (oy+1)*l.OutW]
+				for ox := range dst {
+					dst[ox] = src[ox*l.S] + bc
+				}
+			}
+		}
+	}
+}
+
+// forwardStart prepares a forward pass over n examples of x and returns
+// the grid buffer (n grids in training, else one).
+func (l *conv2D) forwardStart(x []float32, n int) []float32 {
+	l.savedN, l.savedX = 0, nil
+	copy(l.wpad, l.w)
+	if !l.train {
+		return l.grids(1)
+	}
+	if l.cBatch > 0 {
+		return l.grids(l.cBatch)[l.cFirst*l.glen:]
+	}
+	if n > 0 {
+		l.savedN, l.savedX = n, &x[0]
+	}
+	return l.grids(n)
+}
+
+// exampleGrid is example e's grid in the buffer forwardStart returned.
+func (l *conv2D) exampleGrid(xg []float32, e int) []float32 {
+	if !l.train {
+		e = 0
+	}
+	return xg[e*l.glen : (e+1)*l.glen]
+}
+
+// forwardGrid lays one example's input x out on g and computes its
+// output without bias on the grid, into yg.
+func (l *conv2D) forwardGrid(g, x []float32) {
+	l.grid(g, x)
+	convNN(l.mp, l.np, l.InC*l.K*l.K, l.wpad, g, l.offs, l.yg)
+}
+
+// sparseShare bounds the non-zero share of an example's output gradient
+// for which Backward takes the weight gradient from the list of entries:
+// at most one in sparseShare (a 2×2 max-pooling leaves one in four).
+const sparseShare = 4
+
+func (l *conv2D) Backward(dx, dy, x, y []float32, n int) {
+	if n == 0 {
+		return
+	}
+	in, out := l.InSize(), l.OutSize()
+	var xg []float32
+	if l.cBatch == 0 || l.cFirst == 0 {
+		xg = l.backwardStart(x, n, dx != nil)
+		if l.sparse {
+			clear(l.dwp)
+		}
+		l.listed = false
+	}
+	if l.cBatch > 0 {
+		// The chunk's grids, kept by its training Forward.
+		xg = l.grids(l.cBatch)[l.cFirst*l.glen:]
+	}
+	for e := 0; e < n; e++ {
+		dye := dy[e*out : (e+1)*out]
+		g := xg[e*l.glen : (e+1)*l.glen]
+		var dxe []float32
+		if dx != nil {
+			dxe = dx[e*in : (e+1)*in]
+		}
+		placed := false
+		if l.sparse {
+			var cnt int
+			cnt, placed = l.listGrad(dye)
+			if cnt <= out/sparseShare {
+				l.gatherGrad(cnt, g)
+				l.listed = true
+				if dxe != nil {
+					if !placed {
+						l.placeGrad(dye, false)
+					}
+					l.inputGrad(dxe)
+				}
+				continue
+			}
+		}
+		if !placed {
+			l.placeGrad(dye, !l.sparse)
+		}
+		l.backwardGrid(g, dxe)
+	}
+	if l.cBatch > 0 && l.cFirst+n < l.cBatch {
+		return // more chunks to come
+	}
+	l.backwardEnd()
+	if l.listed {
+		l.sparseEnd()
+	}
+}
+
+// listGrad lists the non-zero entries of one example's output gradient
+// (grid position, value, channel), grouped by channel, adds the channel
+// sums to db, and returns how many there are and whether it also placed
+// the gradient on the grid dyg (as placeGrad does).
+func (l *conv2D) listGrad(dy []float32) (int, bool) {
+	hw, ow, gw, st := l.OutH*l.OutW, l.OutW, l.gw, l.S
+	if useAsm && st == 1 {
+		cnt := 0
+		tail := ow - (ow-1)&^7
+		// listNZ writes the grid rows in whole chunks of 8.
+		_ = l.dyg[(l.OutC-1)*l.np+(l.OutH-1)*gw+(ow+7)&^7-1]
+		for c := 0; c < l.OutC; c++ {
+			var sum [8]float32
+			dc := dy[c*hw : (c+1)*hw]
+			_ = l.pos[cnt+hw+7]
+			_ = l.ch[cnt+hw+7]
+			_ = l.g[cnt+hw+7]
+			cnt += listNZ(l.OutH, ow, &dc[0], ow, &l.dyg[c*l.np], gw, int32(c), &l.pos[cnt], &l.ch[cnt], &l.g[cnt], &maskTab[16-tail], &packLUT[0][0], &sum[0])
+			l.db[c] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))
+		}
+		return cnt, true
+	}
+	pos, ch, gs := l.pos[:l.OutC*hw], l.ch[:l.OutC*hw], l.g[:l.OutC*hw]
+	cnt := 0
+	for c := 0; c < l.OutC; c++ {
+		var s0, s1 float32 // two sums: a single one is a latency chain
+		dc := dy[c*hw : (c+1)*hw]
+		for oy := 0; oy < l.OutH; oy++ {
+			base := int32(oy * st * gw)
+			row := dc[oy*ow : (oy+1)*ow]
+			for ox := 0; ox+1 < len(row); ox += 2 {
+				// Written always, kept (cnt advanced) only when non-zero:
+				// no branch on the data.
+				v0, v1 := row[ox], row[ox+1]
+				pos[cnt], ch[cnt], gs[cnt] = base+int32(ox*st), int32(c), v0
+				b := math.Float32bits(v0) << 1 // ±0 alike
+				cnt += int((b | -b) >> 31)
+				pos[cnt], ch[cnt], gs[cnt] = base+int32((ox+1)*st), int32(c), v1
+				b = math.Float32bits(v1) << 1
+				cnt += int((b | -b) >> 31)
+				s0 += v0
+				s1 += v1
+			}
+			if ow%2 != 0 {
+				v := row[ow-1]
+				pos[cnt], ch[cnt], gs[cnt] = base+int32((ow-1)*st), int32(c), v
+				b := math.Float32bits(v) << 1
+				cnt += int((b | -b) >> 31)
+				s0 += v
+			}
+		}
+		l.db[c] += s0 + s1
+	}
+	return cnt, false
+}
+
+// gatherGrad adds the weight gradient of the cnt listed entries, for the
+// example whose grid is g, to dwp.
+func (l *conv2D) gatherGrad(cnt int, g []float32) {
+	hiPos := (l.OutH-1)*l.S*l.gw + (l.OutW-1)*l.S
+	gatherRows(cnt, l.pos, l.g, l.ch, g, l.InC*l.K, l.roffs, l.dwp, hiPos, l.OutC-1)
+}
+
+// sparseEnd adds the weight gradient gathered in dwp to dw.
+func (l *conv2D) sparseEnd() {
+	k, ckk, rows := l.K, l.InC*l.K*l.K, l.InC*l.K
+	for c := 0; c < l.OutC; c++ {
+		for r := 0; r < rows; r++ {
+			dwr := l.dw[c*ckk+r*k : c*ckk+(r+1)*k]
+			for kx, v := range l.dwp[(c*rows+r)*8 : (c*rows+r)*8+k] {
+				dwr[kx] += v
+			}
+		}
+	}
+}
+
+// placeGrad writes one example's output gradient onto the grid dyg, at
+// the positions the outputs were computed at (the others stay zero), and
+// if bias adds its channel sums to db.
+func (l *conv2D) placeGrad(dy []float32, bias bool) {
+	hw := l.OutH * l.OutW
+	for c := 0; c < l.OutC; c++ {
+		dc := dy[c*hw : (c+1)*hw]
+		if l.S == 1 && useAsm && bias {
+			var sum [8]float32
+			_ = l.dyg[c*l.np+(l.OutH-1)*l.gw+l.OutW-1]
+			copyRowsSum(&l.dyg[c*l.np], l.gw, &dc[0], l.OutW, l.OutH, l.OutW, &sum[0], &tailTab[l.OutW%8])
+			l.db[c] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))
+			continue
+		}
+		var s float32
+		if bias {
+			for _, v := range dc {
+				s += v
+			}
+			l.db[c] += s
+		}
+		if l.S == 1 {
+			copyRows(l.dyg[c*l.np:], l.gw, dc, l.OutW, l.OutH, l.OutW)
+			continue
+		}
+		gc := l.dyg[c*l.np : (c+1)*l.np]
+		for oy := 0; oy < l.OutH; oy++ {
+			row := gc[oy*l.S*l.gw : oy*l.S*l.gw+(l.OutW-1)*l.S+1]
+			for ox, v := range dc[oy*l.OutW : (oy+1)*l.OutW] {
+				row[ox*l.S] = v
+			}
+		}
+	}
+}
+
+// backwardStart prepares a backward pass over n examples of x and returns
+// their grids, rebuilt unless they are the last training Forward's.
+func (l *conv2D) backwardStart(x []float32, n int, wantDx bool) []float32 {
+	in, ckk := l.InSize(), l.InC*l.K*l.K
+	xg := l.grids(n)
+	if l.cBatch == 0 && (l.savedN != n || l.savedX != &x[0]) {
+		for e := 0; e < n; e++ {
+			l.grid(xg[e*l.glen:(e+1)*l.glen], x[e*in:(e+1)*in])
+		}
+	}
+	if wantDx {
+		for c := 0; c < l.OutC; c++ {
+			for r := 0; r < ckk; r++ {
+				l.wT[r*l.OutC+c] = l.w[c*ckk+r]
+			}
+		}
+	}
+	clear(l.dwpad)
+	return xg
+}
+
+// backwardGrid does one example's backward pass from the output gradient
+// on the grid (dyg, zero in the junk columns): it adds the weight
+// gradient into dwpad and, unless dx is nil, writes the input gradient.
+func (l *conv2D) backwardGrid(g, dx []float32) {
+	// dW += dy·(shifted windows of the input)ᵀ.
+	if l.tapsMajor {
+		convNT(l.ntM, l.ntT, l.np, g, l.offs, l.dyg, l.rowOffs, l.dwpad, l.ntT)
+	} else {
+		convNT(l.ntM, l.ntT, l.np, l.dyg, l.rowOffs, g, l.offs, l.dwpad, l.ntT)
+	}
+	if dx != nil {
+		l.inputGrad(dx)
+	}
+}
+
+// dcolPad is the zeros before dcolg's first row, which shiftSum reads
+// for the first row's first positions.
+const dcolPad = 8
+
+// inputGrad writes one example's input gradient dx from dyg.
+func (l *conv2D) inputGrad(dx []float32) {
+	ckk := l.InC * l.K * l.K
+	// The input gradient: dcol = Wᵀ·dy on the grid, then each tap's row
+	// added at its offset (the adjoint of reading shifted windows), the K
+	// taps of a kernel row at once: dst[o+p] += Σ_kx dcol[r0+kx, p−kx] for
+	// p < npv+K−1. Each dcol row is zero at its junk columns and its last
+	// K−1 positions and more (np ≥ npv+K−1), and dcolPad zeros precede
+	// the first, so reads outside a row's valid positions add zeros.
+	dcol := l.dcolg[dcolPad:]
+	gemmNN(ckk, l.np, l.OutC, l.wT, l.OutC, l.dyg, l.np, dcol, l.np, false)
+	w := (l.fh-1)*l.gw + l.fw + l.K - 1
+	dst := dx
+	if l.padded {
+		dst = l.dxg
+	}
+	clear(dst)
+	if l.K > dcolPad+1 || !useAsm {
+		npv := w - l.K + 1
+		for r0 := 0; r0 < ckk; r0 += l.K {
+			addRows(dst[l.offs[r0]:], 1, dcol[r0*l.np:], l.np, l.K, npv)
+		}
+	} else {
+		_ = l.dcolg[dcolPad+(ckk-1)*l.np+w-1]
+		for r0 := 0; r0 < ckk; r0 += l.K {
+			_ = dst[l.offs[r0]+w-1]
+			shiftSum(&dst[l.offs[r0]], &l.dcolg[dcolPad+r0*l.np], l.np, l.K, w)
+		}
+	}
+	if l.padded {
+		for ci := 0; ci < l.InC; ci++ {
+			copyRows(dx[ci*l.InH*l.InW:], l.InW, l.dxg[ci*l.plane+l.PadT*l.gw+l.PadL:], l.gw, l.InH, l.InW)
+		}
+	}
+}
+
+// backwardEnd adds the weight gradient gathered in dwpad to dw.
+func (l *conv2D) backwardEnd() {
+	ckk := l.InC * l.K * l.K
+	for c := 0; c < l.OutC; c++ {
+		dwc := l.dw[c*ckk : (c+1)*ckk]
+		if l.tapsMajor {
+			for r := range dwc {
+				dwc[r] += l.dwpad[r*l.ntT+c]
+			}
+			continue
+		}
+		for r, v := range l.dwpad[c*l.ntT : c*l.ntT+ckk] {
+			dwc[r] += v
+		}
+	}
+}
