@@ -911,6 +911,40 @@ pfdone:
 	VMOVUPS     Y2, (R13) \
 	VMOVUPS     Y3, 32(R13)
 
+// POOLBWDM is POOLBWD for a row's last group: only the columns of its
+// windows in the mask (Y14: columns 0-7, Y9: 8-15, from Y15's windows)
+// are stored, so that a grid row narrower than the groups' 16 columns
+// does not spill zeros into the next row, which an earlier group of the
+// same pooled row has already written.
+#define POOLBWDM \
+	VANDPS      poolbit1<>(SB), Y11, Y4 \
+	VPCMPEQD    poolbit1<>(SB), Y4, Y4 \
+	VANDPS      Y10, Y4, Y4 \
+	VANDPS      poolbit2<>(SB), Y11, Y5 \
+	VPCMPEQD    poolbit2<>(SB), Y5, Y5 \
+	VANDPS      Y10, Y5, Y5 \
+	VANDPS      poolbit4<>(SB), Y11, Y6 \
+	VPCMPEQD    poolbit4<>(SB), Y6, Y6 \
+	VANDPS      Y10, Y6, Y6 \
+	VANDPS      poolbit8<>(SB), Y11, Y7 \
+	VPCMPEQD    poolbit8<>(SB), Y7, Y7 \
+	VANDPS      Y10, Y7, Y7 \
+	VPCMPEQD    Y13, Y11, Y8 \
+	VANDNPS     Y10, Y8, Y8 \
+	VADDPS      Y8, Y12, Y12 \
+	VUNPCKLPS   Y5, Y4, Y0 \
+	VUNPCKHPS   Y5, Y4, Y1 \
+	VPERM2F128  $0x20, Y1, Y0, Y2 \
+	VPERM2F128  $0x31, Y1, Y0, Y3 \
+	VMASKMOVPS  Y2, Y14, (R12) \
+	VMASKMOVPS  Y3, Y9, 32(R12) \
+	VUNPCKLPS   Y7, Y6, Y0 \
+	VUNPCKHPS   Y7, Y6, Y1 \
+	VPERM2F128  $0x20, Y1, Y0, Y2 \
+	VPERM2F128  $0x31, Y1, Y0, Y3 \
+	VMASKMOVPS  Y2, Y14, (R13) \
+	VMASKMOVPS  Y3, Y9, 32(R13)
+
 // func poolBwd8(rows, groups int, d *float32, ldd int, dy *float32, ldy int, hot *int32, mask *int32, sum *float32)
 // The adjoint of poolFwd8: writes all 16·groups floats of grid rows 2i and
 // 2i+1 (d, rows ldd apart) for i < rows, in order, so a row's overrun into
@@ -925,6 +959,10 @@ TEXT ·poolBwd8(SB), NOSPLIT, $0-72
 	MOVQ    hot+48(FP), DX
 	MOVQ    mask+56(FP), AX
 	VMOVDQU (AX), Y15
+	VUNPCKLPS  Y15, Y15, Y0
+	VUNPCKHPS  Y15, Y15, Y1
+	VPERM2F128 $0x20, Y1, Y0, Y14
+	VPERM2F128 $0x31, Y1, Y0, Y9
 	VXORPS  Y13, Y13, Y13
 	VXORPS  Y12, Y12, Y12
 	SHLQ    $2, R9
@@ -955,7 +993,7 @@ pbgroup:
 pblast:
 	VMASKMOVPS (R14), Y15, Y10
 	VMASKMOVPS (R15), Y15, Y11
-	POOLBWD
+	POOLBWDM
 	LEAQ       (SI)(R9*2), SI
 	ADDQ       R11, DI
 	ADDQ       R11, DX
