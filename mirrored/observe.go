@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/meshtrain/meshtrain/nn/tensorboard"
+	"github.com/meshtrain/meshtrain/internal/tensorboard"
 )
 
 // Event kinds, in the order a run emits them: one start, at most one

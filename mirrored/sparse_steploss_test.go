@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/meshtrain/meshtrain/nn/tensorboard"
+	"github.com/meshtrain/meshtrain/internal/tensorboard"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
-	"github.com/meshtrain/meshtrain/nn/tensorboard"
+	"github.com/meshtrain/meshtrain/internal/tensorboard"
 )
 
 // Evaluator defaults.
