@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/internal/tensorboard"
+	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/tensorboard"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/nn"
-	"github.com/meshtrain/meshtrain/internal/tensorboard"
 )
 
 // These tests train on the real MNIST (found in the usual places or
