@@ -50,7 +50,8 @@
 // are packages of their own below this one: mirrored/gossip (the
 // averaging protocol) and mirrored/checkpoint (the format); the programs
 // that use it are the running wing (mirrored/launch) and the measuring
-// wing (mirrored/measure).
+// wing (mirrored/measure), both writing a run's report through
+// mirrored/report.
 //
 // Invariants: with the same settings (seed included) and the same number of
 // replicas, a synchronous run performs the same arithmetic in the same

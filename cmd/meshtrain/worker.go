@@ -23,6 +23,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -404,7 +405,7 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 	if !c.Bool("events") {
 		p := sum.Peer
 		fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %s, received %s, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",
-			p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, launch.BytesIEC(p.BytesSent), launch.BytesIEC(p.BytesReceived), p.CPUSeconds,
+			p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, report.BytesIEC(p.BytesSent), report.BytesIEC(p.BytesReceived), p.CPUSeconds,
 			100*p.ComputeShare, 100*p.CommShare, 100*p.WaitShare, p.ParamsSHA256)
 	}
 	st := sum.Run.Stopped

@@ -20,6 +20,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
 
@@ -84,7 +85,7 @@ type WorkerConfig struct {
 	// Report, if set, receives the worker's Summary as JSON at the end.
 	Report string
 	// Summary and Table, if set, receive on the chief the cluster's
-	// summary as launch writes it (WriteSummary, WriteTable), from every
+	// summary as launch writes it (report.WriteSummary, report.WriteTable), from every
 	// peer's figures gathered over the cluster's links at the end of a
 	// ring run (a gossip run's chief has only its own).
 	Summary string
@@ -284,16 +285,16 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 	if cfg.Summary == "" && cfg.Table == nil {
 		return nil
 	}
-	info := RunInfo{Strategy: cfg.Job.Strategy.Name, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
+	info := report.RunInfo{Strategy: cfg.Job.Strategy.Name, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
 	if info.Strategy == "" {
 		info.Strategy = mirrored.StrategyRing
 	}
 	if info.Security == "" {
 		info.Security = string(p2p.SecurityTLS)
 	}
-	rep := &Report{WallSeconds: time.Since(start).Seconds(), Started: start, Gossip: gossip, Info: info, Cost: cfg.Cost}
+	rep := &report.Report{WallSeconds: time.Since(start).Seconds(), Started: start, Gossip: gossip, Info: info, Cost: cfg.Cost}
 	for r, addr := range cfg.Cluster.Peers {
-		p := Peer{Rank: r, Addr: addr}
+		p := report.Peer{Rank: r, Addr: addr}
 		switch {
 		case r < len(all) && all[r] != nil:
 			p.Summary = all[r]
@@ -304,12 +305,12 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 		}
 		rep.Peers = append(rep.Peers, p)
 	}
-	rep.Identical = identical(rep.Peers)
+	rep.Identical = report.Identical(rep.Peers)
 	if cfg.Table != nil {
-		WriteTable(cfg.Table, rep)
+		report.WriteTable(cfg.Table, rep)
 	}
 	if cfg.Summary != "" {
-		return WriteSummary(cfg.Summary, rep)
+		return report.WriteSummary(cfg.Summary, rep)
 	}
 	return nil
 }

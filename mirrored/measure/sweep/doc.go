@@ -22,7 +22,7 @@
 // per peer, the final test loss and accuracy (under gossip the survivors'
 // average model), training time, global examples/s, time to the target
 // accuracy (at the first evaluation that reached it) and the verdict
-// (package verdict) with the straggler's rank.
+// (package mirrored/report's verdict) with the straggler's rank.
 //
 // Invariants: every point runs the same mirrored.Job but for the point's
 // workers, batch size, strategy and straggler. After each point,

@@ -18,6 +18,7 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // The runners' kinds.
@@ -134,7 +135,7 @@ type Processes struct {
 	Stdout, Stderr io.Writer
 	Logger         *zap.Logger
 	// Info says what the workers run, for launch's records.
-	Info launch.RunInfo
+	Info report.RunInfo
 }
 
 // Kind is KindProcesses.
