@@ -104,7 +104,7 @@ func init() {
 					run.WorkerArgs = append(run.WorkerArgs, arg)
 				}
 			}
-			cfg.Runner, cfg.Progress, cfg.Logger = run, screen.Stdout(), log
+			cfg.Runner, cfg.Progress, cfg.Logger, cfg.LogDir = run, screen.Stdout(), log, c.String("logdir")
 			if points, skipped := cfg.Grid.Points(); len(points) > 0 {
 				fmt.Fprintf(screen.Stdout(), "sweep: %d point(s), %d skipped, results in %s\n", len(points), len(skipped), cfg.Out)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
@@ -51,9 +52,12 @@ func init() {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			cfg.Progress, cfg.Logger = screen.Stdout(), logger(c, "train")
+			job := mirrored.Job{Config: cfg, Strategy: strategy, Resources: observe.Resources(0)}
 			// The progress shows each epoch; a console log repeats it only at debug.
-			cfg.QuietProgressLog = c.String("log-format") == "console"
-			job := mirrored.Job{Config: cfg, Strategy: strategy}
+			if job.Observers, err = observe.Standard(observe.Options{Logger: cfg.Logger, Progress: screen.Stdout(),
+				QuietProgressLog: c.String("log-format") == "console", LogDir: c.String("logdir"), LogEvery: c.Int("log-every")}); err != nil {
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
 			if c.String("timeline") != "" {
 				job.Timeline = timeline.NewRecorder(c.Int("timeline-steps"))
 			}

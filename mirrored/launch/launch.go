@@ -25,6 +25,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
@@ -62,7 +63,7 @@ type Config struct {
 	// Stdout receives the workers' output prefixed by rank, the status
 	// lines and rank 0's training progress: a bar redrawn in place if
 	// Stdout is a terminal, else a line every LogEvery steps (the workers'
-	// --log-every; 0: mirrored.DefaultLogEvery). Stderr receives the
+	// --log-every; 0: observe.DefaultLogEvery). Stderr receives the
 	// workers' logs (see report.WriteTable for the summary).
 	Stdout, Stderr io.Writer
 	LogEvery       int
@@ -169,7 +170,7 @@ func (cfg *Config) fill() error {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.LogEvery <= 0 {
-		cfg.LogEvery = mirrored.DefaultLogEvery
+		cfg.LogEvery = observe.DefaultLogEvery
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
@@ -91,9 +92,12 @@ type WorkerConfig struct {
 	Summary string
 	Table   io.Writer
 	// Events, if set, receives the job's events as marked lines
-	// (EventPrefix + JSON), for a launcher reading the worker's stdout.
-	Events io.Writer
-	Logger *zap.Logger
+	// (EventPrefix + JSON), for a launcher reading the worker's stdout:
+	// the steps every LogEvery (the worker's --log-every; 0:
+	// observe.DefaultLogEvery) and at a bounded rate (observe.Sampled).
+	Events   io.Writer
+	LogEvery int
+	Logger   *zap.Logger
 	// OnListening, if set, is called once this peer listens, before it
 	// connects to the others (a pod's readiness, see Health).
 	OnListening func()
@@ -166,12 +170,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	}
 	// Compared in the start-up handshake: found at once, by every peer.
 	cfg.Job.Cluster, cfg.Job.AllReduceAlgo = cfg.Cluster.Digest(), cfg.Algo.String()
-	prev := cfg.Job.OnEvent
-	cfg.Job.OnEvent = func(e mirrored.Event) {
-		emit(Message{Event: e})
-		if prev != nil {
-			prev(e)
-		}
+	if cfg.Events != nil {
+		// A copy: the caller's slice is not appended to.
+		cfg.Job.Observers = append(cfg.Job.Observers[:len(cfg.Job.Observers):len(cfg.Job.Observers)],
+			observe.Sampled(cfg.LogEvery, func(e mirrored.Event) { emit(Message{Event: e}) }))
+	}
+	if cfg.Job.Resources == nil { // every worker's summary has its resource history
+		cfg.Job.Resources = observe.Resources(0)
 	}
 
 	if cfg.Job.Elastic != nil {
