@@ -39,6 +39,9 @@ func (s *stepSampler) Observe(e mirrored.Event) error {
 		return nil // the history reaches the caller in the Summary
 	}
 	if e.Kind != mirrored.EventStep {
+		if e.Kind == mirrored.EventStart { // an elastic generation's steps are its own
+			s.sum, s.last = mirrored.StepStats{}, time.Now()
+		}
 		s.onEvent(e)
 		return nil
 	}

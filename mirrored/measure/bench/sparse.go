@@ -491,7 +491,7 @@ func (o *sparseOutput) end(res *SparseResult) error {
 	return nil
 }
 
-// cpuSpan returns a job event hook recording the process's CPU time at
+// cpuSpan returns an observer recording the process's CPU time at
 // the start of the first step (the "start" event) and after the last step
 // (the last "epoch" event, which follows the epoch's loss all-reduce).
 func cpuSpan(start, end *time.Duration) mirrored.ObserverFunc {
