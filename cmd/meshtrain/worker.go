@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -336,10 +337,13 @@ func init() {
 			}
 			job.Logger = log
 			job.Progress = screen.Stdout()
+			progress := job.Progress
 			if c.Bool("events") {
-				job.Progress = nil // the launcher prints the progress
+				// The launcher prints the progress; the log stays as quiet
+				// as on a worker that prints it.
+				job.Progress, progress = nil, io.Discard
 			}
-			if job.Observers, err = observe.Standard(observe.Options{Logger: log, Progress: job.Progress,
+			if job.Observers, err = observe.Standard(observe.Options{Logger: log, Progress: progress,
 				EveryRank: job.Strategy.Gossip(), QuietProgressLog: c.String("log-format") == "console",
 				LogDir: c.String("logdir"), Rank: cl.Rank, Elastic: job.Elastic, LogEvery: c.Int("log-every")}); err != nil {
 				return usageError{fmt.Errorf("worker: %w", err)}
