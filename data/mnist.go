@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 )
 

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 )
 
 // Environment of the fetch helper processes of TestConcurrentFetch.

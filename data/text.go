@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 )
 
 // Document is one labelled text of a corpus.

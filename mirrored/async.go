@@ -139,7 +139,7 @@ func runAsync(ctx context.Context, job *Job, g Group, run *plan, st Gossip) (*Su
 	}
 	defer l.obs.close()
 	defer l.gos.Close()
-	l.sampler = startSampler(sampleEvery, groupLinks(g))
+	l.sampler = startSampler(l.job, g)
 	defer l.sampler.finish()
 	pipe, err := run.pipeline(ctx, 1, data.Forever, l.steps)
 	if err != nil {
@@ -234,11 +234,9 @@ func (l *gossipLoop) start(ctx context.Context) error {
 	if l.gos, err = gossip.New(l.c, shared, opts); err != nil {
 		return err
 	}
-	if l.obs, err = newObservers(l.job, l.rank, 1, true); err != nil {
-		return err
-	}
+	l.obs = newObservers(l.job, l.rank)
 	l.gos.Start(ctx)
-	return l.obs.emit(Event{Kind: EventStart, Steps: cfg.Epochs * l.steps, Info: run.header(l.steps, cl.total)})
+	return l.obs.emit(Event{Kind: EventStart, Steps: cfg.Epochs * l.steps, Replicas: 1, Info: run.header(l.steps, cl.total)})
 }
 
 // step is one local step: the batch, the gradient and update on the

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -57,13 +57,14 @@ func TestResumeFallsBackFromDamaged(t *testing.T) {
 			infos := map[int]string{}
 			jobs := same(2, auto)
 			for r := range jobs {
-				jobs[r].OnEvent = func(e Event) {
+				jobs[r].Observers = []Observer{ObserverFunc(func(e Event) error {
 					if e.Kind == EventResumed {
 						mu.Lock()
 						infos[r] = e.Info
 						mu.Unlock()
 					}
-				}
+					return nil
+				})}
 			}
 			sums, errs := runGroup(t, jobs)
 			if err := errors.Join(errs...); err != nil {

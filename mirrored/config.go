@@ -56,13 +56,6 @@ type Config struct {
 	// many examples of each set (for quick runs and tests).
 	TrainExamples, TestExamples int
 
-	// LogDir, if set, receives TensorBoard event files in
-	// tensorboard.WorkerDir(LogDir, rank): a train and a validation run.
-	LogDir string
-	// LogEvery is the number of steps between the per-step scalars (loss,
-	// rate, throughput, the compute/communication/wait split, bytes sent);
-	// 0 means DefaultLogEvery.
-	LogEvery int
 	// Shards is how many parts each replica splits its batch into for its
 	// cores (see nn.DefaultShards); 0 means nn.DefaultShards.
 	Shards int
@@ -77,26 +70,11 @@ type Config struct {
 	// (nn.GradNotifier, as every nn.Sequential does) under the ring.
 	GradientBucket int
 
-	// Progress, if set, receives one human-readable line per epoch.
+	// Progress, if set, receives the data's fetch meter (MNIST fetched on
+	// first use); the run's own progress is an observer's
+	// (observe.Progress, in Job.Observers).
 	Progress io.Writer
 	Logger   *zap.Logger
-	// QuietProgressLog logs the events Progress shows (the run's start,
-	// each epoch, its end) at debug level instead of info on a replica
-	// that writes Progress, so that a person reading the log and the
-	// progress on one terminal sees each once (the CLI sets it with
-	// console logs; JSON logs keep them at info for the machines).
-	QuietProgressLog bool
-}
-
-// DefaultLogEvery is Config.LogEvery's default: about 19 points per epoch
-// of LeNet on MNIST with 1 replica at batch 64, 9 with 2.
-const DefaultLogEvery = 50
-
-func (c *Config) logEvery() int {
-	if c.LogEvery > 0 {
-		return c.LogEvery
-	}
-	return DefaultLogEvery
 }
 
 // DefaultConfig is LeNet-5 with the anchors' recipe: SGD with momentum
@@ -154,8 +132,6 @@ func (c *Config) validateCommon() error {
 		return fmt.Errorf("example limits %d/%d: want ≥ 0 (0: the whole set)", c.TrainExamples, c.TestExamples)
 	case c.Shards < 0:
 		return fmt.Errorf("%d compute shards: want ≥ 0 (0: the default)", c.Shards)
-	case c.LogEvery < 0:
-		return fmt.Errorf("log every %d steps: want ≥ 1 (0: every %d)", c.LogEvery, DefaultLogEvery)
 	}
 	return nil
 }

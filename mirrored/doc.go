@@ -10,8 +10,9 @@
 // logistic regression through Job.Sparse), the Strategy (the ring, or
 // gossip with its knobs), the Faults to inject, checkpoints and the
 // consistency checks; every run returns one Summary, with the gossip
-// report inside it under gossip. Observers (the caller's among them, in
-// Job.Observers) see every event.
+// report inside it under gossip. The Observers the caller installs in
+// Job.Observers (package mirrored/observe has meshtrain's own) see every
+// event.
 //
 // Inside, in the manner of a raft node, arithmetic is driven by thin
 // loops, with data loading, disk, network and printing outside it:
@@ -52,9 +53,13 @@
 //     has ringHook.
 //   - faults.go: one hook (Faults.At) both loops call at named Points of
 //     every step: after the gradient, before the combine, after the update.
-//   - observe.go, progress.go: one set of Observers for every mode: the
-//     log, the progress lines, TensorBoard event files, the caller's
-//     OnEvent hook (the launcher) and Job.Observers.
+//   - observe.go: the Events every mode emits, in one order, and their
+//     fan-out to the caller's Job.Observers (errors joined, each closed
+//     once at the end); resources.go: the ResourceSampler a Job may carry,
+//     whose samples reach the observers and whose history the Summary.
+//     The observers themselves (the log, the progress lines, TensorBoard
+//     event files, the launcher's sampled hook, the OS resource sampler)
+//     are package mirrored/observe's: a caller installs what it needs.
 //
 // The collective layer is reached through Group (NewGroup adapts a
 // collective.Comm; LocalGroup is one replica). Gossip replicas talk
@@ -62,7 +67,8 @@
 // are packages of their own below this one: mirrored/gossip (the
 // averaging protocol) and mirrored/checkpoint (the format); the programs
 // that use it are the running wing (mirrored/launch) and the measuring
-// wing (mirrored/measure).
+// wing (mirrored/measure), both writing a run's report through
+// mirrored/report.
 //
 // Invariants: with the same settings (seed included) and the same number of
 // replicas, a synchronous run performs the same arithmetic in the same

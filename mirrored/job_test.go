@@ -380,11 +380,12 @@ func TestResumeRefusesOtherConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var info string
-	job.OnEvent = func(e Event) {
+	job.Observers = []Observer{ObserverFunc(func(e Event) error {
 		if e.Kind == EventResumed && e.Rank == 0 {
 			info = e.Info
 		}
-	}
+		return nil
+	})}
 	sums, errs := runGroup(t, same(2, job))
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -436,11 +437,12 @@ func TestJobPeerFailure(t *testing.T) {
 		}
 		j := job
 		if r == 1 {
-			j.OnEvent = func(e Event) {
+			j.Observers = []Observer{ObserverFunc(func(e Event) error {
 				if e.Kind == "epoch" {
 					net.Kill(1) // dies after its first epoch
 				}
-			}
+				return nil
+			})}
 		}
 		wg.Add(1)
 		go func() {

@@ -1,24 +1,8 @@
 package mirrored
 
 import (
-	"sync"
-	"sync/atomic"
-	"time"
-
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/internal/rusage"
 )
-
-// ResourceInterval is how often a run samples its process's resources.
-const ResourceInterval = time.Second
-
-// sampleEvery is ResourceInterval, shorter in tests.
-var sampleEvery = ResourceInterval
-
-// MaxResourceSamples bounds a run's resource history: when it is full,
-// neighbouring samples are merged in pairs (the interval doubles), so an
-// hour at one a second fits and a week keeps the same number of points.
-const MaxResourceSamples = 3600
 
 // ResourceSample is a peer's resource use over one interval ending
 // Seconds after the run started, what dstat, top and iftop showed the
@@ -50,140 +34,43 @@ type LinkRate struct {
 	Received float64 `json:"received_per_sec"`
 }
 
-// sampler takes a ResourceSample every interval on its own goroutine
-// until stopped; the loop tells it the steps done and collects what is
-// new with pending.
-type sampler struct {
-	start    time.Time
-	links    func() []collective.LinkTraffic // nil: not counted
-	step     atomic.Int64
-	stop     chan struct{}
-	done     chan struct{}
-	mu       sync.Mutex
-	samples  []ResourceSample
-	reported int // samples already passed on by pending
-	once     sync.Once
+// ResourceSampler measures this process's resources while a replica
+// trains (observe.Resources samples the OS): a Job's Resources starts one
+// per run; the loop tells it the steps done at every step and passes what
+// is new to the observers (EventResources), and keeps its history in
+// PeerStats.Resources.
+type ResourceSampler interface {
+	// Pending returns the samples taken since the last call, after noting
+	// that step steps are done.
+	Pending(step int) []ResourceSample
+	// Finish stops sampling and returns the whole history; it may be
+	// called again.
+	Finish() []ResourceSample
 }
 
-// startSampler samples every interval from now; links, if not nil, counts
-// the bytes per link.
-func startSampler(interval time.Duration, links func() []collective.LinkTraffic) *sampler {
-	s := &sampler{start: time.Now(), links: links, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.run(interval)
-	return s
+// sampler is a run's ResourceSampler; nil when the Job has none.
+type sampler struct{ s ResourceSampler }
+
+// startSampler starts job's ResourceSampler over g's links, if it has one.
+func startSampler(job *Job, g Group) *sampler {
+	if job.Resources == nil {
+		return nil
+	}
+	return &sampler{job.Resources(groupLinks(g))}
 }
 
-func (s *sampler) run(interval time.Duration) {
-	defer close(s.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	prevAt, prev := time.Now(), rusage.Now()
-	var prevLinks []collective.LinkTraffic
-	if s.links != nil {
-		prevLinks = s.links()
-	}
-	for {
-		final := false
-		select {
-		case <-s.stop:
-			// The last, partial interval: a run shorter than one still
-			// has its sample.
-			if time.Since(prevAt) < time.Millisecond {
-				return
-			}
-			final = true
-		case <-t.C:
-		}
-		at, u := time.Now(), rusage.Now()
-		dt := at.Sub(prevAt).Seconds()
-		smp := ResourceSample{Seconds: at.Sub(s.start).Seconds(), Interval: dt, Step: int(s.step.Load()),
-			CPUUser: (u.User - prev.User).Seconds() / dt, CPUSystem: (u.System - prev.System).Seconds() / dt, RSSBytes: u.RSSBytes,
-			DiskRead: float64(u.DiskRead-prev.DiskRead) / dt, DiskWrite: float64(u.DiskWritten-prev.DiskWritten) / dt}
-		if s.links != nil {
-			cur := s.links()
-			for i, l := range cur {
-				var p collective.LinkTraffic
-				if i < len(prevLinks) {
-					p = prevLinks[i]
-				}
-				lr := LinkRate{Peer: l.Peer, Sent: float64(l.Sent-p.Sent) / dt, Received: float64(l.Received-p.Received) / dt}
-				smp.Links = append(smp.Links, lr)
-				smp.Sent += lr.Sent
-				smp.Received += lr.Received
-			}
-			prevLinks = cur
-		}
-		prevAt, prev = at, u
-		s.add(smp)
-		if final {
-			return
-		}
-	}
-}
-
-// add appends a sample, halving the history when it is full.
-func (s *sampler) add(smp ResourceSample) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.samples = append(s.samples, smp)
-	if len(s.samples) < MaxResourceSamples {
-		return
-	}
-	half := s.samples[:0]
-	for i := 0; i+1 < len(s.samples); i += 2 {
-		half = append(half, mergeSamples(s.samples[i], s.samples[i+1]))
-	}
-	s.samples = half
-	// Samples merged before pending saw them are not passed on: the
-	// history keeps them, TensorBoard misses at most one halving's worth.
-	s.reported = len(s.samples)
-}
-
-// mergeSamples is a and b as one interval: rates weighted by time, the
-// later resident set.
-func mergeSamples(a, b ResourceSample) ResourceSample {
-	t := a.Interval + b.Interval
-	w := func(x, y float64) float64 { return (x*a.Interval + y*b.Interval) / t }
-	m := ResourceSample{Seconds: b.Seconds, Interval: t, Step: b.Step, CPUUser: w(a.CPUUser, b.CPUUser), CPUSystem: w(a.CPUSystem, b.CPUSystem),
-		RSSBytes: b.RSSBytes, DiskRead: w(a.DiskRead, b.DiskRead), DiskWrite: w(a.DiskWrite, b.DiskWrite),
-		Sent: w(a.Sent, b.Sent), Received: w(a.Received, b.Received)}
-	for i, l := range b.Links {
-		var p LinkRate
-		if i < len(a.Links) {
-			p = a.Links[i]
-		}
-		m.Links = append(m.Links, LinkRate{Peer: l.Peer, Sent: w(p.Sent, l.Sent), Received: w(p.Received, l.Received)})
-	}
-	return m
-}
-
-// pending returns the samples taken since the last call (for the
-// observers), after setting the steps done to step.
 func (s *sampler) pending(step int) []ResourceSample {
 	if s == nil {
 		return nil
 	}
-	s.step.Store(int64(step))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reported >= len(s.samples) {
-		return nil
-	}
-	out := append([]ResourceSample(nil), s.samples[s.reported:]...)
-	s.reported = len(s.samples)
-	return out
+	return s.s.Pending(step)
 }
 
-// finish stops the sampler and returns the whole history.
 func (s *sampler) finish() []ResourceSample {
 	if s == nil {
 		return nil
 	}
-	s.once.Do(func() { close(s.stop) })
-	<-s.done
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.samples
+	return s.s.Finish()
 }
 
 // groupLinks returns g's per-link byte counter, nil if g does not count.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
@@ -115,15 +116,18 @@ type Job struct {
 	// wait, combine, update, evaluation, checkpoints, gossip averages) for
 	// a trace (package timeline); the caller gathers and writes them.
 	Timeline *timeline.Recorder
-	// Observers receive every event of the run, every step's included,
-	// after meshtrain's own (see Observer); a slow one slows the steps.
-	// They are called on the replica's goroutine: give each replica run
-	// in one process its own, or make a shared one safe for concurrent use.
+	// Observers receive every event of the run, every step's included
+	// (see Observer; the log, the progress lines, TensorBoard and a
+	// sampled hook are in package mirrored/observe); a slow one slows the
+	// steps. They are called on the replica's goroutine: give each replica
+	// run in one process its own, or make a shared one safe for
+	// concurrent use.
 	Observers []Observer
-	// OnEvent, if set, is called (on the calling goroutine) at start-up,
-	// after each epoch and after each checkpoint, and with the training
-	// steps at a bounded rate (see SampleInterval).
-	OnEvent func(Event)
+	// Resources, if set, starts a ResourceSampler at the start of the run
+	// (observe.Resources samples the OS), given the group's byte counter
+	// per link (nil if the group does not count): its samples reach the
+	// observers and its history PeerStats.Resources.
+	Resources func(links func() []collective.LinkTraffic) ResourceSampler
 	// Cluster and AllReduceAlgo are the driver's settings that every
 	// replica must share too, compared at start-up like the others: the
 	// cluster list (a digest such as cluster.Cluster.Digest) and the

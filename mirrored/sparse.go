@@ -74,7 +74,7 @@ type SparseConfig struct {
 // sparseBuilder builds the replicas of sparse logistic regression
 // (sparse.LogReg, Job.Sparse). Of the Job it uses Epochs, BatchSize (per
 // replica), LR, Seed, TargetAccuracy, HashEvery, MeasureWait, NoShuffle,
-// the checkpoint settings, Progress, Logger and OnEvent; Model must be
+// the checkpoint settings, Logger and Observers; Model must be
 // SparseModel or empty.
 //
 // The ring strategy, on every replica:

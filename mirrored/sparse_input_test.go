@@ -71,11 +71,12 @@ func TestSparseBadTestFileUpFront(t *testing.T) {
 	started := make([]bool, 2)
 	jobs := sameSparse(2, job)
 	for r := range jobs {
-		jobs[r].OnEvent = func(e Event) {
+		jobs[r].Observers = []Observer{ObserverFunc(func(e Event) error {
 			if e.Kind == EventStart {
 				started[r] = true
 			}
-		}
+			return nil
+		})}
 	}
 	_, _, errs := runSparse(t, jobs)
 	for r, err := range errs {

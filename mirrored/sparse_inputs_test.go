@@ -128,13 +128,14 @@ func TestSparseInputChangedMidRun(t *testing.T) {
 			train := writeLibSVM(t, dir, "train.libsvm", 60)
 			job := sparseTestJob(nil, nil, 10, 10, 3, "adagrad", sparse.ExchangeSparse)
 			job.Sparse.TrainFiles = []string{train}
-			job.OnEvent = func(e Event) {
+			job.Observers = []Observer{ObserverFunc(func(e Event) error {
 				if e.Kind == EventEpoch && e.Epoch != nil && e.Epoch.Epoch == 1 {
 					if err := tc.change(train); err != nil {
 						t.Error(err)
 					}
 				}
-			}
+				return nil
+			})}
 			_, err := trainWithin(t, job, time.Minute)
 			if err == nil || !strings.Contains(err.Error(), "data file "+train+" changed during the run") {
 				t.Fatalf("got %v, want the run stopped naming %s", err, train)

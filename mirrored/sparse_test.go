@@ -318,12 +318,13 @@ func TestSparsePeerFailure(t *testing.T) {
 				// Rank 2 crashes as soon as it is past the handshake.
 				var stop context.CancelFunc
 				rctx, stop = context.WithCancel(ctx)
-				job.OnEvent = func(e Event) {
+				job.Observers = []Observer{ObserverFunc(func(e Event) error {
 					if e.Kind == "start" {
 						net.Kill(2)
 						stop()
 					}
-				}
+					return nil
+				})}
 			}
 			_, errs[r] = Run(rctx, job, NewGroup(c))
 		}()

@@ -56,8 +56,9 @@ type PeerStats struct {
 	Cores int    `json:"cores,omitempty"`
 	// PID is the process (replicas in one process share its CPUSeconds).
 	PID int `json:"pid,omitempty"`
-	// Resources is the process's resource use over the run, one sample a
-	// ResourceInterval (merged in pairs past MaxResourceSamples).
+	// Resources is the process's resource use over the run, from the
+	// Job's ResourceSampler (observe.Resources: one sample a second,
+	// merged in pairs past observe.MaxResourceSamples).
 	Resources []ResourceSample `json:"resources,omitempty"`
 	// ResumedFrom is the checkpoint the run continued from (on the chief;
 	// "rank 0's checkpoint" elsewhere) and ResumedStep its step.

@@ -28,13 +28,14 @@ func stopJobs(job Job, n int, stopAfter map[int]int) []Job {
 			close(chans[r])
 		}
 	}
-	jobs[0].OnEvent = func(e Event) {
+	jobs[0].Observers = []Observer{ObserverFunc(func(e Event) error {
 		for r, at := range stopAfter {
 			if e.Kind == EventEpoch && e.Epoch.Epoch == at {
 				close(chans[r])
 			}
 		}
-	}
+		return nil
+	})}
 	return jobs
 }
 
@@ -163,11 +164,12 @@ func TestGossipStopSpreads(t *testing.T) {
 		jobs[r].Stop = make(chan struct{}) // never closed: not asked
 	}
 	jobs[2].Stop = stop
-	jobs[2].OnEvent = func(e Event) {
+	jobs[2].Observers = []Observer{ObserverFunc(func(e Event) error {
 		if e.Kind == EventEpoch {
 			once.Do(func() { close(stop) })
 		}
-	}
+		return nil
+	})}
 	sums, errs := runGossipGroup(t, jobs, nil)
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)

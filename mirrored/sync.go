@@ -68,7 +68,7 @@ func runSync(ctx context.Context, job *Job, g Group, run *plan) (*Summary, error
 		return nil, err
 	}
 	defer l.obs.close()
-	l.sampler = startSampler(sampleEvery, groupLinks(g))
+	l.sampler = startSampler(l.job, g)
 	defer l.sampler.finish()
 	if err := l.train(ctx); err != nil {
 		return nil, err
@@ -106,9 +106,7 @@ func (l *syncLoop) start(ctx context.Context) error {
 	l.res.Replicas, l.res.StepsPerEpoch, l.res.TrainExamples = l.world, l.steps, cl.total
 	l.res.TimeToAccuracy = map[string]float64{}
 	l.res.Version, l.res.Started = Version(), time.Now().Format(time.RFC3339)
-	if l.obs, err = newObservers(l.job, l.rank, l.world, false); err != nil {
-		return err
-	}
+	l.obs = newObservers(l.job, l.rank)
 	if err := l.resume(ctx, cl.resume, ck); err != nil {
 		l.obs.close()
 		return err
@@ -118,7 +116,7 @@ func (l *syncLoop) start(ctx context.Context) error {
 		return err
 	}
 	header := run.header(l.steps, cl.total)
-	if err := l.obs.emit(Event{Kind: EventStart, Step: l.global, Steps: l.total, Info: header}); err != nil {
+	if err := l.obs.emit(Event{Kind: EventStart, Step: l.global, Steps: l.total, Replicas: l.world, Info: header}); err != nil {
 		l.obs.close()
 		return err
 	}

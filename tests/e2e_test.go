@@ -23,7 +23,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
-	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // binary is the meshtrain binary built once by TestMain.
@@ -120,13 +120,13 @@ func launchWatched(t *testing.T, ctx context.Context, args []string, react func(
 	return result{out.String(), stderr.String(), err, time.Since(start)}, pids
 }
 
-func readSummary(t *testing.T, path string) launch.SummaryJSON {
+func readSummary(t *testing.T, path string) report.SummaryJSON {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s launch.SummaryJSON
+	var s report.SummaryJSON
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("summary %s: %v", path, err)
 	}
@@ -135,7 +135,7 @@ func readSummary(t *testing.T, path string) launch.SummaryJSON {
 
 // checkPeers checks a finished run's summary: n peers, bitwise-identical
 // parameters, the accuracy threshold, and plausible per-peer figures.
-func checkPeers(t *testing.T, s launch.SummaryJSON, n int, minAcc float64) {
+func checkPeers(t *testing.T, s report.SummaryJSON, n int, minAcc float64) {
 	t.Helper()
 	if s.Workers != n || len(s.Peers) != n || s.Run == nil {
 		t.Fatalf("summary of %d workers, %d peers, run %v", s.Workers, len(s.Peers), s.Run)
@@ -143,7 +143,7 @@ func checkPeers(t *testing.T, s launch.SummaryJSON, n int, minAcc float64) {
 	if !s.ParamsIdentical {
 		t.Errorf("params_identical is false")
 	}
-	if _, err := time.Parse(time.RFC3339, s.Started); err != nil || s.Format != launch.SummaryFormat || s.Version == "" || s.Strategy != "ring" ||
+	if _, err := time.Parse(time.RFC3339, s.Started); err != nil || s.Format != report.SummaryFormat || s.Version == "" || s.Strategy != "ring" ||
 		s.Security == "" || s.AllReduceAlgo == "" || s.LinkFaults != "none" || len(s.Cluster) != n {
 		t.Errorf("summary header: format %q, version %q, started %q (%v), strategy %q, security %q, algo %q, link faults %q, cluster %q",
 			s.Format, s.Version, s.Started, err, s.Strategy, s.Security, s.AllReduceAlgo, s.LinkFaults, s.Cluster)
@@ -180,7 +180,7 @@ func checkPeers(t *testing.T, s launch.SummaryJSON, n int, minAcc float64) {
 // checkLinks checks the bytes per link: every peer counted each of its
 // links, they add up to its totals, and what one end sent the other
 // received.
-func checkLinks(t *testing.T, s launch.SummaryJSON) {
+func checkLinks(t *testing.T, s report.SummaryJSON) {
 	t.Helper()
 	n := len(s.Peers)
 	got := make([][]int64, n) // got[from][to]: bytes to received from from

@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective/cost"
-	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
-	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // checkTrace reads a timeline and checks it is a trace of n peers: the
@@ -94,7 +93,7 @@ func TestLaunchNamesStragglerWithTimelineAndResources(t *testing.T) {
 		t.Errorf("launch's output names no straggler:\n%s", r.stdout)
 	}
 	s := readSummary(t, sum)
-	if s.Verdict == nil || s.Verdict.Resource != verdict.Straggler || s.Verdict.Rank != 2 {
+	if s.Verdict == nil || s.Verdict.Resource != report.Straggler || s.Verdict.Rank != 2 {
 		t.Errorf("summary verdict %+v, want a straggler at rank 2", s.Verdict)
 	}
 	for _, p := range s.Peers {
@@ -103,7 +102,7 @@ func TestLaunchNamesStragglerWithTimelineAndResources(t *testing.T) {
 		}
 	}
 	checkTrace(t, tl, 3)
-	f, err := os.Open(launch.ResourcesPath(sum))
+	f, err := os.Open(report.ResourcesPath(sum))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,12 +136,12 @@ func TestTrainVerdictTimeline(t *testing.T) {
 		t.Errorf("a missing --cost-params: %v\n%s", r.err, r)
 	}
 	var out struct {
-		Steps     int              `json:"steps"`
-		Verdict   *verdict.Verdict `json:"verdict"`
-		Resources []any            `json:"resources"`
+		Steps     int             `json:"steps"`
+		Verdict   *report.Verdict `json:"verdict"`
+		Resources []any           `json:"resources"`
 	}
 	b, err := os.ReadFile(sum)
-	if err != nil || json.Unmarshal(b, &out) != nil || out.Verdict == nil || out.Verdict.Resource != verdict.Compute || len(out.Resources) == 0 {
+	if err != nil || json.Unmarshal(b, &out) != nil || out.Verdict == nil || out.Verdict.Resource != report.Compute || len(out.Resources) == 0 {
 		t.Fatalf("summary: %v: %s", err, b)
 	}
 	checkTrace(t, tl, 1)
@@ -170,8 +169,8 @@ func TestLaunchMorePeersThanCores(t *testing.T) {
 		t.Fatalf("launch: %v\n%s", r.err, r)
 	}
 	s := readSummary(t, sum)
-	if s.Verdict == nil || s.Verdict.Resource != verdict.Shared {
-		t.Fatalf("%d peers on %d cores: verdict %+v, want %q\n%s", n, runtime.NumCPU(), s.Verdict, verdict.Shared, r.stdout)
+	if s.Verdict == nil || s.Verdict.Resource != report.Shared {
+		t.Fatalf("%d peers on %d cores: verdict %+v, want %q\n%s", n, runtime.NumCPU(), s.Verdict, report.Shared, r.stdout)
 	}
 }
 

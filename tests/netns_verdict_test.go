@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
@@ -19,7 +19,7 @@ import (
 var lenetRun = []string{"--model", "lenet", "--epochs", "1", "--batch", "64", "--train-examples", "3200", "--test-examples", "500",
 	"--collective-timeout", "30s", "--measure-wait"}
 
-func hostsVerdict(t *testing.T, n int, rate netns.Rate, args ...string) verdict.Verdict {
+func hostsVerdict(t *testing.T, n int, rate netns.Rate, args ...string) report.Verdict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -42,15 +42,15 @@ func hostsVerdict(t *testing.T, n int, rate netns.Rate, args ...string) verdict.
 // 100 Mbit links, at batch 16 (a quarter of the computing per byte sent),
 // is network bandwidth.
 func TestEmulatedHostsVerdictBandwidth(t *testing.T) {
-	if v := hostsVerdict(t, 2, 100*netns.Mbit, append(lenetRun, "--batch", "16", "--train-examples", "1600")...); v.Resource != verdict.Bandwidth {
-		t.Fatalf("100 Mbit links: %s, want %s", v, verdict.Bandwidth)
+	if v := hostsVerdict(t, 2, 100*netns.Mbit, append(lenetRun, "--batch", "16", "--train-examples", "1600")...); v.Resource != report.Bandwidth {
+		t.Fatalf("100 Mbit links: %s, want %s", v, report.Bandwidth)
 	}
 }
 
 // TestEmulatedHostsVerdictSlowPeer: on 1 Gbit links, rank 2 of 3 slowed
 // 4× is the straggler.
 func TestEmulatedHostsVerdictSlowPeer(t *testing.T) {
-	if v := hostsVerdict(t, 3, netns.Gbit, append(lenetRun, "--slow-peer", "2:4")...); v.Resource != verdict.Straggler || v.Rank != 2 {
+	if v := hostsVerdict(t, 3, netns.Gbit, append(lenetRun, "--slow-peer", "2:4")...); v.Resource != report.Straggler || v.Rank != 2 {
 		t.Fatalf("rank 2 slowed: %s, want a straggler at rank 2", v)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
@@ -255,7 +255,7 @@ func TestLaunchSparseLRResume(t *testing.T) {
 	train, _ := writeSparseFiles(t, dir, "train", "libsvm", 2, 1000, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	run := func(ckdir string, extra ...string) launch.SummaryJSON {
+	run := func(ckdir string, extra ...string) report.SummaryJSON {
 		t.Helper()
 		sum := filepath.Join(t.TempDir(), "summary.json")
 		args := append([]string{"launch", "-n", "2", "--model", "sparse-lr", "--features", fmt.Sprint(sparseDim),

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshtrain/meshtrain/nn/tensorboard"
+	"github.com/meshtrain/meshtrain/internal/tensorboard"
 )
 
 var (

@@ -12,9 +12,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/tensorboard"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/nn"
-	"github.com/meshtrain/meshtrain/nn/tensorboard"
 )
 
 // These tests train on the real MNIST (found in the usual places or
@@ -67,8 +68,8 @@ func TestTrainSlice(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cfg := quickMNIST(t, tc.model)
-			cfg.LogDir = t.TempDir()
-			sum, err := mirrored.Train(ctx, mirrored.Job{Config: cfg})
+			logdir := t.TempDir()
+			sum, err := mirrored.Train(ctx, mirrored.Job{Config: cfg, Observers: []mirrored.Observer{observe.NewTensorBoard(observe.Dir(logdir, 0, nil), 0)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +85,7 @@ func TestTrainSlice(t *testing.T) {
 			// The epoch's figures at step 100: training loss and
 			// throughput in the train run, test figures in validation.
 			epochTags := func(run string) map[string]float32 {
-				files, _ := filepath.Glob(filepath.Join(tensorboard.WorkerDir(cfg.LogDir, 0), run, "events.out.tfevents.*"))
+				files, _ := filepath.Glob(filepath.Join(tensorboard.WorkerDir(logdir, 0), run, "events.out.tfevents.*"))
 				if len(files) != 1 {
 					t.Fatalf("%s event files %v", run, files)
 				}
@@ -131,8 +132,7 @@ func TestLongAccuracy(t *testing.T) {
 			cfg.Model = tc.model
 			cfg.MNIST = loadMNIST(t)
 			cfg.TargetAccuracy = tc.target
-			cfg.Progress = testWriter{t}
-			sum, err := mirrored.Train(context.Background(), mirrored.Job{Config: cfg})
+			sum, err := mirrored.Train(context.Background(), mirrored.Job{Config: cfg, Observers: []mirrored.Observer{observe.NewProgress(testWriter{t}, 0, false)}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
@@ -47,13 +47,13 @@ func runInMemory(t *testing.T, jobs []mirrored.Job) []*mirrored.Summary {
 	return sums
 }
 
-func verdictOf(t *testing.T, sums []*mirrored.Summary, perHost int) verdict.Verdict {
+func verdictOf(t *testing.T, sums []*mirrored.Summary, perHost int) report.Verdict {
 	t.Helper()
-	run := verdict.Run{Cores: runtime.NumCPU(), PeersPerHost: perHost}
+	run := report.Figures{Cores: runtime.NumCPU(), PeersPerHost: perHost}
 	for _, s := range sums {
 		run.Peers = append(run.Peers, &s.Peer)
 	}
-	v, ok := verdict.Of(run)
+	v, ok := report.VerdictOf(run)
 	if !ok {
 		t.Fatal("no verdict")
 	}
@@ -69,8 +69,8 @@ func TestVerdictOneWorkerComputes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := verdictOf(t, []*mirrored.Summary{sum}, 1); v.Resource != verdict.Compute {
-		t.Fatalf("one LeNet worker: %s, want %s", v, verdict.Compute)
+	if v := verdictOf(t, []*mirrored.Summary{sum}, 1); v.Resource != report.Compute {
+		t.Fatalf("one LeNet worker: %s, want %s", v, report.Compute)
 	}
 }
 
@@ -81,7 +81,7 @@ func TestVerdictSlowPeerNamed(t *testing.T) {
 	cfg.TrainExamples, cfg.TestExamples, cfg.Logger = 1920, 200, nil
 	job := mirrored.Job{Config: cfg, MeasureWait: true, Faults: mirrored.Faults{SlowRank: 2, SlowFactor: 4}}
 	v := verdictOf(t, runInMemory(t, []mirrored.Job{job, job, job}), 1)
-	if v.Resource != verdict.Straggler || v.Rank != 2 || !strings.Contains(v.String(), "rank 2") {
+	if v.Resource != report.Straggler || v.Rank != 2 || !strings.Contains(v.String(), "rank 2") {
 		t.Fatalf("rank 2 slowed 4×: %s, want a straggler naming rank 2", v)
 	}
 }
@@ -123,7 +123,7 @@ func TestVerdictSlowInput(t *testing.T) {
 		Sparse: &mirrored.SparseConfig{Features: dim, Train: slowSource{ds, 200 * time.Microsecond}, Optimizer: "adagrad", Exchange: sparse.ExchangeSparse},
 	}
 	v := verdictOf(t, runInMemory(t, []mirrored.Job{job, job}), 1)
-	if v.Resource != verdict.Input {
-		t.Fatalf("a slow reader: %s, want %s", v, verdict.Input)
+	if v.Resource != report.Input {
+		t.Fatalf("a slow reader: %s, want %s", v, report.Input)
 	}
 }

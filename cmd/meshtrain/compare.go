@@ -138,7 +138,7 @@ func init() {
 				Gossip:   mirrored.Gossip{Schedule: c.String("gossip-schedule"), Every: c.Int("gossip-every"), MaxStaleness: c.Int("gossip-max-staleness")},
 				SlowRank: rank, SlowFactor: factor, Target: c.Float64("target"),
 				Security: sec, Timeout: c.Duration("collective-timeout"), Out: c.String("out"),
-				Progress: os.Stdout, Logger: log,
+				Progress: os.Stdout, Logger: log, LogDir: c.String("logdir"), LogEvery: c.Int("log-every"),
 			})
 			if err != nil {
 				return err

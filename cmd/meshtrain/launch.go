@@ -13,6 +13,7 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 func init() {
@@ -103,14 +104,14 @@ func init() {
 				Gossip:    mirrored.IsGossip(job.Strategy), TolerateLoss: c.Bool("tolerate-loss"),
 				Elastic: job.Elastic != nil, MaxRestarts: c.Int("max-restarts"),
 				Stdout: screen.Stdout(), Stderr: screen.Stderr(), LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
-				Info: launch.RunInfo{Strategy: job.Strategy.Name(), Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
+				Info: report.RunInfo{Strategy: job.Strategy.Name(), Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
 				rep.Cost = costParams
 				fmt.Println()
-				launch.WriteTable(os.Stdout, rep)
+				report.WriteTable(os.Stdout, rep)
 				if path := c.String("summary"); path != "" {
-					if werr := launch.WriteSummary(path, rep); werr != nil {
+					if werr := report.WriteSummary(path, rep); werr != nil {
 						err = errors.Join(err, werr)
 					}
 				}

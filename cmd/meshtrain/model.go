@@ -12,7 +12,7 @@ import (
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
-	"github.com/meshtrain/meshtrain/mirrored/measure/plot"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // defaultCostFile is where calibrate writes and predict reads.
@@ -162,7 +162,7 @@ func modelExtrapolate(c *cli.Context) error {
 		return err
 	}
 	if path := c.String("png"); path != "" {
-		if err := plot.SavePanels(path, plot.Extrapolation(pts)); err != nil {
+		if err := report.SavePanels(path, report.Extrapolation(pts)); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "plotted to %s\n", path)

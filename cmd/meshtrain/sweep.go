@@ -15,8 +15,8 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/mirrored/measure/sweep"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // sweepDropped are the training and cluster flags a sweep does not take:
@@ -83,7 +83,7 @@ func init() {
 			run := &sweep.Processes{Executable: exe, QUIC: cfg.Security == p2p.SecurityQUIC,
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second, LogEvery: c.Int("log-every"),
 				Stdout: screen.Stdout(), Stderr: screen.Stderr(), Logger: logger(c, "launch"),
-				Info: launch.RunInfo{Security: string(cfg.Security), AllReduceAlgo: cfg.Settings["allreduce-algo"]}}
+				Info: report.RunInfo{Security: string(cfg.Security), AllReduceAlgo: cfg.Settings["allreduce-algo"]}}
 			// The workers log warnings and errors unless asked for more.
 			run.GlobalArgs = []string{"--log-level=warn"}
 			for _, name := range []string{"log-format", "log-level"} {
@@ -104,7 +104,7 @@ func init() {
 					run.WorkerArgs = append(run.WorkerArgs, arg)
 				}
 			}
-			cfg.Runner, cfg.Progress, cfg.Logger = run, screen.Stdout(), log
+			cfg.Runner, cfg.Progress, cfg.Logger, cfg.LogDir = run, screen.Stdout(), log, c.String("logdir")
 			if points, skipped := cfg.Grid.Points(); len(points) > 0 {
 				fmt.Fprintf(screen.Stdout(), "sweep: %d point(s), %d skipped, results in %s\n", len(points), len(skipped), cfg.Out)
 			}

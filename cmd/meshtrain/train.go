@@ -9,7 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
 
@@ -51,9 +52,12 @@ func init() {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			cfg.Progress, cfg.Logger = screen.Stdout(), logger(c, "train")
+			job := mirrored.Job{Config: cfg, Strategy: strategy, Resources: observe.Resources(0)}
 			// The progress shows each epoch; a console log repeats it only at debug.
-			cfg.QuietProgressLog = c.String("log-format") == "console"
-			job := mirrored.Job{Config: cfg, Strategy: strategy}
+			if job.Observers, err = observe.Standard(observe.Options{Logger: cfg.Logger, Progress: screen.Stdout(),
+				QuietProgressLog: c.String("log-format") == "console", LogDir: c.String("logdir"), LogEvery: c.Int("log-every")}); err != nil {
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
 			if c.String("timeline") != "" {
 				job.Timeline = timeline.NewRecorder(c.Int("timeline-steps"))
 			}
@@ -77,11 +81,11 @@ func init() {
 			res := sum.Run
 			fmt.Printf("done: %d epochs, %d steps, final test accuracy %.2f%%, %.1fs training, %.1fs wall, params sha256 %s\n",
 				len(res.EpochResults), res.Steps, 100*res.FinalAccuracy, res.TrainSeconds, res.WallSeconds, res.ParamsSHA256)
-			vr := verdict.FromPeers([]*mirrored.PeerStats{&sum.Peer}, "")
+			vr := report.FromPeers([]*mirrored.PeerStats{&sum.Peer}, "")
 			if costParams != nil && res.Model != mirrored.SparseModel {
 				vr.Cost, vr.GradientBytes = costParams, 4*float64(res.Params)
 			}
-			v, ok := verdict.Of(vr)
+			v, ok := report.VerdictOf(vr)
 			if ok {
 				fmt.Println(v)
 			}
@@ -94,7 +98,7 @@ func init() {
 				// The run's figures, its verdict and its resource history.
 				out := struct {
 					*mirrored.Result
-					Verdict   *verdict.Verdict          `json:"verdict,omitempty"`
+					Verdict   *report.Verdict           `json:"verdict,omitempty"`
 					Resources []mirrored.ResourceSample `json:"resources,omitempty"`
 				}{Result: res, Resources: sum.Peer.Resources}
 				if ok {

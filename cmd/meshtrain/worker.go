@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -23,6 +24,8 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -50,7 +53,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
 		allowUnverifiedFlag(),
 		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (worker-N/train and worker-N/validation, as Keras lays them out)"},
-		&cli.IntFlag{Name: "log-every", Value: mirrored.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
+		&cli.IntFlag{Name: "log-every", Value: observe.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
 		&cli.StringFlag{Name: "timeline", Usage: "write the run's timeline to this file (Chrome's trace format: chrome://tracing, ui.perfetto.dev): every peer's input, compute, wait, combine, update, evaluation and checkpoints, on the chief's clock, with who arrived last at each combine"},
 		&cli.IntFlag{Name: "timeline-steps", Value: timeline.DefaultSteps, Usage: "the timeline keeps each peer's last this many steps"},
 		&cli.StringFlag{Name: "cost-params", Value: defaultCostFile, Usage: "the cost model's calibration (meshtrain model calibrate): the verdict at the end shows its predicted step beside the measured one (the default file is used when it exists)"},
@@ -109,7 +112,10 @@ func configFromFlags(c *cli.Context) (mirrored.Config, error) {
 	given(c, "min-lr", &cfg.MinLR, c.Float64)
 	cfg.Seed = c.Int64("seed")
 	cfg.TargetAccuracy, cfg.TargetLoss = acc, c.Float64("target-loss")
-	cfg.DataDir, cfg.LogDir, cfg.LogEvery = c.String("data-dir"), c.String("logdir"), c.Int("log-every")
+	cfg.DataDir = c.String("data-dir")
+	if n := c.Int("log-every"); n < 0 { // the observers' setting, checked with the others
+		return mirrored.Config{}, fmt.Errorf("log every %d steps: want ≥ 1 (0: every %d)", n, observe.DefaultLogEvery)
+	}
 	cfg.AllowUnverified = c.Bool("allow-unverified")
 	cfg.TrainExamples, cfg.TestExamples = c.Int("train-examples"), c.Int("test-examples")
 	return cfg, nil
@@ -331,12 +337,22 @@ func init() {
 			}
 			job.Logger = log
 			job.Progress = screen.Stdout()
-			job.QuietProgressLog = c.String("log-format") == "console"
+			progress := job.Progress
+			if c.Bool("events") {
+				// The launcher prints the progress; the log stays as quiet
+				// as on a worker that prints it.
+				job.Progress, progress = nil, io.Discard
+			}
+			if job.Observers, err = observe.Standard(observe.Options{Logger: log, Progress: progress,
+				EveryRank: mirrored.IsGossip(job.Strategy), QuietProgressLog: c.String("log-format") == "console",
+				LogDir: c.String("logdir"), Rank: cl.Rank, Elastic: job.Elastic, LogEvery: c.Int("log-every")}); err != nil {
+				return usageError{fmt.Errorf("worker: %w", err)}
+			}
 			wc := launch.WorkerConfig{
 				Job: job, Cluster: cl, Security: sec, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
-				Cost: costParams,
+				Cost: costParams, LogEvery: c.Int("log-every"),
 			}
 			if (cl.Rank == 0 || job.Elastic != nil) && !c.Bool("events") {
 				// The chief prints the cluster's table, as launch does
@@ -346,7 +362,6 @@ func init() {
 			}
 			if c.Bool("events") {
 				wc.Events = os.Stdout
-				wc.Job.Progress = nil // the launcher prints the progress
 			}
 			return runPeer(c, wc)
 		},
@@ -380,15 +395,12 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 		}
 		defer h.Close()
 		wc.OnListening = h.Listening
-		prev := wc.Job.OnEvent
-		wc.Job.OnEvent = func(e mirrored.Event) {
+		wc.Job.Observers = append(wc.Job.Observers, mirrored.ObserverFunc(func(e mirrored.Event) error {
 			if e.Kind == mirrored.EventStart {
 				h.Formed()
 			}
-			if prev != nil {
-				prev(e)
-			}
-		}
+			return nil
+		}))
 		go func() { // a stopping pod takes no more traffic
 			select {
 			case <-stopping:
@@ -404,7 +416,7 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 	if !c.Bool("events") {
 		p := sum.Peer
 		fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %s, received %s, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",
-			p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, launch.BytesIEC(p.BytesSent), launch.BytesIEC(p.BytesReceived), p.CPUSeconds,
+			p.Rank, p.Steps, p.ExamplesPerSec, 100*p.TestAccuracy, report.BytesIEC(p.BytesSent), report.BytesIEC(p.BytesReceived), p.CPUSeconds,
 			100*p.ComputeShare, 100*p.CommShare, 100*p.WaitShare, p.ParamsSHA256)
 	}
 	st := sum.Run.Stopped

@@ -2,7 +2,7 @@
 // all-gather, a gossip round or a training step should take on N peers,
 // given a few measured parameters. It is pure arithmetic: no network, no
 // clock; it sits beside the collectives it prices. The measuring lives in
-// mirrored/measure/calibrate, the figures in mirrored/measure/plot and the
+// mirrored/measure/calibrate, the figures in mirrored/report and the
 // commands that use it in cmd/meshtrain (`meshtrain model`).
 //
 // The parameters (Params):

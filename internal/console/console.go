@@ -52,7 +52,7 @@ type Writer struct {
 }
 
 // IsTerminal says whether the stream is a terminal, so that what draws
-// in place (mirrored.IsTerminal, the data fetch's meter) still does
+// in place (observe.IsTerminal, the data fetch's meter) still does
 // through a Writer.
 func (w *Writer) IsTerminal() bool {
 	if w.stdout {

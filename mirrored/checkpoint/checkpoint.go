@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 )
 
 func testCheckpoint() *Checkpoint {

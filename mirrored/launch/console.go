@@ -5,24 +5,25 @@ import (
 	"sync"
 
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
 )
 
 // console is the launcher's output, written from several goroutines: the
 // workers' lines, the status lines and the cluster's training progress
-// (rank 0's, drawn as train draws its own: mirrored.StepProgress). Writes
+// (rank 0's, drawn as train draws its own: observe.StepProgress). Writes
 // are serialised, and on a terminal the progress bar stays on the last
 // line: any other line first clears it, and the next progress event draws
 // it again.
 type console struct {
 	mu       sync.Mutex
-	progress *mirrored.StepProgress
+	progress *observe.StepProgress
 }
 
 // newConsole draws the progress on stdout: a bar if it is a terminal,
 // else a line every `every` steps; its examples/s count rank 0's examples
 // times replicas.
 func newConsole(stdout io.Writer, every, replicas int) *console {
-	return &console{progress: mirrored.NewStepProgress(stdout, mirrored.IsTerminal(stdout), every, replicas, "[launch] ")}
+	return &console{progress: observe.NewStepProgress(stdout, observe.IsTerminal(stdout), every, replicas, "[launch] ")}
 }
 
 // writer returns w written through the console.

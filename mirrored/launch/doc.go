@@ -17,7 +17,8 @@
 // through marked lines on stdout (EventPrefix + JSON: start, epoch,
 // checkpoint, error), from which the launcher prints one status line per
 // epoch, and through a report file in the run directory holding their
-// mirrored.Summary, from which it prints the per-peer table.
+// mirrored.Summary, from which it builds a report.Report (package
+// mirrored/report: the per-peer table, the --summary JSON, the verdict).
 //
 // Failure: under gossip (Config.Gossip) and the ring's elastic mode
 // (Config.Elastic) a worker that fails is lost: it is reported and the

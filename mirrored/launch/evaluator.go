@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/tensorboard"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
-	"github.com/meshtrain/meshtrain/nn/tensorboard"
 )
 
 // Evaluator defaults.

@@ -23,9 +23,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // Config is a local cluster to launch.
@@ -56,78 +57,24 @@ type Config struct {
 	// (mirrored.Elastic): a worker that dies is restarted, up to
 	// MaxRestarts times, with RestartEnv set, and rejoins; the others go
 	// on without it meanwhile, and a run that finishes without it
-	// succeeds, listing it in Report.Lost.
+	// succeeds, listing it in report.Report.Lost.
 	Elastic     bool
 	MaxRestarts int
 	// Stdout receives the workers' output prefixed by rank, the status
 	// lines and rank 0's training progress: a bar redrawn in place if
 	// Stdout is a terminal, else a line every LogEvery steps (the workers'
-	// --log-every; 0: mirrored.DefaultLogEvery). Stderr receives the
-	// workers' logs (see WriteTable for the summary).
+	// --log-every; 0: observe.DefaultLogEvery). Stderr receives the
+	// workers' logs (see report.WriteTable for the summary).
 	Stdout, Stderr io.Writer
 	LogEvery       int
 	Logger         *zap.Logger
 	// Info says what the workers were asked to run, for the summary.
-	Info RunInfo
-}
-
-// RunInfo is what a cluster was asked to run, as the summary records it.
-type RunInfo struct {
-	Strategy      string `json:"strategy"`
-	Security      string `json:"security"`
-	AllReduceAlgo string `json:"allreduce_algo"`
-	LinkFaults    string `json:"link_faults"`
+	Info report.RunInfo
 }
 
 // RestartEnv tells a restarted worker how many times launch restarted it
 // (an elastic worker drops the kill faults of its first life).
 const RestartEnv = "MESHTRAIN_RESTART"
-
-// Peer is one worker's outcome.
-type Peer struct {
-	Rank int `json:"rank"`
-	// Addr is the worker's address; PID its process.
-	Addr string `json:"addr"`
-	PID  int    `json:"pid"`
-	// Summary is the worker's report (nil if it failed).
-	Summary *mirrored.Summary `json:"-"`
-	// Err is how the worker failed ("" if it did not).
-	Err string `json:"error,omitempty"`
-}
-
-// Report is a finished launch.
-type Report struct {
-	Peers []Peer
-	// Identical says whether every peer ended with the same parameters.
-	Identical bool
-	// Gossip is Config.Gossip: replicas that differ are expected, and
-	// Lost lists the ranks that failed while the others finished.
-	Gossip      bool
-	Lost        []int
-	WallSeconds float64
-	// Started is when the run started; Info what it was asked to run.
-	Started time.Time
-	Info    RunInfo
-	// Cost, if set, is a calibration of the cost model: the verdict puts
-	// its predicted step beside the measured one.
-	Cost *cost.Params
-}
-
-// identical says whether every peer with a summary ended with the same
-// parameters.
-func identical(peers []Peer) bool {
-	first := ""
-	for _, p := range peers {
-		switch {
-		case p.Summary == nil || p.Summary.Peer.Left != "": // an elastic peer that left has no final parameters
-		case first == "":
-			first = p.Summary.Run.ParamsSHA256
-		case p.Summary.Run.ParamsSHA256 != first:
-			return false
-		}
-	}
-	return true
-}
 
 // FailedError names the worker whose failure ended the run (the root
 // cause, as torchrun's report gives it) and why.
@@ -182,7 +129,7 @@ type exit struct {
 // every worker. Every wait is bounded: once a worker has exited, the rest
 // have StopGrace to follow before they are killed, so a stopped or hung
 // worker cannot keep the launcher waiting.
-func Run(ctx context.Context, cfg Config) (*Report, error) {
+func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	start := time.Now()
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -223,7 +170,7 @@ func (cfg *Config) fill() error {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.LogEvery <= 0 {
-		cfg.LogEvery = mirrored.DefaultLogEvery
+		cfg.LogEvery = observe.DefaultLogEvery
 	}
 	return nil
 }
@@ -518,10 +465,10 @@ func (c *localCluster) abandon(interrupted bool) []*worker {
 }
 
 // report gathers every worker's outcome.
-func (c *localCluster) report(start time.Time, o outcome) *Report {
-	rep := &Report{WallSeconds: time.Since(start).Seconds(), Gossip: c.cfg.Gossip, Started: start, Info: c.cfg.Info}
+func (c *localCluster) report(start time.Time, o outcome) *report.Report {
+	rep := &report.Report{WallSeconds: time.Since(start).Seconds(), Gossip: c.cfg.Gossip, Started: start, Info: c.cfg.Info}
 	for _, w := range c.workers {
-		p := Peer{Rank: w.rank, Addr: w.addr, PID: w.cmd.Process.Pid}
+		p := report.Peer{Rank: w.rank, Addr: w.addr, PID: w.cmd.Process.Pid}
 		if w.waitErr != nil {
 			p.Err = w.describe()
 		} else if s, err := readReport(w.report); err != nil {
@@ -543,7 +490,7 @@ func (c *localCluster) report(start time.Time, o outcome) *Report {
 // verdict is Run's error: an interruption, the worker to blame for a
 // failure, a gossip run that lost replicas (unless tolerated), or a
 // worker without a report; and whether the replicas are identical.
-func (c *localCluster) verdict(ctx context.Context, rep *Report, o outcome) error {
+func (c *localCluster) verdict(ctx context.Context, rep *report.Report, o outcome) error {
 	switch {
 	case o.interrupted:
 		return fmt.Errorf("launch: interrupted: %w", ctx.Err())
@@ -554,7 +501,7 @@ func (c *localCluster) verdict(ctx context.Context, rep *Report, o outcome) erro
 		}
 		return blame(c.workers, first)
 	}
-	var first *Peer
+	var first *report.Peer
 	for i, p := range rep.Peers {
 		switch {
 		case p.Summary != nil && first == nil:
@@ -566,7 +513,7 @@ func (c *localCluster) verdict(ctx context.Context, rep *Report, o outcome) erro
 	if first == nil { // gossip, and every replica was lost
 		return blame(c.workers, append(o.lost, o.abandoned...)[0])
 	}
-	rep.Identical = identical(rep.Peers)
+	rep.Identical = report.Identical(rep.Peers)
 	// A replica lost to fault injection (--kill-rank) was lost on request.
 	var unasked []int
 	for _, r := range rep.Lost {

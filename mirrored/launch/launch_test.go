@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // roleEnv makes the test binary act as a fake worker (see fakeWorker).
@@ -227,13 +228,13 @@ func waitMark(path string) {
 // its peers it is down.
 func killedMark(tfFile string) string { return filepath.Join(filepath.Dir(tfFile), "killed") }
 
-func launchFake(t *testing.T, ctx context.Context, n int, role string) (*Report, error, string) {
+func launchFake(t *testing.T, ctx context.Context, n int, role string) (*report.Report, error, string) {
 	return launchFakeWatch(t, ctx, n, role, "", nil)
 }
 
 // launchFakeWatch is launchFake calling onLine once the launcher's output
 // contains line.
-func launchFakeWatch(t *testing.T, ctx context.Context, n int, role, line string, onLine func()) (*Report, error, string) {
+func launchFakeWatch(t *testing.T, ctx context.Context, n int, role, line string, onLine func()) (*report.Report, error, string) {
 	t.Helper()
 	t.Setenv(roleEnv, role)
 	var errOut bytes.Buffer
@@ -280,18 +281,18 @@ func TestRunSuccess(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	var table bytes.Buffer
-	WriteTable(&table, rep)
+	report.WriteTable(&table, rep)
 	for _, want := range []string{"rank  steps  examples/s  test acc", "1.0 MiB", "50%", "parameters identical on every peer"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
 	path := filepath.Join(t.TempDir(), "s.json")
-	if err := WriteSummary(path, rep); err != nil {
+	if err := report.WriteSummary(path, rep); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	var s SummaryJSON
+	var s report.SummaryJSON
 	if err := json.Unmarshal(b, &s); err != nil || s.Workers != 3 || len(s.Peers) != 3 || s.Peers[2].Rank != 2 ||
 		s.Peers[1].ParamsSHA256 != "abc" || len(s.Peers[0].PerEpochAccuracy) != 1 || !s.ParamsIdentical {
 		t.Errorf("summary JSON %s (%v)", b, err)
@@ -306,7 +307,7 @@ func TestRunDivergedReport(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	var table bytes.Buffer
-	WriteTable(&table, rep)
+	report.WriteTable(&table, rep)
 	if rep.Identical || !strings.Contains(table.String(), "NOT identical") {
 		t.Errorf("different final hashes not reported:\n%s", table.String())
 	}
@@ -491,26 +492,6 @@ func TestRunBlamesTheStoppedRank(t *testing.T) {
 					}
 				})
 			}
-		}
-	}
-}
-
-// TestIdenticalSkipsPeersThatLeft: an elastic peer that left the run
-// (the membership schedule, SIGTERM) has no final parameters to compare.
-func TestIdenticalSkipsPeersThatLeft(t *testing.T) {
-	sum := func(hash, left string) *mirrored.Summary {
-		return &mirrored.Summary{Run: &mirrored.Result{ParamsSHA256: hash}, Peer: mirrored.PeerStats{Left: left}}
-	}
-	for _, tc := range []struct {
-		peers []Peer
-		want  bool
-	}{
-		{[]Peer{{Summary: sum("a", "")}, {Summary: sum("", "left at step 6")}, {Summary: sum("a", "")}}, true},
-		{[]Peer{{Summary: sum("", "left at step 6")}, {Summary: sum("a", "")}, {Summary: sum("b", "")}}, false},
-		{[]Peer{{Summary: sum("a", "")}, {}, {Summary: sum("a", "")}}, true},
-	} {
-		if got := identical(tc.peers); got != tc.want {
-			t.Errorf("%+v: identical %v, want %v", tc.peers, got, tc.want)
 		}
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
 
@@ -84,15 +86,18 @@ type WorkerConfig struct {
 	// Report, if set, receives the worker's Summary as JSON at the end.
 	Report string
 	// Summary and Table, if set, receive on the chief the cluster's
-	// summary as launch writes it (WriteSummary, WriteTable), from every
+	// summary as launch writes it (report.WriteSummary, report.WriteTable), from every
 	// peer's figures gathered over the cluster's links at the end of a
 	// ring run (a gossip run's chief has only its own).
 	Summary string
 	Table   io.Writer
 	// Events, if set, receives the job's events as marked lines
-	// (EventPrefix + JSON), for a launcher reading the worker's stdout.
-	Events io.Writer
-	Logger *zap.Logger
+	// (EventPrefix + JSON), for a launcher reading the worker's stdout:
+	// the steps every LogEvery (the worker's --log-every; 0:
+	// observe.DefaultLogEvery) and at a bounded rate (observe.Sampled).
+	Events   io.Writer
+	LogEvery int
+	Logger   *zap.Logger
 	// OnListening, if set, is called once this peer listens, before it
 	// connects to the others (a pod's readiness, see Health).
 	OnListening func()
@@ -165,12 +170,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	}
 	// Compared in the start-up handshake: found at once, by every peer.
 	cfg.Job.Cluster, cfg.Job.AllReduceAlgo = cfg.Cluster.Digest(), cfg.Algo.String()
-	prev := cfg.Job.OnEvent
-	cfg.Job.OnEvent = func(e mirrored.Event) {
-		emit(Message{Event: e})
-		if prev != nil {
-			prev(e)
-		}
+	if cfg.Events != nil {
+		// A copy: the caller's slice is not appended to.
+		cfg.Job.Observers = append(cfg.Job.Observers[:len(cfg.Job.Observers):len(cfg.Job.Observers)],
+			observe.Sampled(cfg.LogEvery, func(e mirrored.Event) { emit(Message{Event: e}) }))
+	}
+	if cfg.Job.Resources == nil { // every worker's summary has its resource history
+		cfg.Job.Resources = observe.Resources(0)
 	}
 
 	if cfg.Job.Elastic != nil {
@@ -284,16 +290,16 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 	if cfg.Summary == "" && cfg.Table == nil {
 		return nil
 	}
-	info := RunInfo{Strategy: mirrored.StrategyRing, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
+	info := report.RunInfo{Strategy: mirrored.StrategyRing, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
 	if st := cfg.Job.Strategy; st != nil {
 		info.Strategy = st.Name()
 	}
 	if info.Security == "" {
 		info.Security = string(p2p.SecurityTLS)
 	}
-	rep := &Report{WallSeconds: time.Since(start).Seconds(), Started: start, Gossip: gossip, Info: info, Cost: cfg.Cost}
+	rep := &report.Report{WallSeconds: time.Since(start).Seconds(), Started: start, Gossip: gossip, Info: info, Cost: cfg.Cost}
 	for r, addr := range cfg.Cluster.Peers {
-		p := Peer{Rank: r, Addr: addr}
+		p := report.Peer{Rank: r, Addr: addr}
 		switch {
 		case r < len(all) && all[r] != nil:
 			p.Summary = all[r]
@@ -304,12 +310,12 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 		}
 		rep.Peers = append(rep.Peers, p)
 	}
-	rep.Identical = identical(rep.Peers)
+	rep.Identical = report.Identical(rep.Peers)
 	if cfg.Table != nil {
-		WriteTable(cfg.Table, rep)
+		report.WriteTable(cfg.Table, rep)
 	}
 	if cfg.Summary != "" {
-		return WriteSummary(cfg.Summary, rep)
+		return report.WriteSummary(cfg.Summary, rep)
 	}
 	return nil
 }

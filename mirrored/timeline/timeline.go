@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 )
 
 // Tracks a peer's spans go on, in the order they are shown.

@@ -266,7 +266,7 @@ func (cfg *SparseConfig) local(ctx context.Context, res *SparseResult) error {
 		defer stop()
 	}
 	var cpu0, cpu1 time.Duration
-	job.OnEvent = cpuSpan(&cpu0, &cpu1)
+	job.Observers = append(job.Observers, cpuSpan(&cpu0, &cpu1))
 	sum, err := mirrored.Train(ctx, job)
 	if err != nil {
 		return fmt.Errorf("bench sparse: local run: %w", err)
@@ -365,7 +365,7 @@ func (cfg *SparseConfig) runRank(ctx context.Context, ro role) ([]report, error)
 		defer stop()
 	}
 	var cpu0, cpu1 time.Duration
-	job.OnEvent = cpuSpan(&cpu0, &cpu1)
+	job.Observers = append(job.Observers, cpuSpan(&cpu0, &cpu1))
 	sum, err := mirrored.Run(ctx, job, mirrored.NewGroup(m.Comm))
 	var all []report
 	if err == nil {
@@ -491,16 +491,17 @@ func (o *sparseOutput) end(res *SparseResult) error {
 	return nil
 }
 
-// cpuSpan returns a job event hook recording the process's CPU time at
+// cpuSpan returns an observer recording the process's CPU time at
 // the start of the first step (the "start" event) and after the last step
 // (the last "epoch" event, which follows the epoch's loss all-reduce).
-func cpuSpan(start, end *time.Duration) func(mirrored.Event) {
-	return func(e mirrored.Event) {
+func cpuSpan(start, end *time.Duration) mirrored.ObserverFunc {
+	return func(e mirrored.Event) error {
 		switch {
 		case e.Kind == "start":
 			*start = rusage.CPUTime()
 		case e.Kind == "epoch" && e.Step == e.Steps:
 			*end = rusage.CPUTime()
 		}
+		return nil
 	}
 }

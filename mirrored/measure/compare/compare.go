@@ -48,6 +48,11 @@ type Config struct {
 	// replicas' logs.
 	Progress io.Writer
 	Logger   *zap.Logger
+	// LogDir, if set, receives TensorBoard event files: a run directory
+	// per strategy and scenario, a worker directory per replica; LogEvery
+	// is the steps between the per-step scalars (0: the default).
+	LogDir   string
+	LogEvery int
 }
 
 // Report is a finished comparison: the sweep's results (a point per
@@ -130,9 +135,9 @@ func Compare(ctx context.Context, cfg Config) (*Report, error) {
 	res, err := sweep.Run(ctx, sweep.Config{
 		Grid: sweep.Grid{Workers: []int{cfg.N}, Batches: []int{job.BatchSize}, Strategies: cfg.Strategies, Stragglers: stragglers},
 		Job:  job, Gossip: cfg.Gossip, Target: cfg.Target, Security: cfg.Security, Timeout: cfg.Timeout,
-		Runner: &sweep.InProcess{Security: cfg.Security, Timeout: cfg.Timeout, Join: join, Logger: cfg.Logger},
+		Runner: &sweep.InProcess{Security: cfg.Security, Timeout: cfg.Timeout, Join: join, Logger: cfg.Logger, LogEvery: cfg.LogEvery},
 		Out:    cfg.Out, Title: fmt.Sprintf("Ring versus gossip: %s, N = %d", job.Model, cfg.N),
-		Progress: cfg.Progress, Logger: cfg.Logger,
+		Progress: cfg.Progress, Logger: cfg.Logger, LogDir: cfg.LogDir,
 	})
 	if err != nil {
 		return nil, err

@@ -30,14 +30,14 @@ func TestCompareWritesReport(t *testing.T) {
 	if dir := os.Getenv("MESHTRAIN_COMPARE_OUT"); dir != "" {
 		out = dir // keep the report to look at
 	}
-	cfg.LogDir = t.TempDir()
+	logdir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress strings.Builder
 	rep, err := Compare(ctx, Config{
 		N: 2, Job: mirrored.Job{Config: cfg}, Strategies: []string{"ring", "gossip"},
 		Gossip: mirrored.Gossip{Schedule: "rotate"}, SlowRank: 1, SlowFactor: 3, Target: 0.9,
-		Security: p2p.SecurityPlaintext, Timeout: 20 * time.Second, Out: out, Progress: &progress, Logger: zaptest.NewLogger(t),
+		Security: p2p.SecurityPlaintext, Timeout: 20 * time.Second, Out: out, Progress: &progress, Logger: zaptest.NewLogger(t), LogDir: logdir,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestCompareWritesReport(t *testing.T) {
 			scenario = "straggler"
 		}
 		for rank := range 2 {
-			dir := filepath.Join(cfg.LogDir, r.Strategy+"-"+scenario, fmt.Sprintf("worker-%d", rank))
+			dir := filepath.Join(logdir, r.Strategy+"-"+scenario, fmt.Sprintf("worker-%d", rank))
 			if files, _ := filepath.Glob(filepath.Join(dir, "*", "events.out.tfevents.*")); len(files) != 2 {
 				t.Errorf("%s: event files %v, want train and validation", dir, files)
 			}

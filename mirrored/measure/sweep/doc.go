@@ -22,11 +22,11 @@
 // per peer, the final test loss and accuracy (under gossip the survivors'
 // average model), training time, global examples/s, time to the target
 // accuracy (at the first evaluation that reached it) and the verdict
-// (package verdict) with the straggler's rank.
+// (package mirrored/report's verdict) with the straggler's rank.
 //
 // Invariants: every point runs the same mirrored.Job but for the point's
 // workers, batch size, strategy and straggler. After each point,
-// results.json is rewritten atomically (data/atomicfile) with every
+// results.json is rewritten atomically (internal/atomicfile) with every
 // finished point in the grid's order, then the report; so an interrupted
 // sweep (its context cancelled: Ctrl-C) loses only the point under way,
 // and Config.Resume continues it at the next point, refusing results of

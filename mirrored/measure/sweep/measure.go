@@ -7,7 +7,7 @@ import (
 	"sort"
 
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // Figure is a measured number that may be missing (NaN: not measured, or
@@ -59,7 +59,7 @@ type Row struct {
 	// the epochs of work by then.
 	TimeToTarget   Figure `json:"time_to_target_seconds"`
 	EpochsToTarget Figure `json:"epochs_to_target"`
-	// Verdict is the bottleneck (verdict.Of), Rank its rank (a
+	// Verdict is the bottleneck (report.Of), Rank its rank (a
 	// straggler's; -1 otherwise), VerdictText the whole line.
 	Verdict     string `json:"verdict,omitempty"`
 	Rank        int    `json:"verdict_rank"`
@@ -73,7 +73,7 @@ func (r Row) bottleneck() string {
 	switch {
 	case r.Verdict == "":
 		return "—"
-	case r.Verdict == verdict.Straggler && r.Rank >= 0:
+	case r.Verdict == report.Straggler && r.Rank >= 0:
 		return fmt.Sprintf("%s (rank %d)", r.Verdict, r.Rank)
 	}
 	return r.Verdict
@@ -137,7 +137,7 @@ func rowOf(r *Result, res *Results) Row {
 	if train > 0 {
 		row.TrainSeconds, row.ExamplesPerSec = Figure(train), Figure(float64(examples)/train)
 	}
-	if v, ok := verdict.Of(verdict.FromPeers(stats, res.Security)); ok {
+	if v, ok := report.VerdictOf(report.FromPeers(stats, res.Security)); ok {
 		row.Verdict, row.Rank, row.VerdictText = v.Resource, v.Rank, v.String()
 	}
 	return row

@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/meshtrain/meshtrain/mirrored"
-	mplot "github.com/meshtrain/meshtrain/mirrored/measure/plot"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // axesWidth and plotHeight are the size of every figure's axes; the
@@ -75,7 +75,7 @@ func save(p *plot.Plot, path string) error {
 	leg := p.Legend
 	leg.TextStyle.Font.Size = vg.Points(legendFont)
 	p.Legend = plot.NewLegend() // the plot itself draws none
-	return mplot.SavePNG(path, l.width, l.height, func(dc draw.Canvas) {
+	return report.SavePNG(path, l.width, l.height, func(dc draw.Canvas) {
 		// A margin above the title and at the right, so that nothing
 		// touches the edge.
 		dc = draw.Crop(dc, 0, -vg.Points(margin), 0, -vg.Points(margin))

@@ -18,6 +18,8 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/observe"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 )
 
 // The runners' kinds.
@@ -36,6 +38,9 @@ type InProcess struct {
 	// Join brings a replica up (p2p.Join if nil; tests make it fail).
 	Join   func(context.Context, p2p.Config, collective.Options) (*collective.Member, *p2p.Transport, error)
 	Logger *zap.Logger
+	// LogEvery is the steps between the replicas' per-step TensorBoard
+	// scalars (0: observe.DefaultLogEvery).
+	LogEvery int
 
 	once  sync.Once
 	mnist *data.MNIST
@@ -47,7 +52,7 @@ func (*InProcess) Kind() string { return KindInProcess }
 
 // Run runs job as p.Workers replicas in this process (MNIST loaded once
 // for every point, unless job has it).
-func (r *InProcess) Run(ctx context.Context, p Point, job mirrored.Job) Outcome {
+func (r *InProcess) Run(ctx context.Context, p Point, job mirrored.Job, logdir string) Outcome {
 	if r.Logger == nil {
 		r.Logger = zap.NewNop()
 	}
@@ -82,17 +87,26 @@ func (r *InProcess) Run(ctx context.Context, p Point, job mirrored.Job) Outcome 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			peers[rank] = r.peer(ctx, job, rank, addrs, secret)
+			peers[rank] = r.peer(ctx, job, rank, addrs, secret, logdir)
 		}()
 	}
 	wg.Wait()
 	return Outcome{Peers: peers}
 }
 
-func (r *InProcess) peer(ctx context.Context, job mirrored.Job, rank int, addrs []string, secret []byte) PeerRun {
+func (r *InProcess) peer(ctx context.Context, job mirrored.Job, rank int, addrs []string, secret []byte, logdir string) PeerRun {
 	out := PeerRun{Rank: rank}
 	log := r.Logger.With(zap.String("strategy", job.Strategy.Name()), zap.Int("workers", len(addrs)), zap.Int("batch", job.BatchSize), zap.Int("rank", rank))
 	job.Logger = log
+	// This replica's own observers, after the caller's (a copy: the
+	// replicas share the caller's slice).
+	job.Observers = append(job.Observers[:len(job.Observers):len(job.Observers)], observe.NewLog(log, nil))
+	if logdir != "" {
+		job.Observers = append(job.Observers, observe.NewTensorBoard(observe.Dir(logdir, rank, nil), r.LogEvery))
+	}
+	if job.Resources == nil { // the verdict reads the peers' CPU
+		job.Resources = observe.Resources(0)
+	}
 	m, _, err := r.Join(ctx, p2p.Config{Rank: rank, Peers: addrs, Security: r.Security, ClusterSecret: secret,
 		Timeout: r.Timeout, Logger: log.Named("p2p")}, collective.Options{Timeout: r.Timeout, Logger: log.Named("collective")})
 	if err != nil {
@@ -134,16 +148,16 @@ type Processes struct {
 	Stdout, Stderr io.Writer
 	Logger         *zap.Logger
 	// Info says what the workers run, for launch's records.
-	Info launch.RunInfo
+	Info report.RunInfo
 }
 
 // Kind is KindProcesses.
 func (*Processes) Kind() string { return KindProcesses }
 
-// PointArgs are the worker flags of point p (whose job is job) beyond
-// WorkerArgs: --batch, --strategy, the gossip flags for a gossip point,
-// --slow-peer for a straggler and --logdir when the job has one.
-func (r *Processes) PointArgs(p Point, job mirrored.Job) []string {
+// PointArgs are the worker flags of point p beyond WorkerArgs: --batch,
+// --strategy, the gossip flags for a gossip point, --slow-peer for a
+// straggler and --logdir when the point has one.
+func (r *Processes) PointArgs(p Point, logdir string) []string {
 	args := []string{"--batch=" + strconv.Itoa(p.Batch), "--strategy=" + p.Strategy}
 	if p.Strategy == mirrored.StrategyGossip {
 		args = append(args, r.GossipArgs...)
@@ -151,20 +165,20 @@ func (r *Processes) PointArgs(p Point, job mirrored.Job) []string {
 	if !p.Straggler.None() {
 		args = append(args, "--slow-peer="+p.Straggler.String())
 	}
-	if job.LogDir != "" {
-		args = append(args, "--logdir="+job.LogDir)
+	if logdir != "" {
+		args = append(args, "--logdir="+logdir)
 	}
 	return args
 }
 
 // Run launches p.Workers workers for point p and waits for them.
-func (r *Processes) Run(ctx context.Context, p Point, job mirrored.Job) Outcome {
+func (r *Processes) Run(ctx context.Context, p Point, job mirrored.Job, logdir string) Outcome {
 	info := r.Info
 	info.Strategy = p.Strategy
 	out := &lineFilter{w: r.Stdout}
 	rep, err := launch.Run(ctx, launch.Config{
 		N: p.Workers, Executable: r.Executable, GlobalArgs: r.GlobalArgs,
-		WorkerArgs: append(append([]string(nil), r.WorkerArgs...), r.PointArgs(p, job)...),
+		WorkerArgs: append(append([]string(nil), r.WorkerArgs...), r.PointArgs(p, logdir)...),
 		QUIC:       r.QUIC, StopGrace: r.StopGrace, Gossip: p.Strategy == mirrored.StrategyGossip, TolerateLoss: true,
 		Stdout: out, Stderr: r.Stderr, LogEvery: r.LogEvery, Logger: r.Logger, Info: info,
 	})

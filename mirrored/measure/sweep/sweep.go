@@ -20,7 +20,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
-	"github.com/meshtrain/meshtrain/data/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/nn"
@@ -73,6 +73,9 @@ type Config struct {
 	// runs' logs.
 	Progress io.Writer
 	Logger   *zap.Logger
+	// LogDir, if set, receives every point's TensorBoard event files, in
+	// a run directory per point (the runners' logdir).
+	LogDir string
 }
 
 // Runner runs the points of a sweep.
@@ -81,8 +84,10 @@ type Runner interface {
 	Kind() string
 	// Run runs job as point p (job carries the point's batch size,
 	// strategy and straggler) and returns every peer's outcome; a run
-	// that fails is reported in the Outcome, not returned.
-	Run(ctx context.Context, p Point, job mirrored.Job) Outcome
+	// that fails is reported in the Outcome, not returned. Its replicas
+	// write TensorBoard event files under logdir, if set (a worker
+	// directory each).
+	Run(ctx context.Context, p Point, job mirrored.Job, logdir string) Outcome
 }
 
 // Outcome is one run of a point.
@@ -244,11 +249,17 @@ func (c *Config) pointJob(p Point) mirrored.Job {
 	if c.ScaleLR {
 		job.LR *= float64(p.Workers)
 	}
-	if job.LogDir != "" { // TensorBoard: a run directory per point
-		job.LogDir = filepath.Join(job.LogDir, c.Grid.logName(p))
-	}
-	job.Progress, job.OnEvent = nil, nil
+	job.Progress = nil
 	return job
+}
+
+// pointLogDir is point p's TensorBoard directory: a run directory per
+// point under LogDir ("" without one).
+func (c *Config) pointLogDir(p Point) string {
+	if c.LogDir == "" {
+		return ""
+	}
+	return filepath.Join(c.LogDir, c.Grid.logName(p))
 }
 
 // settings are what a resumed sweep must share: the grid, the job's
@@ -401,7 +412,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 		start := time.Now()
 		r := &Result{Point: p, Started: start.UTC().Format(time.RFC3339), Load: rusage.LoadAverage()}
-		out := cfg.Runner.Run(ctx, p, cfg.pointJob(p))
+		out := cfg.Runner.Run(ctx, p, cfg.pointJob(p), cfg.pointLogDir(p))
 		r.WallSeconds = time.Since(start).Seconds()
 		r.Peers, r.Error = out.Peers, out.Err
 		if ctx.Err() != nil && r.failed() { // interrupted: the point did not finish

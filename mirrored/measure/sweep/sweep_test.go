@@ -159,7 +159,7 @@ type fakeRunner struct {
 
 func (*fakeRunner) Kind() string { return KindProcesses }
 
-func (f *fakeRunner) Run(ctx context.Context, p Point, job mirrored.Job) Outcome {
+func (f *fakeRunner) Run(ctx context.Context, p Point, job mirrored.Job, logdir string) Outcome {
 	f.mu.Lock()
 	f.ran = append(f.ran, p.Index)
 	f.mu.Unlock()

@@ -18,7 +18,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/internal/stats"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
-	"github.com/meshtrain/meshtrain/mirrored/measure/plot"
+	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
@@ -544,20 +544,20 @@ func (v validation) save(pts []Point) error {
 	if err := os.WriteFile(filepath.Join(v.out, "points.json"), b, 0o644); err != nil {
 		return err
 	}
-	var panels []plot.Panel
+	var panels []report.Panel
 	for _, pt := range pts {
 		if len(panels) == 0 || panels[len(panels)-1].Title != pt.Rate {
-			panels = append(panels, plot.Panel{Title: pt.Rate, X: "bytes per rank (vector, or gathered payload)", Y: "seconds"})
+			panels = append(panels, report.Panel{Title: pt.Rate, X: "bytes per rank (vector, or gathered payload)", Y: "seconds"})
 		}
 	}
 	for i := range panels {
 		panels[i].Series = v.series(pts, panels[i].Title)
 	}
-	return plot.SavePanels(filepath.Join(v.out, "cost-model.png"), panels...)
+	return report.SavePanels(filepath.Join(v.out, "cost-model.png"), panels...)
 }
 
 // series are one rate's curves and points, for N=2 and the largest N.
-func (v validation) series(pts []Point, rate string) []plot.Series {
+func (v validation) series(pts []Point, rate string) []report.Series {
 	bits, _ := netns.ParseRate(rate)
 	p := v.params
 	p.Beta, p.Alpha, p.Message, p.Gamma = cost.LinkBeta(float64(bits)), v.fit.alpha, v.fit.message, v.fit.gamma
@@ -566,10 +566,10 @@ func (v validation) series(pts []Point, rate string) []plot.Series {
 	for _, pt := range pts {
 		maxN = max(maxN, pt.N)
 	}
-	var out []plot.Series
+	var out []report.Series
 	for _, op := range []string{"ring", "tree", "star", "gossip", "gather"} {
 		for _, n := range []int{2, maxN} {
-			s := plot.Series{Name: fmt.Sprintf("%s N=%d", op, n)}
+			s := report.Series{Name: fmt.Sprintf("%s N=%d", op, n)}
 			perPair := cost.SparseBytesPerPair // a gather's payload per touched feature
 			for _, pt := range pts {
 				if pt.Rate == rate && pt.N == n && pt.Op == op {

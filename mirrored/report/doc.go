@@ -1,7 +1,29 @@
-// Package verdict names what bounds a run's step: the one resource a user
-// should look at first, with the figures that show it and the next thing
-// to try. It reads what every run already records (each peer's
-// mirrored.PeerStats: the split of step time into computing,
+// Package report is a run's report, the one both wings write it through:
+// the running wing (mirrored/launch, meshtrain train and worker) at the end
+// of every run, the measuring wing (mirrored/measure/...) for each point of
+// a sweep or a comparison. Keeping it here, below both, is what lets the
+// running wing stop importing the measuring wing.
+//
+// What it holds:
+//
+//   - the summary (summary.go, report.go): a finished launch's Report, the
+//     table WriteTable prints (one row per peer, bytes per link, the
+//     membership changes, whether the replicas ended identical) and the
+//     --summary JSON WriteSummary writes beside the resources plot;
+//   - the verdict (verdict.go): what bounds a run's step, named from the
+//     figures every run already records (below);
+//   - the figures (png.go, chart.go, plotresources.go): SavePNG is the
+//     only place a figure becomes a file (the report of `meshtrain sweep`
+//     and `meshtrain compare`, `meshtrain model extrapolate --png`, a
+//     summary's resource panels (PlotResources) and the cost model's
+//     validation on emulated hosts); the charts (Panel, Series,
+//     SavePanels, Extrapolation) draw the cost model's figures with
+//     gonum/plot: predicted curves as lines, measurements as points on
+//     them, on log-log axes.
+//
+// The verdict names the one resource a user should look at first, with
+// the figures that show it and the next thing to try. It reads each
+// peer's mirrored.PeerStats (the split of step time into computing,
 // communicating, waiting for the input and waiting for slower peers, the
 // bytes per link, the CPU time) and what the caller knows of the machine
 // (cores, peers per host, a measured link rate, the cost model's
@@ -32,4 +54,4 @@
 //     (with the rate each link carried, against the measured link rate
 //     when known);
 //  5. compute: otherwise.
-package verdict
+package report

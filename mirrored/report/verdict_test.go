@@ -1,4 +1,4 @@
-package verdict
+package report
 
 import (
 	"strings"
@@ -18,45 +18,45 @@ func stats(compute, comm, input, barrier float64, sentPerStep int64, cpu float64
 func TestVerdicts(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		run      Run
+		run      Figures
 		resource string
 		rank     int
 		mention  []string
 	}{
-		{"one worker computing", Run{Peers: []*mirrored.PeerStats{stats(0.020, 0, 0.0005, 0, 0, 2)}, Cores: 2, PeersPerHost: 1},
+		{"one worker computing", Figures{Peers: []*mirrored.PeerStats{stats(0.020, 0, 0.0005, 0, 0, 2)}, Cores: 2, PeersPerHost: 1},
 			Compute, -1, []string{"computing is 98%"}},
-		{"input throttled", Run{Peers: []*mirrored.PeerStats{stats(0.010, 0.002, 0.010, 0, 1e6, 1), stats(0.010, 0.002, 0.012, 0, 1e6, 1)}},
+		{"input throttled", Figures{Peers: []*mirrored.PeerStats{stats(0.010, 0.002, 0.010, 0, 1e6, 1), stats(0.010, 0.002, 0.012, 0, 1e6, 1)}},
 			Input, -1, []string{"wait for their next batch"}},
-		{"rank 2 slow, barrier measured", Run{Peers: []*mirrored.PeerStats{
+		{"rank 2 slow, barrier measured", Figures{Peers: []*mirrored.PeerStats{
 			stats(0.010, 0.002, 0, 0.020, 1e6, 1), stats(0.010, 0.002, 0, 0.020, 1e6, 1), stats(0.030, 0.002, 0, 0, 1e6, 3)}},
 			Straggler, 2, []string{"rank 2 computes 3.0×", "rank 2"}},
-		{"rank 0 slow, waiting shows as exchange", Run{Peers: []*mirrored.PeerStats{
+		{"rank 0 slow, waiting shows as exchange", Figures{Peers: []*mirrored.PeerStats{
 			stats(0.040, 0.001, 0, 0, 1e6, 4), stats(0.010, 0.031, 0, 0, 1e6, 1), stats(0.010, 0.031, 0, 0, 1e6, 1)}},
 			Straggler, 0, []string{"rank 0 computes 4.0×"}},
-		{"uneven but nobody waits", Run{Peers: []*mirrored.PeerStats{stats(0.013, 0.001, 0, 0.001, 1e6, 1), stats(0.010, 0.001, 0, 0.001, 1e6, 1)}},
+		{"uneven but nobody waits", Figures{Peers: []*mirrored.PeerStats{stats(0.013, 0.001, 0, 0.001, 1e6, 1), stats(0.010, 0.001, 0, 0.001, 1e6, 1)}},
 			Compute, -1, nil},
-		{"four peers on two cores", Run{Peers: []*mirrored.PeerStats{
+		{"four peers on two cores", Figures{Peers: []*mirrored.PeerStats{
 			stats(0.020, 0.005, 0, 0.001, 1e6, 2), stats(0.020, 0.005, 0, 0.001, 1e6, 2), stats(0.020, 0.005, 0, 0.001, 1e6, 2), stats(0.020, 0.005, 0, 0.001, 1e6, 2)},
 			WallSeconds: 2.6, Cores: 2, PeersPerHost: 4},
 			Shared, -1, []string{"4 peers ran on a host with 2 cores"}},
-		{"dense bytes over a slow link", Run{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 1), stats(0.005, 0.100, 0, 0.001, 12e6, 1)},
+		{"dense bytes over a slow link", Figures{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 1), stats(0.005, 0.100, 0, 0.001, 12e6, 1)},
 			Security: "plaintext", LinkBytesPerSec: 125e6, WallSeconds: 11, Cores: 2, PeersPerHost: 1},
 			Bandwidth, -1, []string{"120 MB/s", "125 MB/s"}},
-		{"sparse would send less", Run{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 1), stats(0.005, 0.100, 0, 0.001, 12e6, 1)},
+		{"sparse would send less", Figures{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 1), stats(0.005, 0.100, 0, 0.001, 12e6, 1)},
 			Security: "plaintext", SparseBytesPerStep: 12e6 / 900},
 			Bandwidth, -1, []string{"1/900", "--exchange sparse"}},
-		{"many small messages", Run{Peers: []*mirrored.PeerStats{stats(0.0005, 0.002, 0, 0, 8000, 0.1), stats(0.0005, 0.002, 0, 0, 8000, 0.1)},
+		{"many small messages", Figures{Peers: []*mirrored.PeerStats{stats(0.0005, 0.002, 0, 0, 8000, 0.1), stats(0.0005, 0.002, 0, 0, 8000, 0.1)},
 			Security: "plaintext"},
 			Latency, -1, []string{"8 KB per peer"}},
-		{"TLS with busy cores", Run{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
+		{"TLS with busy cores", Figures{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
 			Security: "tls", WallSeconds: 10.6, Cores: 1, PeersPerHost: 1, LinkBytesPerSec: 1e9},
 			Cipher, -1, []string{"over tls links"}},
-		{"TLS at the link's rate is bandwidth", Run{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
+		{"TLS at the link's rate is bandwidth", Figures{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
 			Security: "tls", WallSeconds: 10.6, Cores: 1, PeersPerHost: 1, LinkBytesPerSec: 125e6},
 			Bandwidth, -1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, ok := Of(tc.run)
+			v, ok := VerdictOf(tc.run)
 			if !ok {
 				t.Fatal("no verdict")
 			}
@@ -77,13 +77,13 @@ func TestVerdicts(t *testing.T) {
 }
 
 func TestNoVerdictWithoutSteps(t *testing.T) {
-	if _, ok := Of(Run{Peers: []*mirrored.PeerStats{nil, {Steps: 0}}}); ok {
+	if _, ok := VerdictOf(Figures{Peers: []*mirrored.PeerStats{nil, {Steps: 0}}}); ok {
 		t.Fatal("a verdict on a run without steps")
 	}
 }
 
 func TestPredictionShown(t *testing.T) {
-	v, _ := Of(Run{Peers: []*mirrored.PeerStats{stats(0.020, 0, 0, 0, 0, 2)}, PredictedStepSeconds: 0.018})
+	v, _ := VerdictOf(Figures{Peers: []*mirrored.PeerStats{stats(0.020, 0, 0, 0, 0, 2)}, PredictedStepSeconds: 0.018})
 	if s := v.String(); !strings.Contains(s, "predicted 18.0 ms a step, measured 20.0 ms") {
 		t.Fatalf("%s", s)
 	}
@@ -101,13 +101,13 @@ func TestBusyCountsAProcessOnce(t *testing.T) {
 	// 3 replicas in one process, 0.7 s of CPU over 1.3 s on 2 cores: 27%.
 	one := FromPeers([]*mirrored.PeerStats{peer("a", 1, 0.7), peer("a", 1, 0.7), peer("a", 1, 0.7)}, "tls")
 	one.WallSeconds = 1.3
-	if v, _ := Of(one); v.Resource == Shared {
+	if v, _ := VerdictOf(one); v.Resource == Shared {
 		t.Fatalf("one process's CPU counted per replica: %s", v)
 	}
 	// 3 processes on host a with 2 cores, 0.9 s of CPU each over 1.3 s.
 	three := FromPeers([]*mirrored.PeerStats{peer("a", 1, 0.9), peer("a", 2, 0.9), peer("a", 3, 0.9)}, "tls")
 	three.WallSeconds = 1.3
-	if v, _ := Of(three); v.Resource != Shared || three.PeersPerHost != 3 || three.Cores != 2 {
+	if v, _ := VerdictOf(three); v.Resource != Shared || three.PeersPerHost != 3 || three.Cores != 2 {
 		t.Fatalf("3 busy processes on 2 cores: %s (peers per host %d, cores %d)", v, three.PeersPerHost, three.Cores)
 	}
 }
@@ -117,8 +117,8 @@ func TestBusyCountsAProcessOnce(t *testing.T) {
 // gradient among the peers.
 func TestPredictionFromCalibration(t *testing.T) {
 	p := cost.Params{Alpha: 50e-6, Beta: 1e9, Gamma: 1e-9}
-	run := Run{Peers: []*mirrored.PeerStats{stats(0.010, 0.002, 0, 0, 1e6, 1), stats(0.010, 0.002, 0, 0, 1e6, 1)}, Cost: &p, GradientBytes: 4e6}
-	v, _ := Of(run)
+	run := Figures{Peers: []*mirrored.PeerStats{stats(0.010, 0.002, 0, 0, 1e6, 1), stats(0.010, 0.002, 0, 0, 1e6, 1)}, Cost: &p, GradientBytes: 4e6}
+	v, _ := VerdictOf(run)
 	_, tr := cost.AllReduce(2, 4e6)
 	if want := p.Step(0.010, tr).Seconds; v.PredictedStepSeconds != want || want <= 0.010 {
 		t.Fatalf("predicted %v, want %v", v.PredictedStepSeconds, want)
@@ -137,12 +137,12 @@ func TestBusyFromSamples(t *testing.T) {
 	}
 	idle := FromPeers([]*mirrored.PeerStats{peer(1, 0.3), peer(2, 0.3), peer(3, 0.3)}, "tls")
 	idle.WallSeconds = 3.2
-	if v, _ := Of(idle); v.Resource == Shared {
+	if v, _ := VerdictOf(idle); v.Resource == Shared {
 		t.Fatalf("0.9 of 2 cores busy: %s", v)
 	}
 	busy := FromPeers([]*mirrored.PeerStats{peer(1, 0.7), peer(2, 0.7), peer(3, 0.7)}, "tls")
 	busy.WallSeconds = 3.2
-	if v, _ := Of(busy); v.Resource != Shared {
+	if v, _ := VerdictOf(busy); v.Resource != Shared {
 		t.Fatalf("2.1 of 2 cores busy: %s", v)
 	}
 }

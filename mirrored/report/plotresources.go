@@ -1,4 +1,4 @@
-package plot
+package report
 
 import (
 	"errors"
@@ -26,7 +26,7 @@ const (
 // and received over the network, read and written on disk), the figures
 // dstat showed the course reports; and writes it to path. Peers without
 // samples get an empty row naming them.
-func Resources(path string, peers []mirrored.PeerStats) error {
+func PlotResources(path string, peers []mirrored.PeerStats) error {
 	if len(peers) == 0 {
 		return errors.New("plot: no peers to draw")
 	}

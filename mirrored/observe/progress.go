@@ -1,4 +1,4 @@
-package mirrored
+package observe
 
 import (
 	"fmt"
@@ -9,26 +9,38 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/meshtrain/meshtrain/mirrored"
 )
 
-// progressObserver writes what a person watching the run reads: the run's
-// header, the training progress inside each epoch (a StepProgress), a
-// line per epoch, the resume point and the end.
-type progressObserver struct {
-	w      io.Writer
-	prefix string // "rank N " before each line (gossip: every replica's own curve)
-	chief  bool   // rank 0 also writes the run's header, resume and end
-	steps  *StepProgress
+// Progress writes what a person watching the run reads: the run's header,
+// the training progress inside each epoch (a StepProgress), a line per
+// epoch, the resume point and the end. It shows rank 0's run, or with
+// everyRank every replica's (gossip: each replica's curve is its own),
+// each line after "rank N ", as plain lines (replicas sharing a terminal
+// would fight over one bar); the header, resume and end only rank 0's.
+type Progress struct {
+	w         io.Writer
+	every     int
+	everyRank bool
+	steps     *StepProgress // for the run since its start event
 }
 
-func newProgressObserver(w io.Writer, every, replicas int, everyRank bool, rank int) *progressObserver {
-	p := &progressObserver{w: w, chief: rank == 0}
-	if everyRank {
-		p.prefix = fmt.Sprintf("rank %d ", rank)
+// NewProgress writes to w; inside an epoch a line every `every` steps (0:
+// DefaultLogEvery) or, on a terminal, a bar.
+func NewProgress(w io.Writer, every int, everyRank bool) *Progress {
+	return &Progress{w: w, every: logEvery(every), everyRank: everyRank}
+}
+
+// Shows says whether p writes the run of rank.
+func (p *Progress) Shows(rank int) bool { return rank == 0 || p.everyRank }
+
+// prefix is what starts rank's lines.
+func (p *Progress) prefix(rank int) string {
+	if p.everyRank {
+		return fmt.Sprintf("rank %d ", rank)
 	}
-	// One bar per writer: gossip replicas sharing a terminal print lines.
-	p.steps = NewStepProgress(w, IsTerminal(w) && !everyRank, every, replicas, p.prefix)
-	return p
+	return ""
 }
 
 // IsTerminal says whether w is a terminal (golang.org/x/term), or says
@@ -42,30 +54,38 @@ func IsTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-func (p *progressObserver) Observe(e Event) error {
-	if e.Kind != EventEpoch && e.Kind != EventStep && !p.chief {
+// Observe implements mirrored.Observer.
+func (p *Progress) Observe(e mirrored.Event) error {
+	if !p.Shows(e.Rank) {
 		return nil
 	}
+	if p.steps == nil || e.Kind == mirrored.EventStart {
+		// A new bar for every start: an elastic run starts again with
+		// every generation, with its own number of replicas.
+		p.steps = NewStepProgress(p.w, IsTerminal(p.w) && !p.everyRank, p.every, max(e.Replicas, 1), p.prefix(e.Rank))
+	}
+	if e.Kind != mirrored.EventEpoch && e.Kind != mirrored.EventStep && e.Rank != 0 {
+		return nil // the run's header, resume and end are the chief's
+	}
 	switch e.Kind {
-	case EventStart:
+	case mirrored.EventStart:
 		fmt.Fprintln(p.w, e.Info)
-		p.steps.Restart()
-	case EventResumed:
+	case mirrored.EventResumed:
 		fmt.Fprintf(p.w, "resumed from %s: step %d\n", e.Path, e.Step)
 		for _, w := range strings.Split(e.Info, "\n") {
 			if w != "" {
 				fmt.Fprintf(p.w, "warning: %s\n", w)
 			}
 		}
-	case EventMembership:
+	case mirrored.EventMembership:
 		p.steps.Clear()
 		fmt.Fprintln(p.w, e.Info)
-	case EventStep:
+	case mirrored.EventStep:
 		p.steps.Step(e)
-	case EventEpoch:
+	case mirrored.EventEpoch:
 		p.steps.Clear()
 		p.epoch(e)
-	case EventDone:
+	case mirrored.EventDone:
 		p.steps.Clear()
 		if e.Info != "" {
 			fmt.Fprintln(p.w, e.Info)
@@ -110,7 +130,7 @@ func (p *StepProgress) Restart() { p.start, p.win.since = time.Now(), time.Now()
 
 // Step adds e's steps and redraws the bar, or writes a line every p.every
 // steps.
-func (p *StepProgress) Step(e Event) {
+func (p *StepProgress) Step(e mirrored.Event) {
 	if e.Train == nil {
 		return
 	}
@@ -148,7 +168,7 @@ func (p *StepProgress) rate(now time.Time) float64 {
 
 // drawBar redraws the bar (progressbar throttles the redraws); the loss
 // and rate it shows are over the steps since the last description update.
-func (p *StepProgress) drawBar(e Event) {
+func (p *StepProgress) drawBar(e mirrored.Event) {
 	if p.bar == nil {
 		p.bar = progressbar.NewOptions(e.Steps,
 			progressbar.OptionSetWriter(p.w),
@@ -176,9 +196,10 @@ func (p *StepProgress) Clear() {
 	}
 }
 
-func (p *progressObserver) epoch(e Event) {
+// epoch writes the epoch's line.
+func (p *Progress) epoch(e mirrored.Event) {
 	ep := e.Epoch
-	fmt.Fprintf(p.w, "%sepoch %2d", p.prefix, ep.Epoch)
+	fmt.Fprintf(p.w, "%sepoch %2d", p.prefix(e.Rank), ep.Epoch)
 	if g := e.Gossip; g != nil {
 		fmt.Fprintf(p.w, " (cluster work %.2f epochs, own %.2f passes)", g.ClusterEpochs, g.LocalPasses)
 	}

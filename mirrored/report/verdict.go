@@ -1,4 +1,4 @@
-package verdict
+package report
 
 import (
 	"fmt"
@@ -35,8 +35,8 @@ var Rules = struct {
 	SmallStep:      64 << 10,
 }
 
-// Run is what a verdict is drawn from.
-type Run struct {
+// Figures is what a verdict is drawn from.
+type Figures struct {
 	// Peers are the peers' figures, indexed by rank (nil: no figures,
 	// e.g. a peer that failed).
 	Peers []*mirrored.PeerStats
@@ -53,7 +53,7 @@ type Run struct {
 	LinkBytesPerSec float64
 	// PredictedStepSeconds is the cost model's step time for this run, 0
 	// if there is no calibration; with Cost and GradientBytes set instead,
-	// Of predicts it: the median peer's compute and an all-reduce of
+	// VerdictOf predicts it: the median peer's compute and an all-reduce of
 	// GradientBytes among the peers (the ring's dense exchange).
 	PredictedStepSeconds float64
 	Cost                 *cost.Params
@@ -101,8 +101,8 @@ type peer struct {
 
 func (p peer) step() float64 { return p.compute + p.comm + p.wait }
 
-// Of is the verdict on run, or ok false when no peer took a step.
-func Of(run Run) (v Verdict, ok bool) {
+// VerdictOf is the verdict on run, or ok false when no peer took a step.
+func VerdictOf(run Figures) (v Verdict, ok bool) {
 	var ps []peer
 	for r, s := range run.Peers {
 		if s == nil || s.Steps <= 0 {
@@ -175,7 +175,7 @@ func Of(run Run) (v Verdict, ok bool) {
 
 // comm fills a verdict on a run whose step is mostly communication: the
 // cipher, latency or bandwidth. sent and comm are per peer per step.
-func (v *Verdict) comm(run Run, ps []peer, share, busy, sent, comm float64) {
+func (v *Verdict) comm(run Figures, ps []peer, share, busy, sent, comm float64) {
 	rate := sent / math.Max(comm, 1e-12)
 	encrypted := run.Security != "" && run.Security != "plaintext"
 	switch {
@@ -345,10 +345,10 @@ func bytesStr(b float64) string {
 
 func rateStr(r float64) string { return bytesStr(r) + "/s" }
 
-// FromPeers is a Run of the peers' figures, with the cores and peers per
+// FromPeers is the Figures of the peers' figures, with the cores and peers per
 // host they recorded (PeerStats.Host, Cores).
-func FromPeers(peers []*mirrored.PeerStats, security string) Run {
-	run := Run{Peers: peers, Security: security, PeersPerHost: 1}
+func FromPeers(peers []*mirrored.PeerStats, security string) Figures {
+	run := Figures{Peers: peers, Security: security, PeersPerHost: 1}
 	perHost := map[string]int{}
 	for _, p := range peers {
 		if p == nil {

@@ -1,4 +1,4 @@
-package launch
+package report
 
 import (
 	"encoding/json"
@@ -7,13 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/meshtrain/meshtrain/mirrored"
-	"github.com/meshtrain/meshtrain/mirrored/measure/plot"
-	"github.com/meshtrain/meshtrain/mirrored/measure/verdict"
 )
 
 // WriteTable prints one row per peer: steps, examples/s, test accuracy,
@@ -74,15 +73,15 @@ func WriteTable(w io.Writer, rep *Report) {
 }
 
 // Verdict names the run's bottleneck from the peers' figures (package
-// verdict); ok is false when no peer has any.
-func (rep *Report) Verdict() (verdict.Verdict, bool) {
+// report's rules: VerdictOf); ok is false when no peer has any.
+func (rep *Report) Verdict() (Verdict, bool) {
 	peers := make([]*mirrored.PeerStats, len(rep.Peers))
 	for i := range rep.Peers {
 		if s := rep.Peers[i].Summary; s != nil {
 			peers[i] = &s.Peer
 		}
 	}
-	run := verdict.FromPeers(peers, rep.Info.Security)
+	run := FromPeers(peers, rep.Info.Security)
 	for _, p := range rep.Peers {
 		// The ring's dense exchange of an nn model's gradient is what the
 		// cost model prices here.
@@ -91,7 +90,7 @@ func (rep *Report) Verdict() (verdict.Verdict, bool) {
 			break
 		}
 	}
-	return verdict.Of(run)
+	return VerdictOf(run)
 }
 
 // writeLinks prints the bytes each peer sent over each link, one row per
@@ -163,9 +162,9 @@ type SummaryJSON struct {
 	ParamsIdentical   bool             `json:"params_identical"`
 	LaunchWallSeconds float64          `json:"launch_wall_seconds"`
 	Run               *mirrored.Result `json:"run"`
-	// Verdict is the run's bottleneck, with its evidence (package verdict).
-	Verdict *verdict.Verdict `json:"verdict,omitempty"`
-	Peers   []PeerJSON       `json:"peers"`
+	// Verdict is the run's bottleneck, with its evidence (VerdictOf).
+	Verdict *Verdict   `json:"verdict,omitempty"`
+	Peers   []PeerJSON `json:"peers"`
 }
 
 // PeerJSON is one peer in SummaryJSON.
@@ -212,14 +211,14 @@ func WriteSummary(path string, rep *Report) error {
 	for _, p := range out.Peers {
 		peers = append(peers, p.PeerStats)
 	}
-	if err := plot.Resources(ResourcesPath(path), peers); err != nil {
+	if err := PlotResources(ResourcesPath(path), peers); err != nil {
 		return fmt.Errorf("drawing the peers' resources: %w", err)
 	}
 	return nil
 }
 
 // ResourcesPath is where WriteSummary draws the peers' resource history
-// (plot.Resources) beside a summary at path: summary.json gives
+// (PlotResources) beside a summary at path: summary.json gives
 // summary-resources.png.
 func ResourcesPath(summary string) string {
 	return strings.TrimSuffix(summary, filepath.Ext(summary)) + "-resources.png"
@@ -245,4 +244,13 @@ func writeMembership(w io.Writer, changes []mirrored.MembershipChange) {
 		}
 		fmt.Fprintf(w, "  from step %d: peers %s%s; paused %.2fs, %d step(s) rolled back (%s)\n", c.Step, joinInts(c.Members), what, c.PauseSeconds, c.RolledBack, reason)
 	}
+}
+
+// joinInts is v as "1, 2, 3".
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }
