@@ -224,6 +224,10 @@ type Result struct {
 	// ParamsSHA256 is the SHA-256 of the final parameters as little-endian
 	// float32 bytes, hex: equal hashes mean bitwise-equal models.
 	ParamsSHA256 string `json:"params_sha256"`
+	// BuffersSHA256 is the SHA-256 of the model's final non-trainable
+	// buffers (batch normalization's moving statistics), compared between
+	// the replicas like the parameters; empty for a model without.
+	BuffersSHA256 string `json:"buffers_sha256,omitempty"`
 	// Stopped, if set, says the run stopped early, on request (Job.Stop).
 	Stopped *EarlyStop `json:"stopped,omitempty"`
 }

@@ -43,6 +43,9 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 		return nil, err
 	}
 	rep.comb = (*Job)(j).combiner()
+	if gossiping && len(rep.buffers) > 0 {
+		return nil, fmt.Errorf("strategy gossip with model %s: its buffers (%s …) would stay each replica's own, since gossip averages only the parameters: use the ring", rep.model.Name(), rep.bufT[0].Name)
+	}
 	model := cfg.Model
 	if model == "" {
 		model = rep.model.Name()

@@ -120,7 +120,7 @@ func checkpointModel(ck *checkpoint.Checkpoint, path string, want *nn.Architectu
 	}
 	var model nn.Model
 	if arch != nil {
-		model, err = arch.New(0, nn.DefaultShards)
+		model, err = arch.Build(0, nn.DefaultShards)
 		if err == nil && model.Classes() != spec.Classes {
 			err = fmt.Errorf("the model scores %d classes, the checkpoint's data set had %d", model.Classes(), spec.Classes)
 		}
@@ -142,6 +142,14 @@ func checkpointModel(ck *checkpoint.Checkpoint, path string, want *nn.Architectu
 		}
 	}
 	copy(model.Params(), ck.Params)
+	if st, ok := model.(nn.Stateful); ok && len(st.Buffers()) > 0 {
+		// The buffers close the state, after the optimizer's (OptState).
+		buf := st.Buffers()
+		if len(ck.OptState) < len(buf) {
+			return nil, fmt.Errorf("checkpoint %s holds %d floats of state, model %s has %d of buffers (%s …): not a checkpoint of this model", path, len(ck.OptState), ck.Model, len(buf), st.BufferTensors()[0].Name)
+		}
+		copy(buf, ck.OptState[len(ck.OptState)-len(buf):])
+	}
 	return model, nil
 }
 

@@ -58,6 +58,15 @@ type denseReplica struct {
 	model         nn.Model
 	spec          nn.Spec
 	params, grads []float32
+	// buffers are the model's non-trainable state (nn.Stateful: batch
+	// normalization's moving statistics), empty for most models. They
+	// travel with the optimizer's state (OptState: checkpoints, resumes,
+	// elastic commits) and with the parameters in the hash comparisons,
+	// and every step the chief's overwrite the others' (DDP's
+	// broadcast_buffers), so the replicas keep the same bits.
+	buffers []float32
+	bufT    []nn.ParamTensor
+	checked []float32 // params then buffers, for Checked
 	opt           nn.Optimizer
 	rank, world   int
 	labels        []int32
@@ -76,6 +85,12 @@ type denseReplica struct {
 	// when the model cannot (see newOverlap).
 	ov *overlap
 }
+
+// buffered is a replica whose model has non-trainable buffers (see
+// denseReplica.buffers).
+type buffered interface{ buffersOf() []float32 }
+
+func (r *denseReplica) buffersOf() []float32 { return r.buffers }
 
 // architected is a model that can state its definition as data: an
 // nn.Sequential. The replicas of a Job.NewModel model that is one
@@ -107,6 +122,9 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, classes)
 	}
 	r := &denseReplica{model: model, spec: spec, params: model.Params(), grads: model.Grads(), rank: rank, world: world, testN: test.N}
+	if st, ok := model.(nn.Stateful); ok {
+		r.buffers, r.bufT = st.Buffers(), st.BufferTensors()
+	}
 	if a, ok := model.(architected); ok && custom {
 		arch := a.Architecture()
 		b, err := json.Marshal(arch)
@@ -132,11 +150,17 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 
 func (r *denseReplica) Params() []float32 { return r.params }
 
+// OptState is the optimizer's state, then the model's buffers: the
+// state a run carries besides the parameters.
 func (r *denseReplica) OptState() [][]float32 {
+	var out [][]float32
 	if st := r.opt.State(); len(st) > 0 {
-		return [][]float32{st}
+		out = append(out, st)
 	}
-	return nil
+	if len(r.buffers) > 0 {
+		out = append(out, r.buffers)
+	}
+	return out
 }
 
 func (r *denseReplica) Gradient(b *data.Batch) (float64, error) {
@@ -163,13 +187,23 @@ func (r *denseReplica) TrainCorrect() (int, bool) {
 // Combine replaces the gradient by the group's combination (r.comb): the
 // buckets the backward pass did not send, or the whole gradient at once.
 func (r *denseReplica) Combine(ctx context.Context, g Group, _ int) error {
-	if r.ov != nil && r.ov.work != nil {
-		return r.ov.finish()
+	var err error
+	switch {
+	case r.ov != nil && r.ov.work != nil:
+		err = r.ov.finish()
+	default:
+		if r.ov != nil {
+			r.ov.spans = r.ov.spans[:0] // one exchange, on the Combine track
+		}
+		err = r.combiner().CombineRange(ctx, g, r.grads, 0, len(r.grads))
 	}
-	if r.ov != nil {
-		r.ov.spans = r.ov.spans[:0] // one exchange, on the Combine track
+	if err != nil || len(r.buffers) == 0 || g.Size() < 2 {
+		return err
 	}
-	return r.combiner().CombineRange(ctx, g, r.grads, 0, len(r.grads))
+	if err := g.Broadcast(ctx, r.buffers, 0); err != nil {
+		return fmt.Errorf("broadcasting the model's buffers (%s …) from rank 0: %w", r.bufT[0].Name, err)
+	}
+	return nil
 }
 
 // combiner is the replica's Combiner (Mean unless the Job sets one).
@@ -187,10 +221,19 @@ func (r *denseReplica) Update(params []float32, lr float64) {
 
 func (r *denseReplica) Settle() {}
 
-func (r *denseReplica) Checked() ([]float32, string) { return r.params, "" }
+func (r *denseReplica) Checked() ([]float32, string) {
+	if len(r.buffers) == 0 {
+		return r.params, ""
+	}
+	r.checked = append(append(r.checked[:0], r.params...), r.buffers...)
+	return r.checked, " (parameters and buffers)"
+}
 
 func (r *denseReplica) Layout() checkpoint.Layout {
 	l := denseLayout(r.model.Tensors(), r.opt.StateParts(), r.spec)
+	for _, t := range r.bufT { // after the optimizer's state, as OptState
+		l.State = append(l.State, checkpoint.Slot{Name: t.Name, Shape: t.Shape})
+	}
 	l.Architecture = r.arch
 	return l
 }

@@ -521,6 +521,15 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 			return nil, err
 		}
 	}
+	if b, ok := rep.(buffered); ok && len(b.buffersOf()) > 0 {
+		bsum := paramsSum(b.buffersOf())
+		if l.world > 1 {
+			if err := l.checkHashes(ctx, bsum, "the end (the model's buffers)"); err != nil {
+				return nil, err
+			}
+		}
+		res.BuffersSHA256 = hex.EncodeToString(bsum[:])
+	}
 	info := ""
 	if targetMet(&l.job.Config, res.EpochResults) {
 		last := res.EpochResults[len(res.EpochResults)-1]
