@@ -64,12 +64,12 @@ type denseReplica struct {
 	// elastic commits) and with the parameters in the hash comparisons,
 	// and every step the chief's overwrite the others' (DDP's
 	// broadcast_buffers), so the replicas keep the same bits.
-	buffers []float32
-	bufT    []nn.ParamTensor
-	checked []float32 // params then buffers, for Checked
-	opt           nn.Optimizer
-	rank, world   int
-	labels        []int32
+	buffers     []float32
+	bufT        []nn.ParamTensor
+	checked     []float32 // params then buffers, for Checked
+	opt         nn.Optimizer
+	rank, world int
+	labels      []int32
 	// testX, testY are this replica's contiguous share of the testN test
 	// examples.
 	testX []float32
