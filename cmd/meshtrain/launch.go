@@ -102,7 +102,7 @@ func init() {
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
 				Gossip:    mirrored.IsGossip(job.Strategy), TolerateLoss: c.Bool("tolerate-loss"),
-				Elastic: job.Elastic != nil, MaxRestarts: c.Int("max-restarts"),
+				Elastic: mirrored.ElasticOf(job.Strategy) != nil, MaxRestarts: c.Int("max-restarts"),
 				Stdout: screen.Stdout(), Stderr: screen.Stderr(), LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
 				Info: report.RunInfo{Strategy: job.Strategy.Name(), Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})
