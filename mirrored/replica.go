@@ -57,6 +57,7 @@ type metrics struct {
 type denseReplica struct {
 	model         nn.Model
 	spec          nn.Spec
+	norm          data.Normalization // the inputs', recorded in checkpoints
 	params, grads []float32
 	opt           nn.Optimizer
 	rank, world   int
@@ -104,7 +105,7 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 		return nil, fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d images and %d classes",
 			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, classes)
 	}
-	r := &denseReplica{model: model, spec: spec, params: model.Params(), grads: model.Grads(), rank: rank, world: world, testN: test.N}
+	r := &denseReplica{model: model, spec: spec, norm: test.Norm.Resolve(), params: model.Params(), grads: model.Grads(), rank: rank, world: world, testN: test.N}
 	if a, ok := model.(architected); ok && custom {
 		arch := a.Architecture()
 		b, err := json.Marshal(arch)
@@ -192,6 +193,7 @@ func (r *denseReplica) Checked() ([]float32, string) { return r.params, "" }
 func (r *denseReplica) Layout() checkpoint.Layout {
 	l := denseLayout(r.model.Tensors(), r.opt.StateParts(), r.spec)
 	l.Architecture = r.arch
+	l.InputScale, l.InputMean, l.InputStd = r.norm.Scale, r.norm.Mean, r.norm.Std
 	return l
 }
 
