@@ -118,3 +118,48 @@ func latestCheckpoint(t *testing.T, dir string) string {
 	}
 	return all[len(all)-1]
 }
+
+// TestIDXThroughOpenerSameBits: an IDX set (MNIST's format) reached
+// through data.OpenImages, by DataDir as MNIST always was or by Data
+// naming its directory, trains to the very parameters of the same images
+// handed over in memory, as every run before the opener did: the opener
+// changes where the images come from, not a bit of what is trained.
+func TestIDXThroughOpenerSameBits(t *testing.T) {
+	set := synthMNIST(128, 32, 5)
+	dir := t.TempDir()
+	if err := data.WriteMNIST(dir, set, true); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		set  func(j *Job)
+	}{
+		{"in memory", func(j *Job) { j.MNIST = set }},
+		{"DataDir", func(j *Job) { j.DataDir = dir }},
+		{"Data", func(j *Job) { j.Data = dir }},
+		{"Data, format given", func(j *Job) { j.Data, j.DataFormat = dir, data.FormatMNIST }},
+	}
+	var want []float32
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			job := testJob(t, nn.Softmax, nil, 16, 1)
+			job.AllowUnverified, job.CheckpointDir = true, t.TempDir()
+			c.set(&job)
+			if _, err := Train(context.Background(), job); err != nil {
+				t.Fatal(err)
+			}
+			ck, err := checkpoint.Read(latestCheckpoint(t, job.CheckpointDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want == nil {
+				want = ck.Params
+			} else if !slices.Equal(ck.Params, want) {
+				t.Error("trained to other parameters than the set handed over in memory")
+			}
+			if ck.InputScale != 255 || ck.InputMean != data.MNISTMean || ck.InputStd != data.MNISTStd {
+				t.Errorf("normalisation (x/%v - %v)/%v recorded, want MNIST's", ck.InputScale, ck.InputMean, ck.InputStd)
+			}
+		})
+	}
+}
