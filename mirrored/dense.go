@@ -123,10 +123,14 @@ func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images
 
 // greyscale refuses images of more than one channel: nn.Spec, which
 // shapes the models, has no channels yet, so a colour set would be
-// trained as if its channels were extra columns.
+// trained as if its channels were extra columns. It also refuses a
+// normalisation that cannot be applied (a hand-built set's std of 0).
 func greyscale(im *data.Images) error {
 	if im.C() != 1 {
 		return fmt.Errorf("the data set's images are %d×%d×%d: nn's models take greyscale images (one channel) for now", im.Rows, im.Cols, im.C())
+	}
+	if err := im.Norm.Check(); err != nil {
+		return fmt.Errorf("the data set's images: %w", err)
 	}
 	return nil
 }

@@ -163,3 +163,15 @@ func TestIDXThroughOpenerSameBits(t *testing.T) {
 		})
 	}
 }
+
+// TestBadNormalizationRefused: a hand-built set whose normalisation
+// cannot be applied (std 0 would make every input infinite) is refused
+// before training.
+func TestBadNormalizationRefused(t *testing.T) {
+	set := synthMNIST(64, 16, 2)
+	set.Train.Norm = data.Normalization{Scale: 255}
+	_, err := Train(context.Background(), testJob(t, nn.Softmax, set, 16, 1))
+	if want := "normalisation x/255/0: want a finite scale and std above 0"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error containing %q", err, want)
+	}
+}
