@@ -44,19 +44,20 @@ type npyDtype struct {
 	// kind: 'u' bytes (pixels or labels), 'f' float32 (pixels), 'i' any
 	// other integer (labels).
 	kind byte
-	// read decodes n elements with npyio into int64s (labels) or the
-	// typed slice; set for kind 'i' and 'u'.
+	// ints decodes n elements with npyio into int64s; set for kind 'i'.
 	ints func(r *npy.Reader, n int) ([]int64, error)
 }
 
-func readInts[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](r *npy.Reader, n int) ([]int64, error) {
+// readInts decodes n integers of type T with npyio and widens them; a
+// uint64 beyond int64 becomes MaxInt64, which no label range admits.
+func readInts[T int8 | int16 | int32 | int64 | uint16 | uint32 | uint64](r *npy.Reader, n int) ([]int64, error) {
 	v := make([]T, n)
 	if err := r.Read(&v); err != nil {
 		return nil, err
 	}
 	out := make([]int64, n)
 	for i, x := range v {
-		if uint64(x) > math.MaxInt64 && x > 0 { // a uint64 beyond int64
+		if x > 0 && uint64(x) > math.MaxInt64 {
 			out[i] = math.MaxInt64
 			continue
 		}
@@ -65,32 +66,18 @@ func readInts[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64]
 	return out, nil
 }
 
-// npyDtypes lists the descrs read, little- and big-endian; anything else
+// npyDtypes lists the descrs read, as numpy writes them: one-byte types
+// with "|", wider ones little- ("<") or big-endian (">"). Anything else
 // (float64 pixels, strings, structured or object arrays) is refused.
-var npyDtypes = map[string]npyDtype{}
-
-func init() {
-	add := func(code string, size int, kind byte, ints func(*npy.Reader, int) ([]int64, error)) {
-		for _, order := range []string{"<", ">", "|", "="} {
-			if size == 1 && order != "|" && order != "<" {
-				continue
-			}
-			if size > 1 && order == "|" {
-				continue
-			}
-			npyDtypes[order+code] = npyDtype{size: size, kind: kind, ints: ints}
-		}
-	}
-	add("u1", 1, 'u', readInts[uint8])
-	add("i1", 1, 'i', readInts[int8])
-	add("i2", 2, 'i', readInts[int16])
-	add("u2", 2, 'i', readInts[uint16])
-	add("i4", 4, 'i', readInts[int32])
-	add("u4", 4, 'i', readInts[uint32])
-	add("i8", 8, 'i', readInts[int64])
-	add("u8", 8, 'i', readInts[uint64])
-	add("f4", 4, 'f', nil)
-	delete(npyDtypes, "=u1") // never written; kept out for a clear table
+var npyDtypes = map[string]npyDtype{
+	"|u1": {1, 'u', nil}, "|i1": {1, 'i', readInts[int8]},
+	"<i2": {2, 'i', readInts[int16]}, ">i2": {2, 'i', readInts[int16]},
+	"<u2": {2, 'i', readInts[uint16]}, ">u2": {2, 'i', readInts[uint16]},
+	"<i4": {4, 'i', readInts[int32]}, ">i4": {4, 'i', readInts[int32]},
+	"<u4": {4, 'i', readInts[uint32]}, ">u4": {4, 'i', readInts[uint32]},
+	"<i8": {8, 'i', readInts[int64]}, ">i8": {8, 'i', readInts[int64]},
+	"<u8": {8, 'i', readInts[uint64]}, ">u8": {8, 'i', readInts[uint64]},
+	"<f4": {4, 'f', nil}, ">f4": {4, 'f', nil},
 }
 
 // npyArray is one decoded array: bytes (kind 'u': u8), float32s ('f':
@@ -118,13 +105,13 @@ func parseNPY(name string, b []byte) (*npyArray, error) {
 	switch b[6] {
 	case 1:
 		prefix, hlen = 10, int(binary.LittleEndian.Uint16(b[8:]))
-	case 2, 3:
+	case 2:
 		if len(b) < 12 {
 			return nil, fmt.Errorf("%s: truncated .npy header at byte offset %d", name, len(b))
 		}
 		prefix, hlen = 12, int(min(binary.LittleEndian.Uint32(b[8:]), math.MaxInt32))
 	default:
-		return nil, fmt.Errorf("%s: .npy format version %d.%d at byte offset 6: want 1, 2 or 3", name, b[6], b[7])
+		return nil, fmt.Errorf("%s: .npy format version %d.%d at byte offset 6: want 1 or 2 (npyio reads no other; numpy writes 3 only for non-ASCII field names)", name, b[6], b[7])
 	}
 	if hlen > maxNPYHeader || prefix+hlen > len(b) {
 		return nil, fmt.Errorf("%s: .npy header of %d bytes at byte offset %d: want at most %d, within the file's %d bytes", name, hlen, prefix, maxNPYHeader, len(b))

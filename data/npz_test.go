@@ -127,6 +127,16 @@ func TestReadNPZ(t *testing.T) {
 				t.Errorf("got %d channels, floats %v, norm %s", s.Train.C(), s.Train.Floats, s.Train.Norm)
 			}
 		}},
+		{"big-endian labels and pixels", map[string][]byte{
+			"x_train.npy": rawNPY("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 1, 1), }", []byte{0x3f, 0x80, 0, 0, 0xc0, 0, 0, 0}),
+			"y_train.npy": rawNPY("{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }", []byte{0, 2, 0, 0}),
+			"x_test.npy":  rawNPY("{'descr': '>f4', 'fortran_order': False, 'shape': (1, 1, 1), }", []byte{0x40, 0, 0, 0}),
+			"y_test.npy":  rawNPY("{'descr': '>u8', 'fortran_order': False, 'shape': (1,), }", []byte{0, 0, 0, 0, 0, 0, 0, 1}),
+		}, func(t *testing.T, s *ImageSet) {
+			if !slices.Equal(s.Train.Floats, []float32{1, -2}) || !slices.Equal(s.Train.Labels, []uint8{2, 0}) || !slices.Equal(s.Test.Floats, []float32{2}) || !slices.Equal(s.Test.Labels, []uint8{1}) || s.Classes != 3 {
+				t.Errorf("got train %v %v, test %v %v, %d classes", s.Train.Floats, s.Train.Labels, s.Test.Floats, s.Test.Labels, s.Classes)
+			}
+		}},
 		{"extra arrays ignored", with(good, "mean.npy", npyBytes(t, []float32{1})), func(t *testing.T, s *ImageSet) {
 			if s.Train.N != 4 {
 				t.Errorf("train %d, want 4", s.Train.N)
@@ -182,6 +192,7 @@ func TestReadNPZBad(t *testing.T) {
 		{"truncated data", with(good, "x_train.npy", good["x_train.npy"][:len(good["x_train.npy"])-1]), nil, "23 bytes of data after the header at byte offset 86, but shape [4 3 2] of |u1 needs 24: truncated"},
 		{"trailing data", with(good, "y_test.npy", append(slices.Clone(good["y_test.npy"]), 0)), nil, "3 bytes of data"},
 		{"negative dimension", with(good, "x_train.npy", rawNPY("{'descr': '|u1', 'fortran_order': False, 'shape': (-4, 3, 2), }", nil)), nil, "want non-negative dimensions"},
+		{"uint64 label beyond int64", with(good, "y_test.npy", rawNPY("{'descr': '<u8', 'fortran_order': False, 'shape': (2,), }", []byte{0, 0, 0, 0, 0, 0, 0, 0xff, 0, 0, 0, 0, 0, 0, 0, 0})), nil, "label 9223372036854775807 of example 0 is out of range"},
 		{"huge shape", with(good, "x_train.npy", rawNPY("{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000, 100000), }", nil)), nil, "at most 1073741824 bytes"},
 		{"not npy", with(good, "x_train.npy", u8(1, 2, 3)), nil, "x_train.npy: not a .npy array"},
 		{"header length beyond the file", with(good, "x_train.npy", []byte("\x93NUMPY\x01\x00\xff\x00{")), nil, "header of 255 bytes at byte offset 10"},
