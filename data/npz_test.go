@@ -351,7 +351,9 @@ func TestNPZRoundTrip(t *testing.T) {
 }
 
 // FuzzReadNPZ: no archive makes the npz reader panic, hang or allocate
-// beyond its bounds; what it accepts keeps ImageSet's invariants.
+// beyond its bounds; what it accepts keeps ImageSet's invariants. Run it
+// with -fuzzminimizetime 200x: minimising a zip is slow, and under the
+// default (60 s) a short run spends its whole time minimising one input.
 func FuzzReadNPZ(f *testing.F) {
 	good := goodMembers(f)
 	f.Add(zipOf(f, good))
