@@ -57,6 +57,7 @@ type metrics struct {
 type denseReplica struct {
 	model         nn.Model
 	spec          nn.Spec
+	norm          data.Normalization // the inputs', recorded in checkpoints
 	params, grads []float32
 	// buffers are the model's non-trainable state (nn.Stateful: batch
 	// normalization's moving statistics), empty for most models. They
@@ -121,7 +122,7 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 		return nil, fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d images and %d classes",
 			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, classes)
 	}
-	r := &denseReplica{model: model, spec: spec, params: model.Params(), grads: model.Grads(), rank: rank, world: world, testN: test.N}
+	r := &denseReplica{model: model, spec: spec, norm: test.Norm.Resolve(), params: model.Params(), grads: model.Grads(), rank: rank, world: world, testN: test.N}
 	if st, ok := model.(nn.Stateful); ok {
 		r.buffers, r.bufT = st.Buffers(), st.BufferTensors()
 	}
@@ -235,6 +236,7 @@ func (r *denseReplica) Layout() checkpoint.Layout {
 		l.State = append(l.State, checkpoint.Slot{Name: t.Name, Shape: t.Shape})
 	}
 	l.Architecture = r.arch
+	l.InputScale, l.InputMean, l.InputStd = r.norm.Scale, r.norm.Mean, r.norm.Std
 	return l
 }
 
