@@ -5,6 +5,11 @@
 // files (TFRecord, libsvm) through another, OpenSparse; and a tf.data-like
 // pipeline is what every trainer reads batches from. No trainer names a
 // format: a new one is a reader here and an entry in its opener's table.
+// What makes data sets rather than reads them has packages of its own:
+// data/criteo (the Criteo-like click-log generator) and data/text (text
+// corpora, SpamAssassin's among them, as hashed bags of words); both write
+// the files this package reads. Fetching from npm's registry is
+// internal/npmpack's.
 //
 // # Image sets
 //
