@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
 )
@@ -42,20 +43,20 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if err != nil {
 		return nil, err
 	}
-	rep.comb = (*Job)(j).combiner()
-	if gossiping && len(rep.buffers) > 0 {
-		return nil, fmt.Errorf("strategy gossip with model %s: its buffers (%s …) would stay each replica's own, since gossip averages only the parameters: use the ring", rep.model.Name(), rep.bufT[0].Name)
+	rep.UseCombiner((*Job)(j).combiner())
+	if gossiping && len(rep.Buffers()) > 0 {
+		return nil, fmt.Errorf("strategy gossip with model %s: its buffers (%s …) would stay each replica's own, since gossip averages only the parameters: use the ring", rep.Model().Name(), rep.BufferTensors()[0].Name)
 	}
 	model := cfg.Model
 	if model == "" {
-		model = rep.model.Name()
+		model = rep.Model().Name()
 	}
 	digest := "unchecked" // one replica with no checkpoint: nothing to compare with
 	if world > 1 || gossiping || j.CheckpointDir != "" || j.Restore != "" {
 		digest = dataDigest(train, test)
 	}
 	res := Result{
-		Model: model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Model: model, Params: len(rep.Params()), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
 		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
 		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
@@ -63,13 +64,13 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if cfg.Schedule == nn.ScheduleStep {
 		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
 	}
-	settings := (*Job)(j).settings(model, len(rep.params), world, digest)
-	if rep.archDigest != "" {
+	settings := (*Job)(j).settings(model, len(rep.Params()), world, digest)
+	if rep.ArchDigest() != "" {
 		// Right after the parameter count: peers (and checkpoints) of
 		// another architecture are named, and a checkpoint of one is not
 		// resumed into another.
 		i := slices.IndexFunc(settings, func(s setting) bool { return s.Name == "params" }) + 1
-		settings = slices.Insert(settings, i, setting{Name: "architecture", Value: rep.archDigest, Resume: true})
+		settings = slices.Insert(settings, i, setting{Name: "architecture", Value: rep.ArchDigest(), Resume: true})
 	}
 	p := &plan{
 		rep: rep, settings: settings, shard: data.ShardSize(train.N, world, rank),
@@ -86,7 +87,7 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 		result:   res,
 		header: func(steps, examples int) string {
 			return fmt.Sprintf("%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples",
-				model, len(rep.params), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
+				model, len(rep.Params()), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
 		},
 		broadcastStart: true,
 		perStepLoss:    true,
@@ -94,10 +95,10 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if st, ok := (*Job)(j).strategy().(Gossip); ok {
 		p.header = func(steps, _ int) string {
 			return fmt.Sprintf("%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples",
-				model, len(rep.params), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)
+				model, len(rep.Params()), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)
 		}
-		p.evalView = rep.params
-		p.evaluate = func(ctx context.Context) (metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
+		p.evalView = rep.Params()
+		p.evaluate = func(ctx context.Context) (replica.Metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
 		p.averageModel = true
 	}
 	return p, nil

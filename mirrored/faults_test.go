@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
@@ -400,9 +401,9 @@ func (g *countingGroup) counts() [3]int64 {
 // ringCountingGroup is a countingGroup with the ring all-gather.
 type ringCountingGroup struct{ *countingGroup }
 
-func (g ringCountingGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error) {
+func (g ringCountingGroup) GatherRing(ctx context.Context, local []byte) ([][]byte, error) {
 	g.rings.Add(1)
-	return g.Group.(ringGatherer).gatherRing(ctx, local)
+	return g.Group.(replica.RingGatherer).GatherRing(ctx, local)
 }
 
 // TestSparseCombineUsesGivenGroup: a synchronous sparse replica

@@ -8,6 +8,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -247,7 +248,7 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 	if err := j.Faults.Validate(world); err != nil {
 		return nil, err
 	}
-	if _, ok := g.(*commGroup); !ok && !j.strategy().Lockstep() {
+	if _, ok := replica.Comm(g); !ok && !j.strategy().Lockstep() {
 		return nil, fmt.Errorf("strategy %s on a %T: its replicas talk pairwise, so they need a Group made by NewGroup over a collective.Comm (one replica has nobody to talk to: use the ring)", j.strategy().Name(), g)
 	}
 	p, err := b.build(ctx, g.Rank(), g.Size())
