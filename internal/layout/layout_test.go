@@ -52,6 +52,7 @@ var classes = []struct {
 	{"mirrored/checkpoint/", part},
 	{"mirrored/timeline/", part},
 	{"mirrored/membership/", part},
+	{"mirrored/settings/", part},
 	{"mirrored/replica/", step},
 	{"mirrored/internal/", part},
 	{"mirrored/launch/", running},
