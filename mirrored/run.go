@@ -255,7 +255,7 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.settings = append(append(p.settings, j.strategy().settings()...), j.Faults.settings()...)
+	p.settings = append(append(p.settings, j.strategy().settings()...), faultSettings(&j.Faults)...)
 	return p, nil
 }
 

@@ -53,6 +53,7 @@ var classes = []struct {
 	{"mirrored/timeline/", part},
 	{"mirrored/membership/", part},
 	{"mirrored/settings/", part},
+	{"mirrored/faults/", part},
 	{"mirrored/replica/", step},
 	{"mirrored/internal/", part},
 	{"mirrored/launch/", running},
