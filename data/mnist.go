@@ -98,50 +98,6 @@ type MNISTOptions struct {
 	Progress io.Writer
 }
 
-// MNIST is the parsed MNIST data set.
-type MNIST struct {
-	Train, Test *Images
-	// Dir is the directory the files were read from.
-	Dir string
-	// Classes is the number of classes: 1 + the largest label of either
-	// set (10 for the published MNIST). 0 in a hand-built MNIST means
-	// "count them" (see NumClasses).
-	Classes int
-}
-
-// NumClasses is m.Classes, or if that is 0, 1 + the largest label of
-// either set.
-func (m *MNIST) NumClasses() int {
-	if m.Classes > 0 {
-		return m.Classes
-	}
-	top := 0
-	for _, im := range []*Images{m.Train, m.Test} {
-		if im != nil {
-			for _, l := range im.Labels {
-				top = max(top, int(l))
-			}
-		}
-	}
-	return top + 1
-}
-
-// Images is a set of N greyscale images of Rows x Cols pixels with class
-// labels. Pixels holds N*Rows*Cols bytes, image-major then row-major;
-// Labels holds N class ids, each < 10 for MNIST.
-type Images struct {
-	N, Rows, Cols int
-	Pixels        []uint8
-	Labels        []uint8
-}
-
-// MNISTMean and MNISTStd normalise pixels as (x/255 - MNISTMean)/MNISTStd,
-// the same constants as the PyTorch anchors.
-const (
-	MNISTMean = 0.1307
-	MNISTStd  = 0.3081
-)
-
 // MNISTDirs returns the directories LoadMNIST searches, in order: dir
 // (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
 // directory's meshtrain/mnist.
@@ -292,7 +248,7 @@ func readMNISTDir(dir string, opts MNISTOptions) (*MNIST, [4]MNISTFileInfo, erro
 		return nil, files, fmt.Errorf("%s holds %d×%d images but %s holds %d×%d: the training and test images must have one size",
 			files[0].Path, train.Rows, train.Cols, files[2].Path, test.Rows, test.Cols)
 	}
-	m := &MNIST{Train: train, Test: test, Dir: dir}
+	m := &ImageSet{Train: train, Test: test, Dir: dir, Format: FormatMNIST}
 	if m.Classes = m.NumClasses(); m.Classes < 2 {
 		return nil, files, fmt.Errorf("%s and %s hold only label 0: a classification data set needs at least 2 classes", files[1].Path, files[3].Path)
 	}

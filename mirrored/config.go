@@ -44,10 +44,14 @@ type Config struct {
 	TargetAccuracy float64
 	TargetLoss     float64
 
-	// DataDir is where MNIST is looked for (and fetched into); see
-	// data.LoadMNIST. MNIST, if set, is used instead of loading.
-	DataDir string
-	MNIST   *data.MNIST
+	// Data is the image set's file or directory (a .npz, a directory of
+	// .npy or IDX files) in DataFormat, or "" to tell it from the
+	// contents: see data.OpenImages. Empty Data means MNIST, looked for
+	// in DataDir (and fetched into it; see data.LoadMNIST). MNIST, if
+	// set, is the image set used instead of opening one.
+	Data, DataFormat string
+	DataDir          string
+	MNIST            *data.ImageSet
 	// AllowUnverified accepts IDX files in DataDir that are not the
 	// published MNIST: another data set in its format, whose image size
 	// and class count shape the model (data.MNISTOptions.AllowUnverified).

@@ -105,27 +105,50 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 }
 
 // images returns the training and test images the run uses: Config.MNIST,
-// or MNIST loaded (or fetched) from DataDir, cut to the example limits;
-// and the data set's number of classes (counted before the cut).
+// or the set data.OpenImages opens from Data (MNIST, found in DataDir or
+// fetched, when Data is empty), cut to the example limits; and the data
+// set's number of classes (counted before the cut).
 func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, classes int, err error) {
-	mn := c.MNIST
-	if mn == nil {
-		opts := c.MNISTOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))
+	set := c.MNIST
+	if set == nil {
+		opts := c.ImageOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))
 		// A fetch shows its bytes where the run shows its progress.
-		opts.Progress = c.Progress
-		if mn, err = data.LoadMNIST(ctx, opts); err != nil {
+		opts.MNIST.Progress = c.Progress
+		if set, err = data.OpenImages(ctx, c.Data, opts); err != nil {
 			return nil, nil, 0, err
 		}
-		c.MNIST = mn // an elastic run's next generations build from it
-
+		c.MNIST = set // an elastic run's next generations build from it
 	}
-	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), mn.NumClasses(), nil
+	if err := greyscale(set.Train); err != nil {
+		return nil, nil, 0, err
+	}
+	return set.Train.Head(c.TrainExamples), set.Test.Head(c.TestExamples), set.NumClasses(), nil
 }
 
-// MNISTOptions are the options that load the run's data set (DataDir,
+// greyscale refuses images of more than one channel: nn.Spec, which
+// shapes the models, has no channels yet, so a colour set would be
+// trained as if its channels were extra columns. It also refuses a
+// normalisation that cannot be applied (a hand-built set's std of 0).
+func greyscale(im *data.Images) error {
+	if im.C() != 1 {
+		return fmt.Errorf("the data set's images are %d×%d×%d: nn's models take greyscale images (one channel) for now", im.Rows, im.Cols, im.C())
+	}
+	if err := im.Norm.Check(); err != nil {
+		return fmt.Errorf("the data set's images: %w", err)
+	}
+	return nil
+}
+
+// MNISTOptions are the options that load MNIST (DataDir,
 // AllowUnverified), logging to log.
 func (c *Config) MNISTOptions(log *zap.Logger) data.MNISTOptions {
 	return data.MNISTOptions{Dir: c.DataDir, AllowUnverified: c.AllowUnverified, Logger: log}
+}
+
+// ImageOptions are the options with which data.OpenImages opens the
+// run's image set (Data in DataFormat, or MNIST), logging to log.
+func (c *Config) ImageOptions(log *zap.Logger) data.ImageOptions {
+	return data.ImageOptions{Format: c.DataFormat, MNIST: c.MNISTOptions(log)}
 }
 
 // schedule is the learning rate per global step at steps per epoch.
@@ -137,15 +160,6 @@ func (c *Config) schedule(steps int) (nn.Schedule, error) {
 		MinLR:       c.MinLR,
 		WarmupSteps: int(math.Round(c.WarmupEpochs * float64(steps))),
 	})
-}
-
-// firstN returns the first n images of im (all if n is 0 or too large).
-func firstN(im *data.Images, n int) *data.Images {
-	if n <= 0 || n >= im.N {
-		return im
-	}
-	d := im.Rows * im.Cols
-	return &data.Images{N: n, Rows: im.Rows, Cols: im.Cols, Pixels: im.Pixels[:n*d], Labels: im.Labels[:n]}
 }
 
 // denseRange returns the normalised images [lo, hi) of im and their labels,

@@ -39,7 +39,7 @@
 //     averages its parameters with one peer at a time through the gossip
 //     engine (package mirrored/gossip), so a slow or dead peer does not
 //     stop the others.
-//   - elastic.go: Job.Elastic makes the ring elastic, as Horovod Elastic
+//   - elastic.go: the Strategy *Elastic makes the ring elastic, as Horovod Elastic
 //     does: replicas commit their state in memory every CommitEvery steps
 //     (elastic_commit.go); when a peer is lost the survivors agree on who
 //     is left, roll back to the new chief's commit, re-shard and go on

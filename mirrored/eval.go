@@ -15,13 +15,15 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// EvalConfig is an evaluation of a saved model on the MNIST test set.
+// EvalConfig is an evaluation of a saved model on an image set's test
+// images (MNIST's by default).
 type EvalConfig struct {
 	Checkpoint string // safetensors file written by a Job
-	DataDir    string // as Config.DataDir
+	// Data, DataFormat and DataDir choose the image set as in Config.
+	Data, DataFormat, DataDir string
 	// AllowUnverified is as Config.AllowUnverified.
 	AllowUnverified bool
-	MNIST           *data.MNIST
+	MNIST           *data.ImageSet
 	// TestExamples, if > 0, evaluates only the first that many.
 	TestExamples int
 	// Architecture, if set, is the model the checkpoint must hold (its
@@ -81,14 +83,20 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		warning = w[0]
 		log.Warn(warning)
 	}
-	mn := cfg.MNIST
-	if mn == nil {
-		opts := data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}
-		if mn, err = data.LoadMNIST(ctx, opts); err != nil {
+	set := cfg.MNIST
+	if set == nil {
+		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}}
+		if set, err = data.OpenImages(ctx, cfg.Data, opts); err != nil {
 			return nil, err
 		}
 	}
-	test := firstN(mn.Test, cfg.TestExamples)
+	test := set.Test.Head(cfg.TestExamples)
+	if err := greyscale(test); err != nil {
+		return nil, err
+	}
+	if err := sameNormalization(ck, cfg.Checkpoint, test.Norm); err != nil {
+		return nil, err
+	}
 	if d := test.Rows * test.Cols; d != model.InputDim() {
 		return nil, fmt.Errorf("checkpoint %s: model %s takes %d inputs, the test images have %d pixels (%d×%d): evaluate it on the data set it was trained on",
 			cfg.Checkpoint, ck.Model, model.InputDim(), d, test.Rows, test.Cols)
@@ -104,6 +112,20 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		Examples: test.N, Correct: correct, Accuracy: float64(correct) / float64(test.N), Loss: lossSum / float64(test.N),
 		Warning: warning, RunSteps: runSteps(ck),
 	}, nil
+}
+
+// sameNormalization checks that the test images are normalised as the
+// inputs the checkpoint's model was trained on, when it records them: a
+// model trained on x/255 scores MNIST's standardised pixels as noise.
+func sameNormalization(ck *checkpoint.Checkpoint, path string, norm data.Normalization) error {
+	if ck.InputStd == 0 { // not recorded: formats 1 and 2, which were all MNIST's
+		return nil
+	}
+	trained := data.Normalization{Scale: ck.InputScale, Mean: ck.InputMean, Std: ck.InputStd}
+	if norm = norm.Resolve(); trained != norm {
+		return fmt.Errorf("checkpoint %s: its model was trained on inputs normalised as %s, the test images are normalised as %s: evaluate it on the data set it was trained on", path, trained, norm)
+	}
+	return nil
 }
 
 // checkpointModel builds ck's model for the data it records (from its

@@ -96,9 +96,7 @@ func compareSettings(who []string, all [][]setting) error { return settings.Comp
 func dataDigest(train, test *data.Images) string {
 	h := sha256.New()
 	for _, im := range []*data.Images{train, test} {
-		fmt.Fprintf(h, "%d×%d×%d\n", im.N, im.Rows, im.Cols)
-		h.Write(im.Pixels)
-		h.Write(im.Labels)
+		im.WriteDigest(h)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

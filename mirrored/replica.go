@@ -15,6 +15,7 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 	return replica.NewDense(replica.DenseConfig{
 		NewModel: newModel, Model: cfg.Model,
 		Spec: nn.Spec{Rows: test.Rows, Cols: test.Cols, Classes: classes},
+		Norm: test.Norm.Resolve(),
 		Seed: cfg.Seed, Shards: cfg.Shards,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
 		GradientBucket: cfg.GradientBucket,

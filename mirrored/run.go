@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
@@ -64,7 +63,9 @@ type Job struct {
 	// Sparse holds sparse logistic regression's settings: set it (Model
 	// SparseModel or empty) to train that model instead of a dense one.
 	Sparse *SparseConfig
-	// Strategy is how the replicas keep in step: Ring (nil) or Gossip.
+	// Strategy is how the replicas keep in step: Ring (nil), Gossip, or
+	// *Elastic, the ring surviving lost peers and admitting restarted ones,
+	// whose Membership forms the Groups (Run's g is then unused: pass nil).
 	Strategy Strategy
 	// Combiner combines a dense model's gradients across the replicas
 	// under the ring (nil: Mean, the all-reduced average in float32). The
@@ -74,10 +75,6 @@ type Job struct {
 	// strategy (experiments and tests). Under Elastic, their ranks are
 	// cluster indices and their steps count every generation's.
 	Faults Faults
-	// Elastic, if set, makes the ring survive lost peers and admit
-	// restarted ones (see Elastic); its Membership forms the Groups, so
-	// Run's g is then unused (pass nil).
-	Elastic *Elastic
 
 	// CheckpointDir, if set, is where the chief writes checkpoints and
 	// where a run looks for one to resume from (the newest). Only the chief
@@ -205,33 +202,18 @@ func (j *Job) validateJob() error {
 // (the final swap), and a barrier would fail if a peer died.
 func Run(ctx context.Context, job Job, g Group) (*Summary, error) {
 	job.Strategy = job.strategy()
-	if job.Elastic != nil {
-		if err := job.validateElastic(); err != nil {
-			return nil, err
-		}
-		el := *job.Elastic
-		job.Elastic = &el
-		return runElastic(ctx, &job)
-	}
-	// The chief, which alone writes checkpoints, holds the directory for
-	// the run: a second run on it is refused before it loads anything.
-	if g.Rank() == 0 && job.CheckpointDir != "" && job.Strategy.Lockstep() {
-		lock, warning, err := checkpoint.LockDir(job.CheckpointDir)
-		if err != nil {
-			return nil, failStartup(ctx, g, err)
-		}
-		defer lock.Unlock()
-		if warning != "" {
-			job.logger().Warn(warning)
-		}
-	}
-	p, err := job.build(ctx, g)
+	return job.Strategy.run(ctx, &job, g)
+}
+
+// startup builds this replica's plan on g; a failure is told to the
+// others in the handshake they are waiting in, so that they report this
+// rank's problem instead of waiting for it.
+func (j *Job) startup(ctx context.Context, g Group) (*plan, error) {
+	p, err := j.build(ctx, g)
 	if err != nil {
-		// Say why in the handshake the others are waiting in, so that they
-		// report this rank's problem instead of waiting for it.
 		return nil, failStartup(ctx, g, err)
 	}
-	return job.Strategy.run(ctx, &job, g, p)
+	return p, nil
 }
 
 // build checks the settings against the group and builds this replica's
@@ -242,8 +224,8 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 		return nil, err
 	}
 	world := g.Size()
-	if j.Elastic != nil {
-		world = j.Elastic.Membership.Size()
+	if el, ok := j.Strategy.(*Elastic); ok {
+		world = el.Membership.Size() // faults name cluster indices
 	}
 	if err := j.Faults.Validate(world); err != nil {
 		return nil, err
@@ -259,22 +241,24 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 	return p, nil
 }
 
-// validateElastic checks an elastic job: the ring, with a Membership.
-func (j *Job) validateElastic() error {
-	el := j.Elastic
+// check checks an elastic job's own settings (Job.Validate: before its
+// Membership is made).
+func (el *Elastic) check(*Job) error {
+	if el.MinWorkers < 0 || el.CommitEvery < 0 {
+		return fmt.Errorf("elastic: --min-workers %d and --commit-every %d: want ≥ 0", el.MinWorkers, el.CommitEvery)
+	}
+	return nil
+}
+
+// checkMembership checks an elastic run against its Membership.
+func (el *Elastic) checkMembership() error {
 	switch {
 	case el.Membership == nil:
 		return errors.New("elastic: no Membership to form the generations over (launch's worker makes one)")
 	case el.MinWorkers > el.Membership.Size():
 		return fmt.Errorf("elastic: --min-workers %d is more than the cluster's %d peers", el.MinWorkers, el.Membership.Size())
-	case el.MinWorkers < 0 || el.CommitEvery < 0:
-		return fmt.Errorf("elastic: --min-workers %d and --commit-every %d: want ≥ 0", el.MinWorkers, el.CommitEvery)
 	}
-	if err := membership.CheckSchedule(el.Schedule, el.Membership.Size(), el.CommitEvery); err != nil {
-		return err
-	}
-	_, err := j.builder()
-	return err
+	return membership.CheckSchedule(el.Schedule, el.Membership.Size(), el.CommitEvery)
 }
 
 // Train runs job as single-worker training: Run on a LocalGroup, with the

@@ -137,10 +137,8 @@ func (j *sparseBuilder) validate() error {
 	case s.ShuffleBuffer < 0:
 		return fmt.Errorf("shuffle buffer %d: want ≥ 0 (0: the default)", s.ShuffleBuffer)
 	}
-	switch s.Format {
-	case "", "tfrecord", "libsvm":
-	default:
-		return fmt.Errorf("input format %q: want tfrecord or libsvm (or empty: by file extension)", s.Format)
+	if _, err := data.SparseFormat(s.Format, ""); err != nil {
+		return err
 	}
 	for _, ds := range []data.Dataset{s.Train, s.Test} {
 		if ds != nil && ds.Dim() != 0 {
@@ -209,32 +207,14 @@ func (j *sparseBuilder) optimizerConfig() sparse.OptimizerConfig {
 	return sparse.OptimizerConfig{LR: j.Config.LR, L1: j.Sparse.L1, L2: j.Sparse.L2, Beta: j.Sparse.Beta}
 }
 
-// opener returns the reader for path under the configured format.
-func (j *sparseBuilder) opener(log *zap.Logger) data.Opener {
+// opener returns the reader of the run's files (data.OpenSparse, in the
+// configured format or each file's by its extension).
+func (j *sparseBuilder) opener(log *zap.Logger) (data.Opener, error) {
 	// One Inputs for the run: the count up front, every epoch and every
 	// evaluation read the same files, and a file that changes between
 	// them stops the run naming it.
-	opts := data.SparseOptions{Dim: j.Sparse.Features, ZeroBased: j.Sparse.ZeroBased, SkipCorrupt: j.Sparse.SkipCorrupt,
-		OnSkip: func(err error) { log.Warn("skipped a corrupt record", zap.Error(err)) }, Inputs: data.NewInputs()}
-	tf, svm := data.OpenTFExample(opts), data.OpenLibSVM(opts)
-	format := j.Sparse.Format
-	return func(ctx context.Context, path string) (data.Source, error) {
-		if sparseFormat(format, path) == "libsvm" {
-			return svm(ctx, path)
-		}
-		return tf(ctx, path)
-	}
-}
-
-func sparseFormat(format, path string) string {
-	if format != "" {
-		return format
-	}
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".libsvm", ".svm", ".svmlight", ".txt":
-		return "libsvm"
-	}
-	return "tfrecord"
+	return data.OpenSparse(j.Sparse.Format, data.SparseOptions{Dim: j.Sparse.Features, ZeroBased: j.Sparse.ZeroBased, SkipCorrupt: j.Sparse.SkipCorrupt,
+		OnSkip: func(err error) { log.Warn("skipped a corrupt record", zap.Error(err)) }, Inputs: data.NewInputs()})
 }
 
 // settings lists what every replica must agree on.
@@ -253,7 +233,11 @@ func (j *sparseBuilder) settings(replicas int) ([]setting, error) {
 			if err := CheckInputFile(f); err != nil {
 				return "", err
 			}
-			parts = append(parts, fmt.Sprintf("%s:%d:%s", filepath.Base(f), st.Size(), sparseFormat(s.Format, f)))
+			format, err := data.SparseFormat(s.Format, f)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, fmt.Sprintf("%s:%d:%s", filepath.Base(f), st.Size(), format))
 		}
 		return strings.Join(parts, ","), nil
 	}
@@ -435,8 +419,11 @@ type prepared struct {
 // before the first epoch, not after it), and builds the replica.
 func (j *sparseBuilder) prepare(ctx context.Context, rank, world int, log *zap.Logger) (*prepared, error) {
 	sc := j.Sparse
-	pr := &prepared{open: j.opener(log.Named("data"))}
-	var err error
+	open, err := j.opener(log.Named("data"))
+	if err != nil {
+		return nil, err
+	}
+	pr := &prepared{open: open}
 	if pr.settings, err = j.settings(world); err != nil {
 		return nil, err
 	}

@@ -491,12 +491,8 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 // checkpointTemplate is what every checkpoint of this run says besides
 // its state and position.
 func (l *syncLoop) checkpointTemplate() *checkpoint.Checkpoint {
-	var mean, std float64
-	if l.job.Sparse == nil { // the images' pixels, as the input pipeline normalised them
-		mean, std = data.MNISTMean, data.MNISTStd
-	}
 	return &checkpoint.Checkpoint{Model: l.res.Model, Layout: l.run.rep.Layout(), Seed: l.job.Seed, Fingerprint: l.fp,
-		Config: settingsJSON(l.run.settings), Version: Version(), InputMean: mean, InputStd: std}
+		Config: settingsJSON(l.run.settings), Version: Version()}
 }
 
 // checkHashes compares this replica's hash (paramsSum; every HashEvery

@@ -20,6 +20,17 @@ const (
 	maxFileLines = 800  // lines of one non-test, non-generated file
 )
 
+// ceilings are the packages allowed past maxRootLines for now, each with
+// the lines it may not grow past and the reason: a ceiling is a debt
+// written down, so that the package can only shrink toward the limit.
+var ceilings = map[string]struct {
+	lines  int
+	reason string
+}{
+	"nn": {6400, "its layers, kernels and the two model containers (Sequential, Graph) share unexported interfaces; " +
+		"the assembly kernels (about 800 lines) and the optimizers are the next to leave, into packages of their own"},
+}
+
 // class is a package's place in the layout.
 type class string
 
@@ -206,8 +217,16 @@ func TestSizes(t *testing.T) {
 				t.Errorf("%s: %d lines, over %d: split it by concern", filepath.Join(p.dir, name), n, maxFileLines)
 			}
 		}
-		if total > maxRootLines {
-			t.Errorf("%s: %d non-test lines, over %d: give the next concern a package of its own", p.path, total, maxRootLines)
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.path, module), "/")
+		limit := maxRootLines
+		if c, ok := ceilings[rel]; ok {
+			limit = c.lines
+			if total <= maxRootLines {
+				t.Errorf("%s: %d non-test lines, within %d: remove its ceiling (%s)", p.path, total, maxRootLines, c.reason)
+			}
+		}
+		if total > limit {
+			t.Errorf("%s: %d non-test lines, over %d: give the next concern a package of its own", p.path, total, limit)
 		}
 	}
 }

@@ -39,11 +39,11 @@ type EvaluatorConfig struct {
 	// Model is the run's --model, checked only to refuse sparse runs at
 	// once (the checkpoint says which model it holds).
 	Model string
-	// DataDir, MNIST and TestExamples choose the test set, as in
-	// mirrored.EvalConfig.
-	DataDir      string
-	MNIST        *data.MNIST
-	TestExamples int
+	// Data, DataFormat, DataDir, MNIST and TestExamples choose the test
+	// set, as in mirrored.EvalConfig.
+	Data, DataFormat, DataDir string
+	MNIST                     *data.ImageSet
+	TestExamples              int
 	// AllowUnverified is as mirrored.Config.AllowUnverified.
 	AllowUnverified bool
 	// Timeout is the longest wait for a new checkpoint (default
@@ -81,7 +81,8 @@ func RunEvaluator(ctx context.Context, cfg EvaluatorConfig) ([]mirrored.EvalResu
 	mn := cfg.MNIST
 	if mn == nil {
 		var err error
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}); err != nil {
+		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}}
+		if mn, err = data.OpenImages(ctx, cfg.Data, opts); err != nil {
 			return nil, fmt.Errorf("evaluator: %w", err)
 		}
 	}
@@ -100,7 +101,7 @@ func RunEvaluator(ctx context.Context, cfg EvaluatorConfig) ([]mirrored.EvalResu
 // follower is a running evaluator.
 type follower struct {
 	cfg  EvaluatorConfig
-	mn   *data.MNIST
+	mn   *data.ImageSet
 	tb   *tensorboard.Writer
 	log  *zap.Logger
 	last int // the step of the last checkpoint evaluated; -1: none

@@ -28,6 +28,8 @@ type DenseConfig struct {
 	GradientBucket int
 	// Combiner combines the gradient across the group (nil: Mean).
 	Combiner Combiner
+	// Norm is the inputs' normalisation, recorded in checkpoints.
+	Norm data.Normalization
 	// TestX, TestY are this replica's contiguous share of the TestN test
 	// examples (normalised images and labels).
 	TestX []float32
@@ -43,6 +45,7 @@ type DenseConfig struct {
 type Dense struct {
 	model         nn.Model
 	spec          nn.Spec
+	norm          data.Normalization // the inputs', recorded in checkpoints
 	params, grads []float32
 	// buffers are the model's non-trainable state (nn.Stateful: batch
 	// normalization's moving statistics), empty for most models. They
@@ -125,7 +128,7 @@ func NewDense(cfg DenseConfig) (*Dense, error) {
 		return nil, fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d images and %d classes",
 			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, spec.Classes)
 	}
-	r := &Dense{model: model, spec: spec, params: model.Params(), grads: model.Grads(), rank: cfg.Rank, world: cfg.World,
+	r := &Dense{model: model, spec: spec, norm: cfg.Norm, params: model.Params(), grads: model.Grads(), rank: cfg.Rank, world: cfg.World,
 		testX: cfg.TestX, testY: cfg.TestY, testN: cfg.TestN, comb: cfg.Combiner}
 	if st, ok := model.(nn.Stateful); ok {
 		r.buffers, r.bufT = st.Buffers(), st.BufferTensors()
@@ -238,6 +241,7 @@ func (r *Dense) Layout() checkpoint.Layout {
 		l.State = append(l.State, checkpoint.Slot{Name: t.Name, Shape: t.Shape})
 	}
 	l.Architecture = r.arch
+	l.InputScale, l.InputMean, l.InputStd = r.norm.Scale, r.norm.Mean, r.norm.Std
 	return l
 }
 
