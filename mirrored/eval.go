@@ -79,7 +79,7 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		log = zap.NewNop()
 	}
 	var warning string
-	if w := unverified(ck, cfg.Checkpoint); len(w) > 0 {
+	if w := checkpoint.UnverifiedWarning(ck, cfg.Checkpoint); len(w) > 0 {
 		warning = w[0]
 		log.Warn(warning)
 	}
