@@ -7,7 +7,7 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// DefaultGradientBucket is Job.GradientBucket's default: 1 MiB, DDP's
+// DefaultGradientBucket is mirrored's Config.GradientBucket default: 1 MiB, DDP's
 // first bucket. A model's last layers are usually its largest (the CNN's
 // dense layer holds 98% of its gradient), so the first bucket carries most
 // of the exchange while the convolutions' backward pass runs; LeNet-5's

@@ -45,7 +45,7 @@ type Replica interface {
 	// Examples is 0 when there is no test set.
 	Evaluate(ctx context.Context, g Group) (Metrics, error)
 	// Checked returns the values whose hashes the replicas compare every
-	// Job.HashEvery steps, and what they are.
+	// mirrored.Job.HashEvery steps, and what they are.
 	Checked() ([]float32, string)
 	// Layout names the tensors of Params and OptState as checkpoints
 	// store them (PyTorch's names and shapes), and the data's shape.
