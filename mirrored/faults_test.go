@@ -439,7 +439,7 @@ func TestGossipNeedsCommGroup(t *testing.T) {
 			want  []string
 		}{
 			{"LocalGroup", func() (*Summary, error) { return Run(ctx, job, LocalGroup{}) },
-				[]string{"strategy gossip on a mirrored.LocalGroup", "NewGroup", "use the ring"}},
+				[]string{"strategy gossip on a replica.LocalGroup", "NewGroup", "use the ring"}},
 			{"wrapped", func() (*Summary, error) { return Run(ctx, job, &countingGroup{Group: NewGroup(c)}) },
 				[]string{"strategy gossip on a *mirrored.countingGroup", "NewGroup"}},
 			{"Train", func() (*Summary, error) { return Train(ctx, job) },
