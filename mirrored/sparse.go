@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
@@ -163,7 +164,7 @@ func (j *sparseBuilder) checkMemory() error {
 		return nil
 	}
 	return fmt.Errorf("--features %d needs about %s for the model alone (%s), more than the %s this process may use (%s): lower --features (%d for Criteo), or run with more memory",
-		j.Sparse.Features, gib(need), strings.Join(parts, ", "), gib(limit), source, data.CriteoFeatures)
+		j.Sparse.Features, gib(need), strings.Join(parts, ", "), gib(limit), source, criteo.Features)
 }
 
 // modelMemory is what the run's arrays of D values take: the weights, the
