@@ -11,7 +11,7 @@ import (
 // set out of world.
 func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, error), test *data.Images, classes, rank, world int) (*replica.Dense, error) {
 	lo, hi := rank*test.N/world, (rank+1)*test.N/world
-	testX, testY := denseRange(test, lo, hi)
+	testX, testY := replica.Examples(test, lo, hi)
 	return replica.NewDense(replica.DenseConfig{
 		NewModel: newModel, Model: cfg.Model,
 		Spec: nn.Spec{Rows: test.Rows, Cols: test.Cols, Classes: classes},

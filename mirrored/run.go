@@ -57,7 +57,7 @@ type Job struct {
 	// package nn/keras builds) also states its architecture: its digest
 	// (nn.Architecture.Digest) is one of the settings the replicas compare
 	// and checkpoints must match, and checkpoints record the architecture
-	// itself (metadata "architecture"), so that EvaluateCheckpoint and
+	// itself (metadata "architecture"), so that evaluate.Checkpoint and
 	// meshtrain eval rebuild the model from the checkpoint alone.
 	NewModel func(spec nn.Spec, seed int64, shards int) (nn.Model, error)
 	// Sparse holds sparse logistic regression's settings: set it (Model

@@ -24,7 +24,7 @@ import (
 )
 
 // SparseModel is the --model name of sparse binary logistic regression.
-const SparseModel = "sparse-lr"
+const SparseModel = replica.SparseModel
 
 // Defaults of a sparse run.
 const (

@@ -19,6 +19,10 @@ var (
 	_ EpochInformer = (*Sparse)(nil)
 )
 
+// SparseModel is the model name of sparse binary logistic regression
+// (--model sparse-lr), as checkpoints record it.
+const SparseModel = "sparse-lr"
+
 // Sparse is sparse logistic regression (sparse.LogReg) with its
 // optimizer: each step touches only the features of its batch, and the
 // replicas exchange those (see mirrored's sparseBuilder) rather than D
