@@ -10,6 +10,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
@@ -131,7 +132,7 @@ type gossipLoop struct {
 // replica.
 func runAsync(ctx context.Context, job *Job, g Group, run *plan, st Gossip) (*Summary, error) {
 	wallStart := time.Now()
-	c := g.(*commGroup).c // checked by Job.build
+	c, _ := replica.Comm(g) // checked by Job.build
 	l := &gossipLoop{g: g, job: job, gc: &st, run: run, c: c, rank: c.Rank(), world: c.Size(), nextEval: 1,
 		log: job.logger().With(zap.Int("rank", c.Rank()))}
 	if err := l.start(ctx); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
@@ -146,7 +147,7 @@ func TestCheckpointPyTorchLayout(t *testing.T) {
 				t.Errorf("metadata format %q classes %q image_size %q", meta["format"], meta["classes"], meta["image_size"])
 			}
 
-			ev, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: path, MNIST: mn})
+			ev, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: path, MNIST: mn})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +167,7 @@ func TestEvalOtherImageSize(t *testing.T) {
 		t.Fatal(errors.Join(errs...))
 	}
 	path, _ := checkpoint.Latest(job.CheckpointDir)
-	_, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: path, MNIST: synthMNIST(10, 10, 1)})
+	_, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: path, MNIST: synthMNIST(10, 10, 1)})
 	if err == nil || !strings.Contains(err.Error(), "the test images have 784 pixels (28×28): evaluate it on the data set it was trained on") {
 		t.Errorf("got %v", err)
 	}
@@ -231,7 +232,7 @@ func TestResumeFromV2(t *testing.T) {
 	if got := sums[0].Run; got.ParamsSHA256 != want.ParamsSHA256 || sums[0].Peer.ResumedStep != 15 {
 		t.Errorf("resumed from v2 at step %d: %s, uninterrupted: %s", sums[0].Peer.ResumedStep, got.ParamsSHA256, want.ParamsSHA256)
 	}
-	if _, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: mid, MNIST: mn}); err != nil {
+	if _, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: mid, MNIST: mn}); err != nil {
 		t.Errorf("eval of a v2 checkpoint: %v", err)
 	}
 }
@@ -314,11 +315,11 @@ func TestCheckpointRecordsVersionAndNormalisation(t *testing.T) {
 			// figures would mean nothing: refused, naming both.
 			other := synthMNIST(64, 16, 2)
 			other.Test.Norm = data.Normalization{Scale: 2, Std: 1}
-			_, err = EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: all[len(all)-1], MNIST: other})
+			_, err = evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: all[len(all)-1], MNIST: other})
 			if err == nil || !strings.Contains(err.Error(), "trained on inputs normalised as") || !strings.Contains(err.Error(), "normalised as x/2") {
 				t.Errorf("evaluating on x/2 images: %v, want a refusal naming both normalisations", err)
 			}
-			if _, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: all[len(all)-1], MNIST: set}); err != nil {
+			if _, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: all[len(all)-1], MNIST: set}); err != nil {
 				t.Errorf("evaluating on its own set: %v", err)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
 )
@@ -42,20 +43,20 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if err != nil {
 		return nil, err
 	}
-	rep.comb = (*Job)(j).combiner()
-	if gossiping && len(rep.buffers) > 0 {
-		return nil, fmt.Errorf("strategy gossip with model %s: its buffers (%s …) would stay each replica's own, since gossip averages only the parameters: use the ring", rep.model.Name(), rep.bufT[0].Name)
+	rep.UseCombiner((*Job)(j).combiner())
+	if gossiping && len(rep.Buffers()) > 0 {
+		return nil, fmt.Errorf("strategy gossip with model %s: its buffers (%s …) would stay each replica's own, since gossip averages only the parameters: use the ring", rep.Model().Name(), rep.BufferTensors()[0].Name)
 	}
 	model := cfg.Model
 	if model == "" {
-		model = rep.model.Name()
+		model = rep.Model().Name()
 	}
 	digest := "unchecked" // one replica with no checkpoint: nothing to compare with
 	if world > 1 || gossiping || j.CheckpointDir != "" || j.Restore != "" {
 		digest = dataDigest(train, test)
 	}
 	res := Result{
-		Model: model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Model: model, Params: len(rep.Params()), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
 		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
 		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
@@ -63,13 +64,13 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if cfg.Schedule == nn.ScheduleStep {
 		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
 	}
-	settings := (*Job)(j).settings(model, len(rep.params), world, digest)
-	if rep.archDigest != "" {
+	settings := (*Job)(j).settings(model, len(rep.Params()), world, digest)
+	if rep.ArchDigest() != "" {
 		// Right after the parameter count: peers (and checkpoints) of
 		// another architecture are named, and a checkpoint of one is not
 		// resumed into another.
 		i := slices.IndexFunc(settings, func(s setting) bool { return s.Name == "params" }) + 1
-		settings = slices.Insert(settings, i, setting{Name: "architecture", Value: rep.archDigest, Resume: true})
+		settings = slices.Insert(settings, i, setting{Name: "architecture", Value: rep.ArchDigest(), Resume: true})
 	}
 	p := &plan{
 		rep: rep, settings: settings, shard: data.ShardSize(train.N, world, rank),
@@ -86,7 +87,7 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 		result:   res,
 		header: func(steps, examples int) string {
 			return fmt.Sprintf("%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples",
-				model, len(rep.params), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
+				model, len(rep.Params()), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
 		},
 		broadcastStart: true,
 		perStepLoss:    true,
@@ -94,10 +95,10 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if st, ok := (*Job)(j).strategy().(Gossip); ok {
 		p.header = func(steps, _ int) string {
 			return fmt.Sprintf("%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples",
-				model, len(rep.params), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)
+				model, len(rep.Params()), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)
 		}
-		p.evalView = rep.params
-		p.evaluate = func(ctx context.Context) (metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
+		p.evalView = rep.Params()
+		p.evaluate = func(ctx context.Context) (replica.Metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
 		p.averageModel = true
 	}
 	return p, nil
@@ -118,24 +119,10 @@ func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images
 		}
 		c.MNIST = set // an elastic run's next generations build from it
 	}
-	if err := greyscale(set.Train); err != nil {
+	if err := replica.Greyscale(set.Train); err != nil {
 		return nil, nil, 0, err
 	}
 	return set.Train.Head(c.TrainExamples), set.Test.Head(c.TestExamples), set.NumClasses(), nil
-}
-
-// greyscale refuses images of more than one channel: nn.Spec, which
-// shapes the models, has no channels yet, so a colour set would be
-// trained as if its channels were extra columns. It also refuses a
-// normalisation that cannot be applied (a hand-built set's std of 0).
-func greyscale(im *data.Images) error {
-	if im.C() != 1 {
-		return fmt.Errorf("the data set's images are %d×%d×%d: nn's models take greyscale images (one channel) for now", im.Rows, im.Cols, im.C())
-	}
-	if err := im.Norm.Check(); err != nil {
-		return fmt.Errorf("the data set's images: %w", err)
-	}
-	return nil
 }
 
 // MNISTOptions are the options that load MNIST (DataDir,
@@ -159,18 +146,4 @@ func (c *Config) schedule(steps int) (nn.Schedule, error) {
 		MinLR:       c.MinLR,
 		WarmupSteps: int(math.Round(c.WarmupEpochs * float64(steps))),
 	})
-}
-
-// denseRange returns the normalised images [lo, hi) of im and their labels,
-// through the data package's Dataset so the normalisation is the
-// pipeline's.
-func denseRange(im *data.Images, lo, hi int) ([]float32, []int32) {
-	ds := im.Dataset()
-	var b data.Batch
-	b.X = make([]float32, 0, (hi-lo)*ds.Dim())
-	b.Labels = make([]float32, 0, hi-lo)
-	for i := lo; i < hi; i++ {
-		ds.Append(&b, i)
-	}
-	return b.X, b.IntLabels(nil)
 }

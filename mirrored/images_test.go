@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -98,7 +99,7 @@ func TestTrainOnNPZ(t *testing.T) {
 			if params = append(params, ck.Params); len(params) == 2 && !slices.Equal(params[0], params[1]) {
 				t.Error("float32 pixels x/255 trained to other parameters than uint8 pixels read as x/255")
 			}
-			res, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: last, Data: path})
+			res, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: last, Data: path})
 			if err != nil {
 				t.Fatal(err)
 			}

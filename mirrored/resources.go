@@ -2,6 +2,7 @@ package mirrored
 
 import (
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 )
 
 // ResourceSample is a peer's resource use over one interval ending
@@ -75,11 +76,11 @@ func (s *sampler) finish() []ResourceSample {
 
 // groupLinks returns g's per-link byte counter, nil if g does not count.
 func groupLinks(g Group) func() []collective.LinkTraffic {
-	cg, ok := g.(*commGroup)
+	c, ok := replica.Comm(g)
 	if !ok {
 		return nil
 	}
-	if lt, ok := cg.c.Transport().(interface {
+	if lt, ok := c.Transport().(interface {
 		Links() []collective.LinkTraffic
 	}); ok {
 		return lt.Links

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -56,7 +57,7 @@ type Job struct {
 	// package nn/keras builds) also states its architecture: its digest
 	// (nn.Architecture.Digest) is one of the settings the replicas compare
 	// and checkpoints must match, and checkpoints record the architecture
-	// itself (metadata "architecture"), so that EvaluateCheckpoint and
+	// itself (metadata "architecture"), so that evaluate.Checkpoint and
 	// meshtrain eval rebuild the model from the checkpoint alone.
 	NewModel func(spec nn.Spec, seed int64, shards int) (nn.Model, error)
 	// Sparse holds sparse logistic regression's settings: set it (Model
@@ -229,14 +230,14 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 	if err := j.Faults.Validate(world); err != nil {
 		return nil, err
 	}
-	if _, ok := g.(*commGroup); !ok && !j.strategy().Lockstep() {
+	if _, ok := replica.Comm(g); !ok && !j.strategy().Lockstep() {
 		return nil, fmt.Errorf("strategy %s on a %T: its replicas talk pairwise, so they need a Group made by NewGroup over a collective.Comm (one replica has nobody to talk to: use the ring)", j.strategy().Name(), g)
 	}
 	p, err := b.build(ctx, g.Rank(), g.Size())
 	if err != nil {
 		return nil, err
 	}
-	p.settings = append(append(p.settings, j.strategy().settings()...), j.Faults.settings()...)
+	p.settings = append(append(p.settings, j.strategy().settings()...), faultSettings(&j.Faults)...)
 	return p, nil
 }
 

@@ -18,12 +18,13 @@ import (
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
 // SparseModel is the --model name of sparse binary logistic regression.
-const SparseModel = "sparse-lr"
+const SparseModel = replica.SparseModel
 
 // Defaults of a sparse run.
 const (
@@ -373,16 +374,15 @@ func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, erro
 		maxSteps: sc.MaxSteps,
 		done: func() {
 			if sc.OnWeights != nil {
-				sc.OnWeights(rep.model.W)
+				sc.OnWeights(rep.Weights())
 			}
 		},
 	}
 	st, gossiping := (*Job)(j).strategy().(Gossip)
 	if !gossiping {
-		rep.xch, err = newExchanger(rank, world, sc.Exchange, sc.Gather, sc.Features, log)
-		return p, err
+		return p, rep.UseExchanger(rank, world, sc.Exchange, sc.Gather, sc.Features, log)
 	}
-	rep.mean = true
+	rep.UseMean()
 	p.header = func(steps, _ int) string {
 		return fmt.Sprintf("%s: %d features, %s, %d gossip replica(s) × batch %d, %s peer each %d step(s), changed coordinates only, %d steps per pass over a shard",
 			SparseModel, sc.Features, sc.Optimizer, world, cfg.BatchSize, st.Schedule, st.Every, steps)
@@ -392,15 +392,15 @@ func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, erro
 	// Every replica starts from zero weights, so nothing is broadcast; the
 	// engine shares the model's own weights, and evaluations score a
 	// snapshot of them.
-	if rep.test != nil {
+	if rep.HasTest() {
 		p.evalView = make([]float32, sc.Features)
 	}
-	p.evaluate = func(ctx context.Context) (metrics, error) {
-		if rep.test == nil {
-			return metrics{}, nil
+	p.evaluate = func(ctx context.Context) (replica.Metrics, error) {
+		if !rep.HasTest() {
+			return replica.Metrics{}, nil
 		}
 		m, err := scoreSparse(ctx, sc, &sparse.LogReg{W: p.evalView}, open)
-		return metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, err
+		return replica.Metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, err
 	}
 	return p, nil
 }
@@ -411,7 +411,7 @@ type prepared struct {
 	settings []setting
 	pcfg     data.Config // this replica's training pipeline
 	shard    int         // its training examples
-	rep      *sparseReplica
+	rep      *replica.Sparse
 }
 
 // prepare reads what a sparse run needs before its handshake: the
@@ -442,7 +442,7 @@ func (j *sparseBuilder) prepare(ctx context.Context, rank, world int, log *zap.L
 
 // newReplica builds the model (zero weights), its optimizer and the test
 // set's reader.
-func (j *sparseBuilder) newReplica(open data.Opener) (*sparseReplica, error) {
+func (j *sparseBuilder) newReplica(open data.Opener) (*replica.Sparse, error) {
 	sc := j.Sparse
 	model, err := sparse.NewLogReg(sc.Features)
 	if err != nil {
@@ -452,16 +452,17 @@ func (j *sparseBuilder) newReplica(open data.Opener) (*sparseReplica, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &sparseReplica{model: model, opt: opt, state: opt.State()}
+	var test func(ctx context.Context, rank, world int) (*data.Pipeline, error)
 	if sc.Test != nil || len(sc.TestFiles) > 0 {
-		rep.test = func(ctx context.Context, cfg data.Config) (*data.Pipeline, error) {
+		test = func(ctx context.Context, rank, world int) (*data.Pipeline, error) {
+			cfg := sparseTestConfig(rank, world)
 			if sc.Test != nil {
 				cfg.Policy = data.ShardData
 			}
 			return sparsePipeline(ctx, sc.Test, sc.TestFiles, open, cfg)
 		}
 	}
-	return rep, nil
+	return replica.NewSparse(model, opt, test), nil
 }
 
 // schedule is the (constant) learning rate: the sparse optimizers adapt

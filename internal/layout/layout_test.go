@@ -36,7 +36,8 @@ type class string
 
 const (
 	leaf      class = "leaf"      // collective, sparse, data, nn and their parts, internal/: know nothing of training strategies
-	engine    class = "engine"    // mirrored's root: Run, the loops, replicas
+	engine    class = "engine"    // mirrored's root: Run, the loops, the builders
+	step      class = "step"      // mirrored/replica: a step's arithmetic below the engine (Group, Combiner, replicas); its checkpoint Layout makes it import a part
 	part      class = "part"      // the engine's own parts (gossip, checkpoint, timeline, membership): no mirrored package
 	strategy  class = "strategy"  // packages built around the engine: observers, the report, strategies
 	running   class = "running"   // mirrored/launch: starts and watches peers
@@ -62,6 +63,9 @@ var classes = []struct {
 	{"mirrored/checkpoint/", part},
 	{"mirrored/timeline/", part},
 	{"mirrored/membership/", part},
+	{"mirrored/settings/", part},
+	{"mirrored/faults/", part},
+	{"mirrored/replica/", step},
 	{"mirrored/internal/", part},
 	{"mirrored/launch/", running},
 	{"mirrored/measure/", measuring},
@@ -74,11 +78,12 @@ var classes = []struct {
 var allowed = map[class][]class{
 	leaf:      {leaf},
 	part:      {leaf},
-	engine:    {leaf, part},
-	strategy:  {leaf, part, engine, strategy},
-	running:   {leaf, part, engine, strategy, running},
-	measuring: {leaf, part, engine, strategy, running, measuring},
-	program:   {leaf, part, engine, strategy, running, measuring, program},
+	step:      {leaf, part},
+	engine:    {leaf, part, step},
+	strategy:  {leaf, part, step, engine, strategy},
+	running:   {leaf, part, step, engine, strategy, running},
+	measuring: {leaf, part, step, engine, strategy, running, measuring},
+	program:   {leaf, part, step, engine, strategy, running, measuring, program},
 }
 
 func classOf(pkg string) (class, bool) {
@@ -131,6 +136,10 @@ func TestViolations(t *testing.T) {
 		{"leaf to the engine", map[string][]string{m("nn"): {m("mirrored")}}, 1},
 		{"part to the engine", map[string][]string{m("mirrored/gossip"): {m("mirrored")}}, 1},
 		{"engine to a strategy package", map[string][]string{m("mirrored"): {m("mirrored/observe")}}, 1},
+		{"engine to the step", map[string][]string{m("mirrored"): {m("mirrored/replica")}}, 0},
+		{"step to a part", map[string][]string{m("mirrored/replica"): {m("mirrored/checkpoint")}}, 0},
+		{"step to the engine", map[string][]string{m("mirrored/replica"): {m("mirrored")}}, 1},
+		{"part to the step", map[string][]string{m("mirrored/gossip"): {m("mirrored/replica")}}, 1},
 		{"running wing to the measuring wing", map[string][]string{m("mirrored/launch"): {m("mirrored/measure/verdict")}}, 1},
 		{"measuring wing to the running wing", map[string][]string{m("mirrored/measure/sweep"): {m("mirrored/launch")}}, 0},
 		{"cmd to anything", map[string][]string{m("cmd/meshtrain"): {m("mirrored/measure/sweep"), m("mirrored")}}, 0},

@@ -1,4 +1,4 @@
-package mirrored
+package evaluate
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// EvalConfig is an evaluation of a saved model on an image set's test
+// Config is an evaluation of a saved model on an image set's test
 // images (MNIST's by default).
-type EvalConfig struct {
+type Config struct {
 	Checkpoint string // safetensors file written by a Job
 	// Data, DataFormat and DataDir choose the image set as in Config.
 	Data, DataFormat, DataDir string
@@ -34,8 +35,8 @@ type EvalConfig struct {
 	Logger       *zap.Logger
 }
 
-// EvalResult is a checkpoint's test loss and accuracy.
-type EvalResult struct {
+// Result is a checkpoint's test loss and accuracy.
+type Result struct {
 	Checkpoint string  `json:"checkpoint"`
 	Model      string  `json:"model"`
 	Step       int     `json:"step"`
@@ -53,13 +54,13 @@ type EvalResult struct {
 	Warning string `json:"warning,omitempty"`
 }
 
-// EvaluateCheckpoint loads a checkpoint into its model and evaluates it on
+// Checkpoint loads a checkpoint into its model and evaluates it on
 // the test set. The checkpoint is verified as a resume verifies it
 // (checkpoint.Read): a damaged one, or one holding a non-finite value, is
 // an error, not an accuracy. The model is built for the data the
 // checkpoint records (MNIST's for formats 1 and 2), and the test images
 // must be of that size.
-func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
+func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.TestExamples < 0 {
 		return nil, fmt.Errorf("test examples %d: want ≥ 0 (0: all)", cfg.TestExamples)
 	}
@@ -67,8 +68,8 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	if err != nil {
 		return nil, err
 	}
-	if ck.Model == SparseModel {
-		return nil, fmt.Errorf("checkpoint %s is of a %s run: only MNIST models' checkpoints can be evaluated here (a sparse run evaluates on its test files every epoch)", cfg.Checkpoint, SparseModel)
+	if ck.Model == replica.SparseModel {
+		return nil, fmt.Errorf("checkpoint %s is of a %s run: only MNIST models' checkpoints can be evaluated here (a sparse run evaluates on its test files every epoch)", cfg.Checkpoint, replica.SparseModel)
 	}
 	model, err := checkpointModel(ck, cfg.Checkpoint, cfg.Architecture)
 	if err != nil {
@@ -79,7 +80,7 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		log = zap.NewNop()
 	}
 	var warning string
-	if w := unverified(ck, cfg.Checkpoint); len(w) > 0 {
+	if w := checkpoint.UnverifiedWarning(ck, cfg.Checkpoint); len(w) > 0 {
 		warning = w[0]
 		log.Warn(warning)
 	}
@@ -91,7 +92,7 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		}
 	}
 	test := set.Test.Head(cfg.TestExamples)
-	if err := greyscale(test); err != nil {
+	if err := replica.Greyscale(test); err != nil {
 		return nil, err
 	}
 	if err := sameNormalization(ck, cfg.Checkpoint, test.Norm); err != nil {
@@ -101,13 +102,13 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		return nil, fmt.Errorf("checkpoint %s: model %s takes %d inputs, the test images have %d pixels (%d×%d): evaluate it on the data set it was trained on",
 			cfg.Checkpoint, ck.Model, model.InputDim(), d, test.Rows, test.Cols)
 	}
-	x, y := denseRange(test, 0, test.N)
+	x, y := replica.Examples(test, 0, test.N)
 	lossSum, correct, err := model.Evaluate(x, y, test.N)
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", cfg.Checkpoint, err)
 	}
 	epoch := max(0, ck.Epoch-1) // the pipeline position's epoch is not complete yet
-	return &EvalResult{
+	return &Result{
 		Checkpoint: cfg.Checkpoint, Model: ck.Model, Step: ck.Step, Epoch: epoch,
 		Examples: test.N, Correct: correct, Accuracy: float64(correct) / float64(test.N), Loss: lossSum / float64(test.N),
 		Warning: warning, RunSteps: runSteps(ck),
