@@ -137,15 +137,6 @@ type Job struct {
 // spent waiting for the slowest replica.
 const WaitSampleEvery = 16
 
-// Summary is one replica's view of a finished run: the run's figures
-// (identical on every replica under the ring) and this peer's own; under
-// gossip also its gossip figures.
-type Summary struct {
-	Run    *Result       `json:"run"`
-	Peer   PeerStats     `json:"peer"`
-	Gossip *GossipReport `json:"gossip,omitempty"`
-}
-
 // Validate reports the first problem with the job's settings (the
 // model's, the strategy's and the Job's own), naming the setting and what
 // would be accepted. Run checks them too, with the faults' ranks against
