@@ -342,24 +342,7 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	sums.ran++
 	l.hook.stepped(l.global)
 	l.times.step(clk, sample)
-	if tl := l.job.Timeline; tl != nil {
-		tl.Add(timeline.Input, "", l.global, clk[0], clk[1])
-		tl.Add(timeline.Compute, "gradient", l.global, clk[1], clk[2])
-		if sample {
-			tl.Add(timeline.Wait, "barrier", l.global, clk[2], clk[3])
-		}
-		tl.Add(timeline.Combine, "", l.global, clk[3], clk[4])
-		tl.Add(timeline.Update, "", l.global, clk[4], clk[5])
-		if ov, ok := rep.(replica.Overlapper); ok {
-			for _, b := range replica.MergeBuckets(ov.Buckets()) {
-				when := "after the backward pass"
-				if b.Early {
-					when = "during the backward pass"
-				}
-				tl.Add(timeline.Buckets, fmt.Sprintf("all-reduce of gradient [%d,%d) %s", b.Lo, b.Hi, when), l.global, b.Start, b.End)
-			}
-		}
-	}
+	l.spans(clk, sample)
 	l.stats = StepStats{Loss: l.run.stepLoss(loss, b.Size), LR: lr, Examples: b.Size, BytesSent: bytesSent(l.g), Correct: correct, Counted: counted,
 		Compute: clk[2].Sub(clk[1]) + clk[5].Sub(clk[4]), Comm: clk[4].Sub(clk[3]), Wait: clk[1].Sub(clk[0]) + clk[3].Sub(clk[2])}
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.global, Steps: l.total, Train: &l.stats}); err != nil {
@@ -368,23 +351,57 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	if err := emitResources(l.obs, l.sampler, l.global, l.total); err != nil {
 		return err
 	}
-	if job.HashEvery > 0 && l.global%job.HashEvery == 0 {
-		vals, what := rep.Checked()
+	if err := l.due(ctx, epoch, step); err != nil {
+		return err
+	}
+	return l.hook.atCommit(ctx, l, epoch, step+1)
+}
+
+// spans records the step's phases on the timeline (Job.Timeline), its
+// bucketed all-reduces at most two spans.
+func (l *syncLoop) spans(clk stepClock, sample bool) {
+	tl := l.job.Timeline
+	if tl == nil {
+		return
+	}
+	tl.Add(timeline.Input, "", l.global, clk[0], clk[1])
+	tl.Add(timeline.Compute, "gradient", l.global, clk[1], clk[2])
+	if sample {
+		tl.Add(timeline.Wait, "barrier", l.global, clk[2], clk[3])
+	}
+	tl.Add(timeline.Combine, "", l.global, clk[3], clk[4])
+	tl.Add(timeline.Update, "", l.global, clk[4], clk[5])
+	if ov, ok := l.run.rep.(replica.Overlapper); ok {
+		for _, b := range replica.MergeBuckets(ov.Buckets()) {
+			when := "after the backward pass"
+			if b.Early {
+				when = "during the backward pass"
+			}
+			tl.Add(timeline.Buckets, fmt.Sprintf("all-reduce of gradient [%d,%d) %s", b.Lo, b.Hi, when), l.global, b.Start, b.End)
+		}
+	}
+}
+
+// due runs what falls due after a step: the hash comparison every
+// Job.HashEvery steps and the checkpoint every Job.CheckpointEvery.
+func (l *syncLoop) due(ctx context.Context, epoch, step int) error {
+	if l.job.HashEvery > 0 && l.global%l.job.HashEvery == 0 {
+		vals, what := l.run.rep.Checked()
 		if err := l.checkHashes(ctx, paramsSum(vals), fmt.Sprintf("step %d%s", l.global, what)); err != nil {
 			return err
 		}
 	}
-	if job.CheckpointEvery > 0 && l.global%job.CheckpointEvery == 0 && step+1 < l.steps {
+	if l.job.CheckpointEvery > 0 && l.global%l.job.CheckpointEvery == 0 && step+1 < l.steps {
 		// Every replica settles deferred work here, so the arithmetic
 		// after a resume is the uninterrupted run's.
 		t := time.Now()
-		rep.Settle()
+		l.run.rep.Settle()
 		l.ckTime += time.Since(t)
 		if err := l.checkpoint(epoch, step+1); err != nil {
 			return err
 		}
 	}
-	return l.hook.atCommit(ctx, l, epoch, step+1)
+	return nil
 }
 
 // fault calls the faults hook, logging an injected kill.
