@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/mirrored/report"
@@ -108,7 +108,7 @@ func init() {
 				if err != nil {
 					return fmt.Errorf("train: encoding the summary: %w", err)
 				}
-				if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+				if err := atomicfile.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 					return fmt.Errorf("train: writing the summary: %w", err)
 				}
 			}
