@@ -24,6 +24,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
+	"github.com/meshtrain/meshtrain/mirrored/membership"
 	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
@@ -410,9 +411,13 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 		}()
 	}
 	sum, err := launch.RunWorker(c.Context, wc)
+	if errors.Is(err, membership.ErrPastEnd) {
+		return usageError{fmt.Errorf("worker: %w", err)} // the schedule does not fit the run: nothing to replay
+	}
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	replayVerdict(c, wc, sum)
 	if !c.Bool("events") {
 		p := sum.Peer
 		fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %s, received %s, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",
