@@ -64,10 +64,14 @@ func init() {
 			if job.Sparse, err = sparseFromFlags(c); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
-			if err := modelFromFile(c, &job); err != nil {
+			file, err := modelFromFile(c, &job)
+			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
 			if err := job.Validate(); err != nil {
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
+			if err := checkMemory(c, job, file, 1); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			costParams, err := costFromFlags(c)

@@ -193,7 +193,8 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if job.Sparse, err = sparseFromFlags(c); err != nil {
 		return job, "", err
 	}
-	if err := modelFromFile(c, &job); err != nil {
+	file, err := modelFromFile(c, &job)
+	if err != nil {
 		return job, "", err
 	}
 	if job.Strategy, job.Faults, err = strategyFromFlags(c, workers); err != nil {
@@ -209,6 +210,13 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 		job.Faults.KillAfter = 0 // the kill was its first life's
 	}
 	if err := job.Validate(); err != nil {
+		return job, "", err
+	}
+	perHost := 1 // a worker is one process of the cluster
+	if c.Command.Name == "launch" || c.Command.Name == "compare" {
+		perHost = workers // every worker on this machine
+	}
+	if err := checkMemory(c, job, file, perHost); err != nil {
 		return job, "", err
 	}
 	if sec, err = p2p.ParseSecurity(c.String("security")); err != nil {
