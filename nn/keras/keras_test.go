@@ -423,6 +423,9 @@ func FuzzParse(f *testing.F) {
 		if err != nil || classes != m.Classes || params != m.Params {
 			t.Fatalf("Check: %d classes, %d parameters, %v; the model says %d, %d", classes, params, err, m.Classes, m.Params)
 		}
+		if f, err := m.Arch.Footprint(nn.MemoryPlan{Batch: 3, OptimizerCopies: 2, Exchange: true}); err != nil || f.Total() <= 0 {
+			t.Fatalf("a model that checks has no footprint: %v, %v", f, err)
+		}
 		j, err := json.Marshal(m.Arch)
 		if err != nil {
 			t.Fatal(err)
