@@ -171,6 +171,9 @@ func jobFlags() []cli.Flag {
 // jobFromFlags builds the job (model, sparse-lr's settings, strategy and
 // faults, checked for workers ranks) and the link security from the flags.
 func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Security, err error) {
+	if err := checkPeerCount(c, workers); err != nil {
+		return job, "", err
+	}
 	cfg, err := configFromFlags(c)
 	if err != nil {
 		return job, "", err
