@@ -53,36 +53,6 @@ func (b *Batch) appendSparse(idx []int32, val []float32, label float32) {
 	b.Size++
 }
 
-// Dataset returns the images as a dense Dataset of Rows*Cols features,
-// each pixel normalised as (x/255 - MNISTMean)/MNISTStd, with the class id
-// as label. It shares the pixel memory; normalisation happens as rows are
-// copied into a batch, through a 256-entry table (cheaper than holding a
-// float32 copy of the set: 188 MB for MNIST's training images).
-func (im *Images) Dataset() Dataset {
-	s := &imageSet{im: im, dim: im.Rows * im.Cols}
-	for p := range s.lut {
-		s.lut[p] = float32((float64(p)/255 - MNISTMean) / MNISTStd)
-	}
-	return s
-}
-
-type imageSet struct {
-	im  *Images
-	dim int
-	lut [256]float32
-}
-
-func (s *imageSet) Len() int { return s.im.N }
-func (s *imageSet) Dim() int { return s.dim }
-
-func (s *imageSet) Append(b *Batch, i int) {
-	n := len(b.X)
-	b.X = slices.Grow(b.X, s.dim)[:n+s.dim]
-	lookup(b.X[n:n+s.dim], s.im.Pixels[i*s.dim:i*s.dim+s.dim], &s.lut)
-	b.Labels = append(b.Labels, float32(s.im.Labels[i]))
-	b.Size++
-}
-
 // DenseSet is an in-memory dense Dataset: example i is
 // X[i*Dim:(i+1)*Dim] with label Labels[i].
 type DenseSet struct {

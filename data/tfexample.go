@@ -83,6 +83,10 @@ func (o SparseOptions) check() error {
 	return nil
 }
 
+// Normalize checks ex and puts it in the form the readers give (see
+// finishSparse), for examples made elsewhere, such as a generator's.
+func (ex *Example) Normalize(dim int) error { return finishSparse(ex, dim, 0) }
+
 // finishSparse checks and normalises one decoded sparse example in place:
 // indices sorted (sorted here if the file did not), unique and in [0, dim),
 // values finite, label -1/+1 or 0/1. base is what the file adds to an index

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -83,7 +84,7 @@ func TestArchitectureSetting(t *testing.T) {
 }
 
 // TestCheckpointRecordsArchitecture: a NewModel Sequential's checkpoint
-// records its architecture, so EvaluateCheckpoint rebuilds the model from
+// records its architecture, so evaluate.Checkpoint rebuilds the model from
 // the checkpoint alone and scores what the run scored; a run of another
 // architecture does not resume from it, naming the setting; eval given
 // another architecture refuses it. Built-in models record none.
@@ -106,18 +107,18 @@ func TestCheckpointRecordsArchitecture(t *testing.T) {
 	if d, _ := back.Digest(); d != d0 || ck.Model != "keras" || ck.Layout.Params[0].Name != "1.weight" {
 		t.Errorf("checkpoint of model %s, architecture %s (want %s), tensors %v", ck.Model, d, d0, ck.Layout.Params)
 	}
-	ev, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: path, MNIST: job.MNIST})
+	ev, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: path, MNIST: job.MNIST})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ev.Accuracy != res.FinalAccuracy || ev.Step != res.Steps {
 		t.Errorf("eval: accuracy %v at step %d; the run: %v at %d", ev.Accuracy, ev.Step, res.FinalAccuracy, res.Steps)
 	}
-	if _, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: path, MNIST: job.MNIST, Architecture: &arch}); err != nil {
+	if _, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: path, MNIST: job.MNIST, Architecture: &arch}); err != nil {
 		t.Errorf("eval with the checkpoint's architecture: %v", err)
 	}
 	other := mlp(0.5)
-	_, err = EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: path, MNIST: job.MNIST, Architecture: &other})
+	_, err = evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: path, MNIST: job.MNIST, Architecture: &other})
 	if err == nil || !strings.Contains(err.Error(), "not a checkpoint of this model") {
 		t.Errorf("eval with another architecture: %v", err)
 	}

@@ -10,28 +10,11 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
 )
-
-// GossipEval is one evaluation of a gossip replica's own parameters. A
-// replica evaluates each time the cluster's work, as it knows it, crosses
-// an epoch (the work of one synchronous epoch: N replicas × steps per
-// epoch), so that its curve has the ring's resolution; and at the end.
-type GossipEval struct {
-	Epoch int `json:"epoch"` // epochs of cluster work completed
-	// ClusterEpochs is the cluster's work so far as this replica knew it,
-	// in epochs: the x axis comparable with a ring run's epochs.
-	ClusterEpochs float64 `json:"cluster_epochs"`
-	// LocalPasses is this replica's own work: passes over its shard.
-	LocalPasses  float64 `json:"local_passes"`
-	Loss         float64 `json:"loss"` // mean training loss since the previous evaluation
-	TestLoss     float64 `json:"test_loss"`
-	TestAccuracy float64 `json:"test_accuracy"`
-	TrainSeconds float64 `json:"elapsed_seconds"` // cumulative, evaluation excluded
-	Steps        int     `json:"steps"`           // local steps done
-}
 
 // gossipEval is the evaluation of a replica after its local steps (steps
 // of them a pass over its shard), when the cluster had done total local
@@ -41,47 +24,13 @@ func gossipEval(total uint64, epochWork, local, steps int, trainTime time.Durati
 		LocalPasses: float64(local) / float64(steps), TestLoss: testLoss, TestAccuracy: acc, TrainSeconds: trainTime.Seconds(), Steps: local}
 }
 
-// GossipReport are one replica's gossip figures.
-type GossipReport struct {
-	Schedule     string `json:"schedule"`
-	Every        int    `json:"every"`
-	MaxStaleness int    `json:"max_staleness"`
-	gossip.Stats
-	Evals []GossipEval `json:"evals"`
-	// Skipped counts rounds without an exchange because the previous one
-	// was still in flight (overlapped mode never waits for the network).
-	Skipped int `json:"skipped"`
-	// StepsPerSec is this replica's local steps over its training time.
-	StepsPerSec float64 `json:"steps_per_sec"`
-	// StoppedBy says why training ended: "budget" (the cluster did as
-	// many steps as the synchronous run would), "target" (this replica
-	// reached the target), "peer" (another one did) or "sigterm" (a
-	// replica was asked to stop, Job.Stop: Result.Stopped names it).
-	StoppedBy string `json:"stopped_by"`
-	// Survivors are the ranks whose final parameters this replica
-	// received (itself included); FinalConsensus is the exact consensus
-	// distance among them, sqrt(mean ‖x_i − x̄‖²), and RelConsensus that
-	// over ‖x̄‖.
-	Survivors      []int   `json:"survivors"`
-	FinalConsensus float64 `json:"final_consensus"`
-	RelConsensus   float64 `json:"rel_consensus"`
-	// AverageAccuracy and AverageLoss are the test figures of x̄, the
-	// survivors' average model (dense models only: 0 for sparse-lr, whose
-	// replicas never swap whole weight vectors).
-	AverageAccuracy float64 `json:"average_accuracy"`
-	AverageLoss     float64 `json:"average_loss"`
-	// TimeToTarget is the training seconds at which this replica first
-	// reached the target accuracy (0: never).
-	TimeToTarget float64 `json:"time_to_target_seconds,omitempty"`
-}
-
 // ErrGossipCheckpoint says checkpoints are not available under gossip.
 var ErrGossipCheckpoint = errors.New("checkpoints and --restore work with the ring strategy only: gossip replicas hold different parameters, and a gossip run is not resumable")
 
-// stopped records why a gossip run's loop ends (the step budget, or a
+// gossipStopped records why a gossip run's loop ends (the step budget, or a
 // stop request: a peer's at its target, or a replica's asked from
 // outside), unless reaching the target already did.
-func (r *GossipReport) stopped(byPeer, asked bool) {
+func gossipStopped(r *GossipReport, byPeer, asked bool) {
 	switch {
 	case r.StoppedBy != "":
 	case asked:
@@ -131,7 +80,7 @@ type gossipLoop struct {
 // replica.
 func runAsync(ctx context.Context, job *Job, g Group, run *plan, st Gossip) (*Summary, error) {
 	wallStart := time.Now()
-	c := g.(*commGroup).c // checked by Job.build
+	c, _ := replica.Comm(g) // checked by Job.build
 	l := &gossipLoop{g: g, job: job, gc: &st, run: run, c: c, rank: c.Rank(), world: c.Size(), nextEval: 1,
 		log: job.logger().With(zap.Int("rank", c.Rank()))}
 	if err := l.start(ctx); err != nil {
@@ -186,7 +135,7 @@ func (l *gossipLoop) stopped(stop bool) {
 	if stop {
 		asker = l.gos.StopAsker()
 	}
-	l.rep.stopped(stop, asker >= 0)
+	gossipStopped(&l.rep, stop, asker >= 0)
 	if asker >= 0 {
 		l.res.Stopped = &EarlyStop{Step: l.local, Ranks: []int{asker}, Gossip: true}
 	}
@@ -460,7 +409,7 @@ func (l *gossipLoop) finish(ctx context.Context, wallStart time.Time) (*Summary,
 	}
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	peer := PeerStats{Rank: l.rank, Steps: l.local, Examples: l.examples, TestAccuracy: res.FinalAccuracy, ParamsSHA256: res.ParamsSHA256}
-	peer.finish(l.c.Transport(), l.compute, l.comm, l.wait)
+	finishPeer(&peer, l.c.Transport(), l.compute, l.comm, l.wait)
 	peer.InputSeconds = l.wait.Seconds() // a gossip replica waits for nobody else
 	peer.EvalSeconds = l.evalTime.Seconds()
 	peer.Resources = l.sampler.finish()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -120,7 +121,7 @@ func TestBuffersCheckpointed(t *testing.T) {
 	if err != nil || len(last) == 0 {
 		t.Fatalf("checkpoints: %v, %v", last, err)
 	}
-	ev, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: last[len(last)-1], MNIST: job.MNIST})
+	ev, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: last[len(last)-1], MNIST: job.MNIST})
 	if err != nil {
 		t.Fatal(err)
 	}

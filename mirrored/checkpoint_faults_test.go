@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -121,7 +122,7 @@ func TestEvaluateRefusesDamaged(t *testing.T) {
 		t.Fatalf("no checkpoint: %v", err)
 	}
 	ctx := context.Background()
-	if _, err := EvaluateCheckpoint(ctx, EvalConfig{Checkpoint: path, MNIST: mn}); err != nil {
+	if _, err := evaluate.Checkpoint(ctx, evaluate.Config{Checkpoint: path, MNIST: mn}); err != nil {
 		t.Fatalf("the intact checkpoint: %v", err)
 	}
 	good, err := os.ReadFile(path)
@@ -134,7 +135,7 @@ func TestEvaluateRefusesDamaged(t *testing.T) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res, err := EvaluateCheckpoint(ctx, EvalConfig{Checkpoint: path, MNIST: mn})
+		res, err := evaluate.Checkpoint(ctx, evaluate.Config{Checkpoint: path, MNIST: mn})
 		if !errors.Is(err, checkpoint.ErrDamaged) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: got %+v, %v; want an error saying %s is damaged", d.name, res, err, path)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/meshtrain/meshtrain/mirrored/internal/synth"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
@@ -146,7 +147,7 @@ func TestCheckpointPyTorchLayout(t *testing.T) {
 				t.Errorf("metadata format %q classes %q image_size %q", meta["format"], meta["classes"], meta["image_size"])
 			}
 
-			ev, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: path, MNIST: mn})
+			ev, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: path, MNIST: mn})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +167,7 @@ func TestEvalOtherImageSize(t *testing.T) {
 		t.Fatal(errors.Join(errs...))
 	}
 	path, _ := checkpoint.Latest(job.CheckpointDir)
-	_, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: path, MNIST: synthMNIST(10, 10, 1)})
+	_, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: path, MNIST: synthMNIST(10, 10, 1)})
 	if err == nil || !strings.Contains(err.Error(), "the test images have 784 pixels (28×28): evaluate it on the data set it was trained on") {
 		t.Errorf("got %v", err)
 	}
@@ -231,7 +232,7 @@ func TestResumeFromV2(t *testing.T) {
 	if got := sums[0].Run; got.ParamsSHA256 != want.ParamsSHA256 || sums[0].Peer.ResumedStep != 15 {
 		t.Errorf("resumed from v2 at step %d: %s, uninterrupted: %s", sums[0].Peer.ResumedStep, got.ParamsSHA256, want.ParamsSHA256)
 	}
-	if _, err := EvaluateCheckpoint(context.Background(), EvalConfig{Checkpoint: mid, MNIST: mn}); err != nil {
+	if _, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: mid, MNIST: mn}); err != nil {
 		t.Errorf("eval of a v2 checkpoint: %v", err)
 	}
 }
@@ -264,24 +265,63 @@ func TestSparseCheckpointLayout(t *testing.T) {
 }
 
 // TestCheckpointRecordsVersionAndNormalisation: a run's checkpoint records
-// the meshtrain that wrote it and the inputs' normalisation (what a
-// PyTorch user must apply to evaluate it: pixels/255, then mean and std),
-// as strings in the safetensors metadata.
+// the meshtrain that wrote it and its data set's own normalisation of the
+// inputs (what a PyTorch user must apply to evaluate it: pixels/scale,
+// then mean and std), as strings in the safetensors metadata; MNIST's is
+// its recipe, a set read with x/255 records that, a float set none.
 func TestCheckpointRecordsVersionAndNormalisation(t *testing.T) {
-	job := testJob(t, nn.Softmax, synthMNIST(64, 16, 2), 16, 1)
-	job.CheckpointDir = t.TempDir()
-	if _, err := Train(context.Background(), job); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name             string
+		norm             data.Normalization
+		scale, mean, std float64
+		metaScale        string // "" when not written
+	}{
+		{"MNIST's recipe", data.Normalization{}, 255, data.MNISTMean, data.MNISTStd, ""},
+		{"x/255", data.UnitNorm, 255, 0, 1, ""},
+		{"as stored", data.NoNorm, 1, 0, 1, "1"},
 	}
-	all, err := checkpoint.List(job.CheckpointDir)
-	if err != nil || len(all) == 0 {
-		t.Fatalf("checkpoints %v, %v", all, err)
-	}
-	ck, err := checkpoint.Read(all[len(all)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ck.Version != Version() || ck.InputMean != data.MNISTMean || ck.InputStd != data.MNISTStd {
-		t.Errorf("version %q, normalisation mean %v std %v; want %q, %v, %v", ck.Version, ck.InputMean, ck.InputStd, Version(), data.MNISTMean, data.MNISTStd)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			set := synthMNIST(64, 16, 2)
+			set.Train.Norm, set.Test.Norm = c.norm, c.norm
+			job := testJob(t, nn.Softmax, set, 16, 1)
+			job.CheckpointDir = t.TempDir()
+			if _, err := Train(context.Background(), job); err != nil {
+				t.Fatal(err)
+			}
+			all, err := checkpoint.List(job.CheckpointDir)
+			if err != nil || len(all) == 0 {
+				t.Fatalf("checkpoints %v, %v", all, err)
+			}
+			ck, err := checkpoint.Read(all[len(all)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ck.Version != Version() || ck.InputScale != c.scale || ck.InputMean != c.mean || ck.InputStd != c.std {
+				t.Errorf("version %q, normalisation scale %v mean %v std %v; want %q, %v, %v, %v", ck.Version, ck.InputScale, ck.InputMean, ck.InputStd, Version(), c.scale, c.mean, c.std)
+			}
+			b, err := os.ReadFile(all[len(all)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, meta, err := checkpoint.DecodeSafetensors(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := meta["input_scale"]; got != c.metaScale || ok != (c.metaScale != "") {
+				t.Errorf("metadata input_scale %q (present %t), want %q", got, ok, c.metaScale)
+			}
+			// Evaluated on test images normalised otherwise, the model's
+			// figures would mean nothing: refused, naming both.
+			other := synthMNIST(64, 16, 2)
+			other.Test.Norm = data.Normalization{Scale: 2, Std: 1}
+			_, err = evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: all[len(all)-1], MNIST: other})
+			if err == nil || !strings.Contains(err.Error(), "trained on inputs normalised as") || !strings.Contains(err.Error(), "normalised as x/2") {
+				t.Errorf("evaluating on x/2 images: %v, want a refusal naming both normalisations", err)
+			}
+			if _, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: all[len(all)-1], MNIST: set}); err != nil {
+				t.Errorf("evaluating on its own set: %v", err)
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -44,10 +43,14 @@ type Config struct {
 	TargetAccuracy float64
 	TargetLoss     float64
 
-	// DataDir is where MNIST is looked for (and fetched into); see
-	// data.LoadMNIST. MNIST, if set, is used instead of loading.
-	DataDir string
-	MNIST   *data.MNIST
+	// Data is the image set's file or directory (a .npz, a directory of
+	// .npy or IDX files) in DataFormat, or "" to tell it from the
+	// contents: see data.OpenImages. Empty Data means MNIST, looked for
+	// in DataDir (and fetched into it; see data.LoadMNIST). MNIST, if
+	// set, is the image set used instead of opening one.
+	Data, DataFormat string
+	DataDir          string
+	MNIST            *data.ImageSet
 	// AllowUnverified accepts IDX files in DataDir that are not the
 	// published MNIST: another data set in its format, whose image size
 	// and class count shape the model (data.MNISTOptions.AllowUnverified).
@@ -134,102 +137,6 @@ func (c *Config) validateCommon() error {
 		return fmt.Errorf("%d compute shards: want ≥ 0 (0: the default)", c.Shards)
 	}
 	return nil
-}
-
-// Epoch is the record of one epoch.
-type Epoch struct {
-	Epoch int     `json:"epoch"` // 1-based
-	Loss  float64 `json:"loss"`  // mean training loss over the epoch's steps (all replicas)
-	// Accuracy is the training accuracy over the epoch's batches (all
-	// replicas), as the model counted it computing the loss (a model
-	// that is an nn.TrainCounter; 0 otherwise).
-	Accuracy     float64 `json:"accuracy,omitempty"`
-	TestLoss     float64 `json:"test_loss"`
-	TestAccuracy float64 `json:"test_accuracy"`      // fraction
-	TestAUC      float64 `json:"test_auc,omitempty"` // area under the ROC curve (sparse-lr; binary labels only)
-	// GlobalExamplesPerSec is over all replicas, in the epoch's training
-	// time.
-	ExamplesPerSec float64 `json:"global_examples_per_sec"`
-	LR             float64 `json:"lr"` // rate of the epoch's last step
-	// EpochSeconds is this epoch's training time alone; TrainSeconds the
-	// cumulative training time at its end (evaluation excluded in both).
-	EpochSeconds float64 `json:"epoch_seconds"`
-	TrainSeconds float64 `json:"elapsed_seconds"`
-}
-
-// UnmarshalJSON reads an epoch, also under the names used before
-// summary format 2 (train_seconds, examples_per_sec), which checkpoints
-// written by earlier versions hold in their history.
-func (e *Epoch) UnmarshalJSON(b []byte) error {
-	type plain Epoch // without this method
-	var v struct {
-		plain
-		OldTrainSeconds   *float64 `json:"train_seconds"`
-		OldExamplesPerSec *float64 `json:"examples_per_sec"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*e = Epoch(v.plain)
-	if v.OldTrainSeconds != nil && e.TrainSeconds == 0 {
-		e.TrainSeconds = *v.OldTrainSeconds
-	}
-	if v.OldExamplesPerSec != nil && e.ExamplesPerSec == 0 {
-		e.ExamplesPerSec = *v.OldExamplesPerSec
-	}
-	return nil
-}
-
-// Result is what a run produced; it is also the --summary JSON.
-type Result struct {
-	// Version is the meshtrain build that ran (see Version), Started when
-	// this replica started (RFC 3339).
-	Version string `json:"meshtrain_version"`
-	Started string `json:"started"`
-	// Membership is an elastic run's changes of membership, in order
-	// (Elastic.Schedule replays them).
-	Membership     []MembershipChange `json:"membership,omitempty"`
-	Model          string             `json:"model"`
-	Params         int                `json:"params"`
-	Replicas       int                `json:"replicas"`
-	BatchSize      int                `json:"batch_size"` // per replica
-	Epochs         int                `json:"epochs"`     // requested
-	Optimizer      string             `json:"optimizer"`
-	LR             float64            `json:"lr"`
-	Momentum       float64            `json:"momentum"`
-	WeightDecay    float64            `json:"weight_decay"`
-	Schedule       string             `json:"lr_schedule"`
-	LRGamma        float64            `json:"lr_gamma,omitempty"`
-	LRDecayEpochs  float64            `json:"lr_decay_epochs,omitempty"`
-	WarmupEpochs   float64            `json:"warmup_epochs,omitempty"`
-	Seed           int64              `json:"seed"`
-	TrainExamples  int                `json:"train_examples"`
-	TestExamples   int                `json:"test_examples"`
-	StepsPerEpoch  int                `json:"steps_per_epoch"`
-	Steps          int                `json:"steps"`
-	TargetAccuracy float64            `json:"target_accuracy,omitempty"`
-	TargetLoss     float64            `json:"target_loss,omitempty"`
-
-	EpochResults []Epoch `json:"per_epoch"`
-	// TargetReached says whether a target stopped the run, after
-	// TimeToTarget seconds of training (evaluation excluded).
-	TargetReached bool    `json:"target_reached"`
-	TimeToTarget  float64 `json:"time_to_target_seconds,omitempty"`
-	// TimeToAccuracy maps the test accuracies 0.975, 0.985 and 0.99 to the
-	// training seconds at the end of the first epoch that reached them.
-	TimeToAccuracy map[string]float64 `json:"time_to_accuracy_seconds"`
-	TrainSeconds   float64            `json:"train_seconds"`
-	WallSeconds    float64            `json:"wall_seconds"`
-	FinalAccuracy  float64            `json:"final_test_accuracy"`
-	// ParamsSHA256 is the SHA-256 of the final parameters as little-endian
-	// float32 bytes, hex: equal hashes mean bitwise-equal models.
-	ParamsSHA256 string `json:"params_sha256"`
-	// BuffersSHA256 is the SHA-256 of the model's final non-trainable
-	// buffers (batch normalization's moving statistics), compared between
-	// the replicas like the parameters; empty for a model without.
-	BuffersSHA256 string `json:"buffers_sha256,omitempty"`
-	// Stopped, if set, says the run stopped early, on request (Job.Stop).
-	Stopped *EarlyStop `json:"stopped,omitempty"`
 }
 
 // accuracyMarks are the accuracies whose time-to is recorded.

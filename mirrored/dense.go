@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
 )
@@ -42,20 +43,20 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if err != nil {
 		return nil, err
 	}
-	rep.comb = (*Job)(j).combiner()
-	if gossiping && len(rep.buffers) > 0 {
-		return nil, fmt.Errorf("strategy gossip with model %s: its buffers (%s …) would stay each replica's own, since gossip averages only the parameters: use the ring", rep.model.Name(), rep.bufT[0].Name)
+	rep.UseCombiner((*Job)(j).combiner())
+	if gossiping && len(rep.Buffers()) > 0 {
+		return nil, fmt.Errorf("strategy gossip with model %s: its buffers (%s …) would stay each replica's own, since gossip averages only the parameters: use the ring", rep.Model().Name(), rep.BufferTensors()[0].Name)
 	}
 	model := cfg.Model
 	if model == "" {
-		model = rep.model.Name()
+		model = rep.Model().Name()
 	}
 	digest := "unchecked" // one replica with no checkpoint: nothing to compare with
 	if world > 1 || gossiping || j.CheckpointDir != "" || j.Restore != "" {
 		digest = dataDigest(train, test)
 	}
 	res := Result{
-		Model: model, Params: len(rep.params), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
+		Model: model, Params: len(rep.Params()), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
 		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
 		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
@@ -63,13 +64,13 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if cfg.Schedule == nn.ScheduleStep {
 		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs
 	}
-	settings := (*Job)(j).settings(model, len(rep.params), world, digest)
-	if rep.archDigest != "" {
+	settings := (*Job)(j).settings(model, len(rep.Params()), world, digest)
+	if rep.ArchDigest() != "" {
 		// Right after the parameter count: peers (and checkpoints) of
 		// another architecture are named, and a checkpoint of one is not
 		// resumed into another.
 		i := slices.IndexFunc(settings, func(s setting) bool { return s.Name == "params" }) + 1
-		settings = slices.Insert(settings, i, setting{Name: "architecture", Value: rep.archDigest, Resume: true})
+		settings = slices.Insert(settings, i, setting{Name: "architecture", Value: rep.ArchDigest(), Resume: true})
 	}
 	p := &plan{
 		rep: rep, settings: settings, shard: data.ShardSize(train.N, world, rank),
@@ -86,7 +87,7 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 		result:   res,
 		header: func(steps, examples int) string {
 			return fmt.Sprintf("%s: %d parameters, %d replica(s) × batch %d (global batch %d), %d steps per epoch, %d training and %d test examples",
-				model, len(rep.params), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
+				model, len(rep.Params()), world, cfg.BatchSize, world*cfg.BatchSize, steps, examples, test.N)
 		},
 		broadcastStart: true,
 		perStepLoss:    true,
@@ -94,37 +95,46 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	if st, ok := (*Job)(j).strategy().(Gossip); ok {
 		p.header = func(steps, _ int) string {
 			return fmt.Sprintf("%s: %d parameters, %d gossip replica(s) × batch %d, %s peer each %d step(s), %d steps per pass over a shard, %d training and %d test examples",
-				model, len(rep.params), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)
+				model, len(rep.Params()), world, cfg.BatchSize, st.Schedule, st.Every, steps, train.N, test.N)
 		}
-		p.evalView = rep.params
-		p.evaluate = func(ctx context.Context) (metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
+		p.evalView = rep.Params()
+		p.evaluate = func(ctx context.Context) (replica.Metrics, error) { return rep.Evaluate(ctx, LocalGroup{}) }
 		p.averageModel = true
 	}
 	return p, nil
 }
 
 // images returns the training and test images the run uses: Config.MNIST,
-// or MNIST loaded (or fetched) from DataDir, cut to the example limits;
-// and the data set's number of classes (counted before the cut).
+// or the set data.OpenImages opens from Data (MNIST, found in DataDir or
+// fetched, when Data is empty), cut to the example limits; and the data
+// set's number of classes (counted before the cut).
 func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, classes int, err error) {
-	mn := c.MNIST
-	if mn == nil {
-		opts := c.MNISTOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))
+	set := c.MNIST
+	if set == nil {
+		opts := c.ImageOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))
 		// A fetch shows its bytes where the run shows its progress.
-		opts.Progress = c.Progress
-		if mn, err = data.LoadMNIST(ctx, opts); err != nil {
+		opts.MNIST.Progress = c.Progress
+		if set, err = data.OpenImages(ctx, c.Data, opts); err != nil {
 			return nil, nil, 0, err
 		}
-		c.MNIST = mn // an elastic run's next generations build from it
-
+		c.MNIST = set // an elastic run's next generations build from it
 	}
-	return firstN(mn.Train, c.TrainExamples), firstN(mn.Test, c.TestExamples), mn.NumClasses(), nil
+	if err := replica.Greyscale(set.Train); err != nil {
+		return nil, nil, 0, err
+	}
+	return set.Train.Head(c.TrainExamples), set.Test.Head(c.TestExamples), set.NumClasses(), nil
 }
 
-// MNISTOptions are the options that load the run's data set (DataDir,
+// MNISTOptions are the options that load MNIST (DataDir,
 // AllowUnverified), logging to log.
 func (c *Config) MNISTOptions(log *zap.Logger) data.MNISTOptions {
 	return data.MNISTOptions{Dir: c.DataDir, AllowUnverified: c.AllowUnverified, Logger: log}
+}
+
+// ImageOptions are the options with which data.OpenImages opens the
+// run's image set (Data in DataFormat, or MNIST), logging to log.
+func (c *Config) ImageOptions(log *zap.Logger) data.ImageOptions {
+	return data.ImageOptions{Format: c.DataFormat, MNIST: c.MNISTOptions(log)}
 }
 
 // schedule is the learning rate per global step at steps per epoch.
@@ -136,27 +146,4 @@ func (c *Config) schedule(steps int) (nn.Schedule, error) {
 		MinLR:       c.MinLR,
 		WarmupSteps: int(math.Round(c.WarmupEpochs * float64(steps))),
 	})
-}
-
-// firstN returns the first n images of im (all if n is 0 or too large).
-func firstN(im *data.Images, n int) *data.Images {
-	if n <= 0 || n >= im.N {
-		return im
-	}
-	d := im.Rows * im.Cols
-	return &data.Images{N: n, Rows: im.Rows, Cols: im.Cols, Pixels: im.Pixels[:n*d], Labels: im.Labels[:n]}
-}
-
-// denseRange returns the normalised images [lo, hi) of im and their labels,
-// through the data package's Dataset so the normalisation is the
-// pipeline's.
-func denseRange(im *data.Images, lo, hi int) ([]float32, []int32) {
-	ds := im.Dataset()
-	var b data.Batch
-	b.X = make([]float32, 0, (hi-lo)*ds.Dim())
-	b.Labels = make([]float32, 0, hi-lo)
-	for i := lo; i < hi; i++ {
-		ds.Append(&b, i)
-	}
-	return b.X, b.IntLabels(nil)
 }

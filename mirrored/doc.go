@@ -17,30 +17,41 @@
 // Inside, in the manner of a raft node, arithmetic is driven by thin
 // loops, with data loading, disk, network and printing outside it:
 //
-//   - run.go: Job, Run and Train. Two builders, one per kind of model,
-//     turn a Job into a plan (plan.go) that either loop runs:
-//     denseBuilder (dense.go: the nn models on MNIST-like images) and
-//     sparseBuilder (sparse.go: sparse logistic regression on files or
-//     in-memory sparse sets).
-//   - replica.go: a replica's model and optimizer: its parameters and
-//     optimizer state, the gradient of a batch, the combination across
-//     the group, the update, settling deferred work, evaluation.
-//     denseReplica wraps an nn.Model, sparseReplica (sparse_replica.go)
-//     sparse logistic regression, whose exchange carries the touched
-//     coordinates (sparse_exchange.go).
+//   - run.go: Job, Run and Train; strategy.go: the Strategy, a value
+//     whose methods hold all that differs between Ring, Gossip and
+//     *Elastic (settings, checks, and the run: each builds its plan and
+//     drives its loop). Two builders, one per kind of model, turn a Job
+//     into a plan (plan.go) that a loop runs: denseBuilder (dense.go: the
+//     nn models on image sets with shapes) and sparseBuilder (sparse.go:
+//     sparse logistic regression on files or in-memory sparse sets).
+//     A dense model's buffers (batch normalization's moving statistics)
+//     travel with the optimizer's state and are compared and broadcast
+//     with the parameters.
+//   - package mirrored/replica: a replica's model and optimizer, the
+//     arithmetic of a step with no loop: its parameters and optimizer
+//     state, the gradient of a batch, the combination across the group
+//     (a Combiner, Mean by default), the update, settling deferred work,
+//     evaluation. Dense wraps an nn.Model and sends its gradient in
+//     buckets during the backward pass; Sparse is sparse logistic
+//     regression, whose exchange carries the touched coordinates. It
+//     holds the Group too; group.go, combine.go and faults.go here keep
+//     mirrored's names for them (Group, NewGroup, Combiner, Mean, Faults
+//     …) as aliases, and replica.go builds a Dense from a Config.
 //   - sync.go: syncStep is the synchronous step (gradient → [barrier] →
 //     combine → update); runSync the loop around it: the start-up
 //     handshake (handshake.go: one hello for every mode, naming every
-//     setting that differs and the ranks), resume or broadcast (the
-//     checkpoint to resume from is chosen in resume.go), the epochs,
+//     setting that differs and the ranks: fingerprint.go states the
+//     settings, package mirrored/settings compares them), resume or
+//     broadcast (resume.go: checkpoint.Resumable picks the file, the
+//     fingerprint decides whether it may be resumed), the epochs,
 //     checkpoints, hash comparisons, the stop vote (stop.go) and the final
 //     figures (stats.go).
 //   - async.go: runAsync is the gossip loop over the same replicas: each
 //     averages its parameters with one peer at a time through the gossip
 //     engine (package mirrored/gossip), so a slow or dead peer does not
 //     stop the others.
-//   - elastic.go: Job.Elastic makes the ring elastic, as Horovod Elastic
-//     does: replicas commit their state in memory every CommitEvery steps
+//   - elastic.go: the Strategy *Elastic makes the ring elastic, as
+//     Horovod Elastic does: replicas commit their state in memory every CommitEvery steps
 //     (elastic_commit.go); when a peer is lost the survivors agree on who
 //     is left, roll back to the new chief's commit, re-shard and go on
 //     as a new generation, and a restarted worker is admitted at a
@@ -51,19 +62,23 @@
 //     through loopHook (loophook.go): at its start, before and after
 //     each step, at each commit and at its end, where a plain ring run
 //     has ringHook.
-//   - faults.go: one hook (Faults.At) both loops call at named Points of
-//     every step: after the gradient, before the combine, after the update.
+//   - package mirrored/faults: one hook (Faults.At) both loops call at
+//     named Points of every step: after the gradient, before the combine,
+//     after the update.
 //   - observe.go: the Events every mode emits, in one order, and their
 //     fan-out to the caller's Job.Observers (errors joined, each closed
 //     once at the end); resources.go: the ResourceSampler a Job may carry,
 //     whose samples reach the observers and whose history the Summary.
+//     The values themselves (Event, Summary, Result …) are package
+//     mirrored/outcome's, aliased here.
 //     The observers themselves (the log, the progress lines, TensorBoard
 //     event files, the launcher's sampled hook, the OS resource sampler)
 //     are package mirrored/observe's: a caller installs what it needs.
 //
-// The collective layer is reached through Group (NewGroup adapts a
-// collective.Comm; LocalGroup is one replica). Gossip replicas talk
-// point-to-point through the Comm behind a NewGroup. The strategy's parts
+// The collective layer is reached through Group (mirrored/replica's;
+// NewGroup adapts a collective.Comm, LocalGroup is one replica). Gossip
+// replicas talk point-to-point through the Comm behind a NewGroup. A saved
+// model is scored by package mirrored/evaluate. The strategy's parts
 // are packages of their own below this one: mirrored/gossip (the
 // averaging protocol) and mirrored/checkpoint (the format); the programs
 // that use it are the running wing (mirrored/launch) and the measuring

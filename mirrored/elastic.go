@@ -90,6 +90,31 @@ type Membership interface {
 	Serve(answer func(from int, msg []byte) []byte)
 }
 
+// Elastic is a Strategy: the ring, by generations (runElastic). Its
+// name is the ring's, which it runs; it adds its own setting per
+// generation.
+func (*Elastic) Name() string        { return StrategyRing }
+func (*Elastic) Lockstep() bool      { return true }
+func (*Elastic) Validate() error     { return nil } // its checks need the Job: check
+func (*Elastic) settings() []setting { return nil }
+
+// filled is a copy of e with its defaults: each Run drives its own.
+func (e *Elastic) filled() Strategy {
+	c := *e
+	c.fill()
+	return &c
+}
+
+func (e *Elastic) run(ctx context.Context, job *Job, _ Group) (*Summary, error) {
+	if err := e.checkMembership(); err != nil {
+		return nil, err
+	}
+	if _, err := job.builder(); err != nil {
+		return nil, err
+	}
+	return runElastic(ctx, job, e)
+}
+
 func (e *Elastic) fill() {
 	if e.MinWorkers <= 0 {
 		e.MinWorkers = 1
@@ -343,9 +368,7 @@ func (e *elastic) wait(ctx context.Context, eff membership.Effects, state member
 }
 
 // runElastic is the elastic synchronous run of job on m.
-func runElastic(ctx context.Context, job *Job) (*Summary, error) {
-	cfg := job.Elastic
-	cfg.fill()
+func runElastic(ctx context.Context, job *Job, cfg *Elastic) (*Summary, error) {
 	m := cfg.Membership
 	e := &elastic{job: job, cfg: cfg, m: m, self: m.Self(), n: m.Size(), wake: make(chan struct{}, 1),
 		log: cfg.Logger.With(zap.Int("peer", m.Self()))}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 )
 
 // commitState is what a replica keeps across generations: its commit.
@@ -21,7 +22,7 @@ type commitState struct {
 	valid                                bool
 	// live, if set, holds the commit in its undo log (see take), and
 	// params and opt are not filled in until restore.
-	live undoer
+	live replica.Undoer
 	// ck describes the checkpoint the commit would be (fingerprint,
 	// settings, layout), for the checkpoint a stopping run writes.
 	ck *checkpoint.Checkpoint
@@ -32,9 +33,9 @@ type commitState struct {
 // values of the features its steps touch), a mark in its log, so that a
 // commit costs nothing and holds no second copy (a copy at Criteo's
 // width was 270 MB in 60 ms, against about 1 ms a step).
-func (c *commitState) take(rep replica, gen uint64, step, epoch, stepInEpoch, steps int, hist []Epoch, ms []MembershipChange) {
+func (c *commitState) take(rep replica.Replica, gen uint64, step, epoch, stepInEpoch, steps int, hist []Epoch, ms []MembershipChange) {
 	c.live = nil
-	if u, ok := rep.(undoer); ok && !fullCommits && u.mark() {
+	if u, ok := rep.(replica.Undoer); ok && !fullCommits && u.Mark() {
 		c.live, c.params, c.opt = u, nil, nil // an earlier generation's arrays go
 	} else {
 		c.params = append(c.params[:0], rep.Params()...)
@@ -59,7 +60,7 @@ func (c *commitState) restore() {
 		return
 	}
 	c.live = nil
-	u.undo()
+	u.Undo()
 	c.params = u.Params()
 	c.opt = c.opt[:0]
 	for _, a := range u.OptState() {
@@ -69,17 +70,6 @@ func (c *commitState) restore() {
 
 // fullCommits makes every commit a copy (tests compare the two).
 var fullCommits = false
-
-// undoer is a replica that can take its parameters and optimizer state
-// back to where they were at its last mark.
-type undoer interface {
-	replica
-	// mark starts a new undo log at the current state; false if this
-	// replica cannot undo (then the commit copies).
-	mark() bool
-	// undo restores the state at the last mark.
-	undo()
-}
 
 // The elastic run's part of the sync loop (loopHook): the generation
 // starts from the chief's commit, commits at every CommitEvery steps and

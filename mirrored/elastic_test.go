@@ -122,7 +122,7 @@ func runElasticOn(t *testing.T, c *memCluster, jobs []Job, el Elastic) ([]*Summa
 	for i, job := range jobs {
 		e := el
 		e.Membership, e.Timeout = &memPeer{c: c, self: i}, 5*time.Second
-		job.Elastic = &e
+		job.Strategy = &e
 		if job.Faults.KillAfter > 0 && job.Faults.KillRank == i {
 			job.Faults.Kill = func() { c.kill(i) }
 		}
@@ -360,7 +360,7 @@ func firstGenerationWithoutAPeer(t *testing.T, killLater bool) {
 	deadline := time.Now().Add(time.Second)
 	for i, job := range jobs {
 		e := Elastic{CommitEvery: 3, Membership: &gen0TimeoutPeer{&memPeer{c: c, self: i}, deadline, true}, Timeout: 5 * time.Second}
-		job.Elastic = &e
+		job.Strategy = &e
 		if job.Faults.KillAfter > 0 && job.Faults.KillRank == i {
 			job.Faults.Kill = func() { c.kill(i) }
 		}
@@ -414,7 +414,7 @@ func TestElasticFirstFormStaggered(t *testing.T) {
 	for i := range 2 {
 		job := testJob(t, "softmax", mn, 16, 1)
 		e := Elastic{CommitEvery: 3, Membership: &gen0TimeoutPeer{&memPeer{c: c, self: i}, start.Add(time.Duration(2+i) * 500 * time.Millisecond), false}, Timeout: 5 * time.Second}
-		job.Elastic = &e
+		job.Strategy = &e
 		wg.Go(func() { _, errs[i] = Run(ctx, job, nil) })
 	}
 	wg.Wait()
@@ -448,7 +448,7 @@ func TestElasticRecordStepsGoBack(t *testing.T) {
 			job.Faults.Kill = func() { c.kill(i) }
 		}
 		e := Elastic{CommitEvery: 3, Membership: &memPeer{c: c, self: i}, Timeout: 5 * time.Second}
-		job.Elastic = &e
+		job.Strategy = &e
 		return job
 	}
 	sums, errs := make([]*Summary, 3), make([]error, 3)

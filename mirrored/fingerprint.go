@@ -4,34 +4,22 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/settings"
 )
-
-// setting is one configuration value that every replica must share. The
-// replicas compare their settings at start-up (see Job), and a checkpoint
-// records the ones that shape the arithmetic (Resume), so that a run
-// cannot silently resume into a different one.
-type setting struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-	// Resume marks settings that must also match a checkpoint being
-	// resumed from (those that change the training arithmetic).
-	Resume bool `json:"-"`
-}
 
 func f64(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // settings lists everything the replicas must agree on, in a fixed order.
 func (j *Job) settings(model string, params, replicas int, dataDigest string) []setting {
 	c := &j.Config
-	math := func(name, v string) setting { return setting{name, v, true} }
-	proto := func(name, v string) setting { return setting{name, v, false} }
+	math := func(name, v string) setting { return setting{Name: name, Value: v, Resume: true} }
+	proto := func(name, v string) setting { return setting{Name: name, Value: v} }
 	return slices.Concat([]setting{
 		math("model", model),
 		math("params", strconv.Itoa(params)),
@@ -90,117 +78,25 @@ func (j *Job) driverSettings() []setting {
 	return []setting{{Name: "cluster", Value: j.Cluster}, {Name: "allreduce_algo", Value: j.AllReduceAlgo}, {Name: "timeline", Value: tl}}
 }
 
-// fingerprint is the SHA-256 (hex) of the settings with Resume set: equal
-// fingerprints mean a checkpoint can resume the run.
-func fingerprint(settings []setting) string {
-	h := sha256.New()
-	for _, s := range settings {
-		if s.Resume {
-			fmt.Fprintf(h, "%s=%s\n", s.Name, s.Value)
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+// The settings' judging lives in mirrored/settings; these names keep the
+// root's many call sites (every builder and strategy states settings).
+type (
+	setting = settings.Setting
+	// MismatchError says which settings differ between replicas (or
+	// between a run and its checkpoint): see settings.MismatchError.
+	MismatchError = settings.MismatchError
+)
 
-// settingsJSON is the Resume settings as a JSON object, for checkpoints.
-func settingsJSON(settings []setting) string {
-	m := map[string]string{}
-	for _, s := range settings {
-		if s.Resume {
-			m[s.Name] = s.Value
-		}
-	}
-	b, _ := json.Marshal(m) // a map of strings always encodes
-	return string(b)
-}
-
-// compareSettings checks that every party has the same value for each
-// setting; who names the parties ("rank 0", "the checkpoint"). The error
-// names every differing setting and which parties hold which value.
-func compareSettings(who []string, all [][]setting) error {
-	var diffs []string
-	names := []string{}
-	values := make([]map[string]string, len(all))
-	for i, ss := range all {
-		values[i] = map[string]string{}
-		for _, s := range ss {
-			values[i][s.Name] = s.Value
-			if !slices.Contains(names, s.Name) {
-				names = append(names, s.Name)
-			}
-		}
-	}
-	for _, name := range names {
-		var order []string
-		holders := map[string][]string{}
-		for i := range all {
-			v, ok := values[i][name]
-			if !ok {
-				v = "(not set)"
-			}
-			if _, seen := holders[v]; !seen {
-				order = append(order, v)
-			}
-			holders[v] = append(holders[v], who[i])
-		}
-		if len(order) == 1 {
-			continue
-		}
-		parts := make([]string, len(order))
-		for k, v := range order {
-			parts[k] = fmt.Sprintf("%s on %s", quoteIfEmpty(v), joinParties(holders[v]))
-		}
-		diffs = append(diffs, fmt.Sprintf("%s is %s", name, strings.Join(parts, " but ")))
-	}
-	if len(diffs) == 0 {
-		return nil
-	}
-	return &MismatchError{Diffs: diffs}
-}
-
-// MismatchError says which settings differ between replicas (or between a
-// run and its checkpoint).
-type MismatchError struct{ Diffs []string }
-
-func (e *MismatchError) Error() string { return strings.Join(e.Diffs, "; ") }
-
-func quoteIfEmpty(v string) string {
-	if v == "" {
-		return `""`
-	}
-	return v
-}
-
-// joinParties turns ["rank 0", "rank 2"] into "ranks 0, 2".
-func joinParties(ps []string) string {
-	var ranks []string
-	var other []string
-	for _, p := range ps {
-		if r, ok := strings.CutPrefix(p, "rank "); ok {
-			ranks = append(ranks, r)
-		} else {
-			other = append(other, p)
-		}
-	}
-	var out []string
-	switch len(ranks) {
-	case 0:
-	case 1:
-		out = append(out, "rank "+ranks[0])
-	default:
-		out = append(out, "ranks "+strings.Join(ranks, ", "))
-	}
-	return strings.Join(append(out, other...), " and ")
-}
+func fingerprint(s []setting) string                      { return settings.Fingerprint(s) }
+func settingsJSON(s []setting) string                     { return settings.JSON(s) }
+func compareSettings(who []string, all [][]setting) error { return settings.Compare(who, all) }
 
 // dataDigest identifies the training and test examples a run uses, so that
 // replicas with different copies of the data set are caught at start-up.
 func dataDigest(train, test *data.Images) string {
 	h := sha256.New()
 	for _, im := range []*data.Images{train, test} {
-		fmt.Fprintf(h, "%d×%d×%d\n", im.N, im.Rows, im.Cols)
-		h.Write(im.Pixels)
-		h.Write(im.Labels)
+		im.WriteDigest(h)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -227,7 +123,7 @@ func compareParamHashes(ctx context.Context, g Group, sum [32]byte, what string)
 	}
 	parts := make([]string, len(order))
 	for i, k := range order {
-		parts[i] = fmt.Sprintf("%s %s sha256 %.16s…", joinParties(ranks[k]), haveHas(len(ranks[k])), k)
+		parts[i] = fmt.Sprintf("%s %s sha256 %.16s…", settings.JoinParties(ranks[k]), haveHas(len(ranks[k])), k)
 	}
 	return fmt.Errorf("replicas diverged at %s: %s: their parameters should be bitwise identical (a bug, or memory corruption on a peer)", what, strings.Join(parts, ", "))
 }

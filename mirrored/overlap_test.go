@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -25,7 +26,7 @@ type rangeCounter struct {
 
 func (c rangeCounter) AllReduceSumRange(ctx context.Context, buf []float32, lo, hi int) error {
 	c.n.Add(1)
-	return c.Group.(rangeReducer).AllReduceSumRange(ctx, buf, lo, hi)
+	return c.Group.(replica.RangeReducer).AllReduceSumRange(ctx, buf, lo, hi)
 }
 
 // smallCNN is a Job.NewModel: conv → relu → conv → relu → pool → dense →
@@ -121,12 +122,12 @@ func TestOverlapEmptyBatch(t *testing.T) {
 	run := func(bucket int) [][]float32 {
 		cfg := DefaultConfig()
 		cfg.Optimizer, cfg.GradientBucket = nn.Momentum, bucket
-		return stepCluster(t, 2, 6, 4, ds, func(r int, g Group) replica {
+		return stepCluster(t, 2, 6, 4, ds, func(r int, g Group) replica.Replica {
 			rep, err := newDenseReplica(&cfg, smallCNN, mn.Test, mn.NumClasses(), r, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if bucket > 0 && rep.ov == nil {
+			if bucket > 0 && !rep.Overlaps() {
 				t.Fatal("no buckets planned")
 			}
 			if r == 1 {
@@ -144,7 +145,7 @@ func TestOverlapEmptyBatch(t *testing.T) {
 // emptyOnOddSteps gives its replica an empty batch on odd steps: those
 // that overlap in stepCluster (its even steps measure waiting).
 type emptyOnOddSteps struct {
-	*denseReplica
+	*replica.Dense
 	step *int
 }
 
@@ -154,7 +155,7 @@ func (e emptyOnOddSteps) Gradient(b *data.Batch) (float64, error) {
 	if odd {
 		b = &data.Batch{Dim: b.Dim}
 	}
-	return e.denseReplica.Gradient(b)
+	return e.Dense.Gradient(b)
 }
 
 // TestSplitExchange: the barrier's wait on sampled steps is time, carried
@@ -263,28 +264,5 @@ func TestOverlapElasticLoss(t *testing.T) {
 	}
 	if hashes[4<<10] != hashes[-1] {
 		t.Fatalf("with buckets %s, without %s", hashes[4<<10], hashes[-1])
-	}
-}
-
-func TestMergeBuckets(t *testing.T) {
-	at := func(ms int) time.Time { return time.Unix(0, int64(ms)*int64(time.Millisecond)) }
-	got := mergeBuckets([]bucketSpan{
-		{lo: 900, hi: 1000, start: at(1), end: at(2), early: true},
-		{lo: 500, hi: 900, start: at(2), end: at(5), early: true},
-		{lo: 100, hi: 500, start: at(6), end: at(7)},
-		{lo: 0, hi: 100, start: at(7), end: at(9)},
-	})
-	want := []bucketSpan{{lo: 500, hi: 1000, start: at(1), end: at(5), early: true}, {lo: 0, hi: 500, start: at(6), end: at(9)}}
-	if len(got) != len(want) {
-		t.Fatalf("%+v, want %+v", got, want)
-	}
-	for i := range want {
-		g, w := got[i], want[i]
-		if g.lo != w.lo || g.hi != w.hi || !g.start.Equal(w.start) || !g.end.Equal(w.end) || g.early != w.early {
-			t.Fatalf("span %d: %+v, want %+v", i, g, w)
-		}
-	}
-	if len(mergeBuckets(nil)) != 0 {
-		t.Fatal("spans from no buckets")
 	}
 }

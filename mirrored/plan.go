@@ -5,6 +5,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
@@ -23,7 +24,7 @@ type builder interface {
 // replica, its settings and input, and the description of the run for the
 // Result.
 type plan struct {
-	rep      replica
+	rep      replica.Replica
 	settings []setting
 	shard    int // this replica's training examples
 	// pipeline opens this replica's training input from epoch startEpoch
@@ -60,7 +61,7 @@ type plan struct {
 	// scores it on the whole test set, on this replica alone (a peer may
 	// be gone).
 	evalView []float32
-	evaluate func(ctx context.Context) (metrics, error)
+	evaluate func(ctx context.Context) (replica.Metrics, error)
 	// averageModel: at the end the survivors swap their parameters and
 	// score their average (dense models; sparse replicas never swap D
 	// floats).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/text"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
@@ -54,11 +55,11 @@ func TestDefaultConfigFor(t *testing.T) {
 // test set, split as meshtrain data text-libsvm splits them.
 func spamSlice(t *testing.T, n int) (train, test data.Dataset) {
 	t.Helper()
-	path, err := data.FindSpamAssassin("")
+	path, err := text.FindSpamAssassin("")
 	if err != nil || path == "" {
 		t.Skipf("the SpamAssassin corpus is not cached (%v): meshtrain data text-libsvm --spamassassin --out DIR fetches it", err)
 	}
-	bag := data.BagOfWords{Features: data.DefaultBagFeatures, Values: data.BagBinary}
+	bag := text.BagOfWords{Features: text.DefaultBagFeatures, Values: text.BagBinary}
 	type csr struct {
 		rowPtr  []int
 		indices []int32
@@ -68,13 +69,13 @@ func spamSlice(t *testing.T, n int) (train, test data.Dataset) {
 	sets := [2]csr{{rowPtr: []int{0}}, {rowPtr: []int{0}}}
 	var ex data.Example
 	errEnough := errors.New("enough")
-	err = data.ReadSpamAssassin(context.Background(), path, func(d data.Document) error {
+	err = text.ReadSpamAssassin(context.Background(), path, func(d text.Document) error {
 		if n--; n < 0 {
 			return errEnough
 		}
 		bag.Example(d.Text, d.Label, &ex)
 		s := &sets[0]
-		if data.HeldOut(d.Text, 20) {
+		if text.HeldOut(d.Text, 20) {
 			s = &sets[1]
 		}
 		s.indices, s.values = append(s.indices, ex.Indices...), append(s.values, ex.Values...)
@@ -101,7 +102,7 @@ func TestSparseRecipeOnSpamAssassin(t *testing.T) {
 	run := func(lr float64) Epoch {
 		cfg := DefaultSparseConfig()
 		cfg.LR = lr
-		job := Job{Config: cfg, Sparse: &SparseConfig{Features: data.DefaultBagFeatures, Train: train, Test: test,
+		job := Job{Config: cfg, Sparse: &SparseConfig{Features: text.DefaultBagFeatures, Train: train, Test: test,
 			Optimizer: "adagrad", Exchange: sparse.ExchangeSparse}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -2,10 +2,8 @@ package mirrored
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
@@ -55,65 +53,15 @@ func (j *Job) findCheckpoint(settings []setting, fp string, nparams, nstate int)
 	return ck, path, warnings, nil
 }
 
-// loadCheckpoint (chief only) removes the half-written checkpoints a
-// killed run left in CheckpointDir, then reads Restore if set, else the
-// newest intact checkpoint there, falling back past damaged ones (each a
-// warning); nil if there is none. A damaged Restore is an error: the user
-// named that one. So is a directory of damaged checkpoints only.
+// loadCheckpoint (chief only) is the checkpoint to resume from
+// (checkpoint.Resumable over CheckpointDir and Restore), logging the
+// half-written files it removed.
 func (j *Job) loadCheckpoint() (*checkpoint.Checkpoint, string, []string, error) {
-	if j.CheckpointDir != "" {
-		removed, err := checkpoint.RemoveTemps(j.CheckpointDir)
-		for _, p := range removed {
-			j.logger().Warn("removed a half-written checkpoint left by a killed run", zap.String("path", p))
-		}
-		if err != nil {
-			return nil, "", nil, err
-		}
+	ck, path, warnings, removed, err := checkpoint.Resumable(j.CheckpointDir, j.Restore)
+	for _, p := range removed {
+		j.logger().Warn("removed a half-written checkpoint left by a killed run", zap.String("path", p))
 	}
-	if j.Restore != "" {
-		ck, err := checkpoint.Read(j.Restore)
-		if errors.Is(err, checkpoint.ErrDamaged) {
-			err = fmt.Errorf("%w: it was named by --restore, so no other is used instead: name an intact checkpoint, or leave out --restore to resume from the newest intact one in --checkpoint-dir", err)
-		}
-		if err != nil {
-			return nil, "", nil, err
-		}
-		return ck, j.Restore, unverified(ck, j.Restore), nil
-	}
-	if j.CheckpointDir == "" {
-		return nil, "", nil, nil
-	}
-	all, err := checkpoint.List(j.CheckpointDir)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	var skipped []string
-	for i := len(all) - 1; i >= 0; i-- {
-		ck, err := checkpoint.Read(all[i])
-		if err == nil {
-			for k := range skipped {
-				skipped[k] += "; falling back to " + all[i]
-			}
-			return ck, all[i], append(skipped, unverified(ck, all[i])...), nil
-		}
-		if !errors.Is(err, checkpoint.ErrDamaged) {
-			return nil, "", nil, fmt.Errorf("%w (move it away, or pass --restore with an older checkpoint)", err)
-		}
-		skipped = append(skipped, err.Error())
-	}
-	if len(skipped) > 0 {
-		return nil, "", nil, fmt.Errorf("no intact checkpoint in %s: %s: move them away to start afresh", j.CheckpointDir, strings.Join(skipped, "; "))
-	}
-	return nil, "", nil, nil
-}
-
-// unverified is the warning for a checkpoint from before digests, if ck
-// is one.
-func unverified(ck *checkpoint.Checkpoint, path string) []string {
-	if !ck.Unverified {
-		return nil
-	}
-	return []string{fmt.Sprintf("checkpoint %s: no digest: unverified (format %s, written before meshtrain verified checkpoints)", path, checkpoint.FormatV1)}
+	return ck, path, warnings, err
 }
 
 // extends returns nil when ck differs from this run's settings in the

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -57,13 +57,15 @@ type Job struct {
 	// package nn/keras builds) also states its architecture: its digest
 	// (nn.Architecture.Digest) is one of the settings the replicas compare
 	// and checkpoints must match, and checkpoints record the architecture
-	// itself (metadata "architecture"), so that EvaluateCheckpoint and
+	// itself (metadata "architecture"), so that evaluate.Checkpoint and
 	// meshtrain eval rebuild the model from the checkpoint alone.
 	NewModel func(spec nn.Spec, seed int64, shards int) (nn.Model, error)
 	// Sparse holds sparse logistic regression's settings: set it (Model
 	// SparseModel or empty) to train that model instead of a dense one.
 	Sparse *SparseConfig
-	// Strategy is how the replicas keep in step: Ring (nil) or Gossip.
+	// Strategy is how the replicas keep in step: Ring (nil), Gossip, or
+	// *Elastic, the ring surviving lost peers and admitting restarted ones,
+	// whose Membership forms the Groups (Run's g is then unused: pass nil).
 	Strategy Strategy
 	// Combiner combines a dense model's gradients across the replicas
 	// under the ring (nil: Mean, the all-reduced average in float32). The
@@ -73,10 +75,6 @@ type Job struct {
 	// strategy (experiments and tests). Under Elastic, their ranks are
 	// cluster indices and their steps count every generation's.
 	Faults Faults
-	// Elastic, if set, makes the ring survive lost peers and admit
-	// restarted ones (see Elastic); its Membership forms the Groups, so
-	// Run's g is then unused (pass nil).
-	Elastic *Elastic
 
 	// CheckpointDir, if set, is where the chief writes checkpoints and
 	// where a run looks for one to resume from (the newest). Only the chief
@@ -139,15 +137,6 @@ type Job struct {
 // spent waiting for the slowest replica.
 const WaitSampleEvery = 16
 
-// Summary is one replica's view of a finished run: the run's figures
-// (identical on every replica under the ring) and this peer's own; under
-// gossip also its gossip figures.
-type Summary struct {
-	Run    *Result       `json:"run"`
-	Peer   PeerStats     `json:"peer"`
-	Gossip *GossipReport `json:"gossip,omitempty"`
-}
-
 // Validate reports the first problem with the job's settings (the
 // model's, the strategy's and the Job's own), naming the setting and what
 // would be accepted. Run checks them too, with the faults' ranks against
@@ -204,33 +193,18 @@ func (j *Job) validateJob() error {
 // (the final swap), and a barrier would fail if a peer died.
 func Run(ctx context.Context, job Job, g Group) (*Summary, error) {
 	job.Strategy = job.strategy()
-	if job.Elastic != nil {
-		if err := job.validateElastic(); err != nil {
-			return nil, err
-		}
-		el := *job.Elastic
-		job.Elastic = &el
-		return runElastic(ctx, &job)
-	}
-	// The chief, which alone writes checkpoints, holds the directory for
-	// the run: a second run on it is refused before it loads anything.
-	if g.Rank() == 0 && job.CheckpointDir != "" && job.Strategy.Lockstep() {
-		lock, warning, err := checkpoint.LockDir(job.CheckpointDir)
-		if err != nil {
-			return nil, failStartup(ctx, g, err)
-		}
-		defer lock.Unlock()
-		if warning != "" {
-			job.logger().Warn(warning)
-		}
-	}
-	p, err := job.build(ctx, g)
+	return job.Strategy.run(ctx, &job, g)
+}
+
+// startup builds this replica's plan on g; a failure is told to the
+// others in the handshake they are waiting in, so that they report this
+// rank's problem instead of waiting for it.
+func (j *Job) startup(ctx context.Context, g Group) (*plan, error) {
+	p, err := j.build(ctx, g)
 	if err != nil {
-		// Say why in the handshake the others are waiting in, so that they
-		// report this rank's problem instead of waiting for it.
 		return nil, failStartup(ctx, g, err)
 	}
-	return job.Strategy.run(ctx, &job, g, p)
+	return p, nil
 }
 
 // build checks the settings against the group and builds this replica's
@@ -241,39 +215,41 @@ func (j *Job) build(ctx context.Context, g Group) (*plan, error) {
 		return nil, err
 	}
 	world := g.Size()
-	if j.Elastic != nil {
-		world = j.Elastic.Membership.Size()
+	if el, ok := j.Strategy.(*Elastic); ok {
+		world = el.Membership.Size() // faults name cluster indices
 	}
 	if err := j.Faults.Validate(world); err != nil {
 		return nil, err
 	}
-	if _, ok := g.(*commGroup); !ok && !j.strategy().Lockstep() {
+	if _, ok := replica.Comm(g); !ok && !j.strategy().Lockstep() {
 		return nil, fmt.Errorf("strategy %s on a %T: its replicas talk pairwise, so they need a Group made by NewGroup over a collective.Comm (one replica has nobody to talk to: use the ring)", j.strategy().Name(), g)
 	}
 	p, err := b.build(ctx, g.Rank(), g.Size())
 	if err != nil {
 		return nil, err
 	}
-	p.settings = append(append(p.settings, j.strategy().settings()...), j.Faults.settings()...)
+	p.settings = append(append(p.settings, j.strategy().settings()...), faultSettings(&j.Faults)...)
 	return p, nil
 }
 
-// validateElastic checks an elastic job: the ring, with a Membership.
-func (j *Job) validateElastic() error {
-	el := j.Elastic
+// check checks an elastic job's own settings (Job.Validate: before its
+// Membership is made).
+func (el *Elastic) check(*Job) error {
+	if el.MinWorkers < 0 || el.CommitEvery < 0 {
+		return fmt.Errorf("elastic: --min-workers %d and --commit-every %d: want ≥ 0", el.MinWorkers, el.CommitEvery)
+	}
+	return nil
+}
+
+// checkMembership checks an elastic run against its Membership.
+func (el *Elastic) checkMembership() error {
 	switch {
 	case el.Membership == nil:
 		return errors.New("elastic: no Membership to form the generations over (launch's worker makes one)")
 	case el.MinWorkers > el.Membership.Size():
 		return fmt.Errorf("elastic: --min-workers %d is more than the cluster's %d peers", el.MinWorkers, el.Membership.Size())
-	case el.MinWorkers < 0 || el.CommitEvery < 0:
-		return fmt.Errorf("elastic: --min-workers %d and --commit-every %d: want ≥ 0", el.MinWorkers, el.CommitEvery)
 	}
-	if err := membership.CheckSchedule(el.Schedule, el.Membership.Size(), el.CommitEvery); err != nil {
-		return err
-	}
-	_, err := j.builder()
-	return err
+	return membership.CheckSchedule(el.Schedule, el.Membership.Size(), el.CommitEvery)
 }
 
 // Train runs job as single-worker training: Run on a LocalGroup, with the

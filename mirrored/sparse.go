@@ -14,15 +14,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
 // SparseModel is the --model name of sparse binary logistic regression.
-const SparseModel = "sparse-lr"
+const SparseModel = replica.SparseModel
 
 // Defaults of a sparse run.
 const (
@@ -136,10 +138,8 @@ func (j *sparseBuilder) validate() error {
 	case s.ShuffleBuffer < 0:
 		return fmt.Errorf("shuffle buffer %d: want ≥ 0 (0: the default)", s.ShuffleBuffer)
 	}
-	switch s.Format {
-	case "", "tfrecord", "libsvm":
-	default:
-		return fmt.Errorf("input format %q: want tfrecord or libsvm (or empty: by file extension)", s.Format)
+	if _, err := data.SparseFormat(s.Format, ""); err != nil {
+		return err
 	}
 	for _, ds := range []data.Dataset{s.Train, s.Test} {
 		if ds != nil && ds.Dim() != 0 {
@@ -164,7 +164,7 @@ func (j *sparseBuilder) checkMemory() error {
 		return nil
 	}
 	return fmt.Errorf("--features %d needs about %s for the model alone (%s), more than the %s this process may use (%s): lower --features (%d for Criteo), or run with more memory",
-		j.Sparse.Features, gib(need), strings.Join(parts, ", "), gib(limit), source, data.CriteoFeatures)
+		j.Sparse.Features, gib(need), strings.Join(parts, ", "), gib(limit), source, criteo.Features)
 }
 
 // modelMemory is what the run's arrays of D values take: the weights, the
@@ -208,32 +208,14 @@ func (j *sparseBuilder) optimizerConfig() sparse.OptimizerConfig {
 	return sparse.OptimizerConfig{LR: j.Config.LR, L1: j.Sparse.L1, L2: j.Sparse.L2, Beta: j.Sparse.Beta}
 }
 
-// opener returns the reader for path under the configured format.
-func (j *sparseBuilder) opener(log *zap.Logger) data.Opener {
+// opener returns the reader of the run's files (data.OpenSparse, in the
+// configured format or each file's by its extension).
+func (j *sparseBuilder) opener(log *zap.Logger) (data.Opener, error) {
 	// One Inputs for the run: the count up front, every epoch and every
 	// evaluation read the same files, and a file that changes between
 	// them stops the run naming it.
-	opts := data.SparseOptions{Dim: j.Sparse.Features, ZeroBased: j.Sparse.ZeroBased, SkipCorrupt: j.Sparse.SkipCorrupt,
-		OnSkip: func(err error) { log.Warn("skipped a corrupt record", zap.Error(err)) }, Inputs: data.NewInputs()}
-	tf, svm := data.OpenTFExample(opts), data.OpenLibSVM(opts)
-	format := j.Sparse.Format
-	return func(ctx context.Context, path string) (data.Source, error) {
-		if sparseFormat(format, path) == "libsvm" {
-			return svm(ctx, path)
-		}
-		return tf(ctx, path)
-	}
-}
-
-func sparseFormat(format, path string) string {
-	if format != "" {
-		return format
-	}
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".libsvm", ".svm", ".svmlight", ".txt":
-		return "libsvm"
-	}
-	return "tfrecord"
+	return data.OpenSparse(j.Sparse.Format, data.SparseOptions{Dim: j.Sparse.Features, ZeroBased: j.Sparse.ZeroBased, SkipCorrupt: j.Sparse.SkipCorrupt,
+		OnSkip: func(err error) { log.Warn("skipped a corrupt record", zap.Error(err)) }, Inputs: data.NewInputs()})
 }
 
 // settings lists what every replica must agree on.
@@ -252,7 +234,11 @@ func (j *sparseBuilder) settings(replicas int) ([]setting, error) {
 			if err := CheckInputFile(f); err != nil {
 				return "", err
 			}
-			parts = append(parts, fmt.Sprintf("%s:%d:%s", filepath.Base(f), st.Size(), sparseFormat(s.Format, f)))
+			format, err := data.SparseFormat(s.Format, f)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, fmt.Sprintf("%s:%d:%s", filepath.Base(f), st.Size(), format))
 		}
 		return strings.Join(parts, ","), nil
 	}
@@ -388,16 +374,15 @@ func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, erro
 		maxSteps: sc.MaxSteps,
 		done: func() {
 			if sc.OnWeights != nil {
-				sc.OnWeights(rep.model.W)
+				sc.OnWeights(rep.Weights())
 			}
 		},
 	}
 	st, gossiping := (*Job)(j).strategy().(Gossip)
 	if !gossiping {
-		rep.xch, err = newExchanger(rank, world, sc.Exchange, sc.Gather, sc.Features, log)
-		return p, err
+		return p, rep.UseExchanger(rank, world, sc.Exchange, sc.Gather, sc.Features, log)
 	}
-	rep.mean = true
+	rep.UseMean()
 	p.header = func(steps, _ int) string {
 		return fmt.Sprintf("%s: %d features, %s, %d gossip replica(s) × batch %d, %s peer each %d step(s), changed coordinates only, %d steps per pass over a shard",
 			SparseModel, sc.Features, sc.Optimizer, world, cfg.BatchSize, st.Schedule, st.Every, steps)
@@ -407,15 +392,15 @@ func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, erro
 	// Every replica starts from zero weights, so nothing is broadcast; the
 	// engine shares the model's own weights, and evaluations score a
 	// snapshot of them.
-	if rep.test != nil {
+	if rep.HasTest() {
 		p.evalView = make([]float32, sc.Features)
 	}
-	p.evaluate = func(ctx context.Context) (metrics, error) {
-		if rep.test == nil {
-			return metrics{}, nil
+	p.evaluate = func(ctx context.Context) (replica.Metrics, error) {
+		if !rep.HasTest() {
+			return replica.Metrics{}, nil
 		}
 		m, err := scoreSparse(ctx, sc, &sparse.LogReg{W: p.evalView}, open)
-		return metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, err
+		return replica.Metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, err
 	}
 	return p, nil
 }
@@ -426,7 +411,7 @@ type prepared struct {
 	settings []setting
 	pcfg     data.Config // this replica's training pipeline
 	shard    int         // its training examples
-	rep      *sparseReplica
+	rep      *replica.Sparse
 }
 
 // prepare reads what a sparse run needs before its handshake: the
@@ -435,8 +420,11 @@ type prepared struct {
 // before the first epoch, not after it), and builds the replica.
 func (j *sparseBuilder) prepare(ctx context.Context, rank, world int, log *zap.Logger) (*prepared, error) {
 	sc := j.Sparse
-	pr := &prepared{open: j.opener(log.Named("data"))}
-	var err error
+	open, err := j.opener(log.Named("data"))
+	if err != nil {
+		return nil, err
+	}
+	pr := &prepared{open: open}
 	if pr.settings, err = j.settings(world); err != nil {
 		return nil, err
 	}
@@ -454,7 +442,7 @@ func (j *sparseBuilder) prepare(ctx context.Context, rank, world int, log *zap.L
 
 // newReplica builds the model (zero weights), its optimizer and the test
 // set's reader.
-func (j *sparseBuilder) newReplica(open data.Opener) (*sparseReplica, error) {
+func (j *sparseBuilder) newReplica(open data.Opener) (*replica.Sparse, error) {
 	sc := j.Sparse
 	model, err := sparse.NewLogReg(sc.Features)
 	if err != nil {
@@ -464,16 +452,17 @@ func (j *sparseBuilder) newReplica(open data.Opener) (*sparseReplica, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &sparseReplica{model: model, opt: opt, state: opt.State()}
+	var test func(ctx context.Context, rank, world int) (*data.Pipeline, error)
 	if sc.Test != nil || len(sc.TestFiles) > 0 {
-		rep.test = func(ctx context.Context, cfg data.Config) (*data.Pipeline, error) {
+		test = func(ctx context.Context, rank, world int) (*data.Pipeline, error) {
+			cfg := sparseTestConfig(rank, world)
 			if sc.Test != nil {
 				cfg.Policy = data.ShardData
 			}
 			return sparsePipeline(ctx, sc.Test, sc.TestFiles, open, cfg)
 		}
 	}
-	return rep, nil
+	return replica.NewSparse(model, opt, test), nil
 }
 
 // schedule is the (constant) learning rate: the sparse optimizers adapt

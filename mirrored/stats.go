@@ -6,65 +6,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 )
-
-// PeerStats are one replica's own figures: what users of TensorFlow's
-// MultiWorkerMirroredStrategy gathered with dstat, top and iftop.
-type PeerStats struct {
-	Rank     int `json:"rank"`
-	Steps    int `json:"steps"`    // steps this process ran (after any resume)
-	Examples int `json:"examples"` // training examples this process computed on
-	// ExamplesPerSec is Examples over this process's training time.
-	ExamplesPerSec float64 `json:"peer_examples_per_sec"`
-	TestAccuracy   float64 `json:"test_accuracy"`
-	// BytesSent and BytesReceived count collective frames (headers and
-	// payloads) as the transport saw them, 0 if it does not count.
-	BytesSent     int64 `json:"bytes_sent"`
-	BytesReceived int64 `json:"bytes_received"`
-	// Links splits them per link (peer rank), where known.
-	Links []collective.LinkTraffic `json:"links,omitempty"`
-	// Left says that this peer left an elastic run before its end (the
-	// membership schedule), and when.
-	Left string `json:"left,omitempty"`
-	// CPUSeconds (user + system) and PeakRSSBytes are the process's, from
-	// getrusage: with several replicas in one process they are shared.
-	CPUSeconds   float64 `json:"cpu_seconds"`
-	PeakRSSBytes int64   `json:"peak_rss_bytes"`
-	// The training steps' time, split: computing (input excluded:
-	// forward, backward, update), communicating (the gradient all-reduce
-	// and the hash checks) and waiting (for the input pipeline and, with
-	// MeasureWait, for the slowest replica: estimated from sampled steps,
-	// see Job.MeasureWait).
-	ComputeSeconds float64 `json:"compute_seconds"`
-	CommSeconds    float64 `json:"comm_seconds"`
-	WaitSeconds    float64 `json:"wait_seconds"`
-	ComputeShare   float64 `json:"compute_share"`
-	CommShare      float64 `json:"comm_share"`
-	WaitShare      float64 `json:"wait_share"`
-	// InputSeconds is the part of WaitSeconds spent waiting for the input
-	// pipeline's next batch (the rest is waiting for slower peers).
-	InputSeconds float64 `json:"input_seconds"`
-	// EvalSeconds and CheckpointSeconds are spent outside the steps.
-	EvalSeconds       float64 `json:"eval_seconds"`
-	CheckpointSeconds float64 `json:"checkpoint_seconds"`
-	ParamsSHA256      string  `json:"params_sha256"`
-	// Host is the machine's name and Cores its logical CPUs (to tell
-	// peers that shared a machine's cores).
-	Host  string `json:"host,omitempty"`
-	Cores int    `json:"cores,omitempty"`
-	// PID is the process (replicas in one process share its CPUSeconds).
-	PID int `json:"pid,omitempty"`
-	// Resources is the process's resource use over the run, from the
-	// Job's ResourceSampler (observe.Resources: one sample a second,
-	// merged in pairs past observe.MaxResourceSamples).
-	Resources []ResourceSample `json:"resources,omitempty"`
-	// ResumedFrom is the checkpoint the run continued from (on the chief;
-	// "rank 0's checkpoint" elsewhere) and ResumedStep its step.
-	ResumedFrom string `json:"resumed_from,omitempty"`
-	ResumedStep int    `json:"resumed_step,omitempty"`
-}
 
 // syncTimes adds up where a synchronous run's time went.
 type syncTimes struct {
@@ -96,7 +39,7 @@ func (s *syncTimes) step(c stepClock, sample bool) {
 // communicating and waiting (splitExchange).
 func (s *syncTimes) finish(p *PeerStats, counted any) {
 	comm, wait := splitExchange(s.phase, s.unsampled, s.sampledWait, s.sampledPhase, s.sampled)
-	p.finish(counted, s.compute, s.comm+comm, s.wait+wait)
+	finishPeer(p, counted, s.compute, s.comm+comm, s.wait+wait)
 	p.InputSeconds = s.input.Seconds()
 }
 
@@ -117,11 +60,11 @@ func splitExchange(phase time.Duration, unsampled int, sampledWait, sampledPhase
 	return phase + sampledPhase - wait, wait
 }
 
-// finish fills the end-of-run figures every strategy reports: the bytes
+// finishPeer fills the end-of-run figures every strategy reports: the bytes
 // moved (when counted implements Traffic), the process's CPU time and peak
 // memory, the split of step time and the throughput over it (Examples
 // must be set).
-func (p *PeerStats) finish(counted any, compute, comm, wait time.Duration) {
+func finishPeer(p *PeerStats, counted any, compute, comm, wait time.Duration) {
 	if tr, ok := counted.(Traffic); ok {
 		p.BytesSent, p.BytesReceived = tr.Traffic()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/sparse"
 )
@@ -27,7 +28,7 @@ func batchOf(ds data.Dataset, lo, hi int) *data.Batch {
 // n replicas of an in-memory group, replica r on the r-th contiguous part
 // of each global batch, and returns the replicas' parameters. build makes
 // replica r's Replica (on its Group).
-func stepCluster(t *testing.T, n, steps, batch int, ds data.Dataset, build func(r int, g Group) replica) [][]float32 {
+func stepCluster(t *testing.T, n, steps, batch int, ds data.Dataset, build func(r int, g Group) replica.Replica) [][]float32 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -95,8 +96,8 @@ func TestStepShardedEqualsWhole(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Model, cfg.Optimizer = model, nn.Momentum
 			ds := mn.Train.Dataset()
-			build := func(world int) func(r int, g Group) replica {
-				return func(r int, g Group) replica {
+			build := func(world int) func(r int, g Group) replica.Replica {
+				return func(r int, g Group) replica.Replica {
 					rep, err := newDenseReplica(&cfg, nil, mn.Test, mn.NumClasses(), r, world)
 					if err != nil {
 						t.Fatal(err)
@@ -120,12 +121,12 @@ func TestStepShardedEqualsWhole(t *testing.T) {
 		const dim = 300
 		ds := sparseSet(t, 4, 200, dim, 5)
 		job := sparseTestJob(ds, nil, dim, batch, 1, "adagrad", sparse.ExchangeSparse)
-		build := func(r int, g Group) replica {
+		build := func(r int, g Group) replica.Replica {
 			rep, err := (*sparseBuilder)(&job).newReplica(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.xch, err = newExchanger(g.Rank(), g.Size(), sparse.ExchangeSparse, GatherDirect, dim, nil); err != nil {
+			if err := rep.UseExchanger(g.Rank(), g.Size(), sparse.ExchangeSparse, GatherDirect, dim, nil); err != nil {
 				t.Fatal(err)
 			}
 			return rep

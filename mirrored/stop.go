@@ -17,39 +17,6 @@ import (
 // votes a step costs nothing more.
 const StopVoteEvery = 8
 
-// EarlyStop says why and where a run stopped before its end: Ranks were
-// asked to stop (Job.Stop closed: SIGTERM in a pod), every replica stopped
-// after Step, and the chief wrote Checkpoint there ("" without a
-// Job.CheckpointDir).
-//
-// In a gossip run (Gossip) the request spreads with the averages instead
-// of a vote: each replica stops at its own next step (Step is this
-// replica's local steps), Ranks holds the lowest rank asked, and there is
-// no checkpoint.
-type EarlyStop struct {
-	Step       int    `json:"step"`
-	Ranks      []int  `json:"ranks"`
-	Checkpoint string `json:"checkpoint,omitempty"`
-	Gossip     bool   `json:"gossip,omitempty"`
-}
-
-// String names the ranks asked to stop and where every replica stopped.
-func (s *EarlyStop) String() string {
-	ranks := make([]string, len(s.Ranks))
-	for i, r := range s.Ranks {
-		ranks[i] = fmt.Sprint(r)
-	}
-	who := "rank " + strings.Join(ranks, ", rank ")
-	if s.Gossip {
-		return fmt.Sprintf("%s asked to stop (SIGTERM): every gossip replica stopped at its next step and swapped its final parameters (this one after %d local steps); gossip keeps no checkpoint: a restart begins afresh", who, s.Step)
-	}
-	where := "no checkpoint (no --checkpoint-dir): a restart begins afresh"
-	if s.Checkpoint != "" {
-		where = "the chief wrote " + s.Checkpoint + ": a restart resumes there"
-	}
-	return fmt.Sprintf("%s asked to stop (SIGTERM): every peer stopped after step %d; %s", who, s.Step, where)
-}
-
 // voteStop (a run with Job.Stop, every StopVoteEvery steps) all-reduces
 // which replicas were asked to stop; a non-empty result stops them all
 // at this step.

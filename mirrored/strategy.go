@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
 )
 
@@ -23,8 +24,8 @@ var Strategies = []string{StrategyRing, StrategyGossip}
 // Strategy is how the replicas keep in step: a value handed to Run in
 // Job.Strategy (nil is Ring), whose methods hold everything that differs
 // between strategies, so that a new one is one type in one file of this
-// package rather than a branch in every loop. Ring and Gossip are the two
-// there are; an elastic ring is the Ring with Job.Elastic set.
+// package rather than a branch in every loop: Ring, Gossip, and *Elastic
+// (the ring, surviving lost peers and taking restarted ones back).
 type Strategy interface {
 	// Name is the strategy's name (StrategyRing, StrategyGossip).
 	Name() string
@@ -41,13 +42,14 @@ type Strategy interface {
 	filled() Strategy
 	// settings are the strategy's settings every replica must share.
 	settings() []setting
-	// run trains the built plan on g.
-	run(ctx context.Context, job *Job, g Group, p *plan) (*Summary, error)
+	// run trains job as replica g.Rank() of g.Size() (see Run).
+	run(ctx context.Context, job *Job, g Group) (*Summary, error)
 }
 
 var (
 	_ Strategy = Ring{}
 	_ Strategy = Gossip{}
+	_ Strategy = (*Elastic)(nil)
 )
 
 // NewStrategy returns the strategy called name ("" is the ring), with
@@ -69,6 +71,12 @@ func IsGossip(s Strategy) bool {
 	return ok
 }
 
+// ElasticOf is s as an elastic ring, or nil.
+func ElasticOf(s Strategy) *Elastic {
+	e, _ := s.(*Elastic)
+	return e
+}
+
 // strategy is the Job's Strategy with its defaults filled in.
 func (j *Job) strategy() Strategy {
 	if j.Strategy == nil {
@@ -88,7 +96,23 @@ func (Ring) Lockstep() bool      { return true }
 func (Ring) check(*Job) error    { return nil }
 func (r Ring) filled() Strategy  { return r }
 func (Ring) settings() []setting { return nil } // its checkpoints predate the strategy setting
-func (Ring) run(ctx context.Context, job *Job, g Group, p *plan) (*Summary, error) {
+func (Ring) run(ctx context.Context, job *Job, g Group) (*Summary, error) {
+	// The chief, which alone writes checkpoints, holds the directory for
+	// the run: a second run on it is refused before it loads anything.
+	if g.Rank() == 0 && job.CheckpointDir != "" {
+		lock, warning, err := checkpoint.LockDir(job.CheckpointDir)
+		if err != nil {
+			return nil, failStartup(ctx, g, err)
+		}
+		defer lock.Unlock()
+		if warning != "" {
+			job.logger().Warn(warning)
+		}
+	}
+	p, err := job.startup(ctx, g)
+	if err != nil {
+		return nil, err
+	}
 	return runSync(ctx, job, g, p)
 }
 
@@ -152,7 +176,11 @@ type Gossip struct {
 func (Gossip) Name() string   { return StrategyGossip }
 func (Gossip) Lockstep() bool { return false }
 
-func (g Gossip) run(ctx context.Context, job *Job, grp Group, p *plan) (*Summary, error) {
+func (g Gossip) run(ctx context.Context, job *Job, grp Group) (*Summary, error) {
+	p, err := job.startup(ctx, grp)
+	if err != nil {
+		return nil, err
+	}
 	return runAsync(ctx, job, grp, p, g)
 }
 
@@ -204,8 +232,6 @@ func (g Gossip) check(j *Job) error {
 		return ErrGossipCheckpoint
 	case j.Combiner != nil:
 		return fmt.Errorf("combiner %s: it combines gradients under the ring; gossip averages parameters instead: leave it unset", j.Combiner.Name())
-	case j.Elastic != nil:
-		return errors.New("elastic with strategy gossip: gossip already goes on without a lost replica (--tolerate-loss); elastic is for the ring")
 	case s != nil && s.Optimizer == "ftrl":
 		return errors.New("gossip with --optimizer ftrl: FTRL derives each weight from its own accumulators, which would undo every average: use adagrad or sgd")
 	case s != nil && s.Optimizer == "sgd" && s.L2 > 0:

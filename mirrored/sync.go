@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
@@ -218,7 +219,7 @@ type stepClock [6]time.Time
 // called at each Point (at may be nil). It records the times from clk[2]
 // on (clk may be nil). A non-finite loss stops it before the exchange
 // with a *NonFiniteError (Epoch and Step for the caller to fill).
-func syncStep(ctx context.Context, rep replica, g Group, b *data.Batch, global int, lr float64, barrier bool, clk *stepClock, at func(Point) error) (float64, error) {
+func syncStep(ctx context.Context, rep replica.Replica, g Group, b *data.Batch, global int, lr float64, barrier bool, clk *stepClock, at func(Point) error) (float64, error) {
 	if clk == nil {
 		clk = new(stepClock)
 	}
@@ -229,8 +230,8 @@ func syncStep(ctx context.Context, rep replica, g Group, b *data.Batch, global i
 	// The gradient's last buckets are exchanged while the first layers'
 	// are computed, except on the steps that measure waiting: their
 	// barrier must come before any exchange.
-	if ov, ok := rep.(overlapper); ok && !barrier && ov.startOverlap(ctx, g) {
-		defer ov.abortOverlap() // a step that ends before Combine: wait for what it started
+	if ov, ok := rep.(replica.Overlapper); ok && !barrier && ov.StartOverlap(ctx, g) {
+		defer ov.AbortOverlap() // a step that ends before Combine: wait for what it started
 	}
 	loss, err := rep.Gradient(b)
 	if err != nil {
@@ -271,7 +272,7 @@ type epochSums struct {
 
 // trainCorrect is the count of correct examples in the last step's batch,
 // if rep counts them.
-func trainCorrect(rep replica) (int, bool) {
+func trainCorrect(rep replica.Replica) (int, bool) {
 	if tc, ok := rep.(interface{ TrainCorrect() (int, bool) }); ok {
 		return tc.TrainCorrect()
 	}
@@ -349,13 +350,13 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 		}
 		tl.Add(timeline.Combine, "", l.global, clk[3], clk[4])
 		tl.Add(timeline.Update, "", l.global, clk[4], clk[5])
-		if ov, ok := rep.(overlapper); ok {
-			for _, b := range mergeBuckets(ov.buckets()) {
+		if ov, ok := rep.(replica.Overlapper); ok {
+			for _, b := range replica.MergeBuckets(ov.Buckets()) {
 				when := "after the backward pass"
-				if b.early {
+				if b.Early {
 					when = "during the backward pass"
 				}
-				tl.Add(timeline.Buckets, fmt.Sprintf("all-reduce of gradient [%d,%d) %s", b.lo, b.hi, when), l.global, b.start, b.end)
+				tl.Add(timeline.Buckets, fmt.Sprintf("all-reduce of gradient [%d,%d) %s", b.Lo, b.Hi, when), l.global, b.Start, b.End)
 			}
 		}
 	}
@@ -442,8 +443,8 @@ func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elaps
 	l.res.EpochResults = append(l.res.EpochResults, ep)
 	markAccuracy(l.res, ep)
 	info := ""
-	if in, ok := rep.(interface{ epochInfo() string }); ok {
-		info = in.epochInfo()
+	if in, ok := rep.(replica.EpochInformer); ok {
+		info = in.EpochInfo()
 	}
 	if err := l.obs.emit(Event{Kind: EventEpoch, Step: l.global, Steps: l.total, Epoch: &ep, Info: info}); err != nil {
 		return false, err
@@ -490,12 +491,8 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 // checkpointTemplate is what every checkpoint of this run says besides
 // its state and position.
 func (l *syncLoop) checkpointTemplate() *checkpoint.Checkpoint {
-	var mean, std float64
-	if l.job.Sparse == nil { // the images' pixels, as the input pipeline normalised them
-		mean, std = data.MNISTMean, data.MNISTStd
-	}
 	return &checkpoint.Checkpoint{Model: l.res.Model, Layout: l.run.rep.Layout(), Seed: l.job.Seed, Fingerprint: l.fp,
-		Config: settingsJSON(l.run.settings), Version: Version(), InputMean: mean, InputStd: std}
+		Config: settingsJSON(l.run.settings), Version: Version()}
 }
 
 // checkHashes compares this replica's hash (paramsSum; every HashEvery
@@ -521,8 +518,8 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 			return nil, err
 		}
 	}
-	if b, ok := rep.(buffered); ok && len(b.buffersOf()) > 0 {
-		bsum := paramsSum(b.buffersOf())
+	if b, ok := rep.(replica.Buffered); ok && len(b.Buffers()) > 0 {
+		bsum := paramsSum(b.Buffers())
 		if l.world > 1 {
 			if err := l.checkHashes(ctx, bsum, "the end (the model's buffers)"); err != nil {
 				return nil, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
@@ -29,7 +30,7 @@ type batch struct {
 // (seed 1): 27 one-hot features per example over D = 33,762,578.
 func criteoBatches(b *testing.B) []batch {
 	benchOnce.Do(func() {
-		g, err := data.NewCriteoGenerator(1, 0, 0)
+		g, err := criteo.NewGenerator(1, 0, 0)
 		if err != nil {
 			panic(err)
 		}
@@ -54,11 +55,11 @@ func BenchmarkSparseLRStep(b *testing.B) {
 	batches := criteoBatches(b)
 	for _, name := range []string{"sgd", "adagrad", "ftrl"} {
 		b.Run(name, func(b *testing.B) {
-			m, err := sparse.NewLogReg(data.CriteoFeatures)
+			m, err := sparse.NewLogReg(criteo.Features)
 			if err != nil {
 				b.Fatal(err)
 			}
-			o, err := sparse.NewOptimizer(name, data.CriteoFeatures, sparse.OptimizerConfig{LR: 0.1, L2: 1e-6})
+			o, err := sparse.NewOptimizer(name, criteo.Features, sparse.OptimizerConfig{LR: 0.1, L2: 1e-6})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -103,7 +104,7 @@ func BenchmarkExchangeMerge(b *testing.B) {
 	batches := criteoBatches(b)
 	for _, n := range []int{2, 4} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			m, _ := sparse.NewLogReg(data.CriteoFeatures)
+			m, _ := sparse.NewLogReg(criteo.Features)
 			parts := make([]sparse.Vector, n)
 			var nnz int
 			for p := range parts {
@@ -117,7 +118,7 @@ func BenchmarkExchangeMerge(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if err := c.MergeGradients(&g, parts, data.CriteoFeatures, n*benchBatch); err != nil {
+				if err := c.MergeGradients(&g, parts, criteo.Features, n*benchBatch); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -131,7 +132,7 @@ func BenchmarkExchangeMerge(b *testing.B) {
 // bytes per (index, value) pair against the raw 8.
 func BenchmarkWire(b *testing.B) {
 	batches := criteoBatches(b)
-	m, _ := sparse.NewLogReg(data.CriteoFeatures)
+	m, _ := sparse.NewLogReg(criteo.Features)
 	var total, pairs int
 	var g sparse.Vector
 	for i := range 100 {
@@ -154,7 +155,7 @@ func BenchmarkWire(b *testing.B) {
 		var v sparse.Vector
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if err := sparse.DecodeVector(&v, buf, data.CriteoFeatures); err != nil {
+			if err := sparse.DecodeVector(&v, buf, criteo.Features); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -177,11 +178,11 @@ func BenchmarkUpdateMerged(b *testing.B) {
 	for _, name := range []string{"sgd", "adagrad", "ftrl"} {
 		b.Run(name+"/N=4", func(b *testing.B) {
 			const n = 4
-			m, err := sparse.NewLogReg(data.CriteoFeatures)
+			m, err := sparse.NewLogReg(criteo.Features)
 			if err != nil {
 				b.Fatal(err)
 			}
-			o, err := sparse.NewOptimizer(name, data.CriteoFeatures, sparse.OptimizerConfig{LR: 0.1, L2: 1e-6})
+			o, err := sparse.NewOptimizer(name, criteo.Features, sparse.OptimizerConfig{LR: 0.1, L2: 1e-6})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -201,7 +202,7 @@ func BenchmarkUpdateMerged(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if err := c.MergeGradients(&merged[s], parts, data.CriteoFeatures, n*benchBatch); err != nil {
+				if err := c.MergeGradients(&merged[s], parts, criteo.Features, n*benchBatch); err != nil {
 					b.Fatal(err)
 				}
 				nnz += merged[s].Len()
@@ -231,7 +232,7 @@ func BenchmarkUpdateMerged(b *testing.B) {
 func BenchmarkDenseOverhead(b *testing.B) {
 	batches := criteoBatches(b)
 	for _, n := range []int{2, 4} {
-		m, _ := sparse.NewLogReg(data.CriteoFeatures)
+		m, _ := sparse.NewLogReg(criteo.Features)
 		parts := make([]sparse.Vector, n)
 		for p := range parts {
 			if _, err := m.GradientSum(batches[p].x, batches[p].labels, &parts[p]); err != nil {
@@ -240,7 +241,7 @@ func BenchmarkDenseOverhead(b *testing.B) {
 		}
 		for _, way := range []string{"before", "drain"} {
 			b.Run(fmt.Sprintf("N=%d/%s", n, way), func(b *testing.B) {
-				buf := make([]float32, data.CriteoFeatures)
+				buf := make([]float32, criteo.Features)
 				for i := 0; i < len(buf); i += 1024 {
 					buf[i] = 0 // fault the pages in, as a long run has
 				}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 )
@@ -24,7 +24,7 @@ func init() {
 			"step time into compute, communication and waiting for input.",
 		Flags: append(benchClusterFlags(0)[1:], // --peers instead of -n
 			&cli.StringFlag{Name: "peers", Value: "2,4", Usage: "comma-separated cluster sizes to time (without --tf-config)"},
-			&cli.IntFlag{Name: "features", Value: data.CriteoFeatures, Usage: "number of features D (below the Criteo width, generated indices are folded modulo D)"},
+			&cli.IntFlag{Name: "features", Value: criteo.Features, Usage: "number of features D (below the Criteo width, generated indices are folded modulo D)"},
 			&cli.IntFlag{Name: "batch", Value: 100, Usage: "examples per peer per step"},
 			&cli.IntFlag{Name: "examples", Value: 50_000, Usage: "distinct generated examples per peer"},
 			&cli.IntFlag{Name: "steps", Value: 5000, Usage: "timed steps with the sparse exchange, per cluster size"},

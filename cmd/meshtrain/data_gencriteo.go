@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 )
 
 func init() {
@@ -19,7 +19,7 @@ func init() {
 			"cardinalities, Zipf-distributed values, labels drawn from a logistic model with hashed weights and\n"+
 			"a bias calibrated to %.1f%% clicks. %s next to the data records the Bayes-optimal accuracy,\n"+
 			"log-loss and AUC on the test file, and is printed on stdout. Same seed, same bytes.",
-			data.CriteoFeatures, 100*data.CriteoPositiveRate, data.CriteoInfoFile),
+			criteo.Features, 100*criteo.PositiveRate, criteo.InfoFile),
 		CustomHelpTemplate: withExample("meshtrain data gen-criteo --examples 110000 --files 11 --out criteo/"),
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "examples", Value: 1_100_000, Usage: "examples over all files"},
@@ -27,8 +27,8 @@ func init() {
 			&cli.StringFlag{Name: "out", Required: true, Usage: "output directory (created if missing)"},
 			&cli.StringFlag{Name: "format", Value: "tfrecord", Usage: "tfrecord (tf.train.Example with label/index/value) | libsvm (1-based)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed; everything generated is a function of it"},
-			&cli.Float64Flag{Name: "zipf", Value: data.DefaultCriteoZipf, Usage: "Zipf exponent of the per-field value frequencies (> 1)"},
-			&cli.Float64Flag{Name: "weight-std", Value: data.DefaultCriteoWeightStd, Usage: "spread of the ground-truth weights (larger: an easier problem)"},
+			&cli.Float64Flag{Name: "zipf", Value: criteo.DefaultZipf, Usage: "Zipf exponent of the per-field value frequencies (> 1)"},
+			&cli.Float64Flag{Name: "weight-std", Value: criteo.DefaultWeightStd, Usage: "spread of the ground-truth weights (larger: an easier problem)"},
 			&cli.IntFlag{Name: "workers", Usage: "files generated at once (0: one per core)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -38,7 +38,7 @@ func init() {
 			if err := checkOutputs(c, output{name: "out", dir: true}); err != nil {
 				return fmt.Errorf("gen-criteo: %w", err)
 			}
-			info, err := data.GenerateCriteo(c.Context, data.CriteoConfig{
+			info, err := criteo.Generate(c.Context, criteo.Config{
 				Out: c.String("out"), Examples: c.Int("examples"), Files: c.Int("files"), Format: c.String("format"),
 				Seed: c.Uint64("seed"), Zipf: c.Float64("zipf"), WeightStd: c.Float64("weight-std"),
 				Workers: c.Int("workers"), Logger: logger(c, "gen-criteo"),

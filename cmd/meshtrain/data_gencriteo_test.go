@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 )
 
 func TestDataGenCriteo(t *testing.T) {
@@ -17,11 +17,11 @@ func TestDataGenCriteo(t *testing.T) {
 	if err := newApp().RunContext(context.Background(), args); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, data.CriteoInfoFile))
+	b, err := os.ReadFile(filepath.Join(dir, criteo.InfoFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info data.CriteoInfo
+	var info criteo.Info
 	if err := json.Unmarshal(b, &info); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/text"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
 
@@ -46,16 +46,16 @@ func TestDataTextLibSVM(t *testing.T) {
 	if err := newApp().RunContext(context.Background(), args); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(out, data.TextInfoFile))
+	b, err := os.ReadFile(filepath.Join(out, text.InfoFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info data.TextInfo
+	var info text.Info
 	if err := json.Unmarshal(b, &info); err != nil {
 		t.Fatal(err)
 	}
 	if info.TrainExamples+info.TestExamples != 80 || info.TrainPositives+info.TestPositives != 40 || info.Features != 4096 || info.Values != "log" || info.TestExamples == 0 {
-		t.Fatalf("%s: %+v", data.TextInfoFile, info)
+		t.Fatalf("%s: %+v", text.InfoFile, info)
 	}
 	for _, tc := range []struct {
 		lr   []string
@@ -63,7 +63,7 @@ func TestDataTextLibSVM(t *testing.T) {
 	}{{nil, mirrored.DefaultSparseConfig().LR}, {[]string{"--lr", "0.7"}, 0.7}} {
 		sum := filepath.Join(t.TempDir(), "summary.json")
 		args := append([]string{"meshtrain", "--log-level", "error", "train", "--model", "sparse-lr", "--features", "4096", "--epochs", "2", "--batch", "8",
-			"--train-files", filepath.Join(out, data.TextTrainFile), "--test-files", filepath.Join(out, data.TextTestFile), "--summary", sum}, tc.lr...)
+			"--train-files", filepath.Join(out, text.TrainFile), "--test-files", filepath.Join(out, text.TestFile), "--summary", sum}, tc.lr...)
 		if err := newApp().RunContext(context.Background(), args); err != nil {
 			t.Fatal(err)
 		}

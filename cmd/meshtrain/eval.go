@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/urfave/cli/v2"
-
-	"github.com/meshtrain/meshtrain/mirrored"
 )
 
 func init() {
@@ -32,7 +31,7 @@ func init() {
 			if c.String("checkpoint") == "" {
 				return usageError{errors.New("eval needs --checkpoint FILE: a ckpt-*.safetensors written by meshtrain worker or launch --checkpoint-dir")}
 			}
-			cfg := mirrored.EvalConfig{
+			cfg := evaluate.Config{
 				Checkpoint: c.String("checkpoint"), DataDir: c.String("data-dir"), AllowUnverified: c.Bool("allow-unverified"),
 				TestExamples: c.Int("test-examples"), Logger: logger(c, "eval"),
 			}
@@ -43,7 +42,7 @@ func init() {
 			if m != nil {
 				cfg.Architecture = &m.Arch
 			}
-			res, err := mirrored.EvaluateCheckpoint(c.Context, cfg)
+			res, err := evaluate.Checkpoint(c.Context, cfg)
 			if err != nil {
 				return fmt.Errorf("eval: %w", err)
 			}

@@ -71,7 +71,7 @@ func restarted() int {
 // that left the run has no final parameters to compare.
 func replayVerdict(c *cli.Context, wc launch.WorkerConfig, sum *mirrored.Summary) {
 	path := c.String("membership-schedule")
-	if wc.Job.Elastic == nil || path == "" || sum == nil || sum.Run == nil || sum.Peer.Left != "" {
+	if mirrored.ElasticOf(wc.Job.Strategy) == nil || path == "" || sum == nil || sum.Run == nil || sum.Peer.Left != "" {
 		return
 	}
 	b, err := inputfile.ReadFileMax(path, membership.MaxScheduleBytes)

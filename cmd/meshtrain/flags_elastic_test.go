@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/mirrored/membership"
@@ -56,8 +57,8 @@ func TestElasticFlags(t *testing.T) {
 		var changes int
 		cmd.Action = func(c *cli.Context) error {
 			job, _, err := jobFromFlags(c, 3)
-			if job.Elastic != nil {
-				changes = len(job.Elastic.Schedule)
+			if el := mirrored.ElasticOf(job.Strategy); el != nil {
+				changes = len(el.Schedule)
 			}
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/sparse"
@@ -19,7 +19,7 @@ import (
 // --measure-wait and --target-accuracy apply too.
 func sparseFlags() []cli.Flag {
 	return inCategory(catSparse,
-		&cli.IntFlag{Name: "features", Value: data.CriteoFeatures, Usage: "sparse-lr: number of features D (indices must be in [0, D))"},
+		&cli.IntFlag{Name: "features", Value: criteo.Features, Usage: "sparse-lr: number of features D (indices must be in [0, D))"},
 		&cli.StringFlag{Name: "train-files", Usage: "sparse-lr: training files, comma-separated; glob patterns are expanded"},
 		&cli.StringFlag{Name: "test-files", Usage: "sparse-lr: held-out files evaluated after every epoch (accuracy, log-loss, AUC)"},
 		&cli.StringFlag{Name: "input-format", Usage: "sparse-lr: tfrecord | libsvm (default: by extension, .libsvm/.svm/.svmlight/.txt are libsvm)"},

@@ -70,9 +70,10 @@ func init() {
 				return fmt.Errorf("launch: %w", err)
 			}
 			warnIgnored(c) // once here: the workers launched with --events do not repeat it
-			if job.Sparse == nil {
+			if job.Sparse == nil && job.Data == "" {
 				// Find or fetch MNIST once, showing the fetch's bytes, before
-				// the workers look for it (they then find it).
+				// the workers look for it (they then find it): it is the
+				// image set when none is named.
 				if _, err := data.EnsureMNIST(c.Context, data.MNISTOptions{Dir: job.DataDir, AllowUnverified: job.AllowUnverified,
 					Logger: logger(c, "data"), Progress: screen.Stdout()}); err != nil {
 					return fmt.Errorf("launch: %w", err)
@@ -102,7 +103,7 @@ func init() {
 				QUIC: c.String("security") == string(p2p.SecurityQUIC), RunDir: c.String("run-dir"),
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second,
 				Gossip:    mirrored.IsGossip(job.Strategy), TolerateLoss: c.Bool("tolerate-loss"),
-				Elastic: job.Elastic != nil, MaxRestarts: c.Int("max-restarts"),
+				Elastic: mirrored.ElasticOf(job.Strategy) != nil, MaxRestarts: c.Int("max-restarts"),
 				Stdout: screen.Stdout(), Stderr: screen.Stderr(), LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
 				Info: report.RunInfo{Strategy: job.Strategy.Name(), Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
 			})

@@ -45,7 +45,7 @@ func checkMemory(c *cli.Context, job mirrored.Job, file *keras.Model, perHost in
 	cfg := job.Config
 	f, err := arch.Footprint(nn.MemoryPlan{
 		Batch: cfg.BatchSize, Shards: cfg.Shards, OptimizerCopies: nn.OptimizerCopies(cfg.Optimizer, cfg.Momentum),
-		Exchange: perHost > 1 || c.Command.Name == "worker", Commits: job.Elastic != nil,
+		Exchange: perHost > 1 || c.Command.Name == "worker", Commits: mirrored.ElasticOf(job.Strategy) != nil,
 		Checkpoints: job.CheckpointDir != "" || job.Restore != "",
 	})
 	if err != nil {

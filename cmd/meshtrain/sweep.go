@@ -71,10 +71,13 @@ func init() {
 				}
 			}
 			// Find or fetch MNIST once, showing the fetch's bytes, before
-			// the workers look for it (they then find it).
-			if _, err := data.EnsureMNIST(c.Context, data.MNISTOptions{Dir: cfg.Job.DataDir, AllowUnverified: cfg.Job.AllowUnverified,
-				Logger: logger(c, "data"), Progress: screen.Stdout()}); err != nil {
-				return fmt.Errorf("sweep: %w", err)
+			// the workers look for it (they then find it): it is the image
+			// set when none is named.
+			if cfg.Job.Data == "" {
+				if _, err := data.EnsureMNIST(c.Context, data.MNISTOptions{Dir: cfg.Job.DataDir, AllowUnverified: cfg.Job.AllowUnverified,
+					Logger: logger(c, "data"), Progress: screen.Stdout()}); err != nil {
+					return fmt.Errorf("sweep: %w", err)
+				}
 			}
 			exe, err := os.Executable()
 			if err != nil {

@@ -203,14 +203,18 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if job.Strategy, job.Faults, err = strategyFromFlags(c, workers); err != nil {
 		return job, "", err
 	}
-	if job.Elastic, err = elasticFromFlags(c, workers); err != nil {
+	el, err := elasticFromFlags(c, workers)
+	if err != nil {
 		return job, "", err
 	}
-	if job.Elastic != nil && mirrored.IsGossip(job.Strategy) {
+	if el != nil && mirrored.IsGossip(job.Strategy) {
 		return job, "", errors.New("--elastic with --strategy gossip: gossip already goes on without a lost replica (launch --tolerate-loss); --elastic is for the ring")
 	}
-	if job.Elastic != nil && restarted() > 0 {
-		job.Faults.KillAfter = 0 // the kill was its first life's
+	if el != nil {
+		job.Strategy = el // the ring, elastic
+		if restarted() > 0 {
+			job.Faults.KillAfter = 0 // the kill was its first life's
+		}
 	}
 	if err := job.Validate(); err != nil {
 		return job, "", err
@@ -357,7 +361,7 @@ func init() {
 			}
 			if job.Observers, err = observe.Standard(observe.Options{Logger: log, Progress: progress,
 				EveryRank: mirrored.IsGossip(job.Strategy), QuietProgressLog: c.String("log-format") == "console",
-				LogDir: c.String("logdir"), Rank: cl.Rank, Elastic: job.Elastic, LogEvery: c.Int("log-every")}); err != nil {
+				LogDir: c.String("logdir"), Rank: cl.Rank, Elastic: mirrored.ElasticOf(job.Strategy), LogEvery: c.Int("log-every")}); err != nil {
 				return usageError{fmt.Errorf("worker: %w", err)}
 			}
 			wc := launch.WorkerConfig{
@@ -366,7 +370,7 @@ func init() {
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 				Cost: costParams, LogEvery: c.Int("log-every"),
 			}
-			if (cl.Rank == 0 || job.Elastic != nil) && !c.Bool("events") {
+			if (cl.Rank == 0 || mirrored.ElasticOf(job.Strategy) != nil) && !c.Bool("events") {
 				// The chief prints the cluster's table, as launch does
 				// (elastic: the last generation's chief); under launch
 				// (--events), launch prints it.

@@ -83,6 +83,10 @@ func (s Slot) size() int {
 	return int(n)
 }
 
+// DefaultInputScale is the input scale of a checkpoint that records a
+// normalisation but no "input_scale": bytes scaled to [0, 1].
+const DefaultInputScale = 255
+
 // Layout is how a checkpoint's flat vectors split into named tensors, and
 // the data the model was built for.
 type Layout struct {
@@ -101,6 +105,16 @@ type Layout struct {
 	// metadata's "architecture". Empty for the built-in models and in
 	// formats 1 and 2.
 	Architecture string
+	// InputScale, InputMean and InputStd are the normalisation the
+	// model's inputs had, its data set's own (data.Normalization): each
+	// stored pixel x became (x/InputScale - InputMean)/InputStd, as
+	// torchvision's ToTensor (scale 255) then Normalize((mean,), (std,)).
+	// In "input_scale", "input_mean" and "input_std"; InputStd 0: not
+	// recorded (sparse models, formats 1 and 2). "input_scale" is
+	// written only when it is not 255, so a file of a set scaled as
+	// MNIST's is what it was before the scale was recorded, and a file
+	// without it reads as 255.
+	InputScale, InputMean, InputStd float64
 }
 
 // Checkpoint is a training state that resumes a run exactly: the flat
@@ -143,11 +157,6 @@ type Checkpoint struct {
 	// Version is the meshtrain that wrote it (its --version), in the
 	// metadata's "meshtrain_version".
 	Version string
-	// InputMean and InputStd are the normalisation the model's inputs
-	// had, in "input_mean" and "input_std" (0: not recorded): each pixel
-	// scaled to [0, 1] (x/255, as torchvision's ToTensor does), then
-	// (· - InputMean)/InputStd, torchvision's Normalize((mean,), (std,)).
-	InputMean, InputStd float64
 	// Unverified is set by Decode on a FormatV1 file: it has no digest,
 	// so its bytes could not be checked. Encode ignores it.
 	Unverified bool
@@ -182,6 +191,9 @@ func (c *Checkpoint) metadata() map[string]string {
 	if c.InputStd > 0 {
 		m["input_mean"] = strconv.FormatFloat(c.InputMean, 'g', -1, 64)
 		m["input_std"] = strconv.FormatFloat(c.InputStd, 'g', -1, 64)
+		if c.InputScale != DefaultInputScale {
+			m["input_scale"] = strconv.FormatFloat(c.InputScale, 'g', -1, 64)
+		}
 	}
 	return m
 }
@@ -435,6 +447,12 @@ func (c *Checkpoint) readMeta(meta map[string]string) error {
 		}
 		if c.InputMean, err = strconv.ParseFloat(meta["input_mean"], 64); err != nil {
 			return fmt.Errorf("metadata \"input_mean\" = %q: want a number", meta["input_mean"])
+		}
+		c.InputScale = DefaultInputScale
+		if s, ok := meta["input_scale"]; ok {
+			if c.InputScale, err = strconv.ParseFloat(s, 64); err != nil || !(c.InputScale > 0) {
+				return fmt.Errorf("metadata \"input_scale\" = %q: want a number > 0", s)
+			}
 		}
 	}
 	return nil

@@ -25,11 +25,12 @@ func testCheckpoint() *Checkpoint {
 			State:   []Slot{{"optimizer.weight.momentum_buffer", []int{1, 3}}, {"optimizer.bias.momentum_buffer", []int{1}}},
 			Classes: 1, Rows: 1, Cols: 3,
 			Architecture: `{"format":"meshtrain-sequential/1","input":[1,3,1],"layers":[{"type":"flatten"},{"type":"dense","units":1,"init":"glorot"}]}`,
+			InputScale:   255, InputMean: 0.1307, InputStd: 0.3081,
 		},
 		Step: 1875, Epoch: 3, StepInEpoch: 12, StepsPerEpoch: 937, Seed: -42,
 		Fingerprint: "abc123", Config: `{"model":"softmax"}`, History: `[]`,
 		SavedAt: time.Date(2026, 11, 22, 5, 0, 0, 123, time.UTC),
-		Version: "v0.9.0 (rev f041fb3bed36)", InputMean: 0.1307, InputStd: 0.3081,
+		Version: "v0.9.0 (rev f041fb3bed36)",
 	}
 }
 
@@ -45,7 +46,9 @@ func flatMeta() map[string]string {
 
 func TestRoundTrip(t *testing.T) {
 	flat := &Checkpoint{Model: "lenet", Params: []float32{1}, Seed: 1}
-	for _, c := range []*Checkpoint{testCheckpoint(), flat} {
+	unscaled := testCheckpoint() // float images used as stored: x, not x/255
+	unscaled.InputScale, unscaled.InputMean, unscaled.InputStd = 1, 0, 1
+	for _, c := range []*Checkpoint{testCheckpoint(), flat, unscaled} {
 		b, err := c.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -183,6 +186,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"v3 not f32", map[string]Tensor{"weight": {DType: "F64", Shape: []int{1}, Data: make([]byte, 8)}}, v3([]string{"weight"}, []string{}), `tensor "weight": dtype F64: want F32`},
 		{"v3 bad classes", map[string]Tensor{"weight": p}, withV3("classes", "ten"), `metadata "classes" = "ten"`},
 		{"v3 bad image size", map[string]Tensor{"weight": p}, withV3("image_size", "28"), `metadata "image_size" = "28"`},
+		{"v3 bad input scale", map[string]Tensor{"weight": p}, withV3("input_scale", "0"), `metadata "input_scale" = "0": want a number > 0`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -393,6 +397,24 @@ func TestEncodeLayoutErrors(t *testing.T) {
 		c.Layout.Params, c.Layout.State = tc.params, tc.state
 		if _, err := c.Encode(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestInputScaleMetadata: the scale is written only when it is not 255,
+// so a checkpoint of a set scaled as MNIST's has the metadata it had
+// before the scale was recorded, and one without it reads as 255.
+func TestInputScaleMetadata(t *testing.T) {
+	cases := []struct {
+		scale float64
+		meta  string // "" for no input_scale
+	}{{255, ""}, {1, "1"}, {65535, "65535"}}
+	for _, c := range cases {
+		ck := testCheckpoint()
+		ck.InputScale = c.scale
+		m := ck.metadata()
+		if got, ok := m["input_scale"]; got != c.meta || ok != (c.meta != "") {
+			t.Errorf("scale %v: metadata input_scale %q (present %t), want %q", c.scale, got, ok, c.meta)
 		}
 	}
 }

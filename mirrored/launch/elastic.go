@@ -171,7 +171,7 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 	n := &elasticNet{h: h, log: log.Named("elastic"),
 		opts: collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")}}
 	job := cfg.Job
-	el := *job.Elastic
+	el := *job.Strategy.(*mirrored.Elastic) // RunWorker's caller made it elastic
 	el.Membership, el.Timeout, el.Logger = n, cfg.Timeout, log.Named("elastic")
 	if el.Timeout <= 0 {
 		el.Timeout = collective.DefaultTimeout
@@ -210,7 +210,7 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 		}
 		return cfg.writeClusterSummary(all, start, false)
 	}
-	job.Elastic = &el
+	job.Strategy = &el
 	sum, err := mirrored.Run(ctx, job, nil)
 	if err != nil {
 		return nil, err

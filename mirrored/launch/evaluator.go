@@ -15,6 +15,7 @@ import (
 	"github.com/meshtrain/meshtrain/internal/tensorboard"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 )
 
 // Evaluator defaults.
@@ -39,11 +40,11 @@ type EvaluatorConfig struct {
 	// Model is the run's --model, checked only to refuse sparse runs at
 	// once (the checkpoint says which model it holds).
 	Model string
-	// DataDir, MNIST and TestExamples choose the test set, as in
-	// mirrored.EvalConfig.
-	DataDir      string
-	MNIST        *data.MNIST
-	TestExamples int
+	// Data, DataFormat, DataDir, MNIST and TestExamples choose the test
+	// set, as in evaluate.Config.
+	Data, DataFormat, DataDir string
+	MNIST                     *data.ImageSet
+	TestExamples              int
 	// AllowUnverified is as mirrored.Config.AllowUnverified.
 	AllowUnverified bool
 	// Timeout is the longest wait for a new checkpoint (default
@@ -61,7 +62,7 @@ type EvaluatorConfig struct {
 // within Timeout: then it stops with a warning naming the last step it saw
 // (the chief may have stopped early at a target), or with an error if it
 // never saw one. It returns the evaluations in order.
-func RunEvaluator(ctx context.Context, cfg EvaluatorConfig) ([]mirrored.EvalResult, error) {
+func RunEvaluator(ctx context.Context, cfg EvaluatorConfig) ([]evaluate.Result, error) {
 	if cfg.CheckpointDir == "" {
 		return nil, errors.New("evaluator: --checkpoint-dir is needed: the chief's checkpoint directory, which the evaluator follows")
 	}
@@ -81,7 +82,8 @@ func RunEvaluator(ctx context.Context, cfg EvaluatorConfig) ([]mirrored.EvalResu
 	mn := cfg.MNIST
 	if mn == nil {
 		var err error
-		if mn, err = data.LoadMNIST(ctx, data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}); err != nil {
+		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}}
+		if mn, err = data.OpenImages(ctx, cfg.Data, opts); err != nil {
 			return nil, fmt.Errorf("evaluator: %w", err)
 		}
 	}
@@ -100,14 +102,14 @@ func RunEvaluator(ctx context.Context, cfg EvaluatorConfig) ([]mirrored.EvalResu
 // follower is a running evaluator.
 type follower struct {
 	cfg  EvaluatorConfig
-	mn   *data.MNIST
+	mn   *data.ImageSet
 	tb   *tensorboard.Writer
 	log  *zap.Logger
 	last int // the step of the last checkpoint evaluated; -1: none
-	done []mirrored.EvalResult
+	done []evaluate.Result
 }
 
-func (f *follower) run(ctx context.Context) ([]mirrored.EvalResult, error) {
+func (f *follower) run(ctx context.Context) ([]evaluate.Result, error) {
 	deadline := time.Now().Add(f.cfg.Timeout)
 	for {
 		res, err := f.evaluateNewest(ctx)
@@ -133,7 +135,7 @@ func (f *follower) run(ctx context.Context) ([]mirrored.EvalResult, error) {
 
 // evaluateNewest evaluates the newest checkpoint if it is newer than the
 // last one evaluated; nil if there is none.
-func (f *follower) evaluateNewest(ctx context.Context) (*mirrored.EvalResult, error) {
+func (f *follower) evaluateNewest(ctx context.Context) (*evaluate.Result, error) {
 	path, err := checkpoint.Latest(f.cfg.CheckpointDir)
 	if err != nil {
 		return nil, fmt.Errorf("evaluator: %w", err)
@@ -141,7 +143,7 @@ func (f *follower) evaluateNewest(ctx context.Context) (*mirrored.EvalResult, er
 	if path == "" || stepOf(path) <= f.last {
 		return nil, nil
 	}
-	res, err := mirrored.EvaluateCheckpoint(ctx, mirrored.EvalConfig{Checkpoint: path, MNIST: f.mn, TestExamples: f.cfg.TestExamples, Logger: f.log})
+	res, err := evaluate.Checkpoint(ctx, evaluate.Config{Checkpoint: path, MNIST: f.mn, TestExamples: f.cfg.TestExamples, Logger: f.log})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil // the chief removed it (--keep-checkpoints) meanwhile: a newer one is there
 	}

@@ -180,7 +180,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		cfg.Job.Resources = observe.Resources(0)
 	}
 
-	if cfg.Job.Elastic != nil {
+	if _, ok := cfg.Job.Strategy.(*mirrored.Elastic); ok {
 		return cfg.runElastic(ctx, start, log)
 	}
 	m, t, err := p2p.Join(ctx, p2p.Config{

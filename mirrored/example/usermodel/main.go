@@ -52,7 +52,7 @@ func run(real bool, n, epochs int) error {
 	cfg := mirrored.DefaultConfig()
 	cfg.Model, cfg.Epochs = "", epochs
 	if real {
-		mn, err := data.LoadMNIST(ctx, data.MNISTOptions{})
+		mn, err := data.OpenImages(ctx, "", data.ImageOptions{}) // no path: MNIST, found or fetched
 		if err != nil {
 			return err
 		}

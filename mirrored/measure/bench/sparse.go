@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -24,7 +25,7 @@ import (
 type SparseConfig struct {
 	// Peers lists the cluster sizes to time (e.g. 2 and 4).
 	Peers []int
-	// Features is D; below data.CriteoFeatures the generated indices are
+	// Features is D; below criteo.Features the generated indices are
 	// folded modulo D.
 	Features int
 	// Batch is the batch per peer per step.
@@ -104,7 +105,7 @@ type SparseRow struct {
 
 func (cfg *SparseConfig) fill() error {
 	if cfg.Features == 0 {
-		cfg.Features = data.CriteoFeatures
+		cfg.Features = criteo.Features
 	}
 	if cfg.Batch == 0 {
 		cfg.Batch = 100
@@ -123,8 +124,8 @@ func (cfg *SparseConfig) fill() error {
 	// warnings and errors still show.
 	cfg.Logger = cfg.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	switch {
-	case cfg.Features < 1 || cfg.Features > data.CriteoFeatures:
-		return fmt.Errorf("bench sparse: --features %d: want 1..%d (the generator's width)", cfg.Features, data.CriteoFeatures)
+	case cfg.Features < 1 || cfg.Features > criteo.Features:
+		return fmt.Errorf("bench sparse: --features %d: want 1..%d (the generator's width)", cfg.Features, criteo.Features)
 	case cfg.Batch < 1 || cfg.Examples < cfg.Batch:
 		return fmt.Errorf("bench sparse: batch %d with %d examples per peer: want 1 <= batch <= examples", cfg.Batch, cfg.Examples)
 	case cfg.Steps < 0 || cfg.DenseSteps < 0 || cfg.LocalSteps < 0:
@@ -201,7 +202,7 @@ func Sparse(ctx context.Context, cfg SparseConfig, w io.Writer) error {
 // dataset generates n Criteo-like examples (27 one-hot features each),
 // folding indices modulo D when D is below the generator's width.
 func (cfg *SparseConfig) dataset(n int) (*data.SparseSet, error) {
-	g, err := data.NewCriteoGenerator(cfg.Seed, 0, 0)
+	g, err := criteo.NewGenerator(cfg.Seed, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +218,7 @@ func (cfg *SparseConfig) dataset(n int) (*data.SparseSet, error) {
 		for _, i := range ex.Indices {
 			idx = append(idx, i%int32(cfg.Features))
 		}
-		if cfg.Features < data.CriteoFeatures {
+		if cfg.Features < criteo.Features {
 			row := idx[start:]
 			slices.Sort(row)
 			idx = idx[:start+len(slices.Compact(row))]

@@ -15,7 +15,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
-	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/sparse"
@@ -87,7 +87,7 @@ func MeasurePairs(d time.Duration) float64 {
 	rng := rand.New(rand.NewPCG(1, 2))
 	v := sparse.Vector{Values: make([]float32, PairCount)}
 	for i := range PairCount {
-		v.Indices = append(v.Indices, int32(i*(data.CriteoFeatures/PairCount)+rng.IntN(data.CriteoFeatures/PairCount)))
+		v.Indices = append(v.Indices, int32(i*(criteo.Features/PairCount)+rng.IntN(criteo.Features/PairCount)))
 		v.Values[i] = rng.Float32()
 	}
 	var enc []byte
@@ -95,7 +95,7 @@ func MeasurePairs(d time.Duration) float64 {
 	start, coded := time.Now(), 0
 	for time.Since(start) < d || coded == 0 {
 		enc = sparse.AppendVector(enc[:0], v)
-		if err := sparse.DecodeVector(&got, enc, data.CriteoFeatures); err != nil {
+		if err := sparse.DecodeVector(&got, enc, criteo.Features); err != nil {
 			panic(err) // AppendVector's output always decodes
 		}
 		coded += 2 * PairCount

@@ -122,7 +122,7 @@ func Compare(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	job := cfg.Job
 	if job.MNIST == nil && job.Sparse == nil { // once, for every run (and the report's counts)
-		mn, err := data.LoadMNIST(ctx, job.MNISTOptions(cfg.Logger.Named("data")))
+		mn, err := data.OpenImages(ctx, job.Data, job.ImageOptions(cfg.Logger.Named("data")))
 		if err != nil {
 			return nil, err
 		}

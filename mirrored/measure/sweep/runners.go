@@ -63,7 +63,7 @@ func (r *InProcess) Run(ctx context.Context, p Point, job mirrored.Job, logdir s
 		r.Timeout = collective.DefaultTimeout
 	}
 	if job.MNIST == nil && job.Sparse == nil {
-		r.once.Do(func() { r.mnist, r.err = data.LoadMNIST(ctx, job.MNISTOptions(r.Logger.Named("data"))) })
+		r.once.Do(func() { r.mnist, r.err = data.OpenImages(ctx, job.Data, job.ImageOptions(r.Logger.Named("data"))) })
 		if r.err != nil {
 			return Outcome{Err: r.err.Error()}
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/cost"
-	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/stats"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
@@ -68,8 +68,8 @@ func course(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("# generating %d Criteo-like examples (D = %d)\n", *examples, data.CriteoFeatures)
-	if _, err := data.GenerateCriteo(ctx, data.CriteoConfig{Out: filepath.Join(dir, "data"), Examples: *examples, Files: 5, Format: "tfrecord"}); err != nil {
+	fmt.Printf("# generating %d Criteo-like examples (D = %d)\n", *examples, criteo.Features)
+	if _, err := criteo.Generate(ctx, criteo.Config{Out: filepath.Join(dir, "data"), Examples: *examples, Files: 5, Format: "tfrecord"}); err != nil {
 		return err
 	}
 	h, err := netns.Up(ctx, netns.TagForProcess(), *n, rate)
@@ -80,7 +80,7 @@ func course(ctx context.Context, args []string) error {
 	if p.Alpha, err = fitAlpha(ctx, h, nb, p, 200); err != nil {
 		return err
 	}
-	fmt.Printf("# %d hosts at %s, sparse-lr D = %d, batch 100 per peer, AdaGrad, TLS; model: %s; load %s\n", *n, rate, data.CriteoFeatures, p, netns.LoadAverage())
+	fmt.Printf("# %d hosts at %s, sparse-lr D = %d, batch 100 per peer, AdaGrad, TLS; model: %s; load %s\n", *n, rate, criteo.Features, p, netns.LoadAverage())
 	var runs []courseStep
 	if *denseRuns > 0 && *baseSteps > 0 && *baseSteps < *denseSteps {
 		runs = append(runs, courseStep{"dense", *baseSteps, true})
@@ -131,7 +131,7 @@ func courseRuns(ctx context.Context, h *netns.Hosts, bin, dataDir string, p cost
 				perStep := (cpu - baseCPU) / float64(r.steps-base.steps)
 				fmt.Printf("CPU beyond the %d-step baseline: %.2f s a step per rank, %.2f s for all %d ranks = %.2f s of the %g shared cores (model: γ·bytes %s)\n",
 					base.steps, perStep, perStep*float64(h.N), h.N, perStep*float64(h.N)/p.SharedCores, p.SharedCores,
-					cost.Seconds(p.Estimate(cost.Ring(h.N, 4*float64(data.CriteoFeatures))).CPU))
+					cost.Seconds(p.Estimate(cost.Ring(h.N, 4*float64(criteo.Features))).CPU))
 			}
 		}
 	}
@@ -153,7 +153,7 @@ func courseRun(ctx context.Context, h *netns.Hosts, bin, dataDir, exchange strin
 	res, err := h.RunOnAll(ctx, func(i int) netns.Proc {
 		cfg, _ := json.Marshal(map[string]any{"cluster": map[string]any{"worker": peers}, "task": map[string]any{"type": "worker", "index": i}})
 		return netns.Proc{Env: []string{secret, "TF_CONFIG=" + string(cfg)}, Args: []string{bin, "worker", "--model", mirrored.SparseModel,
-			"--features", strconv.Itoa(data.CriteoFeatures), "--train-files", filepath.Join(dataDir, "train-*"), "--batch", "100",
+			"--features", strconv.Itoa(criteo.Features), "--train-files", filepath.Join(dataDir, "train-*"), "--batch", "100",
 			"--exchange", exchange, "--max-steps", strconv.Itoa(steps), "--epochs", "100", "--lr", "0.05",
 			"--report", filepath.Join(dir, fmt.Sprintf("report%d.json", i))}}
 	})
@@ -188,7 +188,7 @@ func writeCourse(w *os.File, p cost.Params, exchange string, sums []mirrored.Sum
 		k := (sent/float64(n-1) - 8) / cost.SparseBytesPerPair // touched features, from the bytes
 		tr := cost.SparseAllGather(n, k, cost.SparseBytesPerPair)
 		if exchange == "dense" {
-			tr = cost.Ring(n, 4*float64(data.CriteoFeatures))
+			tr = cost.Ring(n, 4*float64(criteo.Features))
 		}
 		e := p.Estimate(tr)
 		// The model prices the exchange; the rest of the step (compute and
@@ -211,7 +211,7 @@ func writeDenseBound(w *os.File, p cost.Params, sums []mirrored.Summary) {
 	for _, s := range sums {
 		comm += s.Peer.CommSeconds / float64(max(s.Peer.Steps, 1)) / float64(n)
 	}
-	bound := cost.Ring(n, 4*float64(data.CriteoFeatures)).Link / p.Beta
+	bound := cost.Ring(n, 4*float64(criteo.Features)).Link / p.Beta
 	fmt.Fprintf(w, "dense exchange %s a step (mean over ranks), bandwidth bound %s: %.2f× the bound (goal ≤ 1.10×)\n",
 		cost.Seconds(comm), cost.Seconds(bound), comm/bound)
 }

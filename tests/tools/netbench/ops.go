@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
-	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/sparse"
@@ -57,7 +57,7 @@ func report(c *collective.Comm, r netns.OpResult) error {
 }
 
 // sparseGather times the sparse gradient exchange of a step: each rank
-// encodes touched random features of data.CriteoFeatures
+// encodes touched random features of criteo.Features
 // (sparse.AppendVector), all-gathers the encodings in one round
 // (AllGatherDirect) and decodes the others', as training does.
 func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps int, idle time.Duration) error {
@@ -67,7 +67,7 @@ func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps
 		v := sparse.Vector{Indices: make([]int32, 0, k), Values: make([]float32, k)}
 		seen := map[int32]bool{}
 		for len(v.Indices) < k {
-			if i := int32(rng.IntN(data.CriteoFeatures)); !seen[i] {
+			if i := int32(rng.IntN(criteo.Features)); !seen[i] {
 				seen[i] = true
 				v.Indices = append(v.Indices, i)
 			}
@@ -88,7 +88,7 @@ func sparseGather(ctx context.Context, c *collective.Comm, touched []int64, reps
 				if r == c.Rank() {
 					continue // training merges its own part from memory
 				}
-				if err := sparse.DecodeVector(&got, p, data.CriteoFeatures); err != nil {
+				if err := sparse.DecodeVector(&got, p, criteo.Features); err != nil {
 					return fmt.Errorf("rank %d's gradient: %w", r, err)
 				}
 			}

@@ -1,4 +1,4 @@
-package mirrored
+package replica
 
 import (
 	"context"
@@ -23,29 +23,29 @@ const (
 	GatherRing = "ring"
 )
 
-// ringGatherer is implemented by Groups that can all-gather byte strings
+// RingGatherer is implemented by Groups that can all-gather byte strings
 // around a ring (collective.Comm.AllGatherV) besides their own AllGather
-// (the direct one).
-type ringGatherer interface {
-	gatherRing(ctx context.Context, local []byte) ([][]byte, error)
+// (the direct one); a wrapped Group implements it to allow GatherRing.
+type RingGatherer interface {
+	GatherRing(ctx context.Context, local []byte) ([][]byte, error)
 }
 
 var (
-	_ ringGatherer = (*commGroup)(nil)
-	_ ringGatherer = LocalGroup{}
+	_ RingGatherer = (*commGroup)(nil)
+	_ RingGatherer = LocalGroup{}
 )
 
-func (g *commGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error) {
+func (g *commGroup) GatherRing(ctx context.Context, local []byte) ([][]byte, error) {
 	return g.c.AllGatherV(ctx, local)
 }
 
-func (LocalGroup) gatherRing(ctx context.Context, local []byte) ([][]byte, error) {
+func (LocalGroup) GatherRing(ctx context.Context, local []byte) ([][]byte, error) {
 	return [][]byte{local}, ctx.Err()
 }
 
-// exchanger combines the replicas' gradient sums each step, sparse or dense
-// (see sparseBuilder), and keeps the figures that decide the next step's mode.
-type exchanger struct {
+// Exchanger combines the replicas' gradient sums each step, sparse or dense
+// (see mirrored's sparseBuilder), and keeps the figures that decide the next step's mode.
+type Exchanger struct {
 	g            Group // the step's, given to exchange
 	ring         bool  // the sparse all-gather goes around a ring (GatherRing)
 	mode         sparse.Exchange
@@ -65,8 +65,12 @@ type exchanger struct {
 	steps        [3]int          // steps run in each mode, indexed by sparse.Exchange
 }
 
-func newExchanger(rank, world int, mode sparse.Exchange, gather string, dim int, log *zap.Logger) (*exchanger, error) {
-	x := &exchanger{mode: mode, dim: dim, world: world, rank: rank, log: log,
+// NewExchanger is the exchange of rank of world's gradient sums over dim
+// features, in mode (sparse.ExchangeAuto: chosen each step) with the
+// sparse all-gather gather (GatherDirect or GatherRing); log records the
+// changes of mode.
+func NewExchanger(rank, world int, mode sparse.Exchange, gather string, dim int, log *zap.Logger) (*Exchanger, error) {
+	x := &Exchanger{mode: mode, dim: dim, world: world, rank: rank, log: log,
 		bytesPerPair: sparse.RawPairBytes, last: -1}
 	switch gather {
 	case GatherDirect, "":
@@ -85,15 +89,15 @@ func newExchanger(rank, world int, mode sparse.Exchange, gather string, dim int,
 
 // gather is the sparse all-gather over the step's group: its own
 // AllGather (direct), or around a ring.
-func (x *exchanger) gather(ctx context.Context, local []byte) ([][]byte, error) {
+func (x *Exchanger) gather(ctx context.Context, local []byte) ([][]byte, error) {
 	if !x.ring {
 		return x.g.AllGather(ctx, local)
 	}
-	gr, ok := x.g.(ringGatherer)
+	gr, ok := x.g.(RingGatherer)
 	if !ok {
 		return nil, fmt.Errorf("sparse gather %s: this group (%T) has no ring all-gather: use %s", GatherRing, x.g, GatherDirect)
 	}
-	return gr.gatherRing(ctx, local)
+	return gr.GatherRing(ctx, local)
 }
 
 // faultedIn returns a zeroed []float32 of length n with every page already
@@ -114,7 +118,7 @@ func faultedIn(n int) []float32 {
 // holds identically (the previous step's exchange), so all replicas pick
 // the same mode without another round trip. The first step of an auto run
 // is sparse.
-func (x *exchanger) choose() sparse.Exchange {
+func (x *Exchanger) choose() sparse.Exchange {
 	if x.mode != sparse.ExchangeAuto {
 		return x.mode
 	}
@@ -124,11 +128,11 @@ func (x *exchanger) choose() sparse.Exchange {
 	return sparse.ChooseExchange(sparse.ExchangeAuto, int(math.Ceil(x.nnzMean)), x.dim, x.world, x.bytesPerPair)
 }
 
-// exchange combines this replica's gradient sum over its examples with
+// Exchange combines this replica's gradient sum over its examples with
 // everyone else's over g (the step's group) and writes the mean gradient of the union batch into
 // merged. It returns the number of examples behind it (0: nobody had any,
 // and merged is empty) and the mode used.
-func (x *exchanger) exchange(ctx context.Context, g Group, step int, local sparse.Vector, examples int, merged *sparse.Vector) (int, sparse.Exchange, error) {
+func (x *Exchanger) Exchange(ctx context.Context, g Group, step int, local sparse.Vector, examples int, merged *sparse.Vector) (int, sparse.Exchange, error) {
 	if g.Size() != x.world || g.Rank() != x.rank {
 		return 0, 0, fmt.Errorf("exchange over rank %d of %d, but the replica was built as rank %d of %d", g.Rank(), g.Size(), x.rank, x.world)
 	}
@@ -154,7 +158,7 @@ func (x *exchanger) exchange(ctx context.Context, g Group, step int, local spars
 // exchangeSparse all-gathers every replica's frame, [uvarint examples]
 // [wire vector], and merges the parts in rank order
 // (Coalescer.MergeEncoded).
-func (x *exchanger) exchangeSparse(ctx context.Context, local sparse.Vector, examples int, merged *sparse.Vector) (int, error) {
+func (x *Exchanger) exchangeSparse(ctx context.Context, local sparse.Vector, examples int, merged *sparse.Vector) (int, error) {
 	if x.world == 1 {
 		// Alone: no bytes to move; the mean is what MergeGradients of the
 		// one part gives (float64 scale, one rounding), without its copies.
@@ -231,7 +235,7 @@ func (x *exchanger) exchangeSparse(ctx context.Context, local sparse.Vector, exa
 // entries it found, so the buffer is clear for the next step without a
 // 135 MB clear. A step that ends any other way (an error, or no examples
 // anywhere) leaves it dirty, and the next one clears it whole.
-func (x *exchanger) exchangeDense(ctx context.Context, local sparse.Vector, examples int, merged *sparse.Vector) (int, error) {
+func (x *Exchanger) exchangeDense(ctx context.Context, local sparse.Vector, examples int, merged *sparse.Vector) (int, error) {
 	if x.dense == nil {
 		x.dense = faultedIn(x.dim + 2)
 	} else if x.denseDirty {

@@ -1,4 +1,4 @@
-package data
+package text
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/meshtrain/meshtrain/data"
 )
 
 // writeCorpus writes n documents per class under dir/pos and dir/neg
@@ -37,27 +39,27 @@ func write(t *testing.T, path, s string) {
 }
 
 // readLibSVM reads every example of a libsvm file (indices 1-based).
-func readLibSVM(t *testing.T, path string, dim int) []Example {
+func readLibSVM(t *testing.T, path string, dim int) []data.Example {
 	t.Helper()
 	fh, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fh.Close()
-	r, err := NewLibSVMReader(fh, path, SparseOptions{Dim: dim})
+	r, err := data.NewLibSVMReader(fh, path, data.SparseOptions{Dim: dim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := Collect(context.Background(), r)
+	ds, err := data.Collect(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Example
-	var b Batch
+	var out []data.Example
+	var b data.Batch
 	for i := range ds.Len() {
-		b = Batch{}
+		b = data.Batch{}
 		ds.Append(&b, i)
-		out = append(out, Example{Indices: b.Indices, Values: b.Values, Label: b.Labels[0]})
+		out = append(out, data.Example{Indices: b.Indices, Values: b.Values, Label: b.Labels[0]})
 	}
 	return out
 }
@@ -65,11 +67,11 @@ func readLibSVM(t *testing.T, path string, dim int) []Example {
 func TestWriteText(t *testing.T) {
 	dir := t.TempDir()
 	pos, neg := writeCorpus(t, dir, 50)
-	cfg := TextConfig{Bag: BagOfWords{Features: 1 << 12, Values: BagBinary}, TestPercent: 30, Source: "test"}
+	cfg := Config{Bag: BagOfWords{Features: 1 << 12, Values: BagBinary}, TestPercent: 30, Source: "test"}
 	var outputs [2][]byte
 	for run := range 2 {
 		cfg.Out = filepath.Join(dir, fmt.Sprint("out", run))
-		info, err := WriteText(context.Background(), cfg, DirCorpus(pos, 1), DirCorpus(neg, -1))
+		info, err := Write(context.Background(), cfg, DirCorpus(pos, 1), DirCorpus(neg, -1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,20 +88,20 @@ func TestWriteText(t *testing.T) {
 		if info.TestPositives != want {
 			t.Fatalf("%d positive test documents, HeldOut holds out %d", info.TestPositives, want)
 		}
-		train, test := readLibSVM(t, filepath.Join(cfg.Out, TextTrainFile), 1<<12), readLibSVM(t, filepath.Join(cfg.Out, TextTestFile), 1<<12)
+		train, test := readLibSVM(t, filepath.Join(cfg.Out, TrainFile), 1<<12), readLibSVM(t, filepath.Join(cfg.Out, TestFile), 1<<12)
 		if len(train) != info.TrainExamples || len(test) != info.TestExamples {
 			t.Fatalf("files hold %d and %d examples, info says %d and %d", len(train), len(test), info.TrainExamples, info.TestExamples)
 		}
 		// The first positive document, converted by hand.
-		var ex Example
+		var ex data.Example
 		cfg.Bag.Example([]byte("WIN money now 0! click here"), 1, &ex)
-		if all := append(train, test...); !slices.ContainsFunc(all, func(e Example) bool { return e.Label == 1 && slices.Equal(e.Indices, ex.Indices) }) {
+		if all := append(train, test...); !slices.ContainsFunc(all, func(e data.Example) bool { return e.Label == 1 && slices.Equal(e.Indices, ex.Indices) }) {
 			t.Fatalf("document pos/000.txt is not in the output as %v", ex.Indices)
 		}
-		if _, err := os.Stat(filepath.Join(cfg.Out, TextInfoFile)); err != nil {
+		if _, err := os.Stat(filepath.Join(cfg.Out, InfoFile)); err != nil {
 			t.Fatal(err)
 		}
-		outputs[run], _ = os.ReadFile(filepath.Join(cfg.Out, TextTrainFile))
+		outputs[run], _ = os.ReadFile(filepath.Join(cfg.Out, TrainFile))
 	}
 	if !bytes.Equal(outputs[0], outputs[1]) {
 		t.Fatal("two conversions of one corpus differ")
@@ -117,22 +119,22 @@ func TestWriteTextErrors(t *testing.T) {
 	bag := BagOfWords{Features: 100, Values: BagBinary}
 	for _, tc := range []struct {
 		name    string
-		cfg     TextConfig
+		cfg     Config
 		corpora []Corpus
 		want    string
 	}{
-		{"no documents", TextConfig{Bag: bag, TestPercent: 20}, []Corpus{DirCorpus(empty, 1)}, "no documents under"},
-		{"missing directory", TextConfig{Bag: bag, TestPercent: 20}, []Corpus{DirCorpus(filepath.Join(dir, "nope"), 1)}, "no such file"},
-		{"all held out", TextConfig{Bag: bag, TestPercent: 100}, []Corpus{DirCorpus(pos, 1), DirCorpus(neg, -1)}, "0 training and 6 test documents"},
-		{"bad label", TextConfig{Bag: bag, TestPercent: 20}, []Corpus{func(_ context.Context, fn func(Document) error) error {
+		{"no documents", Config{Bag: bag, TestPercent: 20}, []Corpus{DirCorpus(empty, 1)}, "no documents under"},
+		{"missing directory", Config{Bag: bag, TestPercent: 20}, []Corpus{DirCorpus(filepath.Join(dir, "nope"), 1)}, "no such file"},
+		{"all held out", Config{Bag: bag, TestPercent: 100}, []Corpus{DirCorpus(pos, 1), DirCorpus(neg, -1)}, "0 training and 6 test documents"},
+		{"bad label", Config{Bag: bag, TestPercent: 20}, []Corpus{func(_ context.Context, fn func(Document) error) error {
 			return fn(Document{Name: "x.txt", Text: []byte("a"), Label: 0})
 		}}, "x.txt: label 0"},
-		{"bad share", TextConfig{Bag: bag, TestPercent: 101}, nil, "test share 101%"},
-		{"bad bag", TextConfig{Bag: BagOfWords{Features: 100, Values: "idf"}}, nil, `values "idf"`},
+		{"bad share", Config{Bag: bag, TestPercent: 101}, nil, "test share 101%"},
+		{"bad bag", Config{Bag: BagOfWords{Features: 100, Values: "idf"}}, nil, `values "idf"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Out = filepath.Join(dir, "out-"+strings.ReplaceAll(tc.name, " ", "-"))
-			_, err := WriteText(context.Background(), tc.cfg, tc.corpora...)
+			_, err := Write(context.Background(), tc.cfg, tc.corpora...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
 			}

@@ -1,9 +1,11 @@
-package data
+package text
 
 import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/meshtrain/meshtrain/data"
 )
 
 // tokenHash is the FNV-1a-64 of s, written out: what Tokens must give for
@@ -62,8 +64,8 @@ func TestBagOfWords(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A fresh and a reused destination give the same example.
-			reused := Example{Indices: []int32{7, 8, 9}, Values: []float32{1, 2, 3}}
-			for _, ex := range []*Example{{}, &reused} {
+			reused := data.Example{Indices: []int32{7, 8, 9}, Values: []float32{1, 2, 3}}
+			for _, ex := range []*data.Example{{}, &reused} {
 				b.Example([]byte(tc.text), -1, ex)
 				if ex.Label != -1 || len(ex.Indices) != len(tc.want) || len(ex.Values) != len(ex.Indices) {
 					t.Fatalf("got %+v, want %d features labelled -1", ex, len(tc.want))
@@ -88,7 +90,7 @@ func TestBagOfWords(t *testing.T) {
 // counts of colliding tokens add up.
 func TestBagOfWordsCollisions(t *testing.T) {
 	b := BagOfWords{Features: 1, Values: BagLogCount}
-	var ex Example
+	var ex data.Example
 	b.Example([]byte("one two three four"), 1, &ex)
 	if !slices.Equal(ex.Indices, []int32{0}) || ex.Values[0] != float32(1+math.Log(4)) {
 		t.Fatalf("got %v %v, want feature 0 with 1 + ln 4", ex.Indices, ex.Values)
@@ -134,9 +136,9 @@ func FuzzBagOfWords(f *testing.F) {
 	f.Add([]byte("\xff\xfe ÉTÉ été"), uint16(1))
 	f.Fuzz(func(t *testing.T, text []byte, d uint16) {
 		b := BagOfWords{Features: int(d) + 1, Values: BagLogCount}
-		var ex Example
+		var ex data.Example
 		b.Example(text, 1, &ex)
-		if err := finishSparse(&ex, b.Features, 0); err != nil {
+		if err := ex.Normalize(b.Features); err != nil {
 			t.Fatalf("%q: %v", text, err)
 		}
 		for _, v := range ex.Values {

@@ -1,4 +1,4 @@
-package data
+package text
 
 import (
 	"crypto/sha256"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/meshtrain/meshtrain/data"
 )
 
 // Values of a hashed bag of words (BagOfWords.Values).
@@ -48,9 +50,9 @@ func (b *BagOfWords) Check() error {
 	return nil
 }
 
-// Example fills ex with text's features (sorted, unique indices) and
+// data.Example fills ex with text's features (sorted, unique indices) and
 // label, reusing ex's slices. Check must have passed.
-func (b *BagOfWords) Example(text []byte, label float32, ex *Example) {
+func (b *BagOfWords) Example(text []byte, label float32, ex *data.Example) {
 	b.idx = b.idx[:0]
 	Tokens(text, func(h uint64) { b.idx = append(b.idx, int32(h%uint64(b.Features))) })
 	slices.Sort(b.idx)

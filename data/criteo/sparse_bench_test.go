@@ -1,22 +1,24 @@
-package data
+package criteo
 
 import (
 	"bytes"
 	"context"
 	"io"
 	"testing"
+
+	"github.com/meshtrain/meshtrain/data"
 )
 
 // criteoRecords writes n generated examples (seed 1) in the given format.
 func criteoRecords(b *testing.B, n int, format string) []byte {
-	g, err := NewCriteoGenerator(1, 0, 0)
+	g, err := NewGenerator(1, 0, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	s := g.Stream(0)
 	var buf bytes.Buffer
-	tw, lw := NewTFExampleWriter(&buf), NewLibSVMWriter(&buf, false)
-	var ex Example
+	tw, lw := data.NewTFExampleWriter(&buf), data.NewLibSVMWriter(&buf, false)
+	var ex data.Example
 	for range n {
 		s.Next(&ex)
 		var err error
@@ -39,18 +41,18 @@ func BenchmarkReadSparse(b *testing.B) {
 	for _, format := range []string{"tfrecord", "libsvm"} {
 		b.Run(format, func(b *testing.B) {
 			raw := criteoRecords(b, n, format)
-			opts := SparseOptions{Dim: CriteoFeatures}
+			opts := data.SparseOptions{Dim: Features}
 			b.SetBytes(int64(len(raw) / n))
 			b.ReportAllocs()
 			b.ResetTimer()
 			var read int
 			for read < b.N {
-				var src Source
+				var src data.Source
 				var err error
 				if format == "tfrecord" {
-					src, err = NewTFExampleReader(bytes.NewReader(raw), "bench", opts)
+					src, err = data.NewTFExampleReader(bytes.NewReader(raw), "bench", opts)
 				} else {
-					src, err = NewLibSVMReader(bytes.NewReader(raw), "bench", opts)
+					src, err = data.NewLibSVMReader(bytes.NewReader(raw), "bench", opts)
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -1,4 +1,4 @@
-package mirrored
+package replica
 
 import (
 	"context"
@@ -7,55 +7,57 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// DefaultGradientBucket is Job.GradientBucket's default: 1 MiB, DDP's
+// DefaultGradientBucket is mirrored's Config.GradientBucket default: 1 MiB, DDP's
 // first bucket. A model's last layers are usually its largest (the CNN's
 // dense layer holds 98% of its gradient), so the first bucket carries most
 // of the exchange while the convolutions' backward pass runs; LeNet-5's
 // whole gradient (241 KiB) stays below it and is exchanged at once.
 const DefaultGradientBucket = 1 << 20
 
-// rangeReducer is a Group that can all-reduce part of a buffer with the
+// RangeReducer is a Group that can all-reduce part of a buffer with the
 // arithmetic of the whole (collective.Comm.AllReduceFloat32Range), so that
 // a step can exchange its last layers' gradient while the first layers'
 // is computed and still end with the bits of one all-reduce. NewGroup's
 // Group is one; a wrapped Group is not, and its steps exchange the whole
 // gradient after the backward pass.
-type rangeReducer interface {
+type RangeReducer interface {
 	AllReduceSumRange(ctx context.Context, buf []float32, lo, hi int) error
 }
 
-// overlapper is a replica that can start its exchange during Gradient.
-// startOverlap arms the next Gradient to hand its buckets to g as they
+// Overlapper is a replica that can start its exchange during Gradient.
+// StartOverlap arms the next Gradient to hand its buckets to g as they
 // become final, and returns false when it cannot (the model does not
 // announce its gradient, or g cannot reduce part of a buffer); Combine
-// then finishes the exchange; abortOverlap waits for what was started when
+// then finishes the exchange; AbortOverlap waits for what was started when
 // the step ends before Combine.
-type overlapper interface {
-	startOverlap(ctx context.Context, g Group) bool
-	abortOverlap()
-	// buckets are the last step's all-reduces, for the timeline.
-	buckets() []bucketSpan
+type Overlapper interface {
+	StartOverlap(ctx context.Context, g Group) bool
+	AbortOverlap()
+	// Buckets are the last step's all-reduces, for the timeline.
+	Buckets() []BucketSpan
 }
 
-// bucketSpan is one bucket's all-reduce: gradient elements [lo, hi), and
-// when it ran; early says it was started during the backward pass.
-type bucketSpan struct {
-	lo, hi     int
-	start, end time.Time
-	early      bool
+var _ Overlapper = (*Dense)(nil)
+
+// BucketSpan is one bucket's all-reduce: gradient elements [Lo, Hi), and
+// when it ran; Early says it was started during the backward pass.
+type BucketSpan struct {
+	Lo, Hi     int
+	Start, End time.Time
+	Early      bool
 }
 
-// mergeBuckets returns a step's buckets as at most two spans, those sent
+// MergeBuckets returns a step's buckets as at most two spans, those sent
 // during the backward pass and those after it, each from its first
 // start to its last end over the elements they cover: the timeline keeps
 // a bounded number of spans a step, whatever the number of buckets.
-func mergeBuckets(bs []bucketSpan) []bucketSpan {
-	var out []bucketSpan
+func MergeBuckets(bs []BucketSpan) []BucketSpan {
+	var out []BucketSpan
 	for _, b := range bs {
-		if n := len(out); n > 0 && out[n-1].early == b.early {
+		if n := len(out); n > 0 && out[n-1].Early == b.Early {
 			m := &out[n-1]
-			m.lo, m.hi = min(m.lo, b.lo), max(m.hi, b.hi)
-			m.end = b.end
+			m.Lo, m.Hi = min(m.Lo, b.Lo), max(m.Hi, b.Hi)
+			m.End = b.End
 			continue
 		}
 		out = append(out, b)
@@ -75,10 +77,10 @@ type overlap struct {
 	plan   []int           // the buckets' lower ends, decreasing
 	next   int             // plan[next] is the next bucket to send
 	issued int             // grads[issued:] went to the exchange
-	work   chan bucketSpan // lo, hi, early: the times are the goroutine's to set
+	work   chan BucketSpan // lo, hi, early: the times are the goroutine's to set
 	done   chan error
 	cancel context.CancelFunc // the exchange's context
-	spans  []bucketSpan       // the exchange goroutine's, read after done
+	spans  []BucketSpan       // the exchange goroutine's, read after done
 }
 
 // newOverlap returns the bucketed exchange of model's gradient, or nil if
@@ -112,16 +114,16 @@ func (ov *overlap) start(ctx context.Context, g Group, comb Combiner) {
 	ov.issued, ov.next = len(ov.grads), 0
 	ctx, ov.cancel = context.WithCancel(ctx)
 	// Every bucket and the rest: the backward pass never waits for room.
-	ov.work, ov.done = make(chan bucketSpan, len(ov.plan)+1), make(chan error, 1)
+	ov.work, ov.done = make(chan BucketSpan, len(ov.plan)+1), make(chan error, 1)
 	work, done, grads := ov.work, ov.done, ov.grads
 	spans := ov.spans[:0]
 	go func() {
 		var err error
 		for sp := range work {
 			if err == nil {
-				sp.start = time.Now()
-				err = comb.CombineRange(ctx, g, grads, sp.lo, sp.hi)
-				sp.end = time.Now()
+				sp.Start = time.Now()
+				err = comb.CombineRange(ctx, g, grads, sp.Lo, sp.Hi)
+				sp.End = time.Now()
 				spans = append(spans, sp)
 			}
 		}
@@ -142,7 +144,7 @@ func (ov *overlap) ready(lo int) {
 }
 
 func (ov *overlap) send(lo int, early bool) {
-	ov.work <- bucketSpan{lo: lo, hi: ov.issued, early: early}
+	ov.work <- BucketSpan{Lo: lo, Hi: ov.issued, Early: early}
 	ov.issued = lo
 	if lo > 0 {
 		ov.next++
@@ -170,22 +172,22 @@ func (ov *overlap) wait() error {
 	return err
 }
 
-func (r *denseReplica) startOverlap(ctx context.Context, g Group) bool {
-	if _, ok := g.(rangeReducer); r.ov == nil || !ok || g.Size() < 2 {
+func (r *Dense) StartOverlap(ctx context.Context, g Group) bool {
+	if _, ok := g.(RangeReducer); r.ov == nil || !ok || g.Size() < 2 {
 		return false
 	}
 	r.ov.start(ctx, g, r.combiner())
 	return true
 }
 
-func (r *denseReplica) buckets() []bucketSpan {
+func (r *Dense) Buckets() []BucketSpan {
 	if r.ov == nil {
 		return nil
 	}
 	return r.ov.spans
 }
 
-func (r *denseReplica) abortOverlap() {
+func (r *Dense) AbortOverlap() {
 	if r.ov != nil && r.ov.work != nil {
 		// The step failed here: a bucket in flight would wait for peers
 		// that may never join it (they failed too, or wait for a step

@@ -1,39 +1,42 @@
-package data
+package criteo
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
 func TestCriteoCardinalities(t *testing.T) {
 	var sum int
-	for _, c := range CriteoCardinalities {
+	for _, c := range Cardinalities {
 		sum += c
 	}
-	if sum != 33762577 || CriteoFeatures != sum+1 {
-		t.Fatalf("cardinalities sum to %d (want 33,762,577), CriteoFeatures = %d", sum, CriteoFeatures)
+	if sum != 33762577 || Features != sum+1 {
+		t.Fatalf("cardinalities sum to %d (want 33,762,577), Features = %d", sum, Features)
 	}
 }
 
 func TestCriteoStreamShapeAndDeterminism(t *testing.T) {
-	g, err := NewCriteoGenerator(7, 0, 0)
+	g, err := NewGenerator(7, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g2, _ := NewCriteoGenerator(7, 0, 0)
-	other, _ := NewCriteoGenerator(8, 0, 0)
+	g2, _ := NewGenerator(7, 0, 0)
+	other, _ := NewGenerator(8, 0, 0)
 	if g.Bias() != g2.Bias() {
 		t.Fatalf("bias differs for the same seed: %v, %v", g.Bias(), g2.Bias())
 	}
 	s, s2, s3 := g.Stream(0), g2.Stream(0), other.Stream(0)
-	var a, b, c Example
+	var a, b, c data.Example
 	var pos, same int
 	const n = 20000
 	for k := 0; k < n; k++ {
@@ -48,10 +51,10 @@ func TestCriteoStreamShapeAndDeterminism(t *testing.T) {
 		if len(a.Indices) != 27 || a.Indices[0] != 0 {
 			t.Fatalf("example %d has %d features starting at %d; want 27 starting with the bias", k, len(a.Indices), a.Indices[0])
 		}
-		if err := finishSparse(&a, CriteoFeatures, 0); err != nil {
+		if err := a.Normalize(Features); err != nil {
 			t.Fatalf("example %d invalid: %v", k, err)
 		}
-		for f, card := range CriteoCardinalities {
+		for f, card := range Cardinalities {
 			lo := g.offset[f]
 			if i := a.Indices[f+1]; i < lo || i >= lo+int32(card) {
 				t.Fatalf("example %d: field %d index %d outside [%d, %d)", k, f, i, lo, lo+int32(card))
@@ -65,8 +68,8 @@ func TestCriteoStreamShapeAndDeterminism(t *testing.T) {
 		t.Fatalf("seeds 7 and 8 give %d identical examples of %d", same, n)
 	}
 	// 20,000 draws: the standard error of the rate is 0.3 points.
-	if rate := float64(pos) / n; math.Abs(rate-CriteoPositiveRate) > 0.012 {
-		t.Fatalf("positive rate %.4f, want %.3f", rate, CriteoPositiveRate)
+	if rate := float64(pos) / n; math.Abs(rate-PositiveRate) > 0.012 {
+		t.Fatalf("positive rate %.4f, want %.3f", rate, PositiveRate)
 	}
 }
 
@@ -74,20 +77,20 @@ func TestGenerateCriteoFiles(t *testing.T) {
 	for _, format := range []string{"tfrecord", "libsvm"} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg := CriteoConfig{Out: dir, Examples: 3001, Files: 3, Format: format, Seed: 3, Workers: 2}
-			info, err := GenerateCriteo(context.Background(), cfg)
+			cfg := Config{Out: dir, Examples: 3001, Files: 3, Format: format, Seed: 3, Workers: 2}
+			info, err := Generate(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if info.TrainExamples != 2001 || info.TestExamples != 1000 || len(info.TrainFiles) != 2 || len(info.TestFiles) != 1 {
 				t.Fatalf("info %+v: want 2001 train examples in 2 files, 1000 test in 1", info)
 			}
-			js, err := os.ReadFile(filepath.Join(dir, CriteoInfoFile))
+			js, err := os.ReadFile(filepath.Join(dir, InfoFile))
 			if err != nil {
 				t.Fatal(err)
 			}
-			var back CriteoInfo
-			if err := json.Unmarshal(js, &back); err != nil || back.BayesOptimal != info.BayesOptimal || back.Features != CriteoFeatures {
+			var back Info
+			if err := json.Unmarshal(js, &back); err != nil || back.BayesOptimal != info.BayesOptimal || back.Features != Features {
 				t.Fatalf("criteo.json: %v, %+v", err, back)
 			}
 			if b := info.BayesOptimal; !(b.Accuracy > 0.7 && b.Accuracy < 0.9 && b.LogLoss > 0.3 && b.LogLoss < 0.6) {
@@ -96,11 +99,11 @@ func TestGenerateCriteoFiles(t *testing.T) {
 			// Read every file back and re-score the test file with the true
 			// weights: the recorded Bayes figures must be reproducible from
 			// the data on disk.
-			g, _ := NewCriteoGenerator(cfg.Seed, 0, 0)
-			opts := SparseOptions{Dim: CriteoFeatures}
-			open := OpenTFExample(opts)
+			g, _ := NewGenerator(cfg.Seed, 0, 0)
+			opts := data.SparseOptions{Dim: Features}
+			open := data.OpenTFExample(opts)
 			if format == "libsvm" {
-				open = OpenLibSVM(opts)
+				open = data.OpenLibSVM(opts)
 			}
 			var total int
 			var e sparse.Evaluator
@@ -109,7 +112,7 @@ func TestGenerateCriteoFiles(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				exs, err := readAll(t, src)
+				exs, err := readAll(src)
 				src.(interface{ Close() error }).Close()
 				if err != nil {
 					t.Fatal(err)
@@ -136,7 +139,7 @@ func TestGenerateCriteoFiles(t *testing.T) {
 			// Same seed, same bytes.
 			dir2 := t.TempDir()
 			cfg.Out, cfg.Workers = dir2, 1
-			if _, err := GenerateCriteo(context.Background(), cfg); err != nil {
+			if _, err := Generate(context.Background(), cfg); err != nil {
 				t.Fatal(err)
 			}
 			for _, name := range append(info.TrainFiles, info.TestFiles...) {
@@ -152,20 +155,20 @@ func TestGenerateCriteoFiles(t *testing.T) {
 
 func TestGenerateCriteoRejects(t *testing.T) {
 	dir := t.TempDir()
-	for _, cfg := range []CriteoConfig{
+	for _, cfg := range []Config{
 		{Out: dir, Examples: 10, Files: 1, Format: "tfrecord"},
 		{Out: dir, Examples: 1, Files: 2, Format: "tfrecord"},
 		{Out: dir, Examples: 10, Files: 2, Format: "csv"},
 		{Out: "", Examples: 10, Files: 2, Format: "libsvm"},
 		{Out: dir, Examples: 10, Files: 2, Format: "libsvm", Zipf: 0.5},
 	} {
-		if _, err := GenerateCriteo(context.Background(), cfg); err == nil {
-			t.Errorf("GenerateCriteo(%+v) succeeded", cfg)
+		if _, err := Generate(context.Background(), cfg); err == nil {
+			t.Errorf("Generate(%+v) succeeded", cfg)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := GenerateCriteo(ctx, CriteoConfig{Out: dir, Examples: 100000, Files: 2, Format: "libsvm"}); err == nil {
+	if _, err := Generate(ctx, Config{Out: dir, Examples: 100000, Files: 2, Format: "libsvm"}); err == nil {
 		t.Error("a cancelled generation succeeded")
 	}
 }
@@ -178,14 +181,14 @@ func TestCriteoLearnsNearBayes(t *testing.T) {
 	if os.Getenv("MESHTRAIN_LONG") == "" {
 		t.Skip("set MESHTRAIN_LONG=1 to train on 1M examples")
 	}
-	g, err := NewCriteoGenerator(1, 0, 0)
+	g, err := NewGenerator(1, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var test sparse.CSR
 	var testLabels []float32
 	var bayes sparse.Evaluator
-	var ex Example
+	var ex data.Example
 	test.Reset()
 	ts := g.Stream(1 << 40)
 	for k := 0; k < 200_000; k++ {
@@ -205,8 +208,8 @@ func TestCriteoLearnsNearBayes(t *testing.T) {
 		{"adagrad", sparse.OptimizerConfig{LR: 0.3}},
 		{"ftrl", sparse.OptimizerConfig{LR: 1}},
 	} {
-		m, _ := sparse.NewLogReg(CriteoFeatures)
-		o, err := sparse.NewOptimizer(tc.name, CriteoFeatures, tc.cfg)
+		m, _ := sparse.NewLogReg(Features)
+		o, err := sparse.NewOptimizer(tc.name, Features, tc.cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,5 +242,26 @@ func TestCriteoLearnsNearBayes(t *testing.T) {
 		if got.Accuracy < best.Accuracy-0.03 || got.LogLoss > best.LogLoss+0.05 {
 			t.Errorf("%s: %v is too far from Bayes-optimal %v", tc.name, got, best)
 		}
+	}
+}
+
+// sameExample says whether a and b hold the same label, indices and
+// values.
+func sameExample(a, b data.Example) bool {
+	return a.Label == b.Label && slices.Equal(a.Indices, b.Indices) && slices.Equal(a.Values, b.Values)
+}
+
+// readAll reads src to its end, copying each example.
+func readAll(src data.Source) ([]data.Example, error) {
+	var out []data.Example
+	for {
+		ex, err := src.Next(context.Background())
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, data.Example{Label: ex.Label, Indices: slices.Clone(ex.Indices), Values: slices.Clone(ex.Values)})
 	}
 }

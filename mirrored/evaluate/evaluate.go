@@ -1,4 +1,4 @@
-package mirrored
+package evaluate
 
 import (
 	"context"
@@ -12,16 +12,19 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// EvalConfig is an evaluation of a saved model on the MNIST test set.
-type EvalConfig struct {
+// Config is an evaluation of a saved model on an image set's test
+// images (MNIST's by default).
+type Config struct {
 	Checkpoint string // safetensors file written by a Job
-	DataDir    string // as Config.DataDir
+	// Data, DataFormat and DataDir choose the image set as in Config.
+	Data, DataFormat, DataDir string
 	// AllowUnverified is as Config.AllowUnverified.
 	AllowUnverified bool
-	MNIST           *data.MNIST
+	MNIST           *data.ImageSet
 	// TestExamples, if > 0, evaluates only the first that many.
 	TestExamples int
 	// Architecture, if set, is the model the checkpoint must hold (its
@@ -32,8 +35,8 @@ type EvalConfig struct {
 	Logger       *zap.Logger
 }
 
-// EvalResult is a checkpoint's test loss and accuracy.
-type EvalResult struct {
+// Result is a checkpoint's test loss and accuracy.
+type Result struct {
 	Checkpoint string  `json:"checkpoint"`
 	Model      string  `json:"model"`
 	Step       int     `json:"step"`
@@ -51,13 +54,13 @@ type EvalResult struct {
 	Warning string `json:"warning,omitempty"`
 }
 
-// EvaluateCheckpoint loads a checkpoint into its model and evaluates it on
+// Checkpoint loads a checkpoint into its model and evaluates it on
 // the test set. The checkpoint is verified as a resume verifies it
 // (checkpoint.Read): a damaged one, or one holding a non-finite value, is
 // an error, not an accuracy. The model is built for the data the
 // checkpoint records (MNIST's for formats 1 and 2), and the test images
 // must be of that size.
-func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
+func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.TestExamples < 0 {
 		return nil, fmt.Errorf("test examples %d: want ≥ 0 (0: all)", cfg.TestExamples)
 	}
@@ -65,8 +68,8 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 	if err != nil {
 		return nil, err
 	}
-	if ck.Model == SparseModel {
-		return nil, fmt.Errorf("checkpoint %s is of a %s run: only MNIST models' checkpoints can be evaluated here (a sparse run evaluates on its test files every epoch)", cfg.Checkpoint, SparseModel)
+	if ck.Model == replica.SparseModel {
+		return nil, fmt.Errorf("checkpoint %s is of a %s run: only MNIST models' checkpoints can be evaluated here (a sparse run evaluates on its test files every epoch)", cfg.Checkpoint, replica.SparseModel)
 	}
 	model, err := checkpointModel(ck, cfg.Checkpoint, cfg.Architecture)
 	if err != nil {
@@ -77,33 +80,53 @@ func EvaluateCheckpoint(ctx context.Context, cfg EvalConfig) (*EvalResult, error
 		log = zap.NewNop()
 	}
 	var warning string
-	if w := unverified(ck, cfg.Checkpoint); len(w) > 0 {
+	if w := checkpoint.UnverifiedWarning(ck, cfg.Checkpoint); len(w) > 0 {
 		warning = w[0]
 		log.Warn(warning)
 	}
-	mn := cfg.MNIST
-	if mn == nil {
-		opts := data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}
-		if mn, err = data.LoadMNIST(ctx, opts); err != nil {
+	set := cfg.MNIST
+	if set == nil {
+		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}}
+		if set, err = data.OpenImages(ctx, cfg.Data, opts); err != nil {
 			return nil, err
 		}
 	}
-	test := firstN(mn.Test, cfg.TestExamples)
+	test := set.Test.Head(cfg.TestExamples)
+	if err := replica.Greyscale(test); err != nil {
+		return nil, err
+	}
+	if err := sameNormalization(ck, cfg.Checkpoint, test.Norm); err != nil {
+		return nil, err
+	}
 	if d := test.Rows * test.Cols; d != model.InputDim() {
 		return nil, fmt.Errorf("checkpoint %s: model %s takes %d inputs, the test images have %d pixels (%d×%d): evaluate it on the data set it was trained on",
 			cfg.Checkpoint, ck.Model, model.InputDim(), d, test.Rows, test.Cols)
 	}
-	x, y := denseRange(test, 0, test.N)
+	x, y := replica.Examples(test, 0, test.N)
 	lossSum, correct, err := model.Evaluate(x, y, test.N)
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", cfg.Checkpoint, err)
 	}
 	epoch := max(0, ck.Epoch-1) // the pipeline position's epoch is not complete yet
-	return &EvalResult{
+	return &Result{
 		Checkpoint: cfg.Checkpoint, Model: ck.Model, Step: ck.Step, Epoch: epoch,
 		Examples: test.N, Correct: correct, Accuracy: float64(correct) / float64(test.N), Loss: lossSum / float64(test.N),
 		Warning: warning, RunSteps: runSteps(ck),
 	}, nil
+}
+
+// sameNormalization checks that the test images are normalised as the
+// inputs the checkpoint's model was trained on, when it records them: a
+// model trained on x/255 scores MNIST's standardised pixels as noise.
+func sameNormalization(ck *checkpoint.Checkpoint, path string, norm data.Normalization) error {
+	if ck.InputStd == 0 { // not recorded: formats 1 and 2, which were all MNIST's
+		return nil
+	}
+	trained := data.Normalization{Scale: ck.InputScale, Mean: ck.InputMean, Std: ck.InputStd}
+	if norm = norm.Resolve(); trained != norm {
+		return fmt.Errorf("checkpoint %s: its model was trained on inputs normalised as %s, the test images are normalised as %s: evaluate it on the data set it was trained on", path, trained, norm)
+	}
+	return nil
 }
 
 // checkpointModel builds ck's model for the data it records (from its

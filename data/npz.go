@@ -1,0 +1,444 @@
+package data
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"codeberg.org/sbinet/npyio/npy"
+	"codeberg.org/sbinet/npyio/npz"
+
+	"github.com/meshtrain/meshtrain/internal/inputfile"
+)
+
+// kerasKeys are the arrays of Keras's image data sets, in the order
+// train images, train labels, test images, test labels: the names
+// np.savez gives them in keras.datasets' mnist.npz.
+var kerasKeys = [4]string{"x_train", "y_train", "x_test", "y_test"}
+
+const (
+	// maxNPYBytes bounds one array (decompressed), as maxIDXFileBytes
+	// bounds an IDX file: a corrupt size is an error, not an OOM.
+	maxNPYBytes = 1 << 30
+	// maxNPYHeader bounds the header's length field; numpy itself refuses
+	// headers over 10,000 bytes unless told otherwise.
+	maxNPYHeader = 1 << 16
+	// maxLabel is the largest class id an Images can hold (its labels are
+	// bytes).
+	maxLabel = math.MaxUint8
+)
+
+// npyMagic starts every .npy file.
+var npyMagic = []byte("\x93NUMPY")
+
+// npyDtype is an element type the image readers accept, as a .npy
+// header's descr names it.
+type npyDtype struct {
+	size int
+	// kind: 'u' bytes (pixels or labels), 'f' float32 (pixels), 'i' any
+	// other integer (labels).
+	kind byte
+	// ints decodes n elements with npyio into int64s; set for kind 'i'.
+	ints func(r *npy.Reader, n int) ([]int64, error)
+}
+
+// readInts decodes n integers of type T with npyio and widens them; a
+// uint64 beyond int64 becomes MaxInt64, which no label range admits.
+func readInts[T int8 | int16 | int32 | int64 | uint16 | uint32 | uint64](r *npy.Reader, n int) ([]int64, error) {
+	v := make([]T, n)
+	if err := r.Read(&v); err != nil {
+		return nil, err
+	}
+	out := make([]int64, n)
+	for i, x := range v {
+		if x > 0 && uint64(x) > math.MaxInt64 {
+			out[i] = math.MaxInt64
+			continue
+		}
+		out[i] = int64(x)
+	}
+	return out, nil
+}
+
+// npyDtypes lists the descrs read, as numpy writes them: one-byte types
+// with "|", wider ones little- ("<") or big-endian (">"). Anything else
+// (float64 pixels, strings, structured or object arrays) is refused.
+var npyDtypes = map[string]npyDtype{
+	"|u1": {1, 'u', nil}, "|i1": {1, 'i', readInts[int8]},
+	"<i2": {2, 'i', readInts[int16]}, ">i2": {2, 'i', readInts[int16]},
+	"<u2": {2, 'i', readInts[uint16]}, ">u2": {2, 'i', readInts[uint16]},
+	"<i4": {4, 'i', readInts[int32]}, ">i4": {4, 'i', readInts[int32]},
+	"<u4": {4, 'i', readInts[uint32]}, ">u4": {4, 'i', readInts[uint32]},
+	"<i8": {8, 'i', readInts[int64]}, ">i8": {8, 'i', readInts[int64]},
+	"<u8": {8, 'i', readInts[uint64]}, ">u8": {8, 'i', readInts[uint64]},
+	"<f4": {4, 'f', nil}, ">f4": {4, 'f', nil},
+}
+
+// npyArray is one decoded array: bytes (kind 'u': u8), float32s ('f':
+// f32) or integers ('i': ints; u8 arrays also fill ints, for labels).
+type npyArray struct {
+	name  string
+	dtype string
+	kind  byte
+	shape []int
+	u8    []uint8
+	f32   []float32
+	ints  []int64
+}
+
+// parseNPY decodes one .npy file held in b. name is used in errors. The
+// framing (magic, version, header length, data length) is checked here
+// before npyio parses the header and decodes the data, so a corrupt file
+// is an error that names it rather than a huge allocation; pickled
+// (object) arrays are refused as numpy.load(allow_pickle=False) does.
+func parseNPY(name string, b []byte) (*npyArray, error) {
+	if !bytes.HasPrefix(b, npyMagic) || len(b) < 10 {
+		return nil, fmt.Errorf("%s: not a .npy array: no \\x93NUMPY magic at byte offset 0", name)
+	}
+	var prefix, hlen int
+	switch b[6] {
+	case 1:
+		prefix, hlen = 10, int(binary.LittleEndian.Uint16(b[8:]))
+	case 2:
+		if len(b) < 12 {
+			return nil, fmt.Errorf("%s: truncated .npy header at byte offset %d", name, len(b))
+		}
+		prefix, hlen = 12, int(min(binary.LittleEndian.Uint32(b[8:]), math.MaxInt32))
+	default:
+		return nil, fmt.Errorf("%s: .npy format version %d.%d at byte offset 6: want 1 or 2 (npyio reads no other; numpy writes 3 only for non-ASCII field names)", name, b[6], b[7])
+	}
+	if hlen > maxNPYHeader || prefix+hlen > len(b) {
+		return nil, fmt.Errorf("%s: .npy header of %d bytes at byte offset %d: want at most %d, within the file's %d bytes", name, hlen, prefix, maxNPYHeader, len(b))
+	}
+	hdr := b[prefix : prefix+hlen]
+	if !bytes.HasSuffix(hdr, []byte("\n")) || bytes.Count(hdr, []byte("}")) != 1 {
+		return nil, fmt.Errorf("%s: malformed .npy header %q: want a single dictionary ending in a newline", name, clip(hdr))
+	}
+	if i := bytes.Index(hdr, []byte("'descr': ")); i < 0 || bytes.HasPrefix(hdr[i+9:], []byte("[")) || bytes.HasPrefix(hdr[i+9:], []byte("{")) {
+		return nil, fmt.Errorf("%s: .npy header %q: want a plain dtype (structured arrays are not image data)", name, clip(hdr))
+	}
+	r, err := newNPYReader(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: malformed .npy header %q: %w", name, clip(hdr), err)
+	}
+	a := &npyArray{name: name, dtype: r.Header.Descr.Type, shape: r.Header.Descr.Shape}
+	dt, ok := npyDtypes[strings.Trim(a.dtype, "'")]
+	if quoted := len(a.dtype) > 2 && a.dtype[0] == '\'' && a.dtype[len(a.dtype)-1] == '\''; ok && quoted {
+		a.dtype = a.dtype[1 : len(a.dtype)-1]
+	} else {
+		ok = false
+	}
+	switch {
+	case !ok && strings.Contains(a.dtype, "O"):
+		return nil, fmt.Errorf("%s: dtype %s is a pickled object array: refused, as numpy.load(allow_pickle=False) refuses it (unpickling runs code); save plain numeric arrays", name, a.dtype)
+	case !ok:
+		return nil, fmt.Errorf("%s: dtype %s: want uint8 or float32 images, integer labels", name, a.dtype)
+	case r.Header.Descr.Fortran && len(a.shape) > 1:
+		return nil, fmt.Errorf("%s: Fortran-ordered (column-major) array of shape %v: save it in C order (numpy.ascontiguousarray)", name, a.shape)
+	}
+	a.kind = dt.kind
+	n := 1
+	for _, d := range a.shape {
+		if d < 0 || (d > 0 && n > maxNPYBytes/dt.size/d) {
+			return nil, fmt.Errorf("%s: shape %v: want non-negative dimensions of at most %d bytes in all", name, a.shape, maxNPYBytes)
+		}
+		n *= d
+	}
+	if got, want := len(b)-prefix-hlen, n*dt.size; got != want {
+		return nil, fmt.Errorf("%s: %d bytes of data after the header at byte offset %d, but shape %v of %s needs %d: truncated or corrupt", name, got, prefix+hlen, a.shape, a.dtype, want)
+	}
+	if err := a.decode(r, dt, n); err != nil {
+		return nil, fmt.Errorf("%s: decoding %v %s: %w", name, a.shape, a.dtype, err)
+	}
+	return a, nil
+}
+
+// decode has npyio read the n elements of a's data from r. The header is
+// checked by then (a listed dtype, a shape that the data fills), so npyio
+// should not panic; if it does all the same, that is this file's error,
+// not the run's end.
+func (a *npyArray) decode(r *npy.Reader, dt npyDtype, n int) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("npyio failed: %v", p)
+		}
+	}()
+	switch dt.kind {
+	case 'f':
+		a.f32 = make([]float32, n)
+		err = r.Read(&a.f32)
+	case 'u':
+		a.u8 = make([]uint8, n)
+		if err = r.Read(&a.u8); err == nil {
+			a.ints = make([]int64, n)
+			for i, v := range a.u8 {
+				a.ints[i] = int64(v)
+			}
+		}
+	default:
+		a.ints, err = dt.ints(r, n)
+	}
+	return err
+}
+
+// newNPYReader has npyio parse the header of b. npyio slices the header
+// by the positions of its keys, and panics on one it does not expect
+// (keys in another order); that is the file's fault, so it is an error.
+func newNPYReader(b []byte) (r *npy.Reader, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("npyio could not parse it: %v", p)
+		}
+	}()
+	return npy.NewReader(bytes.NewReader(b))
+}
+
+// clip shortens a header for an error message.
+func clip(b []byte) []byte {
+	if len(b) > 120 {
+		return append(b[:120:120], "..."...)
+	}
+	return b
+}
+
+// ReadNPZ reads an image set from a NumPy .npz archive (a zip of .npy
+// files, stored or deflated) in Keras's layout: x_train, y_train, x_test,
+// y_test (see imagesFromArrays for what each may hold). Other arrays in
+// the archive are ignored.
+func ReadNPZ(path string) (*ImageSet, error) {
+	f, err := inputfile.Open(path) // a FIFO is refused, not waited on
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return readNPZ(path, f, st.Size())
+}
+
+// readNPZ is ReadNPZ of the size bytes of r, named path in errors.
+func readNPZ(path string, r io.ReaderAt, size int64) (*ImageSet, error) {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a .npz (zip) archive: %w", path, err)
+	}
+	members := map[string]*zip.File{}
+	var keys []string
+	for _, m := range zr.File {
+		key, ok := strings.CutSuffix(m.Name, ".npy")
+		if !ok || members[key] != nil {
+			continue
+		}
+		members[key] = m
+		keys = append(keys, key)
+	}
+	return imagesFromArrays(path, keys, func(key string) (*npyArray, error) {
+		return readZipNPY(path, members[key])
+	})
+}
+
+// readZipNPY reads and parses one member of a .npz, refusing one larger
+// than maxNPYBytes whatever its header claims.
+func readZipNPY(path string, m *zip.File) (*npyArray, error) {
+	name := path + ":" + m.Name
+	if m.UncompressedSize64 > maxNPYBytes {
+		return nil, fmt.Errorf("%s: %d bytes: more than %d", name, m.UncompressedSize64, maxNPYBytes)
+	}
+	rc, err := m.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxNPYBytes+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: corrupt archive member: %w", name, err)
+	case len(b) > maxNPYBytes:
+		return nil, fmt.Errorf("%s: decompresses to more than %d bytes", name, maxNPYBytes)
+	}
+	return parseNPY(name, b)
+}
+
+// ReadNPYDir reads an image set from a directory holding x_train.npy,
+// y_train.npy, x_test.npy and y_test.npy (np.save of each array), as
+// ReadNPZ reads them from an archive.
+func ReadNPYDir(dir string) (*ImageSet, error) {
+	found, _ := filepath.Glob(filepath.Join(dir, "*.npy"))
+	var keys []string
+	for _, p := range found {
+		keys = append(keys, strings.TrimSuffix(filepath.Base(p), ".npy"))
+	}
+	return imagesFromArrays(dir, keys, func(key string) (*npyArray, error) {
+		p := filepath.Join(dir, key+".npy")
+		f, err := inputfile.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxNPYBytes+1))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", p, err)
+		case len(b) > maxNPYBytes:
+			return nil, fmt.Errorf("%s: larger than %d bytes", p, maxNPYBytes)
+		}
+		return parseNPY(p, b)
+	})
+}
+
+// imagesFromArrays builds an image set from Keras's four arrays, read by
+// get, out of those keys holds (named in the error when one is missing).
+// Images are N×H×W or N×H×W×C, uint8 (normalised x/255: UnitNorm) or
+// float32 (used as stored: NoNorm, and every value finite); labels are N
+// or N×1 integers, class ids 0..255; the training and test images have
+// one shape and type; there are at least 2 classes.
+func imagesFromArrays(where string, keys []string, get func(key string) (*npyArray, error)) (*ImageSet, error) {
+	for _, k := range kerasKeys {
+		if !slices.Contains(keys, k) {
+			have := "no arrays"
+			if len(keys) > 0 {
+				have = "arrays " + strings.Join(keys, ", ")
+			}
+			return nil, fmt.Errorf("%s has no array %s: it holds %s; want Keras's layout %s (as keras.datasets' mnist.npz)", where, k, have, strings.Join(kerasKeys[:], ", "))
+		}
+	}
+	var arrays [4]*npyArray
+	for i, k := range kerasKeys {
+		a, err := get(k)
+		if err != nil {
+			return nil, err
+		}
+		arrays[i] = a
+	}
+	train, err := imagesOf(arrays[0], arrays[1])
+	if err != nil {
+		return nil, err
+	}
+	test, err := imagesOf(arrays[2], arrays[3])
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(arrays[0].shape[1:], arrays[2].shape[1:]) || arrays[0].dtype != arrays[2].dtype {
+		return nil, fmt.Errorf("%s: x_train holds %v %s images but x_test %v %s: the training and test images must have one shape and type",
+			where, arrays[0].shape[1:], arrays[0].dtype, arrays[2].shape[1:], arrays[2].dtype)
+	}
+	set := &ImageSet{Train: train, Test: test, Dir: where}
+	if set.Classes = set.NumClasses(); set.Classes < 2 {
+		return nil, fmt.Errorf("%s: y_train and y_test hold only label 0: a classification data set needs at least 2 classes", where)
+	}
+	return set, nil
+}
+
+// imagesOf checks one images array and its labels and joins them.
+func imagesOf(x, y *npyArray) (*Images, error) {
+	if len(x.shape) != 3 && len(x.shape) != 4 {
+		return nil, fmt.Errorf("%s: shape %v: want images N×H×W or N×H×W×C", x.name, x.shape)
+	}
+	if x.kind == 'i' {
+		return nil, fmt.Errorf("%s: dtype %s: want uint8 or float32 images", x.name, x.dtype)
+	}
+	if y.kind == 'f' || !(len(y.shape) == 1 || len(y.shape) == 2 && y.shape[1] == 1) {
+		return nil, fmt.Errorf("%s: %v %s: want integer labels, N or N×1", y.name, y.shape, y.dtype)
+	}
+	n := x.shape[0]
+	if y.shape[0] != n {
+		return nil, fmt.Errorf("%s holds %d images but %s %d labels: want one label per image", x.name, n, y.name, y.shape[0])
+	}
+	if n == 0 || x.shape[1] == 0 || x.shape[2] == 0 || len(x.shape) == 4 && x.shape[3] == 0 {
+		return nil, fmt.Errorf("%s: shape %v: want at least one image of at least one pixel", x.name, x.shape)
+	}
+	im := &Images{N: n, Rows: x.shape[1], Cols: x.shape[2], Channels: 1, Labels: make([]uint8, n), Norm: UnitNorm}
+	if len(x.shape) == 4 {
+		im.Channels = x.shape[3]
+	}
+	for i, l := range y.ints {
+		if l < 0 || l > maxLabel {
+			return nil, fmt.Errorf("%s: label %d of example %d is out of range 0..%d: labels are class ids", y.name, l, i, maxLabel)
+		}
+		im.Labels[i] = uint8(l)
+	}
+	if x.kind == 'f' {
+		for i, v := range x.f32 {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("%s: value %v at flat index %d (image %d): want finite pixels", x.name, v, i, i/im.Dim())
+			}
+		}
+		im.Floats, im.Norm = x.f32, NoNorm
+	} else {
+		im.Pixels = x.u8
+	}
+	return im, nil
+}
+
+// WriteNPZ writes set as a .npz archive in Keras's layout (x_train,
+// y_train, x_test, y_test; images N×H×W, or N×H×W×C when they have more
+// than one channel; uint8 labels of shape N) with npyio: what ReadNPZ
+// reads, and what numpy.load reads; the way to hand a set to Keras, and
+// how the tests make .npz files.
+func WriteNPZ(path string, set *ImageSet) (err error) {
+	w, err := npz.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing a .npz: %w", err)
+	}
+	defer func() {
+		if cerr := w.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("writing %s: %w", path, cerr)
+		}
+	}()
+	for i, im := range []*Images{set.Train, set.Test} {
+		var x any
+		if im.Floats != nil {
+			x = nest(im, im.Floats)
+		} else {
+			x = nest(im, im.Pixels)
+		}
+		if err := w.Write(kerasKeys[2*i]+".npy", x); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		if err := w.Write(kerasKeys[2*i+1]+".npy", im.Labels); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// nest views flat pixels as the nested slices npyio writes with their
+// shape: N×H×W, or N×H×W×C for more than one channel.
+func nest[T uint8 | float32](im *Images, flat []T) any {
+	c := im.C()
+	rows := func(img []T) [][]T {
+		out := make([][]T, im.Rows)
+		for r := range out {
+			out[r] = img[r*im.Cols : (r+1)*im.Cols]
+		}
+		return out
+	}
+	if c == 1 {
+		out := make([][][]T, im.N)
+		for n := range out {
+			out[n] = rows(flat[n*im.Rows*im.Cols : (n+1)*im.Rows*im.Cols])
+		}
+		return out
+	}
+	out := make([][][][]T, im.N)
+	d := im.Dim()
+	for n := range out {
+		out[n] = make([][][]T, im.Rows)
+		for r := range out[n] {
+			out[n][r] = make([][]T, im.Cols)
+			for col := range out[n][r] {
+				o := n*d + (r*im.Cols+col)*c
+				out[n][r][col] = flat[o : o+c]
+			}
+		}
+	}
+	return out
+}
