@@ -9,6 +9,7 @@ import (
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/nn"
+	"github.com/meshtrain/meshtrain/nn/footprint"
 	"github.com/meshtrain/meshtrain/nn/keras"
 )
 
@@ -19,7 +20,7 @@ var memoryLimit = rusage.MemoryLimit
 // checkMemory refuses, before any work, a dense run whose model cannot
 // fit in the memory this process may use (the limit sparse-lr's
 // --features is checked against: GOMEMLIMIT, the cgroup, ulimit -v, the
-// machine): the estimate (nn.Architecture.Footprint) counts the
+// machine): the estimate (nn/footprint) counts the
 // parameters and their copies (the shards' gradients, the optimizer's
 // state, the exchange buffers, elastic commits, checkpoint encoding) and
 // every layer's activations and gradients for the per-peer batch. perHost
@@ -36,15 +37,16 @@ func checkMemory(c *cli.Context, job mirrored.Job, file *keras.Model, perHost in
 	if file != nil {
 		arch = file.Arch
 	} else {
-		a, err := nn.BuiltinArchitecture(job.Config.Model, nn.MNISTSpec)
-		if err != nil {
+		m, err := nn.NewModelFor(job.Config.Model, nn.MNISTSpec, 0, 1) // a built-in is small: built to read its architecture
+		s, ok := m.(*nn.Sequential)
+		if err != nil || !ok {
 			return nil // a model Validate let through, built another way
 		}
-		arch = a
+		arch = s.Architecture()
 	}
 	cfg := job.Config
-	f, err := arch.Footprint(nn.MemoryPlan{
-		Batch: cfg.BatchSize, Shards: cfg.Shards, OptimizerCopies: nn.OptimizerCopies(cfg.Optimizer, cfg.Momentum),
+	f, err := footprint.Of(arch, footprint.Plan{
+		Batch: cfg.BatchSize, Shards: cfg.Shards, OptimizerCopies: footprint.OptimizerCopies(cfg.Optimizer, cfg.Momentum),
 		Exchange: perHost > 1 || c.Command.Name == "worker", Commits: mirrored.ElasticOf(job.Strategy) != nil,
 		Checkpoints: job.CheckpointDir != "" || job.Restore != "",
 	})
@@ -60,10 +62,10 @@ func checkMemory(c *cli.Context, job mirrored.Job, file *keras.Model, perHost in
 	}
 	per := ""
 	if perHost > 1 {
-		per = fmt.Sprintf(" for each of the %d workers on this machine (%s in all)", perHost, nn.Bytes(need))
+		per = fmt.Sprintf(" for each of the %d workers on this machine (%s in all)", perHost, footprint.Bytes(need))
 	}
 	big := f.Largest()
 	return usageError{fmt.Errorf("model %s with a batch of %d needs about %s%s, more than the %s this process may use (%s); the largest part is %s, %s (all: %s): "+
 		"lower --batch, use a smaller model, or run with more memory",
-		arch.Name, cfg.BatchSize, nn.Bytes(f.Total()), per, nn.Bytes(limit), source, big.Name, nn.Bytes(big.Bytes), f)}
+		arch.Name, cfg.BatchSize, footprint.Bytes(f.Total()), per, footprint.Bytes(limit), source, big.Name, footprint.Bytes(big.Bytes), f)}
 }

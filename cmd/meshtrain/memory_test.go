@@ -41,7 +41,7 @@ func kerasSequential(t *testing.T, shape string, layers ...[2]string) string {
 // giving the estimate and its largest term; LeNet at its batch fits. The
 // runs that pass the check stop at once (a cancelled context). The
 // estimate's closeness to a measured peak is nn's
-// TestFootprintMatchesPeakRSS.
+// nn/footprint's TestMatchesPeakRSS.
 func TestModelMemoryChecked(t *testing.T) {
 	orig := memoryLimit
 	memoryLimit = func() (int64, string) { return 2 << 30, "the test's limit" }

@@ -1,4 +1,4 @@
-package nn
+package footprint
 
 import (
 	"bufio"
@@ -9,37 +9,48 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/meshtrain/meshtrain/nn"
 )
 
-// memoryModels are the models whose Footprint TestFootprintMatchesPeakRSS
+// memoryModels are the models whose Footprint TestMatchesPeakRSS
 // checks against a process's measured peak: one where the parameters
 // and the optimizer dominate, one where a convolution's activations do,
 // LeNet at a large batch.
 var memoryModels = map[string]struct {
-	arch  Architecture
+	arch  nn.Architecture
 	batch int
 	opt   string
 }{
-	"mlp": {Architecture{Name: "mlp", Input: Shape{C: 784}, Layers: []LayerSpec{
-		Dense{Units: 2048, Init: He}, Activation{"relu"}, Dense{Units: 2048, Init: He}, Activation{"relu"}, Dense{Units: 10, Init: Glorot}}}, 256, Adam},
-	"conv": {Architecture{Name: "conv", Input: Shape{H: 28, W: 28, C: 1}, Layers: []LayerSpec{
-		Conv2D{Filters: 64, Kernel: 3, Padding: Same, Init: He}, Activation{"relu"}, Flatten{}, Dense{Units: 10, Init: Glorot}}}, 256, Momentum},
-	"lenet": {Architecture{Name: "lenet", Input: Shape{H: 28, W: 28, C: 1}, Layers: lenetLayers(10)}, 2048, Momentum},
-	"base": {Architecture{Name: "base", Input: Shape{C: 4}, Layers: softmaxLayers(2)}, 1, SGD},
+	"mlp": {nn.Architecture{Name: "mlp", Input: nn.Shape{C: 784}, Layers: []nn.LayerSpec{
+		nn.Dense{Units: 2048, Init: nn.He}, nn.Activation{Fn: "relu"}, nn.Dense{Units: 2048, Init: nn.He}, nn.Activation{Fn: "relu"}, nn.Dense{Units: 10, Init: nn.Glorot}}}, 256, nn.Adam},
+	"conv": {nn.Architecture{Name: "conv", Input: nn.Shape{H: 28, W: 28, C: 1}, Layers: []nn.LayerSpec{
+		nn.Conv2D{Filters: 64, Kernel: 3, Padding: nn.Same, Init: nn.He}, nn.Activation{Fn: "relu"}, nn.Flatten{}, nn.Dense{Units: 10, Init: nn.Glorot}}}, 256, nn.Momentum},
+	"lenet": {lenet(), 2048, nn.Momentum},
+	"base":  {nn.Architecture{Name: "base", Input: nn.Shape{C: 4}, Layers: []nn.LayerSpec{nn.Flatten{}, nn.Dense{Units: 2, Init: nn.Glorot}}}, 1, nn.SGD},
+}
+
+// lenet is LeNet-5's architecture, as nn builds it.
+func lenet() nn.Architecture {
+	m, err := nn.NewModel(nn.LeNet5, 1)
+	if err != nil {
+		panic(err)
+	}
+	return m.(*nn.Sequential).Architecture()
 }
 
 // memoryChildEnv names the model a re-executed test process trains one
 // step of, reporting its peak RSS.
 const memoryChildEnv = "MESHTRAIN_NN_MEMORY_CHILD"
 
-// TestFootprintMatchesPeakRSS: a process that builds a model and runs a
+// TestMatchesPeakRSS: a process that builds a model and runs a
 // training step and an optimizer update peaks, above a process that does
 // the same for a model of a few parameters, at about the Footprint
 // estimated before (VmHWM, the kernel's count of the resident peak). The
 // estimate must cover the measure (never under by more than 10%) and not
 // be more than twice it, so that a limit it refuses at is one the run
 // would have come near.
-func TestFootprintMatchesPeakRSS(t *testing.T) {
+func TestMatchesPeakRSS(t *testing.T) {
 	if name := os.Getenv(memoryChildEnv); name != "" {
 		memoryChild(t, name)
 		return
@@ -51,7 +62,7 @@ func TestFootprintMatchesPeakRSS(t *testing.T) {
 		t.Skip("runs four processes")
 	}
 	peak := func(name string) int64 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFootprintMatchesPeakRSS$", "-test.v")
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMatchesPeakRSS$", "-test.v")
 		cmd.Env = append(os.Environ(), memoryChildEnv+"="+name, "GOMAXPROCS=2")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -72,7 +83,7 @@ func TestFootprintMatchesPeakRSS(t *testing.T) {
 	base := peak("base")
 	for _, name := range []string{"mlp", "conv", "lenet"} {
 		m := memoryModels[name]
-		f, err := m.arch.Footprint(MemoryPlan{Batch: m.batch, OptimizerCopies: OptimizerCopies(m.opt, 0.9)})
+		f, err := Of(m.arch, Plan{Batch: m.batch, OptimizerCopies: OptimizerCopies(m.opt, 0.9)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,11 +101,11 @@ func TestFootprintMatchesPeakRSS(t *testing.T) {
 // evaluation, and prints the process's peak RSS.
 func memoryChild(t *testing.T, name string) {
 	m := memoryModels[name]
-	model, err := m.arch.New(1, DefaultShards)
+	model, err := m.arch.New(1, nn.DefaultShards)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt, err := NewOptimizer(m.opt, OptimizerConfig{Params: len(model.Params()), LR: 0.01, Momentum: 0.9})
+	opt, err := nn.NewOptimizer(m.opt, nn.OptimizerConfig{Params: len(model.Params()), LR: 0.01, Momentum: 0.9})
 	if err != nil {
 		t.Fatal(err)
 	}
