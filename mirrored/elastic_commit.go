@@ -106,8 +106,11 @@ func (e *elastic) started(l *syncLoop, pos *resumePos) error {
 	}
 	e.mu.Lock()
 	d, announce := e.mach.Started(pos != nil, record, next, l.global)
-	record, gen := e.mach.Record(), e.mach.Gen()
+	record, gen, next := e.mach.Record(), e.mach.Gen(), e.mach.NextChange()
 	e.mu.Unlock()
+	if err := membership.Reachable(e.cfg.Schedule, next, l.total); err != nil {
+		return err
+	}
 	e.commit.take(l.run.rep, gen, l.global, l.startEpoch, l.skip, l.steps, l.res.EpochResults, record)
 	e.commit.ck = l.checkpointTemplate()
 	if d != nil {

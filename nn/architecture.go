@@ -85,7 +85,13 @@ func (a Architecture) Build(seed int64, shards int) (Model, error) {
 // layer's output at most maxExample floats per example, and a
 // convolution's scratch (its taps and output channels times its padded
 // input plane) at most maxConvScratch floats.
+//
+// MaxLayers bounds the layer count: the deepest of Keras's application
+// models (NASNetLarge) has 1,041 layers, and each layer costs memory and
+// a goroutine-free pass of its own (a file of 2,000 Dropout layers after
+// a Dense of 65,536 took the machine).
 const (
+	MaxLayers      = 2048
 	MaxParams      = 1 << 28
 	maxExample     = 1 << 24
 	maxConvScratch = 1 << 26
@@ -135,6 +141,9 @@ func (a Architecture) bounds() error {
 	in := a.Input
 	tooLarge := func(i int, s LayerSpec, format string, args ...any) error {
 		return &LayerError{Model: a.Name, Index: i, Kind: s.kind(), Err: fmt.Errorf("too large for meshtrain: "+format, args...)}
+	}
+	if len(a.Layers) > MaxLayers {
+		return fmt.Errorf("nn: %s: %d layers, more than meshtrain's %d", a.Name, len(a.Layers), MaxLayers)
 	}
 	if in.H > maxExample || in.W > maxExample || in.C > maxExample || in.Size() > maxExample {
 		return fmt.Errorf("nn: %s: input %v: too large for meshtrain (%d floats at most)", a.Name, in, maxExample)

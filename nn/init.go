@@ -81,9 +81,18 @@ func (i Initializer) Check() error {
 		}
 		return nil
 	}
+	// reach is the largest magnitude a draw can take, past float32's
+	// range an overflow: the weights would start infinite, and the run
+	// diverge at its first step with advice about the learning rate.
+	reach := func(what string, v float64) error {
+		if !math.IsInf(v, 0) && math.Abs(v) > math.MaxFloat32 {
+			return fmt.Errorf("%s initializer: %s: draws reach %.3g, which overflows float32 (%.3g at most): the initial weights would be infinite", i.kind(), what, v, math.MaxFloat32)
+		}
+		return nil
+	}
 	switch i.kind() {
 	case InitConstant:
-		return finite("value", i.Value)
+		return errors.Join(finite("value", i.Value), reach(fmt.Sprintf("value %v", i.Value), i.Value))
 	case InitRandomUniform:
 		if err := errors.Join(finite("minval", i.Min), finite("maxval", i.Max)); err != nil {
 			return err
@@ -91,6 +100,7 @@ func (i Initializer) Check() error {
 		if i.Max < i.Min {
 			return fmt.Errorf("random_uniform initializer: maxval %v below minval %v", i.Max, i.Min)
 		}
+		return errors.Join(reach(fmt.Sprintf("minval %v", i.Min), i.Min), reach(fmt.Sprintf("maxval %v", i.Max), i.Max))
 	case InitRandomNormal, InitTruncatedNormal:
 		if err := errors.Join(finite("mean", i.Mean), finite("stddev", i.Stddev)); err != nil {
 			return err
@@ -98,9 +108,19 @@ func (i Initializer) Check() error {
 		if i.Stddev < 0 {
 			return fmt.Errorf("%s initializer: stddev %v: want ≥ 0", i.Kind, i.Stddev)
 		}
+		// A normal draw beyond 6 standard deviations has odds of 1e-9;
+		// a truncated one never passes 2.
+		sds := 6.0
+		if i.Kind == InitTruncatedNormal {
+			sds = 2
+		}
+		return reach(fmt.Sprintf("mean %v, stddev %v", i.Mean, i.Stddev), math.Abs(i.Mean)+sds*i.Stddev)
 	case InitVarianceScaling:
 		if !(i.Scale > 0) || math.IsInf(i.Scale, 0) {
 			return fmt.Errorf("variance_scaling initializer: scale %v: want a finite number > 0", i.Scale)
+		}
+		if err := reach(fmt.Sprintf("scale %v", i.Scale), 6*math.Sqrt(3*i.Scale)); err != nil { // at a fan of 1
+			return err
 		}
 		switch i.Mode {
 		case "fan_in", "fan_out", "fan_avg":

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/urfave/cli/v2"
+	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -43,7 +44,7 @@ func elasticFromFlags(c *cli.Context, workers int) (*mirrored.Elastic, error) {
 		return nil, fmt.Errorf("--commit-every %d: want ≥ 1 step", el.CommitEvery)
 	}
 	if path := c.String("membership-schedule"); path != "" {
-		b, err := inputfile.ReadFile(path)
+		b, err := inputfile.ReadFileMax(path, membership.MaxScheduleBytes)
 		if err != nil {
 			return nil, fmt.Errorf("--membership-schedule: %w", err)
 		}
@@ -61,4 +62,31 @@ func elasticFromFlags(c *cli.Context, workers int) (*mirrored.Elastic, error) {
 func restarted() int {
 	n, _ := strconv.Atoi(os.Getenv(launch.RestartEnv))
 	return n
+}
+
+// replayVerdict logs, after a run that replayed --membership-schedule,
+// whether every recorded change happened at its step and whether the
+// final parameters equal the record's: the replay promises both, and a
+// replay that did not keep the promise must not pass in silence. A peer
+// that left the run has no final parameters to compare.
+func replayVerdict(c *cli.Context, wc launch.WorkerConfig, sum *mirrored.Summary) {
+	path := c.String("membership-schedule")
+	if mirrored.ElasticOf(wc.Job.Strategy) == nil || path == "" || sum == nil || sum.Run == nil || sum.Peer.Left != "" {
+		return
+	}
+	b, err := inputfile.ReadFileMax(path, membership.MaxScheduleBytes)
+	if err != nil {
+		wc.Logger.Warn("replay: the schedule cannot be read again to compare", zap.Error(err))
+		return
+	}
+	rec, err := membership.ParseRecord(b)
+	if err != nil {
+		wc.Logger.Warn("replay: the schedule cannot be read again to compare", zap.Error(err))
+		return
+	}
+	if v := membership.CheckReplay(rec, sum.Run.Membership, sum.Run.ParamsSHA256); v.OK() {
+		wc.Logger.Info(v.String())
+	} else {
+		wc.Logger.Warn(v.String())
+	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/urfave/cli/v2"
+
+	"github.com/meshtrain/meshtrain/mirrored/membership"
 )
 
 // TestElasticFlags: the elastic flags are read, checked against the
@@ -25,6 +27,10 @@ func TestElasticFlags(t *testing.T) {
 	}
 	good := write("good.json", `{"run":{"membership":[{"step":10,"members":[0,2]},{"step":40,"members":[0,2,1]}]}}`)
 	far := write("far.json", `[{"step":10,"members":[0,5]}]`)
+	huge := write("huge.json", "[")
+	if err := os.Truncate(huge, membership.MaxScheduleBytes+1); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args    []string
 		changes int
@@ -39,6 +45,12 @@ func TestElasticFlags(t *testing.T) {
 		{[]string{"--elastic", "--membership-schedule", far}, 0, "names peer 5, outside the cluster's 3"},
 		{[]string{"--elastic", "--membership-schedule", filepath.Join(dir, "missing.json")}, 0, "no such file"},
 		{[]string{"--elastic", "--strategy", "gossip"}, 0, "--elastic with --strategy gossip"},
+		// Nothing to replay, which was accepted in silence (exit 0).
+		{[]string{"--elastic", "--membership-schedule", write("null.json", "null")}, 0, "no membership changes to replay"},
+		{[]string{"--elastic", "--membership-schedule", write("empty.json", "[]")}, 0, "no membership changes to replay"},
+		{[]string{"--elastic", "--membership-schedule", write("run.json", `{"run": {}}`)}, 0, "no membership changes to replay"},
+		{[]string{"--elastic", "--membership-schedule", write("other.json", `{"model": "lenet"}`)}, 0, "no membership changes to replay"},
+		{[]string{"--elastic", "--membership-schedule", huge}, 0, "over the size cap"},
 	} {
 		i := slices.IndexFunc(commands, func(c *cli.Command) bool { return c.Name == "worker" })
 		cmd := *commands[i]

@@ -67,24 +67,25 @@ func readModelFile(c *cli.Context) (*keras.Model, error) {
 }
 
 // modelFromFile sets job's model to --model-file's, if given: its builder
-// (Job.NewModel) and name. Without --allow-unverified the data set is
-// MNIST, so the file's input shape and classes are checked against it here,
-// before any work; with it, when the data is loaded.
-func modelFromFile(c *cli.Context, job *mirrored.Job) error {
+// (Job.NewModel) and name; it returns the file's model (nil without the
+// flag). Without --allow-unverified the data set is MNIST, so the file's
+// input shape and classes are checked against it here, before any work;
+// with it, when the data is loaded.
+func modelFromFile(c *cli.Context, job *mirrored.Job) (*keras.Model, error) {
 	m, err := readModelFile(c)
 	if err != nil || m == nil {
-		return err
+		return nil, err
 	}
 	if !job.AllowUnverified {
 		if err := m.CheckData(nn.MNISTSpec); err != nil {
-			return usageError{fmt.Errorf("--model-file %s: %w (MNIST)", c.String("model-file"), err)}
+			return nil, usageError{fmt.Errorf("--model-file %s: %w (MNIST)", c.String("model-file"), err)}
 		}
 	}
 	job.Model, job.NewModel = modelKeras, m.NewModel
 	logger(c, c.Command.Name).Info("model file", zap.String("path", c.String("model-file")), zap.String("form", m.Form),
 		zap.String("class", m.Class), zap.String("name", m.Arch.Name), zap.Int("params", m.Params))
 	logger(c, c.Command.Name).Debug("model file's layers\n" + m.Table())
-	return nil
+	return m, nil
 }
 
 // absModelFile makes --model-file absolute, so that the workers launch

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/mirrored/report"
@@ -64,10 +64,14 @@ func init() {
 			if job.Sparse, err = sparseFromFlags(c); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
-			if err := modelFromFile(c, &job); err != nil {
+			file, err := modelFromFile(c, &job)
+			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
 			if err := job.Validate(); err != nil {
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
+			if err := checkMemory(c, job, file, 1); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			costParams, err := costFromFlags(c)
@@ -108,7 +112,7 @@ func init() {
 				if err != nil {
 					return fmt.Errorf("train: encoding the summary: %w", err)
 				}
-				if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+				if err := atomicfile.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 					return fmt.Errorf("train: writing the summary: %w", err)
 				}
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
+	"github.com/meshtrain/meshtrain/mirrored/membership"
 	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
@@ -170,6 +171,9 @@ func jobFlags() []cli.Flag {
 // jobFromFlags builds the job (model, sparse-lr's settings, strategy and
 // faults, checked for workers ranks) and the link security from the flags.
 func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Security, err error) {
+	if err := checkPeerCount(c, workers); err != nil {
+		return job, "", err
+	}
 	cfg, err := configFromFlags(c)
 	if err != nil {
 		return job, "", err
@@ -192,7 +196,8 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if job.Sparse, err = sparseFromFlags(c); err != nil {
 		return job, "", err
 	}
-	if err := modelFromFile(c, &job); err != nil {
+	file, err := modelFromFile(c, &job)
+	if err != nil {
 		return job, "", err
 	}
 	if job.Strategy, job.Faults, err = strategyFromFlags(c, workers); err != nil {
@@ -212,6 +217,13 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 		}
 	}
 	if err := job.Validate(); err != nil {
+		return job, "", err
+	}
+	perHost := 1 // a worker is one process of the cluster
+	if c.Command.Name == "launch" || c.Command.Name == "compare" {
+		perHost = workers // every worker on this machine
+	}
+	if err := checkMemory(c, job, file, perHost); err != nil {
 		return job, "", err
 	}
 	if sec, err = p2p.ParseSecurity(c.String("security")); err != nil {
@@ -414,9 +426,13 @@ func runPeer(c *cli.Context, wc launch.WorkerConfig) error {
 		}()
 	}
 	sum, err := launch.RunWorker(c.Context, wc)
+	if errors.Is(err, membership.ErrPastEnd) {
+		return usageError{fmt.Errorf("worker: %w", err)} // the schedule does not fit the run: nothing to replay
+	}
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	replayVerdict(c, wc, sum)
 	if !c.Bool("events") {
 		p := sum.Peer
 		fmt.Printf("rank %d done: %d steps, %.0f examples/s, test accuracy %.2f%%, sent %s, received %s, CPU %.1fs, compute %.0f%% comm %.0f%% wait %.0f%%, params sha256 %s\n",

@@ -11,10 +11,12 @@ import (
 // File is a file being written under a temporary name. Its methods are not
 // safe for concurrent use.
 type File struct {
-	tmp  *os.File
-	path string
-	perm fs.FileMode
-	done bool
+	tmp    *os.File
+	path   string // the path given to Create, for messages
+	dest   string // the name tmp is renamed to (path, or a link's target)
+	perm   fs.FileMode
+	done   bool
+	direct bool // tmp is path itself, a device or FIFO: no rename
 }
 
 // TempPrefix is the name prefix of the temporary files written for a file
@@ -23,13 +25,27 @@ type File struct {
 func TempPrefix(name string) string { return "." + name + ".tmp-" }
 
 // Create starts writing path: a temporary file in path's directory that
-// Commit will rename to path with permissions perm.
+// Commit will rename to path with permissions perm. A path that is a
+// character device or a FIFO is written into directly instead (see
+// Classify); any other kind of file is refused by name.
 func Create(path string, perm fs.FileMode) (*File, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), TempPrefix(filepath.Base(path))+"*")
+	kind, err := Classify(path)
+	if err != nil {
+		return nil, fmt.Errorf("writing %w", err)
+	}
+	if kind == Direct {
+		f, err := takeDirect(path)
+		if err != nil {
+			return nil, fmt.Errorf("writing %w", err)
+		}
+		return &File{tmp: f, path: path, dest: path, perm: perm, direct: true}, nil
+	}
+	dest := target(path)
+	tmp, err := os.CreateTemp(filepath.Dir(dest), TempPrefix(filepath.Base(dest))+"*")
 	if err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
-	return &File{tmp: tmp, path: path, perm: perm}, nil
+	return &File{tmp: tmp, path: path, dest: dest, perm: perm}, nil
 }
 
 // Write writes p to the temporary file.
@@ -55,12 +71,18 @@ func (f *File) Commit() error {
 		return fmt.Errorf("committing %s: %w", f.path, os.ErrClosed)
 	}
 	f.done = true
+	if f.direct {
+		if err := f.tmp.Close(); err != nil {
+			return fmt.Errorf("closing %s: %w", f.path, err)
+		}
+		return nil
+	}
 	if err := f.publish(); err != nil {
 		_ = f.tmp.Close()
 		_ = os.Remove(f.tmp.Name())
 		return err
 	}
-	return syncDir(filepath.Dir(f.path))
+	return syncDir(filepath.Dir(f.dest))
 }
 
 // publish is Commit up to the rename.
@@ -74,8 +96,8 @@ func (f *File) publish() error {
 	if err := os.Chmod(f.tmp.Name(), f.perm); err != nil {
 		return fmt.Errorf("writing %s: %w", f.path, err)
 	}
-	if err := os.Rename(f.tmp.Name(), f.path); err != nil {
-		return fmt.Errorf("renaming %s to %s: %w", f.tmp.Name(), f.path, err)
+	if err := os.Rename(f.tmp.Name(), f.dest); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", f.tmp.Name(), f.dest, err)
 	}
 	return nil
 }
@@ -89,7 +111,9 @@ func (f *File) Abort() {
 	}
 	f.done = true
 	_ = f.tmp.Close()
-	_ = os.Remove(f.tmp.Name())
+	if !f.direct {
+		_ = os.Remove(f.tmp.Name())
+	}
 }
 
 // WriteFile writes data to path atomically with permissions perm: after

@@ -145,9 +145,18 @@ func TestFailures(t *testing.T) {
 			return f.Commit()
 		}, "syncing"},
 		{"rename fails", func(t *testing.T, path string) error {
-			// A non-empty directory that rename cannot replace.
-			return WriteFile(path+".d", []byte("new"), 0o644)
+			// A non-empty directory, put there after Create, that rename
+			// cannot replace.
+			f := mustCreate(t, path+".e")
+			defer f.Abort()
+			if err := os.MkdirAll(filepath.Join(path+".e", "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return f.Commit()
 		}, "renaming"},
+		{"a directory is refused", func(t *testing.T, path string) error {
+			return WriteFile(path+".d", []byte("new"), 0o644)
+		}, "is a directory"},
 		{"no directory", func(t *testing.T, path string) error {
 			return WriteFile(filepath.Join(filepath.Dir(path), "missing", "f.bin"), []byte("new"), 0o644)
 		}, "missing/f.bin"},

@@ -11,4 +11,9 @@
 // temporary file is removed; a process killed mid-write leaves one, named
 // TempPrefix(name) followed by random characters, which never passes for
 // the real file.
+//
+// Only a regular file (or a missing one) is replaced so; a character
+// device or a FIFO (/dev/stdout, /dev/null) is written into directly,
+// opened without blocking, and anything else is refused by name
+// (Classify): nothing but a regular file is ever renamed over.
 package atomicfile

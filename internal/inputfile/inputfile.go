@@ -63,6 +63,31 @@ func ReadFile(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
+// ErrTooLarge is wrapped by ReadFileMax's error for a file over its cap.
+var ErrTooLarge = errors.New("over the size cap")
+
+// ReadFileMax is ReadFile for a file of at most max bytes: a larger one is
+// refused by its size, before it is read, and a file that grows while it
+// is read is never read past max+1 bytes.
+func ReadFileMax(path string, max int64) ([]byte, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		return nil, fmt.Errorf("%s: %d bytes, %w of %d bytes", path, st.Size(), ErrTooLarge, max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s: more than %d bytes, %w", path, max, ErrTooLarge)
+	}
+	return b, nil
+}
+
 func regular(path string, mode fs.FileMode) error {
 	if mode.IsRegular() {
 		return nil

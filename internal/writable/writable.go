@@ -11,23 +11,33 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 )
 
-// File checks that path can be written later: it is not a directory, its
-// directory exists, and a file can be created there (an existing file is
-// not modified). The error names path and says what to do.
+// File checks that path can be written later, under atomicfile's rule
+// (atomicfile.Classify) and without ever blocking: a regular file (or a
+// missing one) must be replaceable, so its directory must exist and take a
+// new file (an existing file is not modified); a character device is
+// opened for writing without blocking; a FIFO must have a reader, and is
+// held open (atomicfile.Hold) so that the reader stays connected until the
+// write; anything else (a directory, a socket, a block device) is refused.
+// The error names path and says what to do.
 func File(path string) error {
-	if fi, err := os.Stat(path); err == nil {
-		if fi.IsDir() {
-			return fmt.Errorf("%s is a directory: give a file name", path)
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return fmt.Errorf("%s cannot be written: %w", path, err)
-		}
-		return f.Close()
-	} else if !missing(err) {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("%s is a directory: give a file name", path)
+	case err != nil && !missing(err):
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	if fi != nil {
+		if err := existing(path, fi.Mode()); err != nil || !fi.Mode().IsRegular() {
+			return err
+		}
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			path = real // the rename happens beside a link's target
+		}
 	}
 	dir := filepath.Dir(path)
 	switch fi, err := os.Stat(dir); {
@@ -42,6 +52,24 @@ func File(path string) error {
 		return fmt.Errorf("%s cannot be written: %w", path, err)
 	}
 	return nil
+}
+
+// existing checks an existing path, fi its os.Stat: a regular file or a
+// character device must open for writing (without blocking; nothing is
+// written), a FIFO is held for the write, anything else is refused.
+func existing(path string, fi fs.FileMode) error {
+	kind, err := atomicfile.Classify(path)
+	if err != nil {
+		return err
+	}
+	if kind == atomicfile.Direct && fi&fs.ModeNamedPipe != 0 {
+		return atomicfile.Hold(path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return fmt.Errorf("%s cannot be written: %w", path, err)
+	}
+	return f.Close()
 }
 
 // missing says err means a path does not exist (or goes through a file).

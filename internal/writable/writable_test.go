@@ -1,10 +1,13 @@
 package writable
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestFileAndDir(t *testing.T) {
@@ -57,5 +60,76 @@ func TestFileAndDir(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, ".meshtrain-probe-*")); len(m) > 0 {
 		t.Errorf("probe files left: %v", m)
+	}
+}
+
+// TestFileNonRegular: the start-up check never blocks and never modifies
+// what is there: a FIFO with no reader and a socket are refused by name,
+// a FIFO with a reader and a character device (made by the test, never
+// the machine's) are accepted.
+func TestFileNonRegular(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, path string)
+		want string // "" for no error
+	}{
+		{"FIFO with no reader", func(t *testing.T, p string) { mkfifo(t, p) }, "is a FIFO with no reader"},
+		{"FIFO with a reader", func(t *testing.T, p string) {
+			mkfifo(t, p)
+			r, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close() })
+		}, ""},
+		{"character device", func(t *testing.T, p string) {
+			if os.Geteuid() != 0 {
+				t.Skip("making a device node needs root")
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat("/dev/null", &st); err != nil {
+				t.Skip(err)
+			}
+			if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, int(st.Rdev)); err != nil {
+				t.Skip(err)
+			}
+		}, ""},
+		{"socket", func(t *testing.T, p string) {
+			l, err := net.Listen("unix", p)
+			if err != nil {
+				t.Skip(err)
+			}
+			t.Cleanup(func() { l.Close() })
+		}, "is a socket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out")
+			tc.make(t, path)
+			before, _ := os.Lstat(path)
+			done := make(chan error, 1)
+			go func() { done <- File(path) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("File blocked")
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path)):
+				t.Fatalf("err %v, want one naming %s and saying %q", err, path, tc.want)
+			}
+			if after, err := os.Lstat(path); err != nil || !os.SameFile(before, after) || after.Mode() != before.Mode() {
+				t.Fatalf("%s changed: %v, then %v (%v)", path, before.Mode(), after, err)
+			}
+		})
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
 	}
 }

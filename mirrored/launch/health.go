@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 )
 
 // HealthLimits bound what the probe server holds, so that nobody who can
 // reach --health-addr can take the worker's file descriptors (and with
-// them its libp2p listener): at most MaxConns connections at once (more
-// wait in the kernel's accept queue, holding no descriptor of this
-// process), each closed once idle for Idle between requests or if its
+// them its libp2p listener): at most MaxConns connections at once (when
+// they are all held, the one that has waited longest without a request
+// under way is closed for the next: reservingListener), each closed once idle for Idle between requests or if its
 // request's header takes longer than ReadHeader, its whole request longer
 // than Read or its answer longer than Write. Probes are one short request
 // each (kubelet opens a connection per probe), so none of these is near.
@@ -66,10 +65,11 @@ func ServeHealth(ctx context.Context, addr string, log *zap.Logger) (*Health, er
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", h.probe(&h.listening, "listening", "not listening yet"))
 	mux.HandleFunc("/readyz/cluster", h.probe(&h.formed, "the cluster formed", "the cluster has not formed"))
+	rl := newReservingListener(ln, lim.MaxConns)
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: lim.ReadHeader, ReadTimeout: lim.Read, WriteTimeout: lim.Write,
-		IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes}
+		IdleTimeout: lim.Idle, MaxHeaderBytes: lim.MaxHeaderBytes, ConnState: rl.connState}
 	go func() {
-		if err := h.srv.Serve(netutil.LimitListener(ln, lim.MaxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := h.srv.Serve(rl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn("health server stopped", zap.Error(err))
 		}
 	}()

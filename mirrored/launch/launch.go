@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/observe"
 	"github.com/meshtrain/meshtrain/mirrored/report"
@@ -239,7 +240,7 @@ func (c *localCluster) start(runDir string, r int, addrs []string, secret []byte
 		"task":    map[string]any{"type": "worker", "index": r},
 	})
 	tfFile := filepath.Join(runDir, fmt.Sprintf("tf_config-%d.json", r))
-	if err := os.WriteFile(tfFile, tfc, 0o600); err != nil {
+	if err := atomicfile.WriteFile(tfFile, tfc, 0o600); err != nil { // never blocks on what is there (a FIFO)
 		return fmt.Errorf("launch: writing rank %d's TF_CONFIG: %w", r, err)
 	}
 	_ = os.Remove(w.report)

@@ -18,6 +18,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/mirrored/observe"
@@ -240,7 +241,7 @@ func (cfg *WorkerConfig) writeReport(sum *mirrored.Summary, rank int) error {
 	if err != nil {
 		return fmt.Errorf("rank %d: encoding the report: %w", rank, err)
 	}
-	if err := os.WriteFile(cfg.Report, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(cfg.Report, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("rank %d: writing the report: %w", rank, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -36,44 +37,84 @@ type Change struct {
 	CommitEvery int `json:"commit_every,omitempty"`
 }
 
+// MaxScheduleBytes caps a schedule file: a run's summary with its
+// membership, every peer's figures and resource history is well under a
+// megabyte at a hundred peers; a larger file is not a record (a 120 MB
+// file was parsed whole).
+const MaxScheduleBytes = 16 << 20
+
+// ErrNothingToReplay is wrapped by the error for a schedule with no
+// change: `null`, `[]`, `{"run": {}}` or any JSON without "membership",
+// which would replay nothing, in silence.
+var ErrNothingToReplay = errors.New("no membership changes to replay")
+
+// ErrPastEnd is wrapped by the error for a schedule change at a step the
+// run never reaches.
+var ErrPastEnd = errors.New("a membership change after the run's last step")
+
+// Record is what a schedule file holds: the changes to replay and, when
+// it is a run's summary or Result, the final parameters' hash the replay
+// must end with.
+type Record struct {
+	Changes      []Change
+	ParamsSHA256 string
+}
+
 // ParseSchedule reads a schedule: the JSON of a run summary's or Result's
 // "membership", or a list of Change.
 func ParseSchedule(b []byte) ([]Change, error) {
-	var list []Change
-	if err := json.Unmarshal(b, &list); err != nil {
+	r, err := ParseRecord(b)
+	return r.Changes, err
+}
+
+// ParseRecord reads a schedule and, from a summary ("run") or a Result,
+// the recorded final parameters' hash. A schedule with no change is
+// refused (ErrNothingToReplay), as is one over MaxScheduleBytes.
+func ParseRecord(b []byte) (Record, error) {
+	if len(b) > MaxScheduleBytes {
+		return Record{}, fmt.Errorf("membership schedule: %d bytes, over the cap of %d: not a run's record", len(b), MaxScheduleBytes)
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec.Changes); err != nil {
 		var wrap struct {
 			Membership []Change `json:"membership"`
+			Params     string   `json:"params_sha256"`
 			Run        *struct {
 				Membership []Change `json:"membership"`
+				Params     string   `json:"params_sha256"`
 			} `json:"run"`
 		}
 		if err2 := json.Unmarshal(b, &wrap); err2 != nil {
-			return nil, fmt.Errorf("membership schedule: want a JSON list of changes ({\"step\":…, \"members\":[…]}) or a summary with \"membership\": %w", err)
+			return Record{}, fmt.Errorf("membership schedule: want a JSON list of changes ({\"step\":…, \"members\":[…]}) or a summary with \"membership\": %w", err)
 		}
-		list = wrap.Membership
-		if list == nil && wrap.Run != nil {
-			list = wrap.Run.Membership
+		rec.Changes, rec.ParamsSHA256 = wrap.Membership, wrap.Params
+		if rec.Changes == nil && wrap.Run != nil {
+			rec.Changes, rec.ParamsSHA256 = wrap.Run.Membership, wrap.Run.Params
 		}
 	}
+	if len(rec.Changes) == 0 {
+		return Record{}, fmt.Errorf("membership schedule: %w: want a JSON list of changes or a summary, report or result whose \"membership\" lists at least one (a run with no change has nothing to replay)", ErrNothingToReplay)
+	}
+	list := rec.Changes
 	// The steps need not increase: a change's step counts the steps as
 	// the run was before it, and a change that adds peers makes fewer
 	// steps per epoch, so the count can go back.
 	for i, c := range list {
 		switch {
 		case c.Step < 0:
-			return nil, fmt.Errorf("membership schedule: change %d at step %d: want a step ≥ 0", i+1, c.Step)
+			return Record{}, fmt.Errorf("membership schedule: change %d at step %d: want a step ≥ 0", i+1, c.Step)
 		case len(c.Members) == 0:
-			return nil, fmt.Errorf("membership schedule: change %d at step %d has no members", i+1, c.Step)
+			return Record{}, fmt.Errorf("membership schedule: change %d at step %d has no members", i+1, c.Step)
 		}
 		seen := map[int]bool{}
 		for _, m := range c.Members {
 			if m < 0 || seen[m] {
-				return nil, fmt.Errorf("membership schedule: change %d lists peer %d twice or a negative index", i+1, m)
+				return Record{}, fmt.Errorf("membership schedule: change %d lists peer %d twice or a negative index", i+1, m)
 			}
 			seen[m] = true
 		}
 	}
-	return list, nil
+	return rec, nil
 }
 
 // CheckSchedule checks a membership schedule against a cluster of n peers

@@ -192,3 +192,26 @@ func TestFormFailedBounded(t *testing.T) {
 		t.Errorf("after a generation formed, the first failure gave up")
 	}
 }
+
+// FuzzParseRecord: a record is refused or holds changes; replayed as
+// itself, it is a replay that kept every promise; its first change is
+// checked against any end without a panic.
+func FuzzParseRecord(f *testing.F) {
+	f.Add([]byte(`{"run":{"membership":[{"step":10,"members":[0,2]}],"params_sha256":"ab"}}`))
+	f.Add([]byte(`{"membership":[{"step":3,"members":[1]}],"params_sha256":"cd"}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"run": {}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rec, err := ParseRecord(b)
+		if err != nil {
+			return
+		}
+		if len(rec.Changes) == 0 {
+			t.Fatalf("accepted a record with no change: %s", b)
+		}
+		if v := CheckReplay(rec, rec.Changes, rec.ParamsSHA256); !v.OK() {
+			t.Fatalf("a record replayed as itself: %s", v)
+		}
+		_ = Reachable(rec.Changes, 0, len(b))
+	})
+}

@@ -1,13 +1,13 @@
 package report
 
 import (
-	"errors"
 	"fmt"
-	"os"
 
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 )
 
 // DPI is every figure's resolution, in dots per inch (vgimg's default).
@@ -19,13 +19,16 @@ const DPI = vgimg.DefaultDPI
 func SavePNG(path string, width, height vg.Length, paint func(draw.Canvas)) error {
 	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(DPI))
 	paint(draw.New(img))
-	f, err := os.Create(path)
+	f, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return fmt.Errorf("plot: %w", err) // names the path
 	}
-	_, werr := vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	if err := errors.Join(werr, f.Close()); err != nil {
-		return fmt.Errorf("plot: writing %s: %w", path, err)
+	defer f.Abort()
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		return fmt.Errorf("plot: %w", err) // names the path
+	}
+	if err := f.Commit(); err != nil {
+		return fmt.Errorf("plot: %w", err)
 	}
 	return nil
 }

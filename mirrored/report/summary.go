@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
 
@@ -204,8 +204,11 @@ func WriteSummary(path string, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing the summary: %w", err)
+	}
+	if kind, err := atomicfile.Classify(path); err != nil || kind != atomicfile.Replace {
+		return err // a summary on a device or FIFO (/dev/stdout) has no file beside it for the figure
 	}
 	var peers []mirrored.PeerStats
 	for _, p := range out.Peers {

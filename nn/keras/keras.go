@@ -280,6 +280,9 @@ func entries(list []any) ([]entry, error) {
 		if e.name == "" {
 			e.name, _ = e.cfg["name"].(string)
 		}
+		if j := slices.IndexFunc(out, func(o entry) bool { return o.name == e.name }); j >= 0 && e.name != "" {
+			return nil, &LayerError{Index: i, Class: e.class, Name: e.name, Err: fmt.Errorf("the name %q is also layer %d's: Keras refuses a model whose layer names repeat (\"All layer names should be unique.\")", e.name, out[j].index)}
+		}
 		out = append(out, e)
 	}
 	return out, nil
@@ -397,8 +400,32 @@ func (m *Model) build(name string, es []entry, buildShape any, from [][]int) err
 	if err != nil {
 		return err
 	}
+	if err := m.lastActivation(); err != nil {
+		return err
+	}
 	m.Classes, m.Params = classes, params
 	return nil
+}
+
+// lastActivation refuses a model whose last layer is an activation that
+// does not fit the loss: meshtrain's loss follows the last activation
+// (softmax: categorical cross-entropy; sigmoid: binary cross-entropy;
+// none: cross-entropy from the scores as logits), so a relu or a tanh
+// there would clip the scores the cross-entropy takes, a model that
+// trains badly without a word.
+func (m *Model) lastActivation() error {
+	n := len(m.Arch.Layers)
+	a, ok := m.Arch.Layers[n-1].(nn.Activation)
+	if !ok || a.Fn == "softmax" || a.Fn == "sigmoid" {
+		return nil
+	}
+	for _, l := range m.Layers {
+		if n-1 >= l.First && n-1 < l.End {
+			return &LayerError{Index: l.Index, Class: l.Class, Name: l.Name, Err: fmt.Errorf("the last activation, %s, does not fit the loss: meshtrain's loss follows the last activation "+
+				"(softmax: categorical cross-entropy; sigmoid: binary cross-entropy; none: cross-entropy from logits); end with softmax, sigmoid or no activation", a.Fn)}
+		}
+	}
+	return fmt.Errorf("the last activation, %s, does not fit the loss: end with softmax, sigmoid or no activation", a.Fn)
 }
 
 // inputLayer reads an InputLayer's shape.

@@ -3,6 +3,7 @@ package keras
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,6 +171,16 @@ func TestUnsupportedFiles(t *testing.T) {
 // seq is a tf.keras 2.x Sequential of the given layers after an
 // InputLayer of shape.
 func seq(shape string, layers ...string) string {
+	// layer names every layer "l": the second and later become l_2 …,
+	// as Keras numbers them (a repeated name is refused).
+	seen := 0
+	for i, l := range layers {
+		if strings.Contains(l, `"name": "l", `) {
+			if seen++; seen > 1 {
+				layers[i] = strings.Replace(l, `"name": "l", `, fmt.Sprintf(`"name": "l_%d", `, seen), 1)
+			}
+		}
+	}
 	return `{"class_name": "Sequential", "config": {"name": "s", "layers": [{"class_name": "InputLayer", "config": {"batch_input_shape": [null, ` + shape +
 		`], "dtype": "float32", "sparse": false, "ragged": false, "name": "in"}}, ` + strings.Join(layers, ", ") + `]}, "keras_version": "2.11.0", "backend": "tensorflow"}`
 }
@@ -207,7 +218,7 @@ func TestParse(t *testing.T) {
 			`"kernel_initializer":{"kind":"random_uniform","minval":-0.1,"maxval":0.1},"bias_initializer":{"kind":"truncated_normal","mean":0,"stddev":0.05}`},
 		{"lecun and glorot normal", seq("784", layer("Dense", `"units": 10, "kernel_initializer": {"class_name": "LecunNormal", "config": {"seed": null}}, "bias_initializer": {"class_name": "GlorotNormal", "config": {"seed": null}}`)),
 			`"kernel_initializer":{"kind":"variance_scaling","scale":1,"mode":"fan_in","distribution":"truncated_normal"},"bias_initializer":{"kind":"variance_scaling","scale":1,"mode":"fan_avg","distribution":"truncated_normal"}`},
-		{"Keras 3 function activation", seq("784", layer("Dense", `"units": 10, "activation": {"module": "keras.activations", "class_name": "function", "config": "tanh", "registered_name": "function"}`)),
+		{"Keras 3 function activation", seq("784", layer("Dense", `"units": 10, "activation": {"module": "keras.activations", "class_name": "function", "config": "tanh", "registered_name": "function"}`), softmax10),
 			`{"type":"activation","fn":"tanh"}`},
 		{"off options", seq("784", layer("Dense", `"units": 10, "lora_rank": null, "quantization_config": null, "autocast": false`)), `{"type":"dense"`},
 		{"input from build_input_shape", `{"class_name": "Sequential", "config": {"name": "s", "layers": [` + softmax10 + `], "build_input_shape": [null, 784]}}`, `"input":[784]`},
@@ -258,6 +269,14 @@ func TestParse(t *testing.T) {
 		{"shape error mapped to the Keras layer", seq("28, 28, 1", layer("Conv2D", `"filters": 2, "kernel_size": 3, "activation": "relu"`), softmax10),
 			`layer 2 "out" (Dense): the input is an image, 26×26×2: put a Flatten before it`},
 		{"too few classes", seq("784", layer("Dense", `"units": 1`)), `layer 1 "l" (Dense): 1 class score: want at least 2`},
+		{"duplicate names", strings.Replace(seq("784", layer("Dense", `"units": 32, "activation": "relu"`), layer("Dense", `"units": 10, "activation": "softmax"`)), `"l_2"`, `"l"`, 1),
+			`layer 2 "l" (Dense): the name "l" is also layer 1's: Keras refuses a model whose layer names repeat ("All layer names should be unique.")`},
+		{"overflowing initializer", seq("784", layer("Dense", `"units": 10, "activation": "softmax", "kernel_initializer": {"class_name": "RandomNormal", "config": {"mean": 0.0, "stddev": 1e39}}`)),
+			`layer 1 "l" (Dense): kernel_initializer: RandomNormal: random_normal initializer: mean 0, stddev 1e+39: draws reach 6e+39, which overflows float32`},
+		{"relu last", seq("784", layer("Dense", `"units": 10, "activation": "relu"`)),
+			`layer 1 "l" (Dense): the last activation, relu, does not fit the loss`},
+		{"tanh last", seq("784", softmax10, `{"class_name": "Activation", "config": {"name": "act", "activation": "tanh"}}`),
+			`layer 2 "act" (Activation): the last activation, tanh, does not fit the loss`},
 		{"no input shape", `{"class_name": "Sequential", "config": {"name": "s", "layers": [` + softmax10 + `]}}`, "no input shape"},
 		{"subclassed", `{"class_name": "MyModel", "config": {}}`, `model class "MyModel": meshtrain reads Sequential and Functional models`},
 		{"not a model", `[1, 2]`, "a list, not a JSON object"},
@@ -403,6 +422,9 @@ func FuzzParse(f *testing.F) {
 		classes, params, err := m.Arch.Check()
 		if err != nil || classes != m.Classes || params != m.Params {
 			t.Fatalf("Check: %d classes, %d parameters, %v; the model says %d, %d", classes, params, err, m.Classes, m.Params)
+		}
+		if b, err := m.Arch.Buffers(3); err != nil || b.Params != int64(m.Params) || b.Activations <= 0 {
+			t.Fatalf("a model that checks has buffers %+v, %v", b, err)
 		}
 		j, err := json.Marshal(m.Arch)
 		if err != nil {

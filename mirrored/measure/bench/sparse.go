@@ -15,6 +15,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/data/criteo"
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/sparse"
@@ -407,15 +408,20 @@ func profilePath(prefix string, n int, exchange string) string {
 
 // startProfile starts a CPU profile into path and returns what stops it.
 func startProfile(path string) (func(), error) {
-	f, err := os.Create(path)
+	f, err := atomicfile.Create(path, 0o644) // a device or FIFO is written into, never renamed over
 	if err != nil {
 		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		f.Abort()
 		return nil, err
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Commit(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: the CPU profile:", err)
+		}
+	}, nil
 }
 
 // sparseOutput writes the benchmark's results as they come: a table

@@ -3,11 +3,11 @@ package sweep
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
 
@@ -158,7 +158,7 @@ func writeReport(dir string, res *Results) error {
 	}
 	fmt.Fprintf(&b, "Raw figures of every peer: %s.\n", ResultsFile)
 	path := filepath.Join(dir, ReportFile)
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("sweep: writing the report: %w", err)
 	}
 	return nil

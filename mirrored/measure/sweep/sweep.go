@@ -21,6 +21,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/nn"
@@ -323,18 +324,36 @@ func diffSettings(there, here map[string]string) []string {
 // ErrNotSweep says a results file is not a sweep's.
 var ErrNotSweep = errors.New("not a sweep's results")
 
+// MaxResultsBytes caps a results file: a sweep's thousand points with
+// every peer's figures take a few megabytes.
+const MaxResultsBytes = 64 << 20
+
 // Load reads a sweep's results file.
 func Load(path string) (*Results, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.ReadFileMax(path, MaxResultsBytes)
 	if err != nil {
 		return nil, err
 	}
+	r, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Parse reads a sweep's results from their JSON.
+func Parse(b []byte) (*Results, error) {
 	var r Results
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w (%v)", path, ErrNotSweep, err)
+		return nil, fmt.Errorf("%w (%v)", ErrNotSweep, err)
 	}
 	if r.Format != Format {
-		return nil, fmt.Errorf("%s: %w (format %q, want %q)", path, ErrNotSweep, r.Format, Format)
+		return nil, fmt.Errorf("%w (format %q, want %q)", ErrNotSweep, r.Format, Format)
+	}
+	for i, p := range r.Points {
+		if p == nil {
+			return nil, fmt.Errorf("%w (point %d is null)", ErrNotSweep, i+1)
+		}
 	}
 	return &r, nil
 }
