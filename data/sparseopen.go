@@ -2,10 +2,13 @@ package data
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/meshtrain/meshtrain/internal/inputfile"
 )
 
 // The sparse file formats OpenSparse reads.
@@ -73,4 +76,24 @@ func OpenSparse(format string, opts SparseOptions) (Opener, error) {
 		name, _ := SparseFormat(format, path) // format was checked above
 		return openers[name](ctx, path)
 	}, nil
+}
+
+// CheckSparseFile checks a sparse input file before any work: that it
+// exists, is a regular file (a FIFO is refused, never waited on), and
+// is not gzip-compressed (by its magic bytes: read as libsvm or TFRecord
+// it would fail deep inside a record).
+func CheckSparseFile(path string) error {
+	f, err := inputfile.Open(path) // never blocks on a FIFO: refuses it
+	if errors.Is(err, inputfile.ErrNotRegular) {
+		return nil // refused by name where the inputs are checked
+	}
+	if err != nil {
+		return fmt.Errorf("input file: %w", err)
+	}
+	defer f.Close()
+	var magic [2]byte
+	if n, _ := f.Read(magic[:]); n == 2 && magic == [2]byte{0x1f, 0x8b} {
+		return fmt.Errorf("input file %s is gzip-compressed: decompress it first (zcat %s > %s)", path, path, strings.TrimSuffix(path, ".gz"))
+	}
+	return nil
 }

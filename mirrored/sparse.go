@@ -15,7 +15,6 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/data/criteo"
-	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
@@ -231,7 +230,7 @@ func (j *sparseBuilder) settings(replicas int) ([]setting, error) {
 			if err != nil {
 				return "", fmt.Errorf("input file: %w", err)
 			}
-			if err := CheckInputFile(f); err != nil {
+			if err := data.CheckSparseFile(f); err != nil {
 				return "", err
 			}
 			format, err := data.SparseFormat(s.Format, f)
@@ -503,24 +502,4 @@ func scoreSparse(ctx context.Context, sc *SparseConfig, model *sparse.LogReg, op
 			return sparse.Metrics{}, err
 		}
 	}
-}
-
-// CheckInputFile checks a sparse input file before any work: that it
-// exists, is a regular file (a FIFO is refused, never waited on), and
-// is not gzip-compressed (by its magic bytes: read as libsvm or TFRecord
-// it would fail deep inside a record).
-func CheckInputFile(path string) error {
-	f, err := inputfile.Open(path) // never blocks on a FIFO: refuses it
-	if errors.Is(err, inputfile.ErrNotRegular) {
-		return nil // refused by name where the inputs are checked
-	}
-	if err != nil {
-		return fmt.Errorf("input file: %w", err)
-	}
-	defer f.Close()
-	var magic [2]byte
-	if n, _ := f.Read(magic[:]); n == 2 && magic == [2]byte{0x1f, 0x8b} {
-		return fmt.Errorf("input file %s is gzip-compressed: decompress it first (zcat %s > %s)", path, path, strings.TrimSuffix(path, ".gz"))
-	}
-	return nil
 }

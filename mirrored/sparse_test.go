@@ -429,14 +429,14 @@ func TestSparseGzipInputRefused(t *testing.T) {
 	if err := os.WriteFile(path, []byte{0x1f, 0x8b, 8, 0, 0, 0}, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckInputFile(path); err == nil || !strings.Contains(err.Error(), "gzip-compressed") {
+	if err := data.CheckSparseFile(path); err == nil || !strings.Contains(err.Error(), "gzip-compressed") {
 		t.Fatalf("a gzip file: %v", err)
 	}
 	plain := filepath.Join(t.TempDir(), "a.libsvm")
 	if err := os.WriteFile(plain, []byte("1 3:1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckInputFile(plain); err != nil {
+	if err := data.CheckSparseFile(plain); err != nil {
 		t.Fatalf("a plain file: %v", err)
 	}
 }

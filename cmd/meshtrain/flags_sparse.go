@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -97,7 +98,7 @@ func expandFiles(flag string, list string) ([]string, error) {
 	for _, f := range out {
 		// Missing or gzip-compressed: a usage error now, not a failure
 		// once the run has started.
-		if err := mirrored.CheckInputFile(f); err != nil {
+		if err := data.CheckSparseFile(f); err != nil {
 			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
 	}
