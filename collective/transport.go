@@ -69,11 +69,22 @@ var ErrClosed = errors.New("collective: transport closed")
 // before the link's reader blocks (and the sender feels back-pressure).
 const inboxDepth = 8
 
+// DefaultQueueBytes bounds the payload bytes per link and channel that wait
+// for the executor (issue 32 item 3): inboxDepth frames of the ring's
+// default chunk, so a legitimate all-reduce queues as many frames as the
+// depth allows, while a member that sends frames of MaxFrame (16 MiB) and
+// lets none be taken makes the worker hold max(DefaultQueueBytes, MaxFrame)
+// per channel instead of inboxDepth × MaxFrame (128 MiB). A frame larger
+// than the bound is still queued when its channel is empty, so no frame a
+// transport accepts can wait for ever.
+const DefaultQueueBytes = inboxDepth * DefaultChunkBytes
+
 // Inbox queues the frames a transport's readers receive until the executor
 // asks for them, and turns abort frames and lost links into errors that wake
 // every waiting collective. Both transports use it.
 type Inbox struct {
 	links     []*inLink
+	limit     int // payload bytes per link and channel (DefaultQueueBytes)
 	closed    chan struct{}
 	closeOnce sync.Once
 	abortOnce sync.Once
@@ -91,6 +102,8 @@ type inLink struct {
 	last      *Landing      // the latest offered, for Claim's wait
 	offered   chan struct{} // signalled on every offer
 	delivered uint64        // collective frames queued so far
+	held      [2]int        // payload bytes queued per Channel, guarded by mu
+	room      chan struct{} // signalled whenever the executor takes a frame
 	taken     uint64        // collective frames the executor took so far
 	down      chan struct{}
 	downErr   error
@@ -98,12 +111,64 @@ type inLink struct {
 
 // NewInbox returns an inbox for n ranks.
 func NewInbox(n int) *Inbox {
-	ib := &Inbox{links: make([]*inLink, n), closed: make(chan struct{}), aborted: make(chan struct{})}
+	ib := &Inbox{links: make([]*inLink, n), limit: DefaultQueueBytes, closed: make(chan struct{}), aborted: make(chan struct{})}
 	ib.failCtx, ib.failStop = context.WithCancel(context.Background())
 	for i := range ib.links {
-		ib.links[i] = &inLink{coll: make(chan Frame, inboxDepth), p2p: make(chan Frame, inboxDepth), down: make(chan struct{}), offered: make(chan struct{}, 1)}
+		ib.links[i] = &inLink{coll: make(chan Frame, inboxDepth), p2p: make(chan Frame, inboxDepth), down: make(chan struct{}), offered: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 	}
 	return ib
+}
+
+// channelOf is the queue a frame of kind k waits in.
+func channelOf(k Kind) Channel {
+	if k == KindP2P {
+		return PointToPoint
+	}
+	return Collective
+}
+
+// Reserve waits until the queue that a frame with header h from rank from
+// goes to has room for its payload: the bytes queued there plus h.Len
+// within the inbox's bound, or nothing queued at all. A link's reader
+// calls it after the header and before reading the payload, so that the
+// frame in its hands counts too, and a sender that runs ahead of the
+// executor waits for the stream window instead of filling this process's
+// memory. Only the link's reader adds to the queue, so the room found
+// stays until its Deliver. It fails when ctx ends or the inbox closes.
+func (ib *Inbox) Reserve(ctx context.Context, from int, h Header) error {
+	l, ch := ib.links[from], channelOf(h.Kind)
+	if h.Kind == KindAbort || h.Kind == KindBye {
+		return nil // consumed by Deliver, never queued
+	}
+	for {
+		l.mu.Lock()
+		ok := l.held[ch] == 0 || l.held[ch]+int(h.Len) <= ib.limit
+		l.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-l.room:
+		case <-ib.closed:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// hold adds d payload bytes to channel ch of link l and, when bytes left,
+// tells a reader waiting in Reserve.
+func (l *inLink) hold(ch Channel, d int) {
+	l.mu.Lock()
+	l.held[ch] += d
+	l.mu.Unlock()
+	if d < 0 {
+		select {
+		case l.room <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Deliver hands a frame read from rank from to the executor, blocking while
@@ -127,10 +192,20 @@ func (ib *Inbox) Deliver(ctx context.Context, from int, f Frame) (err error) {
 	default:
 		q = l.coll
 	}
+	// Back-pressure in bytes for a transport whose reader did not call
+	// Reserve (the in-memory one): a no-op wait after Reserve.
+	room := f.Header
+	room.Len = uint32(len(f.Payload)) // a landed frame holds nothing here
+	if err := ib.Reserve(ctx, from, room); err != nil {
+		f.Release()
+		return err
+	}
 	coll := f.Kind != KindP2P
+	ch := channelOf(f.Kind)
 	if coll {
 		ib.count(from, &l.delivered, 1)
 	}
+	l.hold(ch, len(f.Payload))
 	select {
 	case q <- f:
 		return nil
@@ -139,6 +214,7 @@ func (ib *Inbox) Deliver(ctx context.Context, from int, f Frame) (err error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	l.hold(ch, -len(f.Payload))
 	f.Release()
 	if coll {
 		ib.count(from, &l.delivered, -1)
@@ -212,17 +288,20 @@ func (ib *Inbox) recv(ctx context.Context, from int, ch Channel) (Frame, error) 
 	}
 	select {
 	case f := <-q:
+		l.hold(ch, -len(f.Payload))
 		return f, nil
 	default:
 	}
 	select {
 	case f := <-q:
+		l.hold(ch, -len(f.Payload))
 		return f, nil
 	case <-aborted:
 		return Frame{}, ib.abortErr
 	case <-l.down:
 		select {
 		case f := <-q:
+			l.hold(ch, -len(f.Payload))
 			return f, nil
 		default:
 		}
@@ -245,10 +324,11 @@ func (ib *Inbox) recv(ctx context.Context, from int, ch Channel) (Frame, error) 
 func (ib *Inbox) Close() {
 	ib.closeOnce.Do(func() { close(ib.closed) })
 	for _, l := range ib.links {
-		for _, q := range []chan Frame{l.coll, l.p2p} {
+		for ch, q := range []chan Frame{Collective: l.coll, PointToPoint: l.p2p} {
 			for drained := false; !drained; {
 				select {
 				case f := <-q:
+					l.hold(Channel(ch), -len(f.Payload))
 					f.Release()
 				default:
 					drained = true

@@ -592,7 +592,9 @@ func (t *Transport) readLoop(r int, s network.Stream) {
 				// The executor waits for this payload in its own buffer:
 				// read it there, with no copy through a pooled buffer.
 				f, deliver, err = l.Fill(s, interrupt)
-			} else {
+			} else if err = t.inbox.Reserve(t.ctx, r, h); err == nil {
+				// Read only once the queue has room for it: meanwhile the
+				// peer's sends wait for the stream window.
 				f, err = collective.ReadPayload(s, h)
 			}
 		}
