@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 )
 
@@ -25,8 +26,11 @@ const reservedFiles = 256
 // at once, naming the limit (ulimit -n) and what it would take.
 func checkPeerCount(c *cli.Context, workers int) error {
 	limit := openFilesLimit()
-	if limit == 0 || workers < 2 {
+	if workers < 2 {
 		return nil
+	}
+	if limit == 0 {
+		return checkPeerMax(workers)
 	}
 	links := int64(workers - 1)
 	where := "every peer holds a connection to every other"
@@ -37,6 +41,15 @@ func checkPeerCount(c *cli.Context, workers int) error {
 	if need := links + reservedFiles; need > limit {
 		return usageError{fmt.Errorf("%d workers: %s, %d open files here (and %d for the rest), more than this process's limit of %d (ulimit -n): run fewer workers, or raise the limit",
 			workers, where, links, reservedFiles, limit)}
+	}
+	return checkPeerMax(workers)
+}
+
+// checkPeerMax refuses, whatever ulimit -n allows, more workers than a
+// cluster may have (p2p.MaxPeers, which says why).
+func checkPeerMax(workers int) error {
+	if workers > p2p.MaxPeers {
+		return usageError{fmt.Errorf("%d workers: more than the maximum of %d, whatever ulimit -n allows: every peer connects to every other and derives every peer's identity before it starts; run at most %d", workers, p2p.MaxPeers, p2p.MaxPeers)}
 	}
 	return nil
 }

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/meshtrain/meshtrain/collective/p2p"
 )
 
 // TestPeerCountRefused: a cluster of 65,536 workers (a TF_CONFIG's
@@ -54,6 +58,36 @@ func TestPeerCountRefused(t *testing.T) {
 			}
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("refused after %v, want within seconds", d)
+			}
+		})
+	}
+}
+
+// TestPeerCountOverMaximum (issue 32 item 5): more workers than
+// p2p.MaxPeers are refused with a usage error (exit 2) naming the maximum
+// and why, however many open files the process may have, before any
+// identity is derived; the maximum itself passes the check.
+func TestPeerCountOverMaximum(t *testing.T) {
+	orig := openFilesLimit
+	t.Cleanup(func() { openFilesLimit = orig })
+	want := fmt.Sprintf("more than the maximum of %d, whatever ulimit -n allows: every peer connects to every other and derives every peer's identity", p2p.MaxPeers)
+	for _, tc := range []struct {
+		name    string
+		limit   int64 // ulimit -n; 0: unknown
+		workers int
+		refused bool
+	}{
+		{"65,536 under a high limit", 1 << 20, 1 << 16, true},
+		{"65,536 with the limit unknown", 0, 1 << 16, true},
+		{"one over the maximum", 1 << 20, p2p.MaxPeers + 1, true},
+		{"the maximum", 1 << 20, p2p.MaxPeers, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			openFilesLimit = func() int64 { return tc.limit }
+			err := checkPeerCount(&cli.Context{Command: &cli.Command{Name: "launch"}}, tc.workers)
+			var ue usageError
+			if refused := errors.As(err, &ue) && strings.Contains(err.Error(), want); refused != tc.refused || (!tc.refused && err != nil) {
+				t.Fatalf("%d workers: %v, want refused %v saying %q", tc.workers, err, tc.refused, want)
 			}
 		})
 	}

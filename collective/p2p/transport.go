@@ -275,6 +275,9 @@ func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 		return nil, nil, fmt.Errorf("p2p: StreamWindow of %d bytes is below the %d-byte minimum: raise it, or leave it 0 for the default", cfg.StreamWindow, minStreamWindow)
 	}
 	n := len(cfg.Peers)
+	if err := CheckPeerCount(n); err != nil {
+		return nil, nil, err
+	}
 	if n == 0 || cfg.Rank < 0 || cfg.Rank >= n {
 		return nil, nil, fmt.Errorf("p2p: rank %d out of range for %d peers", cfg.Rank, n)
 	}
