@@ -172,7 +172,12 @@ func (l *inLink) hold(ch Channel, d int) {
 }
 
 // Deliver hands a frame read from rank from to the executor, blocking while
-// that queue is full. Abort and bye frames are consumed here.
+// that queue is full (inboxDepth frames). Abort and bye frames are consumed
+// here. Deliver counts the payload's bytes but does not wait for room in
+// bytes: a network reader calls Reserve first, while the in-memory
+// transport's sender, which nothing else buffers for, keeps the depth's
+// room alone (several frames per peer sent before receiving, as the sparse
+// gather does, must not wait for the peer).
 func (ib *Inbox) Deliver(ctx context.Context, from int, f Frame) (err error) {
 	l := ib.links[from]
 	var q chan Frame
@@ -191,14 +196,6 @@ func (ib *Inbox) Deliver(ctx context.Context, from int, f Frame) (err error) {
 		q = l.p2p
 	default:
 		q = l.coll
-	}
-	// Back-pressure in bytes for a transport whose reader did not call
-	// Reserve (the in-memory one): a no-op wait after Reserve.
-	room := f.Header
-	room.Len = uint32(len(f.Payload)) // a landed frame holds nothing here
-	if err := ib.Reserve(ctx, from, room); err != nil {
-		f.Release()
-		return err
 	}
 	coll := f.Kind != KindP2P
 	ch := channelOf(f.Kind)
