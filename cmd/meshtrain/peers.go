@@ -23,7 +23,8 @@ const reservedFiles = 256
 // open file, and compare runs every peer, both ends of every link, in
 // this one process. 65,536 workers were accepted and spent 1.3 GB and
 // 57 s deriving identities before timing out; now the count is refused
-// at once, naming the limit (ulimit -n) and what it would take.
+// at once, naming the limit (ulimit -n) and what it would take, and so is
+// any count over p2p.MaxPeers, whatever the limit.
 func checkPeerCount(c *cli.Context, workers int) error {
 	limit := openFilesLimit()
 	if workers < 2 {
