@@ -33,10 +33,15 @@ const TempPrefix = ".npm-pack-"
 
 // Dirs returns the directories searched for a data set, in order: dir
 // (--data-dir) if set, $MESHTRAIN_DATA if set, then the user cache
-// directory's meshtrain/<cache>; what names the data set in errors.
+// directory's meshtrain/<cache>; what names the data set in errors. A dir
+// that exists but is not a directory (a file, a FIFO) is an error: passed
+// over, the data set would come from elsewhere without a word.
 func Dirs(dir, cache, what string) ([]string, error) {
 	var dirs []string
 	if dir != "" {
+		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+			return nil, fmt.Errorf("--data-dir %s is a %s, not a directory: give the directory that holds (or will hold) the %s files", dir, kindOf(st.Mode()), what)
+		}
 		dirs = append(dirs, dir)
 	}
 	if env := os.Getenv(EnvDataDir); env != "" {
@@ -50,6 +55,19 @@ func Dirs(dir, cache, what string) ([]string, error) {
 		return dirs, nil
 	}
 	return append(dirs, filepath.Join(base, "meshtrain", cache)), nil
+}
+
+// kindOf names a file's type for an error.
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "device"
+	}
+	return "file"
 }
 
 // Pack runs `npm pack pkg` in dir within timeout. npm runs in a process
