@@ -25,8 +25,16 @@ type ImageSet struct {
 	// "count them" (see NumClasses).
 	Classes int
 	// Format names the reader that read it (FormatMNIST, FormatNPZ,
-	// FormatNPY); "" when built by hand.
+	// FormatNPY, FormatImages, FormatCSV); "" when built by hand.
 	Format string
+	// ClassNames, when the data set names its classes (an image folder's
+	// class folders, sorted; a CSV label column's values, sorted), holds
+	// one name per class id; nil for sets labelled by number only.
+	ClassNames []string
+	// Features describes a table's columns (FormatCSV): how each raw
+	// field became model inputs (standardised with the training split's
+	// mean and deviation, or one-hot). Nil for images.
+	Features *Features
 }
 
 // MNIST is the name ImageSet had when MNIST was the only image set; it
@@ -68,6 +76,32 @@ type Images struct {
 	// zero value is MNIST's recipe (MNISTNorm), which every IDX set and
 	// every set built by hand before Norm existed was trained with.
 	Norm Normalization
+	// Shard, when World > 1, says that only this peer's examples are held
+	// (the rows i with i mod World = Rank, which NewPipeline's data
+	// sharding gives rank Rank; row i at i/World of Pixels or Floats): a
+	// reader that loads a shard (ImageOptions.Shard) sets it. Labels are
+	// held for every example (one byte each), so that classes are
+	// counted and checked over the whole set.
+	Shard Shard
+	// Digest, when set, is what WriteDigest writes instead of the pixels:
+	// a sharded set's peers hold different pixels, so the reader records
+	// what identifies the whole file (its members' sizes and CRC-32s, or
+	// a hash of its bytes) for the peers to compare.
+	Digest string
+}
+
+// Shard is one peer's part of a data set: rank Rank of World.
+type Shard struct{ Rank, World int }
+
+// Holds says whether example i is in s (every example when World ≤ 1).
+func (s Shard) Holds(i int) bool { return s.World <= 1 || i%s.World == s.Rank }
+
+// slot is where example i sits in a sharded array.
+func (s Shard) slot(i int) int {
+	if s.World <= 1 {
+		return i
+	}
+	return i / s.World
 }
 
 // C is the channel count: Channels, or 1 when that is 0.
@@ -86,10 +120,15 @@ func (im *Images) Head(n int) *Images {
 	out := *im
 	d := im.Dim()
 	out.N, out.Labels = n, im.Labels[:n]
+	held := n
+	if im.Shard.World > 1 {
+		held = ShardSize(n, im.Shard.World, im.Shard.Rank)
+		out.Digest = fmt.Sprintf("%s head %d", im.Digest, n)
+	}
 	if im.Floats != nil {
-		out.Floats = im.Floats[:n*d]
+		out.Floats = im.Floats[:held*d]
 	} else {
-		out.Pixels = im.Pixels[:n*d]
+		out.Pixels = im.Pixels[:held*d]
 	}
 	return &out
 }
@@ -101,6 +140,12 @@ func (im *Images) Head(n int) *Images {
 // runs that record it, stay the same.
 func (im *Images) WriteDigest(w io.Writer) {
 	fmt.Fprintf(w, "%d×%d×%d\n", im.N, im.Rows, im.Cols)
+	if im.Digest != "" {
+		fmt.Fprintf(w, "file %s\n", im.Digest)
+		w.Write(im.Labels)
+		fmt.Fprintf(w, "channels %d floats %t norm %s\n", im.C(), im.Floats != nil, im.Norm.Resolve())
+		return
+	}
 	w.Write(im.Pixels)
 	if im.Floats != nil {
 		var b [4]byte
@@ -189,6 +234,13 @@ func (n Normalization) apply(v float64) float32 {
 // pixel memory; byte pixels are normalised as rows are copied into a
 // batch, through a 256-entry table (cheaper than holding a float32 copy
 // of the set: 188 MB for MNIST's training images).
+//
+// Images of more than one channel are stored channel-last (H×W×C, as
+// NumPy, Keras and image files hold them) but nn's layers take an
+// example planar (C×H×W, as PyTorch does): the row is transposed as it is
+// copied into the batch, in the same pass that normalises it, so the
+// conversion costs no second copy and the stored set stays as read. A
+// greyscale image is the same in both layouts.
 func (im *Images) Dataset() Dataset {
 	s := &imageSet{im: im, dim: im.Dim(), norm: im.Norm.Resolve()}
 	for p := range s.lut {
@@ -211,8 +263,11 @@ func (s *imageSet) Append(b *Batch, i int) {
 	n := len(b.X)
 	b.X = slices.Grow(b.X, s.dim)[:n+s.dim]
 	row := b.X[n : n+s.dim]
-	if s.im.Floats != nil {
-		src := s.im.Floats[i*s.dim : i*s.dim+s.dim]
+	k := s.im.Shard.slot(i)
+	if c := s.im.C(); c > 1 {
+		s.appendPlanar(row, k, c)
+	} else if s.im.Floats != nil {
+		src := s.im.Floats[k*s.dim : k*s.dim+s.dim]
 		if s.norm == NoNorm {
 			copy(row, src)
 		} else {
@@ -221,8 +276,43 @@ func (s *imageSet) Append(b *Batch, i int) {
 			}
 		}
 	} else {
-		lookup(row, s.im.Pixels[i*s.dim:i*s.dim+s.dim], &s.lut)
+		lookup(row, s.im.Pixels[k*s.dim:k*s.dim+s.dim], &s.lut)
 	}
 	b.Labels = append(b.Labels, float32(s.im.Labels[i]))
 	b.Size++
+}
+
+// appendPlanar writes held image k, of c channels stored channel-last,
+// into row planar (channel c's plane at c*H*W), normalised.
+func (s *imageSet) appendPlanar(row []float32, k, c int) {
+	plane := s.dim / c
+	if s.im.Floats != nil {
+		src := s.im.Floats[k*s.dim : k*s.dim+s.dim]
+		for p := range plane {
+			for ch := range c {
+				row[ch*plane+p] = s.norm.apply(float64(src[p*c+ch]))
+			}
+		}
+		return
+	}
+	src := s.im.Pixels[k*s.dim : k*s.dim+s.dim]
+	for p := range plane {
+		for ch := range c {
+			row[ch*plane+p] = s.lut[src[p*c+ch]]
+		}
+	}
+}
+
+// InputNorm is the one normalisation rule (see the package doc): the
+// reader's (im.Norm: MNIST's recipe for IDX sets, x/255 for other byte
+// images, as stored for float arrays, tables and token ids), unless the
+// model normalises its inputs itself (its first layer is a Rescaling or
+// a Normalization, as Keras's examples build them), when it gets the
+// values as stored. A table's columns are standardised by the reader
+// (Features) either way.
+func InputNorm(im *Images, modelNormalizes bool) Normalization {
+	if modelNormalizes {
+		return NoNorm
+	}
+	return im.Norm.Resolve()
 }

@@ -50,8 +50,16 @@ func TestImagesDigest(t *testing.T) {
 	}
 }
 
+// stored is the index, in a channel-last image of dim values and c
+// channels, of the value at i in the planar row a batch holds.
+func stored(i, dim, c int) int {
+	plane := dim / c
+	return (i%plane)*c + i/plane
+}
+
 // TestImagesOwnNormalization: rows are normalised by the set's own Normalization,
-// bytes through the table and floats directly, the zero value as MNIST.
+// bytes through the table and floats directly, the zero value as MNIST;
+// images of several channels become planar (C×H×W) in the batch.
 func TestImagesOwnNormalization(t *testing.T) {
 	px := []uint8{0, 51, 255, 102}
 	cases := []struct {
@@ -62,9 +70,11 @@ func TestImagesOwnNormalization(t *testing.T) {
 		{"MNIST's (zero)", &Images{N: 1, Rows: 2, Cols: 2, Pixels: px, Labels: []uint8{3}},
 			func(i int) float32 { return float32((float64(px[i])/255 - MNISTMean) / MNISTStd) }},
 		{"x/255", &Images{N: 1, Rows: 2, Cols: 1, Channels: 2, Pixels: px, Labels: []uint8{3}, Norm: UnitNorm},
-			func(i int) float32 { return float32(float64(px[i]) / 255) }},
+			func(i int) float32 { return float32(float64(px[stored(i, 4, 2)]) / 255) }},
 		{"floats as stored", &Images{N: 1, Rows: 1, Cols: 2, Channels: 2, Floats: []float32{-1, 0.5, 2, 3}, Labels: []uint8{3}, Norm: NoNorm},
-			func(i int) float32 { return []float32{-1, 0.5, 2, 3}[i] }},
+			func(i int) float32 { return []float32{-1, 0.5, 2, 3}[stored(i, 4, 2)] }},
+		{"three channels planar", &Images{N: 1, Rows: 1, Cols: 2, Channels: 3, Floats: []float32{1, 2, 3, 4, 5, 6}, Labels: []uint8{3}, Norm: NoNorm},
+			func(i int) float32 { return []float32{1, 4, 2, 5, 3, 6}[i] }},
 		{"floats standardised", &Images{N: 1, Rows: 1, Cols: 4, Floats: []float32{-1, 0.5, 2, 3}, Labels: []uint8{3}, Norm: Normalization{Scale: 2, Mean: 1, Std: 4}},
 			func(i int) float32 { return float32((float64([]float32{-1, 0.5, 2, 3}[i])/2 - 1) / 4) }},
 	}
@@ -73,7 +83,7 @@ func TestImagesOwnNormalization(t *testing.T) {
 			ds := c.im.Dataset()
 			var b Batch
 			ds.Append(&b, 0)
-			if ds.Dim() != 4 || len(b.X) != 4 || b.Labels[0] != 3 {
+			if d := c.im.Dim(); ds.Dim() != d || len(b.X) != d || b.Labels[0] != 3 {
 				t.Fatalf("dim %d, row %v, label %v", ds.Dim(), b.X, b.Labels)
 			}
 			for i, v := range b.X {

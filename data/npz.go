@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -98,23 +97,61 @@ type npyArray struct {
 // is an error that names it rather than a huge allocation; pickled
 // (object) arrays are refused as numpy.load(allow_pickle=False) does.
 func parseNPY(name string, b []byte) (*npyArray, error) {
-	if !bytes.HasPrefix(b, npyMagic) || len(b) < 10 {
-		return nil, fmt.Errorf("%s: not a .npy array: no \\x93NUMPY magic at byte offset 0", name)
+	h, err := parseNPYHeader(name, b, int64(len(b)), maxNPYBytes)
+	if err != nil {
+		return nil, err
 	}
-	var prefix, hlen int
+	if err := h.a.decode(h.r, h.dt, h.n); err != nil {
+		return nil, fmt.Errorf("%s: decoding %v %s: %w", name, h.a.shape, h.a.dtype, err)
+	}
+	return h.a, nil
+}
+
+// npyHead is a checked .npy header: the array (without its data), its
+// dtype, element count, the byte offset of its data, and npyio's reader
+// positioned there (over the bytes parseNPYHeader was given).
+type npyHead struct {
+	a      *npyArray
+	dt     npyDtype
+	n      int
+	offset int
+	r      *npy.Reader
+}
+
+// npyPrefix returns the length of the fixed part of a .npy file (magic,
+// version, header length) and of its header, from b's first bytes (at
+// least 12, or the whole file if shorter).
+func npyPrefix(name string, b []byte) (prefix, hlen int, err error) {
+	if !bytes.HasPrefix(b, npyMagic) || len(b) < 10 {
+		return 0, 0, fmt.Errorf("%s: not a .npy array: no \\x93NUMPY magic at byte offset 0", name)
+	}
 	switch b[6] {
 	case 1:
 		prefix, hlen = 10, int(binary.LittleEndian.Uint16(b[8:]))
 	case 2:
 		if len(b) < 12 {
-			return nil, fmt.Errorf("%s: truncated .npy header at byte offset %d", name, len(b))
+			return 0, 0, fmt.Errorf("%s: truncated .npy header at byte offset %d", name, len(b))
 		}
 		prefix, hlen = 12, int(min(binary.LittleEndian.Uint32(b[8:]), math.MaxInt32))
 	default:
-		return nil, fmt.Errorf("%s: .npy format version %d.%d at byte offset 6: want 1 or 2 (npyio reads no other; numpy writes 3 only for non-ASCII field names)", name, b[6], b[7])
+		return 0, 0, fmt.Errorf("%s: .npy format version %d.%d at byte offset 6: want 1 or 2 (npyio reads no other; numpy writes 3 only for non-ASCII field names)", name, b[6], b[7])
 	}
-	if hlen > maxNPYHeader || prefix+hlen > len(b) {
-		return nil, fmt.Errorf("%s: .npy header of %d bytes at byte offset %d: want at most %d, within the file's %d bytes", name, hlen, prefix, maxNPYHeader, len(b))
+	if hlen > maxNPYHeader {
+		return 0, 0, fmt.Errorf("%s: .npy header of %d bytes at byte offset %d: want at most %d", name, hlen, prefix, maxNPYHeader)
+	}
+	return prefix, hlen, nil
+}
+
+// parseNPYHeader checks the header of a .npy file of size bytes whose
+// first bytes (at least its prefix and header) are b, and whose array
+// may hold at most limit bytes.
+func parseNPYHeader(name string, b []byte, size int64, limit int) (*npyHead, error) {
+	prefix, hlen, err := npyPrefix(name, b)
+	if err != nil {
+		return nil, err
+	}
+	if int64(prefix+hlen) > size || prefix+hlen > len(b) {
+		return nil, fmt.Errorf("%s: .npy header of %d bytes at byte offset %d: want at most %d, within the file's %d bytes", name, hlen, prefix, maxNPYHeader, size)
 	}
 	hdr := b[prefix : prefix+hlen]
 	if !bytes.HasSuffix(hdr, []byte("\n")) || bytes.Count(hdr, []byte("}")) != 1 {
@@ -145,18 +182,15 @@ func parseNPY(name string, b []byte) (*npyArray, error) {
 	a.kind = dt.kind
 	n := 1
 	for _, d := range a.shape {
-		if d < 0 || (d > 0 && n > maxNPYBytes/dt.size/d) {
-			return nil, fmt.Errorf("%s: shape %v: want non-negative dimensions of at most %d bytes in all", name, a.shape, maxNPYBytes)
+		if d < 0 || (d > 0 && n > limit/dt.size/d) {
+			return nil, fmt.Errorf("%s: shape %v: want non-negative dimensions of at most %d bytes in all", name, a.shape, limit)
 		}
 		n *= d
 	}
-	if got, want := len(b)-prefix-hlen, n*dt.size; got != want {
+	if got, want := size-int64(prefix+hlen), int64(n*dt.size); got != want {
 		return nil, fmt.Errorf("%s: %d bytes of data after the header at byte offset %d, but shape %v of %s needs %d: truncated or corrupt", name, got, prefix+hlen, a.shape, a.dtype, want)
 	}
-	if err := a.decode(r, dt, n); err != nil {
-		return nil, fmt.Errorf("%s: decoding %v %s: %w", name, a.shape, a.dtype, err)
-	}
-	return a, nil
+	return &npyHead{a: a, dt: dt, n: n, offset: prefix + hlen, r: r}, nil
 }
 
 // decode has npyio read the n elements of a's data from r. The header is
@@ -226,6 +260,12 @@ func ReadNPZ(path string) (*ImageSet, error) {
 
 // readNPZ is ReadNPZ of the size bytes of r, named path in errors.
 func readNPZ(path string, r io.ReaderAt, size int64) (*ImageSet, error) {
+	return readNPZShard(path, r, size, Shard{})
+}
+
+// readNPZShard is readNPZ reading only the training rows of shard (see
+// npyshard.go).
+func readNPZShard(path string, r io.ReaderAt, size int64, shard Shard) (*ImageSet, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a .npz (zip) archive: %w", path, err)
@@ -240,9 +280,21 @@ func readNPZ(path string, r io.ReaderAt, size int64) (*ImageSet, error) {
 		members[key] = m
 		keys = append(keys, key)
 	}
-	return imagesFromArrays(path, keys, func(key string) (*npyArray, error) {
+	set, err := imagesFromArrays(path, keys, func(key string) (*npyArray, error) {
+		switch key {
+		case kerasKeys[0]:
+			return readZipRows(path, r, members[key], shard)
+		case kerasKeys[2]:
+			return readZipRows(path, r, members[key], Shard{})
+		}
 		return readZipNPY(path, members[key])
-	})
+	}, shard)
+	if err != nil || shard.World <= 1 {
+		return set, err
+	}
+	m := members[kerasKeys[0]]
+	set.Train.Digest = fmt.Sprintf("%s %d bytes crc32 %08x", m.Name, m.UncompressedSize64, m.CRC32)
+	return set, nil
 }
 
 // readZipNPY reads and parses one member of a .npz, refusing one larger
@@ -270,29 +322,7 @@ func readZipNPY(path string, m *zip.File) (*npyArray, error) {
 // ReadNPYDir reads an image set from a directory holding x_train.npy,
 // y_train.npy, x_test.npy and y_test.npy (np.save of each array), as
 // ReadNPZ reads them from an archive.
-func ReadNPYDir(dir string) (*ImageSet, error) {
-	found, _ := filepath.Glob(filepath.Join(dir, "*.npy"))
-	var keys []string
-	for _, p := range found {
-		keys = append(keys, strings.TrimSuffix(filepath.Base(p), ".npy"))
-	}
-	return imagesFromArrays(dir, keys, func(key string) (*npyArray, error) {
-		p := filepath.Join(dir, key+".npy")
-		f, err := inputfile.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, maxNPYBytes+1))
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("%s: %w", p, err)
-		case len(b) > maxNPYBytes:
-			return nil, fmt.Errorf("%s: larger than %d bytes", p, maxNPYBytes)
-		}
-		return parseNPY(p, b)
-	})
-}
+func ReadNPYDir(dir string) (*ImageSet, error) { return readNPYDir(dir, ReadOptions{}) }
 
 // imagesFromArrays builds an image set from Keras's four arrays, read by
 // get, out of those keys holds (named in the error when one is missing).
@@ -300,7 +330,7 @@ func ReadNPYDir(dir string) (*ImageSet, error) {
 // float32 (used as stored: NoNorm, and every value finite); labels are N
 // or N×1 integers, class ids 0..255; the training and test images have
 // one shape and type; there are at least 2 classes.
-func imagesFromArrays(where string, keys []string, get func(key string) (*npyArray, error)) (*ImageSet, error) {
+func imagesFromArrays(where string, keys []string, get func(key string) (*npyArray, error), shard Shard) (*ImageSet, error) {
 	for _, k := range kerasKeys {
 		if !slices.Contains(keys, k) {
 			have := "no arrays"
@@ -318,11 +348,11 @@ func imagesFromArrays(where string, keys []string, get func(key string) (*npyArr
 		}
 		arrays[i] = a
 	}
-	train, err := imagesOf(arrays[0], arrays[1])
+	train, err := imagesOf(arrays[0], arrays[1], shard)
 	if err != nil {
 		return nil, err
 	}
-	test, err := imagesOf(arrays[2], arrays[3])
+	test, err := imagesOf(arrays[2], arrays[3], Shard{})
 	if err != nil {
 		return nil, err
 	}
@@ -337,13 +367,17 @@ func imagesFromArrays(where string, keys []string, get func(key string) (*npyArr
 	return set, nil
 }
 
-// imagesOf checks one images array and its labels and joins them.
-func imagesOf(x, y *npyArray) (*Images, error) {
-	if len(x.shape) != 3 && len(x.shape) != 4 {
-		return nil, fmt.Errorf("%s: shape %v: want images N×H×W or N×H×W×C", x.name, x.shape)
+// imagesOf checks one images array and its labels and joins them. An
+// array N×H×W or N×H×W×C holds images (uint8 or float32); one N×L holds
+// a row per example, of bytes (flattened images, 1×L), float32 features
+// or integer token ids (both become float32, used as stored). x holds
+// only the rows of shard.
+func imagesOf(x, y *npyArray, shard Shard) (*Images, error) {
+	if len(x.shape) < 2 || len(x.shape) > 4 {
+		return nil, fmt.Errorf("%s: shape %v: want images N×H×W or N×H×W×C, or rows N×L (features, token ids)", x.name, x.shape)
 	}
-	if x.kind == 'i' {
-		return nil, fmt.Errorf("%s: dtype %s: want uint8 or float32 images", x.name, x.dtype)
+	if x.kind == 'i' && len(x.shape) != 2 {
+		return nil, fmt.Errorf("%s: dtype %s: want uint8 or float32 images (integers only as N×L token sequences)", x.name, x.dtype)
 	}
 	if y.kind == 'f' || !(len(y.shape) == 1 || len(y.shape) == 2 && y.shape[1] == 1) {
 		return nil, fmt.Errorf("%s: %v %s: want integer labels, N or N×1", y.name, y.shape, y.dtype)
@@ -352,29 +386,41 @@ func imagesOf(x, y *npyArray) (*Images, error) {
 	if y.shape[0] != n {
 		return nil, fmt.Errorf("%s holds %d images but %s %d labels: want one label per image", x.name, n, y.name, y.shape[0])
 	}
-	if n == 0 || x.shape[1] == 0 || x.shape[2] == 0 || len(x.shape) == 4 && x.shape[3] == 0 {
+	if n == 0 || slices.Contains(x.shape[1:], 0) {
 		return nil, fmt.Errorf("%s: shape %v: want at least one image of at least one pixel", x.name, x.shape)
 	}
-	im := &Images{N: n, Rows: x.shape[1], Cols: x.shape[2], Channels: 1, Labels: make([]uint8, n), Norm: UnitNorm}
+	im := &Images{N: n, Rows: x.shape[1], Cols: 1, Channels: 1, Labels: make([]uint8, n), Norm: UnitNorm}
+	if len(x.shape) == 2 { // one row of L values per example
+		im.Rows, im.Cols = 1, x.shape[1]
+	} else {
+		im.Cols = x.shape[2]
+	}
 	if len(x.shape) == 4 {
 		im.Channels = x.shape[3]
 	}
+	if shard.World > 1 {
+		im.Shard = shard
+	}
 	for i, l := range y.ints {
 		if l < 0 || l > maxLabel {
-			return nil, fmt.Errorf("%s: label %d of example %d is out of range 0..%d: labels are class ids", y.name, l, i, maxLabel)
+			return nil, fmt.Errorf("%s: label %d of example %d is out of range 0..%d: labels are class ids (at most 256 classes: labels are stored as bytes, and nn's classifiers take 2 to 256)", y.name, l, i, maxLabel)
 		}
 		im.Labels[i] = uint8(l)
 	}
-	if x.kind == 'f' {
-		for i, v := range x.f32 {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("%s: value %v at flat index %d (image %d): want finite pixels", x.name, v, i, i/im.Dim())
-			}
-		}
-		im.Floats, im.Norm = x.f32, NoNorm
-	} else {
+	if x.kind == 'u' {
 		im.Pixels = x.u8
+		return im, nil
 	}
+	for i, v := range x.f32 {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			img := i / im.Dim()
+			if shard.World > 1 {
+				img = shard.Rank + img*shard.World
+			}
+			return nil, fmt.Errorf("%s: value %v at flat index %d (image %d): want finite pixels", x.name, v, i, img)
+		}
+	}
+	im.Floats, im.Norm = x.f32, NoNorm
 	return im, nil
 }
 

@@ -179,7 +179,8 @@ func TestReadNPZBad(t *testing.T) {
 		{"labels N×2", with(good, "y_test.npy", npyBytes(t, [][]int64{{1, 0}, {0, 1}})), nil, "want integer labels, N or N×1"},
 		{"integer images", with(good, "x_test.npy", npyBytes(t, [][][]int32{{{1}}})), nil, "want uint8 or float32 images"},
 		{"float64 images", with(good, "x_test.npy", npyBytes(t, [][][]float64{{{1}}})), nil, "dtype '<f8': want uint8 or float32 images"},
-		{"2-D images", with(good, "x_test.npy", npyBytes(t, [][]uint8{{1, 2}})), nil, "want images N×H×W or N×H×W×C"},
+		{"1-D images", with(good, "x_test.npy", npyBytes(t, []uint8{1, 2})), nil, "want images N×H×W or N×H×W×C, or rows N×L"},
+		{"3-D integer images", with(good, "x_test.npy", npyBytes(t, [][][]int64{{{1}}, {{2}}})), nil, "integers only as N×L token sequences"},
 		{"NaN pixel", map[string][]byte{
 			"x_train.npy": npyBytes(t, [][][]float32{{{0}}, {{float32(math.NaN())}}}), "y_train.npy": npyBytes(t, []int64{0, 1}),
 			"x_test.npy": npyBytes(t, [][][]float32{{{0}}}), "y_test.npy": npyBytes(t, []int64{1})}, nil, "value NaN at flat index 1 (image 1): want finite pixels"},

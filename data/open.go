@@ -3,10 +3,14 @@ package data
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/meshtrain/meshtrain/internal/inputfile"
@@ -26,7 +30,17 @@ const (
 	// FormatNPY is a directory of those four arrays as .npy files
 	// (x_train.npy, ...).
 	FormatNPY = "npy"
+	// FormatImages is a folder of class folders of image files
+	// (DIR/<class>/*.png, or DIR/train/<class>/… and DIR/test/<class>/…),
+	// as keras.utils.image_dataset_from_directory and torchvision's
+	// ImageFolder read them.
+	FormatImages = "images"
+	// FormatCSV is a table with a header row and a label column.
+	FormatCSV = "csv"
 )
+
+// FormatNames lists the formats OpenImages reads, for flags' help.
+var FormatNames = []string{FormatNPZ, FormatNPY, FormatImages, FormatCSV, FormatMNIST}
 
 // ImageOptions configures OpenImages.
 type ImageOptions struct {
@@ -36,6 +50,73 @@ type ImageOptions struct {
 	// MNIST configures the MNIST reader (search, fetch, verification);
 	// its Logger also receives the other readers' messages.
 	MNIST MNISTOptions
+	// Read is how the user-data readers read (image size, colour mode,
+	// validation split, label column, corrupt files, shard).
+	Read ReadOptions
+}
+
+// ReadOptions configure the readers of user data sets: image folders
+// (ImageSize, ColorMode, ValidationSplit, SkipCorrupt), CSV tables
+// (LabelColumn, ValidationSplit) and NumPy arrays (Shard).
+type ReadOptions struct {
+	// ImageSize is the H×W every image of a folder is resized to
+	// (bilinear, see ResizeBilinear); zero keeps the files' size, which
+	// must then be one size for all.
+	ImageSize [2]int
+	// ColorMode is "grayscale" (1 channel) or "rgb" (3; "" means rgb,
+	// Keras's default): what an image folder's files are converted to.
+	ColorMode string
+	// ValidationSplit, in (0, 1), is the fraction of a folder's or a
+	// table's examples held out as the test split, when it has no test
+	// split of its own: each example is held out by a hash of its
+	// relative path (an image) or line number (a row) and SplitSeed, so
+	// every peer, and eval given the run's seed, makes the same split.
+	ValidationSplit float64
+	SplitSeed       uint64
+	// LabelColumn names a CSV table's label column; "" means the last.
+	LabelColumn string
+	// SkipCorrupt skips an image file that does not decode, with a
+	// warning naming it, instead of failing.
+	SkipCorrupt bool
+	// Features, if set, encodes a CSV table's columns as recorded (eval
+	// of a checkpoint) instead of as its training rows say.
+	Features *Features
+	// Shard, when World > 1, has readers that can load only the
+	// training examples of one peer (NumPy arrays, image folders) do so
+	// (see Images.Shard); the test split is read whole.
+	Shard Shard
+}
+
+// Check says whether o's values can be applied.
+func (o ReadOptions) Check() error {
+	switch {
+	case o.ImageSize[0] < 0 || o.ImageSize[1] < 0 || (o.ImageSize[0] == 0) != (o.ImageSize[1] == 0) || o.ImageSize[0] > MaxImageSide || o.ImageSize[1] > MaxImageSide:
+		return fmt.Errorf("image size %d×%d: want both sides from 1 to %d", o.ImageSize[0], o.ImageSize[1], MaxImageSide)
+	case o.ColorMode != "" && o.ColorMode != ColorGrayscale && o.ColorMode != ColorRGB:
+		return fmt.Errorf("colour mode %q: want %s or %s", o.ColorMode, ColorGrayscale, ColorRGB)
+	case !(o.ValidationSplit >= 0 && o.ValidationSplit < 1):
+		return fmt.Errorf("validation split %v: want a fraction from 0 (none) to below 1", o.ValidationSplit)
+	case o.Shard.World > 1 && (o.Shard.Rank < 0 || o.Shard.Rank >= o.Shard.World):
+		return fmt.Errorf("shard rank %d of %d: want 0 to %d", o.Shard.Rank, o.Shard.World, o.Shard.World-1)
+	}
+	return nil
+}
+
+// ParseImageSize parses --image-size's "HxW" (or "H×W", or "N" for N×N).
+func ParseImageSize(s string) ([2]int, error) {
+	if s == "" {
+		return [2]int{}, nil
+	}
+	h, w, ok := strings.Cut(strings.ReplaceAll(strings.ToLower(s), "×", "x"), "x")
+	if !ok {
+		w = h
+	}
+	hi, err1 := strconv.Atoi(strings.TrimSpace(h))
+	wi, err2 := strconv.Atoi(strings.TrimSpace(w))
+	if err1 != nil || err2 != nil || hi < 1 || wi < 1 || hi > MaxImageSide || wi > MaxImageSide {
+		return [2]int{}, fmt.Errorf("image size %q: want HxW, e.g. 32x32, each side from 1 to %d", s, MaxImageSide)
+	}
+	return [2]int{hi, wi}, nil
 }
 
 // imageFormat is one reader OpenImages can dispatch to: a new format is
@@ -61,7 +142,9 @@ var imageFormats = []imageFormat{
 	{
 		name: FormatNPZ, what: "a NumPy .npz file holding x_train, y_train, x_test, y_test",
 		detect: func(_ string, isDir bool, head []byte) bool { return !isDir && bytes.HasPrefix(head, []byte("PK")) },
-		open:   func(_ context.Context, path string, _ ImageOptions) (*ImageSet, error) { return ReadNPZ(path) },
+		open: func(_ context.Context, path string, opts ImageOptions) (*ImageSet, error) {
+			return readNPZFile(path, opts.Read)
+		},
 	},
 	{
 		name: FormatNPY, what: "a directory of x_train.npy, y_train.npy, x_test.npy, y_test.npy",
@@ -69,9 +152,57 @@ var imageFormats = []imageFormat{
 			_, err := os.Stat(filepath.Join(path, kerasKeys[0]+".npy"))
 			return isDir && err == nil
 		},
-		open: func(_ context.Context, path string, _ ImageOptions) (*ImageSet, error) { return ReadNPYDir(path) },
+		open: func(_ context.Context, path string, opts ImageOptions) (*ImageSet, error) {
+			return readNPYDir(path, opts.Read)
+		},
 	},
 }
+
+// RegisterFormat adds a reader to OpenImages's table, after those there:
+// name is its ImageOptions.Format, what describes it in errors, detect
+// says whether a directory (head nil), or a regular file starting with
+// head, is in its format, and open reads one. The readers of image
+// folders (data/folder) and CSV tables (data/table) live in packages of
+// their own and register from their init, as image/png registers with
+// image; a program that reads them imports them (mirrored does).
+func RegisterFormat(name, what string, detect func(path string, isDir bool, head []byte) bool,
+	open func(ctx context.Context, path string, opts ImageOptions) (*ImageSet, error)) {
+	imageFormats = append(imageFormats, imageFormat{name: name, what: what, detect: detect, open: open})
+}
+
+// HeldOut says whether the example keyed key (an image's path relative
+// to its folder, a row's line) goes to the validation split of fraction
+// frac: an FNV-1a hash of the seed and the key, read as a fraction of
+// 2^64, below frac. Every peer, and eval given the run's seed, computes
+// the same split without reading any file.
+func HeldOut(key string, seed uint64, frac float64) bool {
+	if frac <= 0 {
+		return false
+	}
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seed)
+	h.Write(b[:])
+	h.Write([]byte(key))
+	return float64(h.Sum64())/math.Pow(2, 64) < frac
+}
+
+// Colour modes of ReadOptions.ColorMode, as Keras names them.
+const (
+	ColorGrayscale = "grayscale"
+	ColorRGB       = "rgb"
+)
+
+const (
+	// MaxImageSide bounds --image-size and an image file's own size, so
+	// that a corrupt header claiming 60,000×60,000 pixels is an error,
+	// not an allocation of gigabytes.
+	MaxImageSide = 8192
+	// MaxClasses is the most classes a data set may have: labels are
+	// bytes (Images.Labels), and nn's classifiers take 2 to 256. A data
+	// set of more is refused by its reader, naming the label.
+	MaxClasses = maxLabel + 1
+)
 
 // OpenImages is the one way into an image data set: every caller (the
 // training and evaluation paths, the launcher, the measurements) opens
@@ -88,6 +219,9 @@ func OpenImages(ctx context.Context, path string, opts ImageOptions) (*ImageSet,
 			return nil, fmt.Errorf("image format %s needs a path: only MNIST is found or fetched without one", opts.Format)
 		}
 		return LoadMNIST(ctx, opts.MNIST)
+	}
+	if err := opts.Read.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	f, err := imageFormatOf(path, opts.Format)
 	if err != nil {

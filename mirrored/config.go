@@ -50,7 +50,9 @@ type Config struct {
 	// set, is the image set used instead of opening one.
 	Data, DataFormat string
 	DataDir          string
-	MNIST            *data.ImageSet
+	// DataRead is how Data is read (SplitSeed 0: Seed; Shard per replica).
+	DataRead data.ReadOptions
+	MNIST    *data.ImageSet
 	// AllowUnverified accepts IDX files in DataDir that are not the
 	// published MNIST: another data set in its format, whose image size
 	// and class count shape the model (data.MNISTOptions.AllowUnverified).

@@ -1,12 +1,15 @@
 package mirrored
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"slices"
 
 	"github.com/meshtrain/meshtrain/data"
+	_ "github.com/meshtrain/meshtrain/data/folder" // image folders, for --data
+	_ "github.com/meshtrain/meshtrain/data/table"  // CSV tables, for --data
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
@@ -31,15 +34,19 @@ func (j *denseBuilder) validate() error {
 // parameters on the whole test set.
 func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error) {
 	cfg, gossiping := &j.Config, !(*Job)(j).strategy().Lockstep()
-	train, test, classes, err := cfg.images(ctx, rank)
+	train, test, set, err := cfg.images(ctx, rank, world)
 	if err != nil {
+		return nil, err
+	}
+	classes := set.NumClasses()
+	if train, test, err = replica.InputNorm(j.NewModel, train, test, classes, j.Seed); err != nil {
 		return nil, err
 	}
 	evalRank, evalWorld := rank, world
 	if gossiping {
 		evalRank, evalWorld = 0, 1
 	}
-	rep, err := newDenseReplica(cfg, j.NewModel, test, classes, evalRank, evalWorld)
+	rep, err := newDenseReplica(cfg, j.NewModel, test, classes, evalRank, evalWorld, set)
 	if err != nil {
 		return nil, err
 	}
@@ -104,25 +111,27 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 	return p, nil
 }
 
-// images returns the training and test images the run uses: Config.MNIST,
-// or the set data.OpenImages opens from Data (MNIST, found in DataDir or
-// fetched, when Data is empty), cut to the example limits; and the data
-// set's number of classes (counted before the cut).
-func (c *Config) images(ctx context.Context, rank int) (train, test *data.Images, classes int, err error) {
-	set := c.MNIST
-	if set == nil {
+// images returns the training and test images the run uses (Config.MNIST,
+// or Data opened, MNIST when empty) cut to the example limits, and the
+// set. Readers that can read only this rank's training shard; a set read
+// for another shard (an elastic run's earlier generation) is read again.
+func (c *Config) images(ctx context.Context, rank, world int) (train, test *data.Images, set *data.ImageSet, err error) {
+	set = c.MNIST
+	shard := data.Shard{Rank: rank, World: world}
+	if set == nil || (set.Train.Shard.World > 1 && set.Train.Shard != shard) {
 		opts := c.ImageOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))
 		// A fetch shows its bytes where the run shows its progress.
 		opts.MNIST.Progress = c.Progress
+		opts.Read.Shard = shard // one replica: the whole set
 		if set, err = data.OpenImages(ctx, c.Data, opts); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, nil, err
 		}
 		c.MNIST = set // an elastic run's next generations build from it
 	}
-	if err := replica.Greyscale(set.Train); err != nil {
-		return nil, nil, 0, err
+	if err := replica.CheckImages(set.Train); err != nil {
+		return nil, nil, nil, err
 	}
-	return set.Train.Head(c.TrainExamples), set.Test.Head(c.TestExamples), set.NumClasses(), nil
+	return set.Train.Head(c.TrainExamples), set.Test.Head(c.TestExamples), set, nil
 }
 
 // MNISTOptions are the options that load MNIST (DataDir,
@@ -134,7 +143,9 @@ func (c *Config) MNISTOptions(log *zap.Logger) data.MNISTOptions {
 // ImageOptions are the options with which data.OpenImages opens the
 // run's image set (Data in DataFormat, or MNIST), logging to log.
 func (c *Config) ImageOptions(log *zap.Logger) data.ImageOptions {
-	return data.ImageOptions{Format: c.DataFormat, MNIST: c.MNISTOptions(log)}
+	read := c.DataRead
+	read.SplitSeed = cmp.Or(read.SplitSeed, uint64(c.Seed))
+	return data.ImageOptions{Format: c.DataFormat, MNIST: c.MNISTOptions(log), Read: read}
 }
 
 // schedule is the learning rate per global step at steps per epoch.

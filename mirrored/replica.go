@@ -1,6 +1,8 @@
 package mirrored
 
 import (
+	"cmp"
+
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
@@ -9,13 +11,14 @@ import (
 // newDenseReplica builds cfg's model for test's image size and classes
 // classes (replica.NewDense), with rank's contiguous share of the test
 // set out of world.
-func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, error), test *data.Images, classes, rank, world int) (*replica.Dense, error) {
+func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, error), test *data.Images, classes, rank, world int, set *data.ImageSet) (*replica.Dense, error) {
 	lo, hi := rank*test.N/world, (rank+1)*test.N/world
 	testX, testY := replica.Examples(test, lo, hi)
+	set = cmp.Or(set, &data.ImageSet{}) // a hand-built set: no names, no table
 	return replica.NewDense(replica.DenseConfig{
 		NewModel: newModel, Model: cfg.Model,
-		Spec: nn.Spec{Rows: test.Rows, Cols: test.Cols, Classes: classes},
-		Norm: test.Norm.Resolve(),
+		Spec: replica.ImageSpec(test, classes),
+		Norm: test.Norm.Resolve(), ClassNames: set.ClassNames, Features: set.Features,
 		Seed: cfg.Seed, Shards: cfg.Shards,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
 		GradientBucket: cfg.GradientBucket,

@@ -48,11 +48,19 @@ func (p ParamTensor) Size() int {
 	return n
 }
 
-// Spec is the data a model is built for: Rows×Cols greyscale images in
-// Classes classes.
+// Spec is the data a model is built for: Rows×Cols images of Channels
+// channels (0 means 1, greyscale) in Classes classes. A table's rows or
+// a token sequence of L values is 1×L.
 type Spec struct {
 	Rows, Cols, Classes int
+	Channels            int
 }
+
+// C is the channel count: Channels, or 1 when that is 0.
+func (s Spec) C() int { return max(1, s.Channels) }
+
+// InputDim is the number of inputs of one example, Rows·Cols·C.
+func (s Spec) InputDim() int { return s.Rows * s.Cols * s.C() }
 
 // MNISTSpec is MNIST's: 28×28 images, 10 classes. NewModel and
 // NewModelShards build models for it.
@@ -98,12 +106,12 @@ func NewModelFor(name string, spec Spec, seed int64, shards int) (Model, error) 
 	}
 	switch name {
 	case LeNet5:
-		if spec.Rows != 28 || spec.Cols != 28 {
-			return nil, fmt.Errorf("nn: lenet takes 28×28 images, these are %d×%d: resize them, or use the softmax model, which takes any size", spec.Rows, spec.Cols)
+		if spec.Rows != 28 || spec.Cols != 28 || spec.C() != 1 {
+			return nil, fmt.Errorf("nn: lenet takes 28×28 greyscale images, these are %d×%d×%d: resize them, or use the softmax model, which takes any size, or a Keras model file", spec.Rows, spec.Cols, spec.C())
 		}
 		return newSequential(name, Shape{H: 28, W: 28, C: 1}, seed, shards, seqOptions{}, lenetLayers(spec.Classes))
 	case Softmax:
-		return newSequential(name, Shape{H: spec.Rows, W: spec.Cols, C: 1}, seed, shards, seqOptions{bare: true}, softmaxLayers(spec.Classes))
+		return newSequential(name, Shape{H: spec.Rows, W: spec.Cols, C: spec.C()}, seed, shards, seqOptions{bare: true}, softmaxLayers(spec.Classes))
 	}
 	return nil, fmt.Errorf("nn: unknown model %q: want one of %v", name, ModelNames)
 }

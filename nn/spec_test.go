@@ -23,9 +23,9 @@ func TestModelTensors(t *testing.T) {
 		want  []string
 	}{
 		{LeNet5, MNISTSpec, lenet},
-		{LeNet5, Spec{28, 28, 26}, lenet},
+		{LeNet5, Spec{Rows: 28, Cols: 28, Classes: 26}, lenet},
 		{Softmax, MNISTSpec, []string{"weight [%d 784]", "bias [%d]"}},
-		{Softmax, Spec{10, 12, 3}, []string{"weight [%d 120]", "bias [%d]"}},
+		{Softmax, Spec{Rows: 10, Cols: 12, Classes: 3}, []string{"weight [%d 120]", "bias [%d]"}},
 	} {
 		t.Run(fmt.Sprintf("%s %v", tc.model, tc.spec), func(t *testing.T) {
 			m, err := NewModelFor(tc.model, tc.spec, 1, 1)
@@ -79,9 +79,9 @@ func TestNewModelForErrors(t *testing.T) {
 		spec  Spec
 		want  string
 	}{
-		{LeNet5, Spec{32, 32, 10}, "use the softmax model"},
-		{Softmax, Spec{28, 28, 1}, "2 to 256 classes"},
-		{Softmax, Spec{0, 28, 10}, "at least 1×1"},
+		{LeNet5, Spec{Rows: 32, Cols: 32, Classes: 10}, "use the softmax model"},
+		{Softmax, Spec{Rows: 28, Cols: 28, Classes: 1}, "2 to 256 classes"},
+		{Softmax, Spec{Rows: 0, Cols: 28, Classes: 10}, "at least 1×1"},
 		{"resnet", MNISTSpec, "unknown model"},
 	} {
 		if _, err := NewModelFor(tc.model, tc.spec, 1, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -96,7 +96,7 @@ func TestOtherClassCountsTrain(t *testing.T) {
 	for _, tc := range []struct {
 		model string
 		spec  Spec
-	}{{LeNet5, Spec{28, 28, 3}}, {LeNet5, Spec{28, 28, 26}}, {Softmax, Spec{10, 12, 3}}} {
+	}{{LeNet5, Spec{Rows: 28, Cols: 28, Classes: 3}}, {LeNet5, Spec{Rows: 28, Cols: 28, Classes: 26}}, {Softmax, Spec{Rows: 10, Cols: 12, Classes: 3}}} {
 		m, err := NewModelFor(tc.model, tc.spec, 1, 2)
 		if err != nil {
 			t.Fatal(err)

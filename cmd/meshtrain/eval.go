@@ -16,14 +16,15 @@ func init() {
 		Usage:              "report the test accuracy and loss of a saved checkpoint",
 		ArgsUsage:          " ",
 		CustomHelpTemplate: withExample("meshtrain eval --checkpoint ckpt/ckpt-000000936.safetensors"),
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "checkpoint", Usage: "checkpoint file (ckpt-*.safetensors) written by meshtrain worker/launch (required)"},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
 			allowUnverifiedFlag(),
+		}, append(dataFlags(), []cli.Flag{
 			&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			modelFileFlag(true),
-		},
+		}...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Errorf("eval takes no arguments, got %q", c.Args().Slice())}
@@ -34,6 +35,10 @@ func init() {
 			cfg := evaluate.Config{
 				Checkpoint: c.String("checkpoint"), DataDir: c.String("data-dir"), AllowUnverified: c.Bool("allow-unverified"),
 				TestExamples: c.Int("test-examples"), Logger: logger(c, "eval"),
+			}
+			var err error
+			if cfg.Data, cfg.DataFormat, cfg.DataRead, err = dataFromFlags(c); err != nil {
+				return usageError{fmt.Errorf("eval: %w", err)}
 			}
 			m, err := readModelFile(c)
 			if err != nil {

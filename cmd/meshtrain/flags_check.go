@@ -70,7 +70,8 @@ func exampleHelp(example, template string) string {
 // denseOnly are the training flags the sparse-lr model does not read: it
 // has its own --sparse-optimizer and a constant rate, and no MNIST.
 var denseOnly = []string{"optimizer", "momentum", "weight-decay", "lr-schedule", "lr-gamma", "lr-decay-epochs",
-	"warmup-epochs", "min-lr", "data-dir", "train-examples", "test-examples"}
+	"warmup-epochs", "min-lr", "data-dir", "train-examples", "test-examples",
+	"data", "data-format", "image-size", "color-mode", "validation-split", "label-column"}
 
 // ignoredFlags lists the flags given on c that the chosen model or
 // strategy does not read, each with why: they are warned about, not
@@ -89,6 +90,8 @@ func ignoredFlags(c *cli.Context) []string {
 			cat = cf.GetCategory()
 		}
 		switch {
+		case name == "skip-corrupt" && c.String("data") != "":
+			// image folders read it too
 		case cat == catSparse && !sparseModel:
 			out = append(out, fmt.Sprintf("--%s is ignored: it applies only to --model %s", name, mirrored.SparseModel))
 		case sparseModel && slices.Contains(denseOnly, name):

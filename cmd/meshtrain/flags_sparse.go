@@ -25,7 +25,7 @@ func sparseFlags() []cli.Flag {
 		&cli.StringFlag{Name: "test-files", Usage: "sparse-lr: held-out files evaluated after every epoch (accuracy, log-loss, AUC)"},
 		&cli.StringFlag{Name: "input-format", Usage: "sparse-lr: tfrecord | libsvm (default: by extension, .libsvm/.svm/.svmlight/.txt are libsvm)"},
 		&cli.BoolFlag{Name: "zero-based", Usage: "sparse-lr: libsvm indices start at 0 (default 1)"},
-		&cli.BoolFlag{Name: "skip-corrupt", Usage: "sparse-lr: skip and log corrupt records instead of failing"},
+		&cli.BoolFlag{Name: "skip-corrupt", Usage: "sparse-lr: skip and log corrupt records instead of failing; --data image folders: skip files that do not decode, with a warning (every peer then decodes every file, to agree on which are skipped)"},
 		&cli.StringFlag{Name: "exchange", Value: "auto", Usage: "sparse-lr: gradient exchange: sparse (all-gather of touched features) | dense (all-reduce of all D) | auto (per step, fewer bytes)"},
 		&cli.StringFlag{Name: "sparse-gather", Value: mirrored.GatherDirect, Usage: "sparse-lr: sparse all-gather: direct (one round) | ring"},
 		&cli.StringFlag{Name: "sparse-optimizer", Value: "adagrad", Usage: "sparse-lr: sgd (lazy L2) | adagrad | ftrl (FTRL-Proximal; --lr is its alpha)"},

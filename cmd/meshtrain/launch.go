@@ -69,6 +69,9 @@ func init() {
 			if err := absModelFile(c); err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
+			if err := absData(c); err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
 			warnIgnored(c) // once here: the workers launched with --events do not repeat it
 			if job.Sparse == nil && job.Data == "" {
 				// Find or fetch MNIST once, showing the fetch's bytes, before

@@ -68,15 +68,15 @@ func readModelFile(c *cli.Context) (*keras.Model, error) {
 
 // modelFromFile sets job's model to --model-file's, if given: its builder
 // (Job.NewModel) and name; it returns the file's model (nil without the
-// flag). Without --allow-unverified the data set is MNIST, so the file's
-// input shape and classes are checked against it here, before any work;
-// with it, when the data is loaded.
+// flag). Without --allow-unverified or --data the data set is MNIST, so
+// the file's input shape and classes are checked against it here, before
+// any work; with either, when the data is loaded.
 func modelFromFile(c *cli.Context, job *mirrored.Job) (*keras.Model, error) {
 	m, err := readModelFile(c)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	if !job.AllowUnverified {
+	if !job.AllowUnverified && job.Data == "" {
 		if err := m.CheckData(nn.MNISTSpec); err != nil {
 			return nil, usageError{fmt.Errorf("--model-file %s: %w (MNIST)", c.String("model-file"), err)}
 		}

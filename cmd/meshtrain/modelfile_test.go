@@ -70,7 +70,7 @@ func TestModelFileRefusedBeforeWork(t *testing.T) {
 		{"channels_first", []string{"train", "--model-file", kerasFixture("unsupported_channels_first.json")}, `layer 1 "conv2d" (Conv2D): data_format "channels_first" is not supported`},
 		{"regularizer", []string{"launch", "--model-file", kerasFixture("unsupported_regularizer.json")}, `layer 2 "dense" (Dense): kernel_regularizer L2`},
 		{"both", []string{"train", "--model", "lenet", "--model-file", kerasFixture("lenet_tfjs_model.json")}, "--model lenet and --model-file"},
-		{"not MNIST's shape", []string{"launch", "--model-file", colour}, `the model takes inputs of 32×32×3 (layer 0 "conv2d_input" (InputLayer)); the data set's are 28×28 greyscale images`},
+		{"not MNIST's shape", []string{"launch", "--model-file", colour}, `the model takes inputs of 32×32×3 (layer 0 "conv2d_input" (InputLayer)); the data set's are 28×28×1 (28×28×1, or 784 flattened)`},
 		{"missing file", []string{"train", "--model-file", missing}, "--model-file: open " + missing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ import (
 // (mirrored.DefaultConfigFor), which their help lists per model.
 func trainingFlags(batchUsage string) []cli.Flag {
 	d := mirrored.DefaultConfig()
-	return inCategory(catTraining,
+	return append(append(inCategory(catTraining,
 		&cli.StringFlag{Name: "model", Value: d.Model, Usage: "model: " + strings.Join(nn.ModelNames, " | ") + " | " + mirrored.SparseModel},
 		&cli.IntFlag{Name: "epochs", Value: d.Epochs, Usage: "passes over the training set", DefaultText: perModel(func(c mirrored.Config) any { return c.Epochs })},
 		&cli.IntFlag{Name: "batch", Value: d.BatchSize, Usage: batchUsage, DefaultText: perModel(func(c mirrored.Config) any { return c.BatchSize })},
@@ -53,6 +53,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
 		allowUnverifiedFlag(),
+	), inCategory(catTraining, dataFlags()...)...), inCategory(catTraining,
 		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (worker-N/train and worker-N/validation, as Keras lays them out)"},
 		&cli.IntFlag{Name: "log-every", Value: observe.DefaultLogEvery, Usage: "steps between the per-step TensorBoard scalars (loss, rate, examples/s, compute/comm/wait, bytes sent)"},
 		&cli.StringFlag{Name: "timeline", Usage: "write the run's timeline to this file (Chrome's trace format: chrome://tracing, ui.perfetto.dev): every peer's input, compute, wait, combine, update, evaluation and checkpoints, on the chief's clock, with who arrived last at each combine"},
@@ -62,7 +63,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "target-loss", Usage: "stop after the first epoch with at most this mean training loss (e.g. 0.35)"},
 		&cli.IntFlag{Name: "train-examples", Usage: "use only the first N training examples (0: all)"},
 		&cli.IntFlag{Name: "test-examples", Usage: "evaluate on only the first N test examples (0: all)"},
-	)
+	)...)
 }
 
 // recipeModels are the models with a default recipe, in the order their
@@ -114,6 +115,10 @@ func configFromFlags(c *cli.Context) (mirrored.Config, error) {
 	cfg.Seed = c.Int64("seed")
 	cfg.TargetAccuracy, cfg.TargetLoss = acc, c.Float64("target-loss")
 	cfg.DataDir = c.String("data-dir")
+	var err error
+	if cfg.Data, cfg.DataFormat, cfg.DataRead, err = dataFromFlags(c); err != nil {
+		return mirrored.Config{}, err
+	}
 	if n := c.Int("log-every"); n < 0 { // the observers' setting, checked with the others
 		return mirrored.Config{}, fmt.Errorf("log every %d steps: want ≥ 1 (0: every %d)", n, observe.DefaultLogEvery)
 	}
@@ -472,9 +477,15 @@ func runEvaluator(c *cli.Context) error {
 	if !c.Bool("events") {
 		warnIgnored(c)
 	}
-	_, err := launch.RunEvaluator(c.Context, launch.EvaluatorConfig{
+	dataPath, dataFormat, dataRead, err := dataFromFlags(c)
+	if err != nil {
+		return usageError{fmt.Errorf("worker: %w", err)}
+	}
+	dataRead.SplitSeed = uint64(c.Int64("seed"))
+	_, err = launch.RunEvaluator(c.Context, launch.EvaluatorConfig{
 		CheckpointDir: c.String("checkpoint-dir"), LogDir: c.String("logdir"), Model: c.String("model"),
 		DataDir: c.String("data-dir"), TestExamples: c.Int("test-examples"), Timeout: c.Duration("evaluator-timeout"),
+		Data: dataPath, DataFormat: dataFormat, DataRead: dataRead,
 		AllowUnverified: c.Bool("allow-unverified"),
 		Out:             os.Stdout, Logger: logger(c, "evaluator"),
 	})

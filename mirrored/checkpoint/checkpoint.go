@@ -115,6 +115,17 @@ type Layout struct {
 	// MNIST's is what it was before the scale was recorded, and a file
 	// without it reads as 255.
 	InputScale, InputMean, InputStd float64
+	// Channels is the images' channel count when more than 1 (the
+	// metadata's "channels", written only then); 0 means 1.
+	Channels int
+	// ClassNames names the classes when the data set did (an image
+	// folder's class folders, a CSV label column's values): the
+	// metadata's "class_names", a JSON array; nil otherwise.
+	ClassNames []string
+	// Features is how a table's columns became the model's inputs, the
+	// JSON of data.Features (the metadata's "input_features"): eval
+	// encodes a table's rows with it. Empty for images.
+	Features string
 }
 
 // Checkpoint is a training state that resumes a run exactly: the flat
@@ -181,6 +192,16 @@ func (c *Checkpoint) metadata() map[string]string {
 	}
 	if c.Rows > 0 || c.Cols > 0 {
 		m["image_size"] = fmt.Sprintf("%dx%d", c.Rows, c.Cols)
+	}
+	if c.Channels > 1 {
+		m["channels"] = strconv.Itoa(c.Channels)
+	}
+	if len(c.ClassNames) > 0 {
+		b, _ := json.Marshal(c.ClassNames) // strings: cannot fail
+		m["class_names"] = string(b)
+	}
+	if c.Features != "" {
+		m["input_features"] = c.Features
 	}
 	if c.Version != "" {
 		m["meshtrain_version"] = c.Version
@@ -439,6 +460,17 @@ func (c *Checkpoint) readMeta(meta map[string]string) error {
 			return fmt.Errorf("metadata \"image_size\" = %q: want ROWSxCOLS", s)
 		}
 	}
+	if s, ok := meta["channels"]; ok {
+		if c.Channels, err = strconv.Atoi(s); err != nil || c.Channels < 2 {
+			return fmt.Errorf("metadata \"channels\" = %q: want an integer ≥ 2 (absent for 1)", s)
+		}
+	}
+	if s, ok := meta["class_names"]; ok {
+		if err := json.Unmarshal([]byte(s), &c.ClassNames); err != nil || (c.Classes > 0 && len(c.ClassNames) != c.Classes) {
+			return fmt.Errorf("metadata \"class_names\" = %q: want a JSON array of %d strings", clipMeta(s), c.Classes)
+		}
+	}
+	c.Features = meta["input_features"]
 	c.Version = meta["meshtrain_version"]
 	c.Architecture = meta["architecture"]
 	if s, ok := meta["input_std"]; ok {
@@ -637,4 +669,12 @@ func readDir(dir string) ([]os.DirEntry, error) {
 		return nil, fmt.Errorf("listing checkpoints: %w", err)
 	}
 	return entries, nil
+}
+
+// clipMeta shortens a metadata value for an error message.
+func clipMeta(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "..."
+	}
+	return s
 }

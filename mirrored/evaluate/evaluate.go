@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	_ "github.com/meshtrain/meshtrain/data/folder" // image folders, for Data
+	_ "github.com/meshtrain/meshtrain/data/table"  // CSV tables, for Data
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
@@ -22,6 +24,11 @@ type Config struct {
 	Checkpoint string // safetensors file written by a Job
 	// Data, DataFormat and DataDir choose the image set as in Config.
 	Data, DataFormat, DataDir string
+	// DataRead is how user data are read (as Config.DataRead); its
+	// SplitSeed 0 means the checkpoint's seed, which split the data in
+	// training, and a table's columns are encoded as the checkpoint
+	// records.
+	DataRead data.ReadOptions
 	// AllowUnverified is as Config.AllowUnverified.
 	AllowUnverified bool
 	MNIST           *data.ImageSet
@@ -52,6 +59,10 @@ type Result struct {
 	RunSteps int `json:"run_steps,omitempty"`
 	// Warning says the checkpoint could not be verified (no digest).
 	Warning string `json:"warning,omitempty"`
+	// ClassNames names the classes by id, as the checkpoint records them
+	// (an image folder's class folders, a table's label values); nil
+	// when the data set numbered its classes only.
+	ClassNames []string `json:"class_names,omitempty"`
 }
 
 // Checkpoint loads a checkpoint into its model and evaluates it on
@@ -86,21 +97,41 @@ func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	set := cfg.MNIST
 	if set == nil {
-		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}}
+		read := cfg.DataRead
+		if read.SplitSeed == 0 {
+			read.SplitSeed = uint64(ck.Seed)
+		}
+		if ck.Features != "" && read.Features == nil {
+			read.Features = new(data.Features)
+			if err := json.Unmarshal([]byte(ck.Features), read.Features); err != nil {
+				return nil, fmt.Errorf("checkpoint %s: metadata input_features: %w", cfg.Checkpoint, err)
+			}
+		}
+		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}, Read: read}
 		if set, err = data.OpenImages(ctx, cfg.Data, opts); err != nil {
 			return nil, err
 		}
 	}
 	test := set.Test.Head(cfg.TestExamples)
-	if err := replica.Greyscale(test); err != nil {
+	if err := replica.CheckImages(test); err != nil {
 		return nil, err
+	}
+	// The rule training applied (data.InputNorm), then the check that it
+	// gives what the checkpoint records.
+	if norm := data.InputNorm(test, replica.Normalizes(model)); norm != test.Norm.Resolve() {
+		t := *test
+		t.Norm, test = norm, &t
 	}
 	if err := sameNormalization(ck, cfg.Checkpoint, test.Norm); err != nil {
 		return nil, err
 	}
-	if d := test.Rows * test.Cols; d != model.InputDim() {
-		return nil, fmt.Errorf("checkpoint %s: model %s takes %d inputs, the test images have %d pixels (%d×%d): evaluate it on the data set it was trained on",
-			cfg.Checkpoint, ck.Model, model.InputDim(), d, test.Rows, test.Cols)
+	if c := max(1, ck.Channels); ck.Classes > 0 && (test.C() != c || test.Rows != ck.Rows || test.Cols != ck.Cols) {
+		return nil, fmt.Errorf("checkpoint %s: model %s was trained on %d×%d×%d inputs, the test set's are %d×%d×%d: evaluate it on the data set it was trained on",
+			cfg.Checkpoint, ck.Model, ck.Rows, ck.Cols, c, test.Rows, test.Cols, test.C())
+	}
+	if d := test.Dim(); d != model.InputDim() {
+		return nil, fmt.Errorf("checkpoint %s: model %s takes %d inputs, the test images have %d pixels (%d×%d×%d): evaluate it on the data set it was trained on",
+			cfg.Checkpoint, ck.Model, model.InputDim(), d, test.Rows, test.Cols, test.C())
 	}
 	x, y := replica.Examples(test, 0, test.N)
 	lossSum, correct, err := model.Evaluate(x, y, test.N)
@@ -111,7 +142,7 @@ func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 	return &Result{
 		Checkpoint: cfg.Checkpoint, Model: ck.Model, Step: ck.Step, Epoch: epoch,
 		Examples: test.N, Correct: correct, Accuracy: float64(correct) / float64(test.N), Loss: lossSum / float64(test.N),
-		Warning: warning, RunSteps: runSteps(ck),
+		Warning: warning, RunSteps: runSteps(ck), ClassNames: ck.ClassNames,
 	}, nil
 }
 
@@ -135,7 +166,7 @@ func sameNormalization(ck *checkpoint.Checkpoint, path string, norm data.Normali
 func checkpointModel(ck *checkpoint.Checkpoint, path string, want *nn.Architecture) (nn.Model, error) {
 	spec := nn.MNISTSpec
 	if ck.Classes > 0 {
-		spec = nn.Spec{Rows: ck.Rows, Cols: ck.Cols, Classes: ck.Classes}
+		spec = nn.Spec{Rows: ck.Rows, Cols: ck.Cols, Classes: ck.Classes, Channels: ck.Channels}
 	}
 	arch, err := checkpointArchitecture(ck, path, want)
 	if err != nil {

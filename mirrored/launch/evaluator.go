@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
+	_ "github.com/meshtrain/meshtrain/data/folder" // image folders, for Data
+	_ "github.com/meshtrain/meshtrain/data/table"  // CSV tables, for Data
 	"github.com/meshtrain/meshtrain/internal/tensorboard"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
@@ -43,8 +45,11 @@ type EvaluatorConfig struct {
 	// Data, DataFormat, DataDir, MNIST and TestExamples choose the test
 	// set, as in evaluate.Config.
 	Data, DataFormat, DataDir string
-	MNIST                     *data.ImageSet
-	TestExamples              int
+	// DataRead is how user data are read (as mirrored.Config.DataRead,
+	// SplitSeed the run's seed).
+	DataRead     data.ReadOptions
+	MNIST        *data.ImageSet
+	TestExamples int
 	// AllowUnverified is as mirrored.Config.AllowUnverified.
 	AllowUnverified bool
 	// Timeout is the longest wait for a new checkpoint (default
@@ -82,7 +87,7 @@ func RunEvaluator(ctx context.Context, cfg EvaluatorConfig) ([]evaluate.Result, 
 	mn := cfg.MNIST
 	if mn == nil {
 		var err error
-		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}}
+		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}, Read: cfg.DataRead}
 		if mn, err = data.OpenImages(ctx, cfg.Data, opts); err != nil {
 			return nil, fmt.Errorf("evaluator: %w", err)
 		}

@@ -30,6 +30,10 @@ type DenseConfig struct {
 	Combiner Combiner
 	// Norm is the inputs' normalisation, recorded in checkpoints.
 	Norm data.Normalization
+	// ClassNames and Features are the data set's class names and a
+	// table's column encoding (data.ImageSet's), recorded in checkpoints.
+	ClassNames []string
+	Features   *data.Features
 	// TestX, TestY are this replica's contiguous share of the TestN test
 	// examples (normalised images and labels).
 	TestX []float32
@@ -46,6 +50,8 @@ type Dense struct {
 	model         nn.Model
 	spec          nn.Spec
 	norm          data.Normalization // the inputs', recorded in checkpoints
+	classNames    []string
+	features      string // data.Features' JSON, recorded in checkpoints
 	params, grads []float32
 	// buffers are the model's non-trainable state (nn.Stateful: batch
 	// normalization's moving statistics), empty for most models. They
@@ -124,11 +130,19 @@ func NewDense(cfg DenseConfig) (*Dense, error) {
 	if err != nil {
 		return nil, err
 	}
-	if model.InputDim() != spec.Rows*spec.Cols || model.Classes() != spec.Classes {
-		return nil, fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d images and %d classes",
-			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, spec.Classes)
+	if model.InputDim() != spec.InputDim() || model.Classes() != spec.Classes {
+		return nil, fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d×%d images and %d classes",
+			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, spec.C(), spec.Classes)
 	}
-	r := &Dense{model: model, spec: spec, norm: cfg.Norm, params: model.Params(), grads: model.Grads(), rank: cfg.Rank, world: cfg.World,
+	var features string
+	if cfg.Features != nil {
+		b, err := json.Marshal(cfg.Features)
+		if err != nil {
+			return nil, fmt.Errorf("the data set's features: %w", err)
+		}
+		features = string(b)
+	}
+	r := &Dense{model: model, spec: spec, norm: cfg.Norm, classNames: cfg.ClassNames, features: features, params: model.Params(), grads: model.Grads(), rank: cfg.Rank, world: cfg.World,
 		testX: cfg.TestX, testY: cfg.TestY, testN: cfg.TestN, comb: cfg.Combiner}
 	if st, ok := model.(nn.Stateful); ok {
 		r.buffers, r.bufT = st.Buffers(), st.BufferTensors()
@@ -242,6 +256,10 @@ func (r *Dense) Layout() checkpoint.Layout {
 	}
 	l.Architecture = r.arch
 	l.InputScale, l.InputMean, l.InputStd = r.norm.Scale, r.norm.Mean, r.norm.Std
+	if r.spec.C() > 1 {
+		l.Channels = r.spec.C()
+	}
+	l.ClassNames, l.Features = r.classNames, r.features
 	return l
 }
 

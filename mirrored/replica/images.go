@@ -4,16 +4,14 @@ import (
 	"fmt"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/nn"
 )
 
-// Greyscale refuses images of more than one channel: nn.Spec, which
-// shapes the models, has no channels yet, so a colour set would be
-// trained as if its channels were extra columns. It also refuses a
-// normalisation that cannot be applied (a hand-built set's std of 0).
-func Greyscale(im *data.Images) error {
-	if im.C() != 1 {
-		return fmt.Errorf("the data set's images are %d×%d×%d: nn's models take greyscale images (one channel) for now", im.Rows, im.Cols, im.C())
-	}
+// CheckImages refuses images nn's models cannot take: a normalisation
+// that cannot be applied (a hand-built set's std of 0). Images of any
+// channel count are taken: the batch holds them planar (C×H×W, see
+// data.Images.Dataset), and nn.Spec carries the channels to the model.
+func CheckImages(im *data.Images) error {
 	if err := im.Norm.Check(); err != nil {
 		return fmt.Errorf("the data set's images: %w", err)
 	}
@@ -32,4 +30,47 @@ func Examples(im *data.Images, lo, hi int) ([]float32, []int32) {
 		ds.Append(&b, i)
 	}
 	return b.X, b.IntLabels(nil)
+}
+
+// ImageSpec is the nn.Spec of a data set of im's shape in classes
+// classes (Channels set only for more than one).
+func ImageSpec(im *data.Images, classes int) nn.Spec {
+	spec := nn.Spec{Rows: im.Rows, Cols: im.Cols, Classes: classes}
+	if im.C() > 1 {
+		spec.Channels = im.C()
+	}
+	return spec
+}
+
+// Normalizes says whether model normalises its inputs itself, its first
+// layer a Rescaling or a Normalization: data.InputNorm's question, asked
+// by training and by eval alike.
+func Normalizes(model nn.Model) bool {
+	a, ok := model.(interface{ Architecture() nn.Architecture })
+	if !ok {
+		return false
+	}
+	l := a.Architecture().Layers
+	return len(l) > 0 && (nn.Kind(l[0]) == "rescaling" || nn.Kind(l[0]) == "normalization")
+}
+
+// InputNorm applies data.InputNorm, the one normalisation rule, to train
+// and test for newModel's model (nil: a built-in model, which does not
+// normalise), building it once for the data: a cheap check that it takes
+// them, and the only way to see a Job.NewModel's first layer.
+func InputNorm(newModel func(nn.Spec, int64, int) (nn.Model, error), train, test *data.Images, classes int, seed int64) (*data.Images, *data.Images, error) {
+	normalizes := false
+	if newModel != nil {
+		m, err := newModel(ImageSpec(test, classes), seed, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		normalizes = Normalizes(m)
+	}
+	if norm := data.InputNorm(test, normalizes); norm != test.Norm.Resolve() {
+		tr, te := *train, *test
+		tr.Norm, te.Norm = norm, norm
+		return &tr, &te, nil
+	}
+	return train, test, nil
 }

@@ -731,21 +731,21 @@ func channelsLast(o *options) error {
 func (l Layer) describe() string { return fmt.Sprintf("layer %d %q (%s)", l.Index, l.Name, l.Class) }
 
 // CheckData reports whether the model takes the examples of a data set
-// of spec's Rows×Cols greyscale images in spec.Classes classes: an input
-// of Rows×Cols×1 (or Rows×Cols), or a vector of Rows·Cols (the image
+// of spec's Rows×Cols×C images in spec.Classes classes: an input of
+// Rows×Cols×C (or Rows×Cols for C 1), or a vector of Rows·Cols·C (the image
 // flattened, row by row), and as many class scores (one output and a
 // sigmoid for two classes). The error names the layers that say
 // otherwise.
 func (m *Model) CheckData(spec nn.Spec) error {
 	in := m.Arch.Input
-	image := nn.Shape{H: spec.Rows, W: spec.Cols, C: 1}
+	image := nn.Shape{H: spec.Rows, W: spec.Cols, C: spec.C()}
 	if in != image && in != (nn.Shape{C: image.Size()}) {
 		from := "its first layer's batch_input_shape"
 		if len(m.Layers) > 0 && m.Layers[0].Class == "InputLayer" {
 			from = m.Layers[0].describe()
 		}
-		return fmt.Errorf("the model takes inputs of %v (%s); the data set's are %d×%d greyscale images (%v, or %d flattened): give the model the data's input shape",
-			in, from, spec.Rows, spec.Cols, image, image.Size())
+		return fmt.Errorf("the model takes inputs of %v (%s); the data set's are %d×%d×%d (%v, or %d flattened): give the model the data's input shape",
+			in, from, spec.Rows, spec.Cols, spec.C(), image, image.Size())
 	}
 	if m.Classes != spec.Classes {
 		last := m.Layers[len(m.Layers)-1].describe()
