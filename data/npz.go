@@ -356,7 +356,7 @@ func imagesFromArrays(where string, keys []string, get func(key string) (*npyArr
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Equal(arrays[0].shape[1:], arrays[2].shape[1:]) || arrays[0].dtype != arrays[2].dtype {
+	if !slices.Equal(arrays[0].shape[1:], arrays[2].shape[1:]) || strings.TrimLeft(arrays[0].dtype, "<>|") != strings.TrimLeft(arrays[2].dtype, "<>|") {
 		return nil, fmt.Errorf("%s: x_train holds %v %s images but x_test %v %s: the training and test images must have one shape and type",
 			where, arrays[0].shape[1:], arrays[0].dtype, arrays[2].shape[1:], arrays[2].dtype)
 	}

@@ -172,8 +172,10 @@ func RegisterFormat(name, what string, detect func(path string, isDir bool, head
 
 // HeldOut says whether the example keyed key (an image's path relative
 // to its folder, a row's line) goes to the validation split of fraction
-// frac: an FNV-1a hash of the seed and the key, read as a fraction of
-// 2^64, below frac. Every peer, and eval given the run's seed, computes
+// frac: an FNV-1a hash of the seed and the key, mixed by SplitMix64's
+// finaliser (FNV's top bits barely move when only the key's last bytes
+// differ, as in "line 7" and "line 8"), read as a fraction of 2^64,
+// below frac. Every peer, and eval given the run's seed, computes
 // the same split without reading any file.
 func HeldOut(key string, seed uint64, frac float64) bool {
 	if frac <= 0 {
@@ -184,7 +186,7 @@ func HeldOut(key string, seed uint64, frac float64) bool {
 	binary.LittleEndian.PutUint64(b[:], seed)
 	h.Write(b[:])
 	h.Write([]byte(key))
-	return float64(h.Sum64())/math.Pow(2, 64) < frac
+	return float64(splitmix(h.Sum64()))/math.Pow(2, 64) < frac
 }
 
 // Colour modes of ReadOptions.ColorMode, as Keras names them.

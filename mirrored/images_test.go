@@ -21,7 +21,7 @@ import (
 // trains the softmax model through Train above chance, with the set's
 // own shape, classes and normalisation; float32 pixels holding x/255
 // train to the very parameters the uint8 pixels read as x/255 do; a
-// colour set is refused until nn.Spec has channels.
+// colour set trains too, its channels recorded in the checkpoint.
 func TestTrainOnNPZ(t *testing.T) {
 	const classes = 4
 	bytesSet := func() *data.ImageSet {
@@ -61,7 +61,7 @@ func TestTrainOnNPZ(t *testing.T) {
 			s := bytesSet()
 			s.Train, s.Test = colour(s.Train), colour(s.Test)
 			return s
-		}, data.UnitNorm, "images are 8×6×3: nn's models take greyscale images"},
+		}, data.UnitNorm, ""},
 	}
 	var params [][]float32 // of each case that trained, in order
 	for _, c := range cases {
@@ -95,6 +95,9 @@ func TestTrainOnNPZ(t *testing.T) {
 			}
 			if ck.Classes != classes || ck.Rows != 8 || ck.Cols != 6 || ck.InputScale != c.norm.Scale || ck.InputMean != c.norm.Mean || ck.InputStd != c.norm.Std {
 				t.Errorf("checkpoint records %d classes of %d×%d, normalisation (x/%v - %v)/%v; want %d of 8×6, %s", ck.Classes, ck.Rows, ck.Cols, ck.InputScale, ck.InputMean, ck.InputStd, classes, c.norm)
+			}
+			if want := map[string]int{"colour": 3}[c.name]; ck.Channels != want {
+				t.Errorf("checkpoint records %d channels, want %d", ck.Channels, want)
 			}
 			if params = append(params, ck.Params); len(params) == 2 && !slices.Equal(params[0], params[1]) {
 				t.Error("float32 pixels x/255 trained to other parameters than uint8 pixels read as x/255")

@@ -193,9 +193,14 @@ func Read(ctx context.Context, dir string, opts data.ImageOptions) (*data.ImageS
 		channels = 1
 	}
 	size := ro.ImageSize
-	if size == [2]int{} {
+	if size == [2]int{} { // the first training image's, from its header (with SkipCorrupt: the first that has one)
 		var err error
-		if size, err = imageSize(filepath.Join(dir, filepath.FromSlash(train[0].rel))); err != nil {
+		for _, f := range train {
+			if size, err = imageSize(filepath.Join(dir, filepath.FromSlash(f.rel))); err == nil || !ro.SkipCorrupt {
+				break
+			}
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -231,7 +236,7 @@ func imageSize(path string) ([2]int, error) {
 	defer f.Close()
 	cfg, _, err := image.DecodeConfig(f)
 	if err != nil {
-		return [2]int{}, fmt.Errorf("image %s: %w: replace or remove the file", path, err)
+		return [2]int{}, fmt.Errorf("image %s: %w: %w (replace or remove the file, or give --skip-corrupt to skip it)", path, errCorrupt, err)
 	}
 	return [2]int{cfg.Height, cfg.Width}, nil
 }

@@ -103,6 +103,10 @@ func parseCSV(path string, b []byte, ro data.ReadOptions) (*data.ImageSet, error
 		}
 		rows, lines = append(rows, rec), append(lines, line)
 	}
+	ids, names, err := csvLabels(path, header[label], label, rows, lines)
+	if err != nil {
+		return nil, err
+	}
 	if ro.ValidationSplit <= 0 {
 		return nil, fmt.Errorf("%s: a CSV table has no test split of its own: give --validation-split F (e.g. 0.2) to hold out that fraction of its rows", path)
 	}
@@ -123,10 +127,6 @@ func parseCSV(path string, b []byte, ro data.ReadOptions) (*data.ImageSet, error
 			return nil, err
 		}
 	} else if err := checkFeatures(feats, path, header); err != nil {
-		return nil, err
-	}
-	ids, names, err := csvLabels(path, header[label], label, rows, lines)
-	if err != nil {
 		return nil, err
 	}
 	set := &data.ImageSet{Dir: path, Features: feats, ClassNames: names}
