@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -222,6 +223,27 @@ func OpenImages(ctx context.Context, path string, opts ImageOptions) (*ImageSet,
 		}
 		return LoadMNIST(ctx, opts.MNIST)
 	}
+	set, err := openPath(ctx, path, opts)
+	if err != nil && ctx.Err() == nil {
+		return nil, badData{err}
+	}
+	return set, err
+}
+
+// ErrBadData is wrapped by every error OpenImages returns for a data set
+// named by its path that cannot be read as asked (a missing array,
+// shapes that disagree, a label outside the classes, a corrupt image, a
+// FIFO, a CSV row of the wrong length): the user's to fix, as a bad
+// command line is (meshtrain exits 2 on it, before any training step).
+var ErrBadData = errors.New("bad data set")
+
+type badData struct{ err error }
+
+func (e badData) Error() string   { return e.err.Error() }
+func (e badData) Unwrap() []error { return []error{e.err, ErrBadData} }
+
+// openPath is OpenImages of a path.
+func openPath(ctx context.Context, path string, opts ImageOptions) (*ImageSet, error) {
 	if err := opts.Read.Check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -66,7 +66,7 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 		Model: model, Params: len(rep.Params()), BatchSize: cfg.BatchSize, Epochs: cfg.Epochs,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
 		Schedule: cfg.Schedule, WarmupEpochs: cfg.WarmupEpochs, Seed: cfg.Seed, TestExamples: test.N,
-		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss,
+		TargetAccuracy: cfg.TargetAccuracy, TargetLoss: cfg.TargetLoss, ClassNames: set.ClassNames,
 	}
 	if cfg.Schedule == nn.ScheduleStep {
 		res.LRGamma, res.LRDecayEpochs = cfg.LRGamma, cfg.LRDecayEpochs

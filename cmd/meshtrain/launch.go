@@ -72,6 +72,16 @@ func init() {
 			if err := absData(c); err != nil {
 				return fmt.Errorf("launch: %w", err)
 			}
+			if job.Sparse == nil && job.Data != "" {
+				// Read it here as worker 0 will (its shard: a quarter of
+				// the memory at -n 4), so that a bad set fails once, with
+				// exit 2, before any worker starts.
+				opts := job.ImageOptions(logger(c, "data"))
+				opts.Read.Shard = data.Shard{Rank: 0, World: n}
+				if _, err := data.OpenImages(c.Context, job.Data, opts); err != nil {
+					return usageError{fmt.Errorf("launch: --data: %w", err)}
+				}
+			}
 			warnIgnored(c) // once here: the workers launched with --events do not repeat it
 			if job.Sparse == nil && job.Data == "" {
 				// Find or fetch MNIST once, showing the fetch's bytes, before

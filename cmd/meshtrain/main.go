@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/console"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
@@ -277,6 +278,9 @@ func exitCode(ctx context.Context, err error) int {
 		return exitInterrupted
 	case errors.As(err, &ue):
 		reportError(fmt.Sprintf("meshtrain: %v (see meshtrain --help)", err))
+		return exitUsage
+	case errors.Is(err, data.ErrBadData): // found when the run opens --data, before it trains
+		reportError("meshtrain: " + err.Error())
 		return exitUsage
 	case errors.As(err, &ec) && ec.ExitCode() == 3: // cli: no such command
 		reportError("meshtrain: " + strings.Replace(err.Error(), "No help topic for", "unknown command", 1))

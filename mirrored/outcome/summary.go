@@ -113,6 +113,9 @@ type Result struct {
 	BuffersSHA256 string `json:"buffers_sha256,omitempty"`
 	// Stopped, if set, says the run stopped early, on request (Job.Stop).
 	Stopped *EarlyStop `json:"stopped,omitempty"`
+	// ClassNames names the classes by id when the data set does (an
+	// image folder's class folders, a table's label values).
+	ClassNames []string `json:"class_names,omitempty"`
 }
 
 // PeerStats are one replica's own figures: what users of TensorFlow's

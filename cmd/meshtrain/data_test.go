@@ -1,0 +1,235 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"codeberg.org/sbinet/npyio/npy"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/evaluate"
+	"github.com/meshtrain/meshtrain/nn/keras"
+)
+
+// tumourTable writes a table shaped as the Wisconsin breast-cancer data
+// (569 rows, 30 numeric measurements on scales from 0.01 to 1,000, a
+// string column, the diagnosis B or M as the label) where each
+// measurement's mean differs by 0.8 deviations between the classes:
+// about 98% separable, as the real table is. It is used when Debian's
+// scikit-learn table is not installed.
+func tumourTable(t *testing.T, path string) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(569, 30))
+	var b strings.Builder
+	for j := range 30 {
+		fmt.Fprintf(&b, "m%02d,", j)
+	}
+	b.WriteString("site,diagnosis\n")
+	for i := range 569 {
+		malignant := i%8 < 3
+		for j := range 30 {
+			scale := []float64{0.01, 1, 10, 1000}[j%4]
+			v := rng.NormFloat64()
+			if malignant {
+				v += 0.8
+			}
+			fmt.Fprintf(&b, "%.5g,", scale*(3+v))
+		}
+		fmt.Fprintf(&b, "%s,%s\n", []string{"left", "right"}[rng.IntN(2)], map[bool]string{true: "M", false: "B"}[malignant])
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mlpJSON is a Keras MLP (tf.keras 2's model.to_json()) of in inputs,
+// a hidden Dense of 16 ReLUs and a softmax over classes.
+func mlpJSON(in, classes int) string {
+	dense := func(name string, units int, act string) string {
+		return fmt.Sprintf(`{"class_name": "Dense", "config": {"name": %q, "units": %d, "activation": %q, "use_bias": true}}`, name, units, act)
+	}
+	return fmt.Sprintf(`{"class_name": "Sequential", "config": {"name": "mlp", "layers": [`+
+		`{"class_name": "InputLayer", "config": {"batch_input_shape": [null, %d], "dtype": "float32", "name": "features"}}, %s, %s]}}`,
+		in, dense("hidden", 16, "relu"), dense("scores", classes, "softmax"))
+}
+
+// TestTrainCSVKerasMLP: a tumour table as CSV trains a Keras MLP file to
+// at least 95% test accuracy through train --data; a run's checkpoint
+// records the columns' standardisation and the class names, and eval,
+// reading the table again, encodes it as training did and scores the
+// same accuracy.
+func TestTrainCSVKerasMLP(t *testing.T) {
+	dir := t.TempDir()
+	table := filepath.Join(dir, "breast_cancer.csv")
+	tumourTable(t, table)
+	model := filepath.Join(dir, "mlp.json")
+	if err := os.WriteFile(model, []byte(mlpJSON(32, 2)), 0o644); err != nil { // 30 numbers and site one-hot (2)
+		t.Fatal(err)
+	}
+	summary := filepath.Join(dir, "run.json")
+	err := newApp().RunContext(context.Background(), []string{"meshtrain", "--log-level", "error", "train",
+		"--data", table, "--label-column", "diagnosis", "--validation-split", "0.2", "--model-file", model,
+		"--epochs", "15", "--batch", "32", "--lr", "0.05", "--summary", summary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Accuracy float64  `json:"final_test_accuracy"`
+		Test     int      `json:"test_examples"`
+		Classes  []string `json:"class_names"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("train --data %s: test accuracy %.4f on %d rows", filepath.Base(table), res.Accuracy, res.Test)
+	if !slices.Equal(res.Classes, []string{"B", "M"}) {
+		t.Errorf("the summary's class names %v, want [B M]", res.Classes)
+	}
+	if res.Accuracy < 0.95 || res.Test < 80 || res.Test > 150 {
+		t.Errorf("test accuracy %.3f on %d rows; want ≥ 0.95 on about a fifth of 569", res.Accuracy, res.Test)
+	}
+
+	m, err := keras.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mirrored.DefaultConfigFor(nn0)
+	cfg.Model, cfg.Data, cfg.Epochs, cfg.BatchSize, cfg.LR = modelKeras, table, 5, 32, 0.05
+	cfg.DataRead = data.ReadOptions{ValidationSplit: 0.2, LabelColumn: "diagnosis"}
+	cfg.Logger = zaptest.NewLogger(t)
+	job := mirrored.Job{Config: cfg, NewModel: m.NewModel, CheckpointDir: filepath.Join(dir, "ckpt")}
+	sum, err := mirrored.Train(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cks, _ := filepath.Glob(filepath.Join(dir, "ckpt", "ckpt-*.safetensors"))
+	if len(cks) == 0 {
+		t.Fatal("no checkpoint")
+	}
+	slices.Sort(cks)
+	ev, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: cks[len(cks)-1], Data: table,
+		DataRead: data.ReadOptions{ValidationSplit: 0.2, LabelColumn: "diagnosis"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Accuracy != sum.Run.FinalAccuracy || !slices.Equal(ev.ClassNames, []string{"B", "M"}) {
+		t.Errorf("eval: accuracy %v, classes %v; the run's %v, want [B M]", ev.Accuracy, ev.ClassNames, sum.Run.FinalAccuracy)
+	}
+}
+
+// nn0 is a built-in model's name, whose recipe a model file's job starts
+// from (as --model-file does: lenet's).
+const nn0 = "lenet"
+
+// TestDataBadInputsExit2: every bad --data is refused with exit 2 before
+// any training step, naming the file and what to do.
+func TestDataBadInputsExit2(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	npz := func(name string, members map[string]any) string {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		for _, k := range []string{"x_train", "y_train", "x_test", "y_test"} {
+			v, ok := members[k]
+			if !ok {
+				continue
+			}
+			w, _ := zw.Create(k + ".npy")
+			w.Write(npyOf(t, v))
+		}
+		zw.Close()
+		return write(name, buf.Bytes())
+	}
+	imgs := [][][]uint8{{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}, {{9, 1}, {2, 3}}}
+	good := map[string]any{"x_train": imgs, "y_train": []uint8{0, 1, 0}, "x_test": imgs[:2], "y_test": []uint8{1, 0}}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for kk, vv := range good {
+			m[kk] = vv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	pngAt := func(p string) {
+		var buf bytes.Buffer
+		png.Encode(&buf, image.NewGray(image.Rect(0, 0, 2, 2)))
+		write(p, buf.Bytes())
+	}
+	for _, p := range []string{"folder/train/a/1.png", "folder/train/b/1.png", "folder/test/a/1.png", "folder/test/b/1.png",
+		"empty/a/1.png", "empty/b/1.png"} {
+		pngAt(p)
+	}
+	write("folder/train/b/2.png", []byte("\x89PNG\r\n\x1a\ntruncated"))
+	os.MkdirAll(filepath.Join(dir, "empty", "c"), 0o755)
+	fifo := filepath.Join(dir, "fifo.npz")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing key", []string{"--data", npz("missing.npz", with("y_test", nil))}, "missing.npz has no array y_test"},
+		{"x and y disagree", []string{"--data", npz("xy.npz", with("y_train", []uint8{0, 1}))}, "holds 3 images but"},
+		{"train and test disagree", []string{"--data", npz("tt.npz", with("x_test", [][][]uint8{{{1, 2, 3}}, {{4, 5, 6}}}))}, "must have one shape and type"},
+		{"label outside the classes", []string{"--data", npz("label.npz", with("y_test", []int64{1, 300}))}, "label 300 of example 1 is out of range"},
+		{"corrupt image", []string{"--data", filepath.Join(dir, "folder")}, filepath.Join("train", "b", "2.png") + ": corrupt image"},
+		{"empty class folder", []string{"--data", filepath.Join(dir, "empty"), "--validation-split", "0.5"}, "c holds no image files"},
+		{"FIFO", []string{"--data", fifo}, fifo},
+		{"CSV wrong field count", []string{"--data", write("t.csv", []byte("a,b,label\n1,2,0\n3,4\n")), "--validation-split", "0.5"}, "t.csv: line 3: the row has another number of fields"},
+		{"bad image size", []string{"--data", dir, "--image-size", "0x3"}, "--image-size"},
+		{"split without data", []string{"--validation-split", "0.2"}, "--validation-split reads a --data set"},
+		{"bad format", []string{"--data", dir, "--data-format", "parquet"}, `--data-format "parquet"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"meshtrain", "--log-level", "error", "train", "--model", "softmax", "--epochs", "1"}, c.args...)
+			ctx := context.Background()
+			err := newApp().RunContext(ctx, args)
+			if err == nil || exitCode(ctx, err) != exitUsage || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v (exit %d)\nwant exit 2 naming %q", err, exitCode(ctx, err), c.want)
+			}
+		})
+	}
+}
+
+// npyOf is the .npy file of v (nested slices give the shape), as npyio
+// writes it.
+func npyOf(t *testing.T, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := npy.Write(&buf, v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
