@@ -17,7 +17,42 @@
 // float32, channel-last), its own class count, and its own Normalization,
 // a recorded value that checkpoints carry: MNIST's recipe
 // ((x/255 - 0.1307)/0.3081, which the built-in models were tuned with)
-// for IDX sets, x/255 for other byte sets, none for float sets.
+// for IDX sets, x/255 for other byte sets, none for float sets. Rows
+// that are not images (a table's, token ids) are 1×L. Readers of user
+// data in packages of their own register with the opener
+// (RegisterFormat): image folders (data/folder) and CSV tables
+// (data/table).
+//
+// # The normalisation rule
+//
+// One rule says what a model is fed (InputNorm), and checkpoints record
+// its result, which eval applies again and checks:
+//
+//   - byte images (NumPy uint8, image folders): x/255 (UnitNorm);
+//   - unless the model's first layer is a Rescaling or a Normalization
+//     (nn.Kind "rescaling", "normalization"): then the values as stored,
+//     since the model scales them itself, as Keras's examples do;
+//   - MNIST's IDX files: MNIST's recipe (MNISTNorm), as the built-in
+//     models were tuned with (the golden file pins it);
+//   - float32 arrays and integer token ids: as stored (NoNorm);
+//   - CSV tables: each numeric column standardised with the training
+//     split's mean and deviation, string columns one-hot, by the reader
+//     (Features, recorded in checkpoints), then as stored.
+//
+// Images of several channels are channel-last as stored and planar
+// (C×H×W) in a batch: Dataset transposes each row as it copies and
+// normalises it, one pass, so it costs no second copy.
+//
+// # Shards
+//
+// With ReadOptions.Shard a reader holds only one peer's training rows
+// (i mod World = Rank, the rows NewPipeline's data sharding gives that
+// rank; Images.Shard): .npy files and stored .npz members are read at the
+// rows' offsets, deflated members streamed once, image files decoded
+// only for the shard. Labels stay whole (a byte each) and so does the
+// test split. A sharded set's digest (Images.Digest) names the file
+// (member sizes and CRC-32s, or a hash of a .npy file's ends) rather
+// than the pixels, which no peer holds all of.
 // OpenImages with no path is MNIST as LoadMNIST finds or fetches it; with
 // a path it tells the format from the contents (a zip is a .npz; a
 // directory holds IDX or .npy files) unless told. The .npz reader uses
