@@ -131,3 +131,26 @@ func TestNormalization(t *testing.T) {
 		}
 	}
 }
+
+// TestInputNorm: the one normalisation rule: the reader's, unless the
+// model normalises its inputs itself (then as stored).
+func TestInputNorm(t *testing.T) {
+	cases := []struct {
+		name       string
+		norm       Normalization
+		normalizes bool
+		want       Normalization
+	}{
+		{"IDX, built-in model", Normalization{}, false, MNISTNorm},
+		{"IDX, Rescaling first", Normalization{}, true, NoNorm},
+		{"bytes", UnitNorm, false, UnitNorm},
+		{"bytes, Normalization first", UnitNorm, true, NoNorm},
+		{"floats", NoNorm, false, NoNorm},
+		{"floats, Rescaling first", NoNorm, true, NoNorm},
+	}
+	for _, c := range cases {
+		if got := InputNorm(&Images{Norm: c.norm}, c.normalizes); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}

@@ -237,6 +237,10 @@ func OpenImages(ctx context.Context, path string, opts ImageOptions) (*ImageSet,
 // command line is (meshtrain exits 2 on it, before any training step).
 var ErrBadData = errors.New("bad data set")
 
+// BadData marks err as ErrBadData's: a data set that does not fit what
+// was asked of it (a model whose input shape is not the data's, too).
+func BadData(err error) error { return badData{err} }
+
 type badData struct{ err error }
 
 func (e badData) Error() string   { return e.err.Error() }

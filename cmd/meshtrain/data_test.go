@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
+	"image/color"
+	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
 	"os"
@@ -232,4 +234,95 @@ func npyOf(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// cnnJSON is a small Keras 3 CNN for h×w×c images in classes classes:
+// Conv2D 8 3×3 ReLU, MaxPooling2D 2, Flatten, Dense softmax.
+func cnnJSON(h, w, c, classes int) string {
+	return fmt.Sprintf(`{"class_name": "Sequential", "config": {"name": "cnn", "layers": [`+
+		`{"class_name": "InputLayer", "config": {"batch_shape": [null, %d, %d, %d], "dtype": "float32", "name": "in"}},`+
+		`{"class_name": "Conv2D", "config": {"name": "conv", "filters": 8, "kernel_size": [3, 3], "strides": [1, 1], "padding": "same", "data_format": "channels_last", "activation": "relu", "use_bias": true}},`+
+		`{"class_name": "MaxPooling2D", "config": {"name": "pool", "pool_size": [2, 2], "strides": [2, 2], "padding": "valid", "data_format": "channels_last"}},`+
+		`{"class_name": "Flatten", "config": {"name": "flat", "data_format": "channels_last"}},`+
+		`{"class_name": "Dense", "config": {"name": "out", "units": %d, "activation": "softmax", "use_bias": true}}]}}`, h, w, c, classes)
+}
+
+// TestTrainColourFolderKerasCNN: a folder of class folders of colour
+// images (PNG and JPEG, some of them greyscale files, of two sizes)
+// trains a Keras CNN file taking 8×8×3 through train --data with
+// --validation-split and --image-size; a model taking greyscale is
+// refused with exit 2 naming both shapes.
+func TestTrainColourFolderKerasCNN(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(8, 3))
+	names := []string{"blue", "green", "red"}
+	for c, name := range names {
+		for i := range 40 {
+			size := 8 + 4*(i%2) // 8×8 and 12×12 files, resized to 8×8
+			img := image.NewNRGBA(image.Rect(0, 0, size, size))
+			for y := range size {
+				for x := range size {
+					var px [3]uint8
+					for k := range px {
+						px[k] = uint8(rng.IntN(90))
+					}
+					px[2-c] = uint8(150 + rng.IntN(100)) // blue, green, red: channel 2, 1, 0
+					if i%7 == 0 && (x+y)%2 == 0 {
+						px = [3]uint8{} // a dark checker on a few
+					}
+					img.Set(x, y, color.NRGBA{px[0], px[1], px[2], 255})
+				}
+			}
+			var buf bytes.Buffer
+			ext := ".png"
+			if i%3 == 0 {
+				ext = ".jpg"
+				jpeg.Encode(&buf, img, &jpeg.Options{Quality: 95})
+			} else {
+				png.Encode(&buf, img)
+			}
+			p := filepath.Join(dir, "photos", name, fmt.Sprintf("%02d%s", i, ext))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A greyscale file among the colour ones: read as R = G = B.
+	grey := image.NewGray(image.Rect(0, 0, 8, 8))
+	var buf bytes.Buffer
+	png.Encode(&buf, grey)
+	os.WriteFile(filepath.Join(dir, "photos", "red", "grey.png"), buf.Bytes(), 0o644)
+
+	model := filepath.Join(dir, "cnn.json")
+	os.WriteFile(model, []byte(cnnJSON(8, 8, 3, 3)), 0o644)
+	summary := filepath.Join(dir, "run.json")
+	err := newApp().RunContext(context.Background(), []string{"meshtrain", "--log-level", "error", "train",
+		"--data", filepath.Join(dir, "photos"), "--validation-split", "0.25", "--image-size", "8x8", "--model-file", model,
+		"--epochs", "8", "--batch", "16", "--lr", "0.05", "--summary", summary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(summary)
+	var res struct {
+		Accuracy float64  `json:"final_test_accuracy"`
+		Test     int      `json:"test_examples"`
+		Classes  []string `json:"class_names"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("train --data photos/: test accuracy %.4f on %d images", res.Accuracy, res.Test)
+	if res.Accuracy < 0.9 || !slices.Equal(res.Classes, names) || res.Test < 15 {
+		t.Errorf("test accuracy %.3f on %d images, classes %v; want ≥ 0.9 over %v", res.Accuracy, res.Test, res.Classes, names)
+	}
+
+	os.WriteFile(model, []byte(cnnJSON(8, 8, 1, 3)), 0o644)
+	ctx := context.Background()
+	err = newApp().RunContext(ctx, []string{"meshtrain", "--log-level", "error", "train",
+		"--data", filepath.Join(dir, "photos"), "--validation-split", "0.25", "--image-size", "8x8", "--model-file", model})
+	const want = "the model takes inputs of 8×8×1 (layer 0 \"in\" (InputLayer)); the data set's are 8×8×3"
+	if err == nil || exitCode(ctx, err) != exitUsage || !strings.Contains(err.Error(), want) {
+		t.Errorf("a greyscale model on colour data: %v (exit %d), want exit 2 naming %q", err, exitCode(ctx, err), want)
+	}
 }

@@ -62,8 +62,8 @@ func InputNorm(newModel func(nn.Spec, int64, int) (nn.Model, error), train, test
 	normalizes := false
 	if newModel != nil {
 		m, err := newModel(ImageSpec(test, classes), seed, 1)
-		if err != nil {
-			return nil, nil, err
+		if err != nil { // the model does not take the data (Keras's input shape, classes): the user's to fix
+			return nil, nil, data.BadData(err)
 		}
 		normalizes = Normalizes(m)
 	}
