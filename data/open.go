@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/meshtrain/meshtrain/internal/inputfile"
@@ -101,23 +100,6 @@ func (o ReadOptions) Check() error {
 		return fmt.Errorf("shard rank %d of %d: want 0 to %d", o.Shard.Rank, o.Shard.World, o.Shard.World-1)
 	}
 	return nil
-}
-
-// ParseImageSize parses --image-size's "HxW" (or "H×W", or "N" for N×N).
-func ParseImageSize(s string) ([2]int, error) {
-	if s == "" {
-		return [2]int{}, nil
-	}
-	h, w, ok := strings.Cut(strings.ReplaceAll(strings.ToLower(s), "×", "x"), "x")
-	if !ok {
-		w = h
-	}
-	hi, err1 := strconv.Atoi(strings.TrimSpace(h))
-	wi, err2 := strconv.Atoi(strings.TrimSpace(w))
-	if err1 != nil || err2 != nil || hi < 1 || wi < 1 || hi > MaxImageSide || wi > MaxImageSide {
-		return [2]int{}, fmt.Errorf("image size %q: want HxW, e.g. 32x32, each side from 1 to %d", s, MaxImageSide)
-	}
-	return [2]int{hi, wi}, nil
 }
 
 // imageFormat is one reader OpenImages can dispatch to: a new format is

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -36,7 +37,7 @@ func dataFlags() []cli.Flag {
 // it. A bad value is a usage error naming the flag.
 func dataFromFlags(c *cli.Context) (path, format string, read data.ReadOptions, err error) {
 	path, format = c.String("data"), c.String("data-format")
-	if size, err := data.ParseImageSize(c.String("image-size")); err != nil {
+	if size, err := parseImageSize(c.String("image-size")); err != nil {
 		return "", "", read, fmt.Errorf("--image-size: %w", err)
 	} else {
 		read.ImageSize = size
@@ -82,4 +83,21 @@ func absData(c *cli.Context) error {
 		return fmt.Errorf("--data %s: %w", path, err)
 	}
 	return c.Set("data", abs)
+}
+
+// parseImageSize parses --image-size's "HxW" (or "H×W", or "N" for N×N).
+func parseImageSize(s string) ([2]int, error) {
+	if s == "" {
+		return [2]int{}, nil
+	}
+	h, w, ok := strings.Cut(strings.ReplaceAll(strings.ToLower(s), "×", "x"), "x")
+	if !ok {
+		w = h
+	}
+	hi, err1 := strconv.Atoi(strings.TrimSpace(h))
+	wi, err2 := strconv.Atoi(strings.TrimSpace(w))
+	if err1 != nil || err2 != nil || hi < 1 || wi < 1 || hi > data.MaxImageSide || wi > data.MaxImageSide {
+		return [2]int{}, fmt.Errorf("image size %q: want HxW, e.g. 32x32, each side from 1 to %d", s, data.MaxImageSide)
+	}
+	return [2]int{hi, wi}, nil
 }
