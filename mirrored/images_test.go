@@ -179,3 +179,52 @@ func TestBadNormalizationRefused(t *testing.T) {
 		t.Fatalf("got %v, want an error containing %q", err, want)
 	}
 }
+
+// TestShardedReadTrainsAsWhole: replicas that each read only their shard
+// of a .npz (Config.Data, data.ReadOptions.Shard) train to the very
+// parameters replicas holding the whole set do, colour images among
+// them: the rows a peer reads are the rows the pipeline would have
+// given it.
+func TestShardedReadTrainsAsWhole(t *testing.T) {
+	set := synth.Set(203, 40, 6, 5, 3, rand.New(rand.NewPCG(5, 9)))
+	for _, im := range []*data.Images{set.Train, set.Test} { // colour: the grey value in three channels, scaled
+		px := make([]uint8, 3*len(im.Pixels))
+		for i, p := range im.Pixels {
+			px[3*i], px[3*i+1], px[3*i+2] = p, p/2, 255-p
+		}
+		im.Pixels, im.Channels, im.Norm = px, 3, data.UnitNorm
+	}
+	path := filepath.Join(t.TempDir(), "set.npz")
+	if err := data.WriteNPZ(path, set); err != nil {
+		t.Fatal(err)
+	}
+	run := func(fromFile bool) []string {
+		var jobs []Job
+		for range 3 {
+			job := testJob(t, nn.Softmax, nil, 16, 2)
+			if fromFile {
+				job.Data = path
+			} else {
+				whole, err := data.OpenImages(context.Background(), path, data.ImageOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				job.MNIST = whole
+			}
+			jobs = append(jobs, job)
+		}
+		sums, errs := runGroup(t, jobs)
+		var hashes []string
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+			hashes = append(hashes, sums[r].Run.ParamsSHA256)
+		}
+		return hashes
+	}
+	sharded, whole := run(true), run(false)
+	if !slices.Equal(sharded, whole) || sharded[0] == "" {
+		t.Errorf("parameters of replicas reading their shard %v, of replicas holding the whole set %v", sharded, whole)
+	}
+}
