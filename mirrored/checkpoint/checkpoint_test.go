@@ -418,3 +418,43 @@ func TestInputScaleMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestDataMetadata: channels, class names and a table's features round
+// trip, are written only when set (a greyscale, numbered set's file is
+// what it was before they existed), and a malformed value is an error
+// naming its key.
+func TestDataMetadata(t *testing.T) {
+	ck := testCheckpoint()
+	ck.Classes, ck.Channels, ck.ClassNames = 2, 3, []string{"cat", "dog"}
+	ck.Features = `{"label":"y","columns":[{"name":"a","mean":1,"std":2}]}`
+	b, err := ck.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Channels != 3 || !slices.Equal(got.ClassNames, ck.ClassNames) || got.Features != ck.Features {
+		t.Errorf("round trip: channels %d, classes %v, features %q", got.Channels, got.ClassNames, got.Features)
+	}
+	plain := testCheckpoint().metadata()
+	for _, k := range []string{"channels", "class_names", "input_features"} {
+		if _, ok := plain[k]; ok {
+			t.Errorf("metadata %q written for a greyscale set without names", k)
+		}
+	}
+	for _, c := range []struct{ key, value, want string }{
+		{"channels", "1", `metadata "channels" = "1": want an integer ≥ 2`},
+		{"channels", "three", `metadata "channels"`},
+		{"class_names", `["a", "b"]`, `metadata "class_names"`}, // testCheckpoint has 1 class
+		{"class_names", `not json`, `want a JSON array of 1 strings`},
+	} {
+		m := testCheckpoint().metadata()
+		m[c.key] = c.value
+		err := (&Checkpoint{}).readMeta(m)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s = %q: %v, want an error containing %q", c.key, c.value, err, c.want)
+		}
+	}
+}
