@@ -246,7 +246,7 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 	l.comm += t5.Sub(t4)
 	l.trainTime += t5.Sub(t0)
 	l.stats = StepStats{Loss: loss, LR: l.lr, Examples: b.Size, BytesSent: bytesSent(l.c.Transport()),
-		Compute: t4.Sub(t1), Comm: t5.Sub(t4), Wait: t1.Sub(t0)}
+		Compute: t4.Sub(t1), Comm: t5.Sub(t4), Wait: t1.Sub(t0), Seconds: t5.Sub(t0).Seconds()}
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.local, Steps: l.job.Epochs * l.steps, Train: &l.stats}); err != nil {
 		return err
 	}
