@@ -32,6 +32,28 @@ func testArchitectures() []Architecture {
 			Dense{Units: 10, Init: Torch, KernelInit: &Initializer{Kind: InitTruncatedNormal, Stddev: 0.05}, BiasInit: &Initializer{}},
 			Activation{"softmax"},
 		}},
+		{Name: "mobile", Input: Shape{H: 12, W: 10, C: 3}, Layers: []LayerSpec{
+			Rescaling{Scale: 1.0 / 255},
+			Normalization{Mean: []float64{0.5, 0.4, 0.3}, Variance: []float64{0.25, 0.2, 0.1}},
+			ZeroPadding2D{Top: 1, Bottom: 2, Left: 0, Right: 1},
+			Conv2D{Filters: 4, Kernel: 3, KernelW: 2, Strides: 2, StridesW: 1, NoBias: true, Padding: Same},
+			DepthwiseConv2D{Kernel: 3, Multiplier: 2, Padding: Same, Dilation: 2, KernelInit: he},
+			Conv2D{Filters: 6, Kernel: 1, Name: "pointwise"},
+			Cropping2D{Top: 1, Left: 1},
+			UpSampling2D{SizeH: 2, SizeW: 3},
+			DepthwiseConv2D{Kernel: 2, KernelW: 3, Strides: 2, StridesW: 3, DilationW: 1, NoBias: true, Init: Glorot},
+			Conv2D{Filters: 4, Kernel: 3, Dilation: 1, DilationW: 2},
+			GlobalAveragePooling2D{},
+			Dense{Units: 5},
+		}},
+		{Name: "keepdims", Input: Shape{H: 6, W: 6, C: 2}, Layers: []LayerSpec{
+			Normalization{Mean: []float64{1}, Variance: []float64{2}, Invert: true},
+			Conv2D{Filters: 3, Kernel: 3},
+			GlobalMaxPooling2D{KeepDims: true},
+			Flatten{},
+			Dense{Units: 4},
+			Activation{"softmax"},
+		}},
 		{Name: "binary", Input: Shape{C: 48}, Layers: []LayerSpec{
 			Reshape{To: Shape{H: 4, W: 4, C: -1}},
 			Conv2D{Filters: 2, Kernel: 4, KernelInit: &Initializer{Kind: InitRandomNormal, Mean: 0.01, Stddev: 0.1}},
@@ -118,6 +140,7 @@ func TestArchitectureDigestFollowsOptions(t *testing.T) {
 	same := []Architecture{
 		with(0, Conv2D{Filters: 2, Kernel: 3, Strides: 1}),
 		with(1, MaxPooling2D{Size: 2, Strides: 2}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, KernelW: 3, StridesW: 1, Dilation: 1, DilationW: 1}),
 	}
 	for _, a := range same {
 		if d := digest(a); d != d0 {
@@ -130,6 +153,12 @@ func TestArchitectureDigestFollowsOptions(t *testing.T) {
 		with(0, Conv2D{Filters: 2, Kernel: 3, Init: Glorot}),
 		with(0, Conv2D{Filters: 2, Kernel: 3, KernelInit: &Initializer{Kind: InitConstant, Value: 1}}),
 		with(0, Conv2D{Filters: 2, Kernel: 3, Name: "c"}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, NoBias: true}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, KernelW: 2}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, StridesW: 2}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, Dilation: 2}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, DilationW: 2}),
+		with(0, DepthwiseConv2D{Kernel: 3}),
 		with(1, AveragePooling2D{Size: 2}),
 		with(3, Dropout{Rate: 0.25}),
 		with(4, Dense{Units: 4}),
