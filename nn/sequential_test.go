@@ -159,11 +159,24 @@ func TestFusedMatchesGeneric(t *testing.T) {
 	textbook := lenetLayers(10)
 	textbook[1], textbook[2] = textbook[2], textbook[1]
 	textbook[4], textbook[5] = textbook[5], textbook[4]
+	// Convolutions without a bias fuse too, their bias zeros of their own.
+	// A dilated convolution does not fuse: its stage runs as three layers.
+	dilated := lenetLayers(10)
+	c := dilated[0].(Conv2D)
+	c.Dilation = 2
+	dilated[0] = c
+	noBias := lenetLayers(10)
+	for i, l := range noBias {
+		if c, ok := l.(Conv2D); ok {
+			c.NoBias = true
+			noBias[i] = c
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		layers []LayerSpec
 		fused  int
-	}{{"lenet", lenetLayers(10), 2}, {"textbook_order", textbook, 2}} {
+	}{{"lenet", lenetLayers(10), 2}, {"textbook_order", textbook, 2}, {"no_bias", noBias, 2}, {"dilated_first", dilated, 1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 37
 			x, labels := testBatch(4, n, 784, 10)
