@@ -66,16 +66,18 @@ func (d DepthwiseConv2D) build(in Shape) (layer, Shape, error) {
 		return nil, Shape{}, err
 	}
 	m := max(d.Multiplier, 1)
-	l := &depthwise{C: in.C, M: m, H: in.H, W: in.W, k: k, PadT: pad[0], PadL: pad[2], OutH: oh, OutW: ow,
-		NoBias: d.NoBias, WeightInit: d.Init, KernelInit: d.KernelInit, BiasInit: d.BiasInit,
-		gh: in.H + pad[0] + pad[1], gw: in.W + pad[2] + pad[3]}
-	l.g = make([]float32, l.gh*l.gw)
-	l.dg = make([]float32, l.gh*l.gw)
+	l := newDepthwise(in.C, m, in.H, in.W, k, pad)
+	l.NoBias, l.WeightInit, l.KernelInit, l.BiasInit = d.NoBias, d.Init, d.KernelInit, d.BiasInit
+	l.unit.NoBias = d.NoBias // its backward pass clears the scratch bias gradient
+	if l.OutH != oh || l.OutW != ow {
+		panic("nn: depthwise's output size disagrees with its spec's")
+	}
 	return l, Shape{H: oh, W: ow, C: in.C * m}, nil
 }
 
 // bound: the weights grow with the channels and the multiplier, the
-// scratch (two padded planes) with the padding.
+// unit's scratch (its taps and multiplier times the padded plane) with
+// the kernel and the padding.
 func (d DepthwiseConv2D) bound(in Shape) (Shape, int, bool, error) {
 	k, oh, ow, pad, err := d.check(in)
 	if err != nil {
@@ -86,8 +88,9 @@ func (d DepthwiseConv2D) bound(in Shape) (Shape, int, bool, error) {
 	if out > maxExample {
 		return Shape{}, 0, false, fmt.Errorf("%d channels times a depth multiplier of %d", in.C, m)
 	}
-	if plane := float64(in.H+pad[0]+pad[1]) * float64(in.W+pad[2]+pad[3]); 2*plane > maxConvScratch {
-		return Shape{}, 0, false, fmt.Errorf("a padded plane of %.3g floats (%d at most)", plane, maxConvScratch/2)
+	plane := float64(in.H+pad[0]+pad[1]) * float64(in.W+pad[2]+pad[3])
+	if scratch := (float64(k.kh)*float64(k.kw) + float64(m) + 3) * plane; scratch > maxConvScratch {
+		return Shape{}, 0, false, fmt.Errorf("a kernel of %v and a depth multiplier of %d over %v need %.3g floats of scratch (%d at most)", k, m, in, scratch, maxConvScratch)
 	}
 	w := out * float64(k.kh) * float64(k.kw)
 	if !d.NoBias {
@@ -147,36 +150,41 @@ func (d DepthwiseConv2D) encode() (any, error) {
 		KernelW: unlessEqual(k.kw, k.kh), StridesW: unlessEqual(k.sw, k.sh), Dilation: unlessEqual(k.dh, 1), DilationW: unlessEqual(k.dw, k.dh), NoBias: d.NoBias}, nil
 }
 
-// scratch: two padded planes, whatever the batch.
+// scratch: the unit's, a convolution of one input channel (one grid,
+// whatever the batch).
 func (d DepthwiseConv2D) scratch(in Shape, _ int) int64 {
-	_, _, _, pad, err := d.check(in)
+	k, _, _, pad, err := d.check(in)
 	if err != nil {
 		return 0
 	}
-	return 2 * int64(in.H+pad[0]+pad[1]) * int64(in.W+pad[2]+pad[3])
+	plane := int64(in.H+pad[0]+pad[1]) * int64(in.W+pad[2]+pad[3])
+	return (int64(k.kh*k.kw) + int64(max(d.Multiplier, 1)) + 3) * plane
 }
 
 // depthwise computes DepthwiseConv2D on C×H×W inputs: output channel
 // o = c·M+m is input channel c convolved with kernel o (KH×KW, weights
-// o·KH·KW …) plus bias o. Each input plane is laid out with its padding
-// on a grid g of gh×gw, and output (oy, ox) sums kernel tap (ky, kx)
-// times g at row oy·SH+ky·DH, column ox·SW+kx·DW: a row at a time, one
-// tap at a time, so that the inner loop is a scaled add along a row. A
-// depthwise kernel has few taps per output (9 for 3×3), too few for the
-// grid products conv2D runs.
+// o·KH·KW …) plus bias o. Each input channel, with its M kernels, is a
+// convolution of one input channel and M output channels, whose weights
+// and biases are consecutive in the layer's: one conv2D (unit), pointed
+// at channel c's weights in turn, computes them all on its grid with the
+// offset kernels (see conv2D), sharing its scratch.
 type depthwise struct {
 	C, M, H, W int
-	k          kernel2D
-	PadT, PadL int
 	OutH, OutW int
 	NoBias     bool
 	WeightInit Init
 	KernelInit *Initializer
 	BiasInit   *Initializer
+	k          kernel2D
 	w, b       []float32
 	dw, db     []float32
-	gh, gw     int
-	g, dg      []float32 // one padded input plane and its gradient
+	unit       *conv2D
+	zeros      []float32 // the unit's bias and its gradient without NoBias's
+}
+
+func newDepthwise(c, m, h, w int, k kernel2D, pad [4]int) *depthwise {
+	u := newConvK(1, h, w, m, k, pad)
+	return &depthwise{C: c, M: m, H: h, W: w, OutH: u.OutH, OutW: u.OutW, k: k, unit: u, zeros: make([]float32, 2*m)}
 }
 
 func (l *depthwise) InSize() int  { return l.C * l.H * l.W }
@@ -220,108 +228,39 @@ func (l *depthwise) Init(rng *rand.Rand) {
 	initParams(rng, l.w, l.b, l.WeightInit, nil, nil, t, l.M*t)
 }
 
-// plane lays input plane x out on the grid g; the padding stays zero.
-func (l *depthwise) plane(x []float32) {
-	for y := 0; y < l.H; y++ {
-		copy(l.g[(y+l.PadT)*l.gw+l.PadL:(y+l.PadT)*l.gw+l.PadL+l.W], x[y*l.W:(y+1)*l.W])
+// channel points the unit at input channel c's kernels and biases.
+func (l *depthwise) channel(c int) {
+	u, mt := l.unit, l.M*l.taps()
+	u.w, u.dw = l.w[c*mt:(c+1)*mt], l.dw[c*mt:(c+1)*mt]
+	if l.NoBias {
+		// Zeros, and a gradient the unit's backward pass clears.
+		u.b, u.db = l.zeros[:l.M], l.zeros[l.M:]
+		clear(u.b)
+		return
 	}
-}
-
-// row returns the grid's floats that output row oy's tap (ky, kx) reads,
-// SW apart: OutW of them from the returned slice's start.
-func (l *depthwise) row(g []float32, oy, ky, kx int) []float32 {
-	at := (oy*l.k.sh+ky*l.k.dh)*l.gw + kx*l.k.dw
-	return g[at : at+(l.OutW-1)*l.k.sw+1]
+	u.b, u.db = l.b[c*l.M:(c+1)*l.M], l.db[c*l.M:(c+1)*l.M]
 }
 
 func (l *depthwise) Forward(y, x []float32, n int) {
-	hw, ohw, t := l.H*l.W, l.OutH*l.OutW, l.taps()
-	sw := l.k.sw
-	for e := 0; e < n; e++ {
-		for c := 0; c < l.C; c++ {
-			l.plane(x[(e*l.C+c)*hw : (e*l.C+c+1)*hw])
-			for m := 0; m < l.M; m++ {
-				o := c*l.M + m
-				var bias float32
-				if l.b != nil {
-					bias = l.b[o]
-				}
-				wo := l.w[o*t : (o+1)*t]
-				yo := y[(e*l.C*l.M+o)*ohw : (e*l.C*l.M+o+1)*ohw]
-				for oy := 0; oy < l.OutH; oy++ {
-					yr := yo[oy*l.OutW : (oy+1)*l.OutW]
-					for i := range yr {
-						yr[i] = bias
-					}
-					for ky := 0; ky < l.k.kh; ky++ {
-						for kx := 0; kx < l.k.kw; kx++ {
-							wv, src := wo[ky*l.k.kw+kx], l.row(l.g, oy, ky, kx)
-							if sw == 1 {
-								src = src[:len(yr)]
-								for i, v := range src {
-									yr[i] += wv * v
-								}
-								continue
-							}
-							for i := range yr {
-								yr[i] += wv * src[i*sw]
-							}
-						}
-					}
-				}
-			}
+	hw, out := l.H*l.W, l.M*l.OutH*l.OutW
+	for c := 0; c < l.C; c++ {
+		l.channel(c)
+		for e := 0; e < n; e++ {
+			l.unit.Forward(y[(e*l.C+c)*out:(e*l.C+c+1)*out], x[(e*l.C+c)*hw:(e*l.C+c+1)*hw], 1)
 		}
 	}
 }
 
-func (l *depthwise) Backward(dx, dy, x, _ []float32, n int) {
-	hw, ohw, t := l.H*l.W, l.OutH*l.OutW, l.taps()
-	sw := l.k.sw
-	for e := 0; e < n; e++ {
-		for c := 0; c < l.C; c++ {
-			l.plane(x[(e*l.C+c)*hw : (e*l.C+c+1)*hw])
+func (l *depthwise) Backward(dx, dy, x, y []float32, n int) {
+	hw, out := l.H*l.W, l.M*l.OutH*l.OutW
+	for c := 0; c < l.C; c++ {
+		l.channel(c)
+		for e := 0; e < n; e++ {
+			var dxe []float32
 			if dx != nil {
-				clear(l.dg)
+				dxe = dx[(e*l.C+c)*hw : (e*l.C+c+1)*hw]
 			}
-			for m := 0; m < l.M; m++ {
-				o := c*l.M + m
-				wo, dwo := l.w[o*t:(o+1)*t], l.dw[o*t:(o+1)*t]
-				do := dy[(e*l.C*l.M+o)*ohw : (e*l.C*l.M+o+1)*ohw]
-				if l.db != nil {
-					var s float32
-					for _, v := range do {
-						s += v
-					}
-					l.db[o] += s
-				}
-				for oy := 0; oy < l.OutH; oy++ {
-					dr := do[oy*l.OutW : (oy+1)*l.OutW]
-					for ky := 0; ky < l.k.kh; ky++ {
-						for kx := 0; kx < l.k.kw; kx++ {
-							tap := ky*l.k.kw + kx
-							src := l.row(l.g, oy, ky, kx)
-							var s float32
-							for i, g := range dr {
-								s += g * src[i*sw]
-							}
-							dwo[tap] += s
-							if dx == nil {
-								continue
-							}
-							dst, wv := l.row(l.dg, oy, ky, kx), wo[tap]
-							for i, g := range dr {
-								dst[i*sw] += wv * g
-							}
-						}
-					}
-				}
-			}
-			if dx != nil {
-				dxc := dx[(e*l.C+c)*hw : (e*l.C+c+1)*hw]
-				for y := 0; y < l.H; y++ {
-					copy(dxc[y*l.W:(y+1)*l.W], l.dg[(y+l.PadT)*l.gw+l.PadL:])
-				}
-			}
+			l.unit.Backward(dxe, dy[(e*l.C+c)*out:(e*l.C+c+1)*out], x[(e*l.C+c)*hw:(e*l.C+c+1)*hw], y[(e*l.C+c)*out:(e*l.C+c+1)*out], 1)
 		}
 	}
 }

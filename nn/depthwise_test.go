@@ -15,6 +15,8 @@ func init() {
 		{"depthwise_conv2d_k3_stride2_same_no_bias", 342, spec(imageShape(7, 6, 2), DepthwiseConv2D{Kernel: 3, Strides: 2, Padding: Same, NoBias: true}), false, false},
 		{"depthwise_conv2d_k2x3_stride1x2_dilation2x1_same", 343, spec(imageShape(7, 8, 2), DepthwiseConv2D{Kernel: 2, KernelW: 3, StridesW: 2, Dilation: 2, DilationW: 1, Padding: Same, Multiplier: 3}), false, false},
 		{"depthwise_conv2d_k3_dilation2_valid", 344, spec(imageShape(6, 7, 1), DepthwiseConv2D{Kernel: 3, Dilation: 2}), false, false},
+		{"depthwise_conv2d_k8_same_many_taps_sparse_dy", 345, spec(imageShape(9, 10, 2), DepthwiseConv2D{Kernel: 8, Padding: Same, Multiplier: 2}), false, true},
+		{"depthwise_conv2d_k3_stride2_valid_no_bias_sparse_dy", 346, spec(imageShape(9, 8, 3), DepthwiseConv2D{Kernel: 3, Strides: 2, NoBias: true}), false, true},
 	}...)
 }
 

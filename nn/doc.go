@@ -118,8 +118,9 @@
 // input gradient alike; the im2col copies had cost more than the GEMMs'
 // wasted junk columns; a dilated kernel is only a table of wider
 // offsets, and a stride keeps every S-th row and column of the stride-1
-// grid (along each axis its own). A depthwise convolution has too few
-// taps per output for these products and runs as scaled adds along rows
+// grid (along each axis its own). A depthwise convolution is, channel by
+// channel, a convolution of one input channel, and runs on one such
+// grid convolution pointed at each channel's kernels in turn
 // (depthwise.go). A Sequential runs a conv → ReLU → 2×2 max-pool
 // stage (either order: ReLU and max-pooling commute) as one layer
 // (convPoolReLU; square, undilated and of stride 1, with or without a

@@ -318,6 +318,24 @@ func TestSequentialGradients(t *testing.T) {
 			Dense{Units: 3},
 			Activation{"softmax"},
 		}},
+		// A MobileNet-like chain of the image layers of Keras's starting
+		// models, each with parameters in its part of the batch.
+		{"mobile_small", Shape{H: 7, W: 6, C: 2}, 3, []LayerSpec{
+			Rescaling{Scale: 0.5, Offset: 0.1},
+			Normalization{Mean: []float64{0.2, -0.1}, Variance: []float64{1.5, 0.8}},
+			ZeroPadding2D{Top: 1, Bottom: 0, Left: 1, Right: 1},
+			Conv2D{Filters: 4, Kernel: 3, KernelW: 2, Strides: 2, StridesW: 1, Padding: Same, NoBias: true},
+			Activation{"tanh"},
+			DepthwiseConv2D{Kernel: 3, Multiplier: 2, Padding: Same},
+			Activation{"tanh"},
+			Conv2D{Filters: 5, Kernel: 1},
+			UpSampling2D{SizeH: 2, SizeW: 1},
+			Cropping2D{Top: 1, Right: 1},
+			Conv2D{Filters: 4, Kernel: 2, Dilation: 2, Padding: Same},
+			GlobalAveragePooling2D{},
+			Dense{Units: 3},
+			Activation{"softmax"},
+		}},
 		{"binary_sigmoid", Shape{H: 6, W: 5, C: 1}, 2, []LayerSpec{
 			Flatten{}, Dense{Units: 8}, Activation{"sigmoid"}, Dense{Units: 1}, Activation{"sigmoid"},
 		}},
