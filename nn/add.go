@@ -42,8 +42,9 @@ type joiner interface {
 	// forwardJoin writes y (n×OutSize) from xs.
 	forwardJoin(y []float32, xs [][]float32, n int)
 	// backwardJoin overwrites each dxs[k] that is not nil with the
-	// gradient with respect to input k.
-	backwardJoin(dxs [][]float32, dy []float32, n int)
+	// gradient with respect to input k; xs and y are the buffers of the
+	// matching forwardJoin.
+	backwardJoin(dxs [][]float32, dy []float32, xs [][]float32, y []float32, n int)
 }
 
 func (Add) buildJoin(ins []Shape) (joiner, Shape, error) {
@@ -73,7 +74,7 @@ func (l *add) forwardJoin(y []float32, xs [][]float32, n int) {
 	}
 }
 
-func (l *add) backwardJoin(dxs [][]float32, dy []float32, n int) {
+func (l *add) backwardJoin(dxs [][]float32, dy []float32, _ [][]float32, _ []float32, n int) {
 	for _, dx := range dxs {
 		if dx != nil {
 			copy(dx[:n*l.Size], dy[:n*l.Size])

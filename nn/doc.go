@@ -11,15 +11,18 @@
 // Layers. A LayerSpec describes a layer without its input size: Conv2D
 // (valid or same padding, any stride and kernel size), MaxPooling2D,
 // AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation (relu,
-// tanh, sigmoid, softmax, linear), BatchNormalization, and Add, which
-// takes several inputs. Each layer's shape is inferred from its input's
+// tanh, sigmoid, softmax, linear), BatchNormalization, and the merges
+// of several inputs: Add, Subtract, Multiply, Average, Maximum, Minimum
+// and Concatenate (merge.go; Concatenate joins channels, rows or
+// columns, mapping Keras's channels-last axis onto the planar layout). Each layer's shape is inferred from its input's
 // (H×W×C, written channels last as Keras does); a shape a layer cannot
 // take is a *LayerError naming the layer. A final softmax or sigmoid is
 // fused with its cross-entropy. Conv2D and Dense take Keras's
 // initializers (Initializer) besides nn's own Init kinds.
 //
 // The registry. Each layer kind lives in one file (conv.go, pool.go,
-// dense.go, activation.go, reshape.go, dropout.go, batchnorm.go, add.go):
+// dense.go, activation.go, reshape.go, dropout.go, batchnorm.go, add.go,
+// merge.go):
 // its spec, its kernels, its JSON (encode, and a decoder registered under
 // its "type" in registry.go's layerKinds), its bounds (bounder) and the
 // gradient check of its test file. Nothing else switches on the kinds, so

@@ -31,6 +31,9 @@ func (a Architecture) Buffers(n int) (Buffers, error) {
 			}
 		}
 		out, params, ok, err := boundOf(s, in)
+		if a.Inputs != nil {
+			out, params, ok, err = a.nodeBound(i, shapes)
+		}
 		if err != nil || !ok {
 			return Buffers{}, fmt.Errorf("nn: %s: layer %d: its shape cannot be inferred (%v)", a.Name, i, err)
 		}
