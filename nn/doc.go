@@ -22,10 +22,9 @@
 //
 // The registry. Each layer kind lives in one file (conv.go, pool.go,
 // dense.go, activation.go, reshape.go, dropout.go, batchnorm.go, add.go,
-// merge.go):
-// its spec, its kernels, its JSON (encode, and a decoder registered under
-// its "type" in registry.go's layerKinds), its bounds (bounder) and the
-// gradient check of its test file. Nothing else switches on the kinds, so
+// merge.go): its spec, its kernels, its JSON (encode, and a decoder
+// registered under its "type" in registry.go's layerKinds), its bounds
+// (bounder) and the gradient check of its test file. Nothing else switches on the kinds, so
 // a new kind is one file; package nn/keras maps Keras's classes to these
 // specs through one table.
 //
