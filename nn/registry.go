@@ -9,7 +9,8 @@ import (
 
 // A LayerSpec describes one layer of a model: Conv2D, MaxPooling2D,
 // AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation,
-// BatchNormalization, or Add (a graph's node of several inputs). It names
+// BatchNormalization, or a merge of several inputs in a graph (Add,
+// Subtract, Multiply, Average, Maximum, Minimum, Concatenate). It names
 // no input size: a model infers each layer's input shape from the layers
 // it takes.
 //
