@@ -96,6 +96,12 @@ var classes = []kerasClass{
 	{[]string{"Softmax"}, readSoftmax},
 	{[]string{"BatchNormalization"}, readBatchNorm},
 	{[]string{"Add"}, readAdd},
+	{[]string{"Subtract"}, readMerge(nn.Subtract{})},
+	{[]string{"Multiply"}, readMerge(nn.Multiply{})},
+	{[]string{"Average"}, readMerge(nn.Average{})},
+	{[]string{"Maximum"}, readMerge(nn.Maximum{})},
+	{[]string{"Minimum"}, readMerge(nn.Minimum{})},
+	{[]string{"Concatenate"}, readConcatenate},
 }
 
 // Supported lists the layer classes this package reads.
