@@ -45,14 +45,16 @@
 // (target_shape); Dense (units, activation, use_bias, initializers);
 // Dropout (rate); Activation (activation); ReLU and Softmax with their
 // defaults; BatchNormalization (axis −1, momentum, epsilon, center,
-// scale, Keras's initial values); Add. The one table from Keras's classes
-// to nn's layers is classes (layers.go). Activations: relu, tanh,
-// sigmoid, softmax, linear. Initializers: see nn.Initializer. Anything
-// else (another layer, such as LSTM or Embedding; channels_first; a
-// regularizer or constraint; use_bias false; dilation; a non-square
-// kernel; a dtype other than float32; a shared layer or a second input
-// or output) is refused with a LayerError naming the layer, its index
-// and name, and what is supported. An option this package does not know
+// scale, Keras's initial values); the merges Add, Subtract, Multiply,
+// Average, Maximum, Minimum and Concatenate (axis; see merge.go). The
+// one table from Keras's classes to nn's layers is classes (layers.go).
+// Activations: relu, tanh, sigmoid, softmax, linear. Initializers: see
+// nn.Initializer. Anything else (another layer, such as LSTM or
+// Embedding; channels_first; a regularizer or constraint; use_bias
+// false; dilation; a non-square kernel; a dtype other than float32; a
+// shared layer, a nested model, a second input or output) is refused
+// with a LayerError naming the layer, its index and name, and what is
+// supported. An option this package does not know
 // is refused unless it has its off value (null, false, 0, empty).
 //
 // A Keras layer becomes one nn layer, two when it has an activation (a
