@@ -181,6 +181,24 @@ def branches():
     return m
 
 
+def concat_add():
+    """A block with branches joined by Concatenate, normalised and added
+    back to its input (Inception-ResNet's shape), on 28×28×1."""
+    m = Model("concat_add")
+    x = inp(m, [28, 28, 1], "image")
+    stem = conv(m, x, 8, 3, name="stem", activation="relu")
+    b1 = conv(m, stem, 4, 1, name="branch_1x1", activation="relu")
+    b2 = conv(m, stem, 4, 3, name="branch_3x3", activation="relu")
+    cat = concat(m, [b1, b2], "branches")  # 28×28×8
+    cat = bn(m, cat, "branches_bn")
+    y = merge(m, "Add", [cat, stem], "residual")
+    y = act(m, y, "relu", "relu")
+    y = pool(m, "MaxPooling2D", y, 4, "pool")  # 7×7×8
+    y = flatten(m, y, "flatten")
+    dense(m, y, 10, "scores", "softmax")
+    return m
+
+
 def shared():
     """A Dense layer called twice (shared weights)."""
     m = Model("shared")
@@ -330,6 +348,7 @@ def main():
         "resnet20_keras3.json": keras3(resnet20()),
         "branches_keras3.json": keras3(branches()),
         "branches_tfkeras2.json": tfkeras2(branches()),
+        "concat_add_tfkeras2.json": tfkeras2(concat_add()),
         "shared_layer_keras3.json": keras3(shared()),
         "two_inputs_tfkeras2.json": tfkeras2(two_inputs()),
         "rows_input_keras3.json": keras3(rows_input()),
