@@ -93,6 +93,16 @@ def pool(m, cls, x, size, name, strides=None, padding="valid"):
     return m.add(cls, name, cfg, [x], [None, oh, ow, x.shape[3]])
 
 
+def depthwise(m, x, k, name, strides=1, padding="same", use_bias=True):
+    h, w = x.shape[1], x.shape[2]
+    oh, ow = (same(h, strides), same(w, strides)) if padding == "same" else ((h - k) // strides + 1, (w - k) // strides + 1)
+    cfg = dict(depth_multiplier=1, kernel_size=[k, k], strides=[strides, strides], padding=padding, data_format="channels_last",
+               dilation_rate=[1, 1], activation="linear", use_bias=use_bias,
+               depthwise_initializer=("init", "GlorotUniform", {"seed": None}), bias_initializer=("init", "Zeros", {}),
+               depthwise_regularizer=None, bias_regularizer=None, activity_regularizer=None, depthwise_constraint=None, bias_constraint=None)
+    return m.add("DepthwiseConv2D", name, cfg, [x], [None, oh, ow, x.shape[3]])
+
+
 def gap(m, x, name):
     return m.add("GlobalAveragePooling2D", name, dict(data_format="channels_last", keepdims=False), [x], [None, x.shape[3]])
 
@@ -199,6 +209,24 @@ def concat_add():
     return m
 
 
+def depthwise_branches():
+    """MobileNet's depthwise-separable convolution beside a 1×1 branch,
+    joined by Concatenate, on 28×28×1 (MNIST's shape)."""
+    m = Model("depthwise_branches")
+    x = inp(m, [28, 28, 1], "image")
+    stem = conv(m, x, 8, 3, 2, name="stem", activation="relu")  # 14×14×8
+    a = depthwise(m, stem, 3, "depthwise", use_bias=False)
+    a = bn(m, a, "depthwise_bn")
+    a = act(m, a, "relu", "depthwise_relu")
+    a = conv(m, a, 8, 1, padding="valid", name="pointwise", activation="relu")
+    b = conv(m, stem, 8, 1, padding="valid", name="branch_1x1", activation="relu")
+    y = concat(m, [a, b], "branches")  # 14×14×16
+    y = pool(m, "MaxPooling2D", y, 2, "pool")  # 7×7×16
+    y = flatten(m, y, "flatten")
+    dense(m, y, 10, "scores", "softmax")
+    return m
+
+
 def shared():
     """A Dense layer called twice (shared weights)."""
     m = Model("shared")
@@ -237,6 +265,39 @@ def rows_input():
 # --- serialisation -----------------------------------------------------
 
 
+def keras_order(m):
+    """The layers in the order Keras lists them in get_config: by
+    decreasing depth from the outputs, layers of one depth in the order a
+    depth-first walk from the outputs first meets them
+    (tensorflow/python/keras/engine/functional.py _map_graph_network and
+    _build_map; TensorFlow.js's container.ts orders them alike)."""
+    by_name = {l["name"]: l for l in m.layers}
+    finished, order, index = set(), [], {}
+
+    def walk(layer, node):
+        if (layer, node) in finished:
+            return
+        index.setdefault(layer, len(index))
+        calls = by_name[layer]["calls"]
+        if calls and calls[node]:
+            for t in calls[node]:
+                walk(t.layer, t.node)
+        finished.add((layer, node))
+        order.append((layer, node))
+
+    walk(m.layers[-1]["name"], 0)
+    node_depth, layer_depth = {}, {}
+    for layer, node in reversed(order):
+        d = max(node_depth.setdefault((layer, node), 0), layer_depth.get(layer, 0))
+        layer_depth[layer] = node_depth[(layer, node)] = d
+        calls = by_name[layer]["calls"]
+        if calls and calls[node]:
+            for t in calls[node]:
+                node_depth[(t.layer, t.node)] = max(d + 1, node_depth.get((t.layer, t.node), 0))
+    layers = sorted(layer_depth, key=lambda l: (-layer_depth[l], index[l]))
+    return [by_name[l] for l in layers]
+
+
 def k2value(v):
     if isinstance(v, tuple) and v[0] == "init":
         return {"class_name": v[1], "config": v[2]}
@@ -260,7 +321,7 @@ def out_refs(m):
 
 def tfkeras2(m):
     layers = []
-    for l in m.layers:
+    for l in keras_order(m):
         if l["cls"] == "InputLayer":
             layers.append({"class_name": "InputLayer", "config": {"batch_input_shape": l["shape"], "dtype": "float32", "sparse": False,
                                                                    "ragged": False, "name": l["name"]}, "name": l["name"], "inbound_nodes": []})
@@ -270,6 +331,8 @@ def tfkeras2(m):
             cfg[k] = k2value(v)
         if l["cls"] == "BatchNormalization":
             cfg["axis"] = [len(l["shape"]) - 1]
+        if l["cls"] == "DepthwiseConv2D":
+            cfg["groups"] = 1  # tf.keras 2's DepthwiseConv2D keeps Conv2D's
         nodes = [[[t.layer, t.node, 0, {}] for t in call] for call in l["calls"]]
         layers.append({"class_name": l["cls"], "config": cfg, "name": l["name"], "inbound_nodes": nodes})
     ins, last = out_refs(m)
@@ -284,7 +347,7 @@ def keras3(m):
     def tensor(t):
         return {"class_name": "__keras_tensor__", "config": {"shape": shapes[t.layer], "dtype": "float32", "keras_history": [t.layer, t.node, 0]}}
 
-    for l in m.layers:
+    for l in keras_order(m):
         if l["cls"] == "InputLayer":
             layers.append({"module": "keras.layers", "class_name": "InputLayer",
                            "config": {"batch_shape": l["shape"], "dtype": "float32", "sparse": False, "name": l["name"]},
@@ -349,6 +412,8 @@ def main():
         "branches_keras3.json": keras3(branches()),
         "branches_tfkeras2.json": tfkeras2(branches()),
         "concat_add_tfkeras2.json": tfkeras2(concat_add()),
+        "depthwise_branches_keras3.json": keras3(depthwise_branches()),
+        "depthwise_branches_tfkeras2.json": tfkeras2(depthwise_branches()),
         "shared_layer_keras3.json": keras3(shared()),
         "two_inputs_tfkeras2.json": tfkeras2(two_inputs()),
         "rows_input_keras3.json": keras3(rows_input()),

@@ -15,6 +15,10 @@
 //       dense branches merged by Average, Maximum, Minimum and Multiply,
 //       as model.toJSON(null, false) returns it (TensorFlow.js has no
 //       Subtract layer);
+//   tfjs_depthwise_branches.json
+//       a depthwise-separable convolution (DepthwiseConv2D without bias,
+//       BatchNormalization, relu, 1×1 conv) beside a 1×1 branch, joined
+//       by Concatenate, on 28×28×1, as model.toJSON returns it;
 //   tfjs_resnet20.json
 //       ResNet-20 (He et al. 2016's CIFAR network, 3 stages of 3 basic
 //       blocks, 16/32/64 filters, convolutions without bias before
@@ -74,6 +78,25 @@ function branches() {
   return tf.model({inputs: x, outputs: out, name: 'branches'});
 }
 
+function depthwiseBranches() {
+  const x = tf.input({shape: [28, 28, 1], name: 'image'});
+  // The initializers of gen_keras.py's model (HeNormal convolutions,
+  // GlorotUniform depthwise and dense kernels), so that the forms are one
+  // architecture.
+  const he = 'heNormal', glorot = 'glorotUniform';
+  const stem = tf.layers.conv2d({filters: 8, kernelSize: 3, strides: 2, padding: 'same', activation: 'relu', kernelInitializer: he, name: 'stem'}).apply(x);
+  let a = tf.layers.depthwiseConv2d({kernelSize: 3, padding: 'same', useBias: false, depthwiseInitializer: glorot, name: 'depthwise'}).apply(stem);
+  a = tf.layers.batchNormalization({name: 'depthwise_bn'}).apply(a);
+  a = tf.layers.activation({activation: 'relu', name: 'depthwise_relu'}).apply(a);
+  a = tf.layers.conv2d({filters: 8, kernelSize: 1, activation: 'relu', kernelInitializer: he, name: 'pointwise'}).apply(a);
+  const b = tf.layers.conv2d({filters: 8, kernelSize: 1, activation: 'relu', kernelInitializer: he, name: 'branch_1x1'}).apply(stem);
+  let y = tf.layers.concatenate({name: 'branches'}).apply([a, b]);
+  y = tf.layers.maxPooling2d({poolSize: 2, name: 'pool'}).apply(y);
+  y = tf.layers.flatten({name: 'flatten'}).apply(y);
+  y = tf.layers.dense({units: 10, activation: 'softmax', kernelInitializer: glorot, name: 'scores'}).apply(y);
+  return tf.model({inputs: x, outputs: y, name: 'depthwise_branches'});
+}
+
 function resnet20() {
   const x = tf.input({shape: [32, 32, 3], name: 'image'});
   const conv = (filters, k, strides, name) =>
@@ -104,7 +127,8 @@ function resnet20() {
     }
   });
   y = tf.layers.globalAveragePooling2d({name: 'pool'}).apply(y);
-  y = tf.layers.dense({units: 10, activation: 'softmax', name: 'scores'}).apply(y);
+  // Keras's default, as gen_keras.py's model has it.
+  y = tf.layers.dense({units: 10, activation: 'softmax', kernelInitializer: 'glorotUniform', name: 'scores'}).apply(y);
   return tf.model({inputs: x, outputs: y, name: 'resnet20'});
 }
 
@@ -136,6 +160,7 @@ async function saveLayersModel(model, base) {
 (async () => {
   await saveLayersModel(resblock(), 'tfjs_resblock');
   writeJSON('tfjs_branches.json', branches().toJSON(null, false));
+  writeJSON('tfjs_depthwise_branches.json', depthwiseBranches().toJSON(null, false));
   const r = resnet20();
   console.log('resnet20 parameters', r.countParams());
   writeJSON('tfjs_resnet20.json', r.toJSON(null, false));
