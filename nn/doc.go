@@ -13,8 +13,9 @@
 // AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation (relu,
 // tanh, sigmoid, softmax, linear), BatchNormalization, and the merges
 // of several inputs: Add, Subtract, Multiply, Average, Maximum, Minimum
-// and Concatenate (merge.go; Concatenate joins channels, rows or
-// columns, mapping Keras's channels-last axis onto the planar layout). Each layer's shape is inferred from its input's
+// (broadcasting sizes of 1 as Keras does) and Concatenate (merge.go;
+// Concatenate joins channels, rows or columns, mapping Keras's
+// channels-last axis onto the planar layout). Each layer's shape is inferred from its input's
 // (H×W×C, written channels last as Keras does); a shape a layer cannot
 // take is a *LayerError naming the layer. A final softmax or sigmoid is
 // fused with its cross-entropy. Conv2D and Dense take Keras's

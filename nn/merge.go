@@ -7,10 +7,14 @@ import (
 
 // The merge layers besides Add, as Keras's keras.layers.merging: graph
 // nodes of several inputs (Node.Inputs), without parameters. Subtract,
-// Multiply, Average, Maximum and Minimum take inputs of one shape and
-// work element by element; Concatenate joins its inputs along an axis.
-// None broadcasts: inputs whose shapes differ (other than along a
-// Concatenate's axis) are a *LayerError naming the node.
+// Multiply, Average, Maximum and Minimum (and Add) work element by
+// element on inputs of one shape, or broadcast as Keras's merges do:
+// where the inputs' sizes differ, those of 1 are repeated (a 1×1×C
+// channel gate Multiplied into an H×W×C map, as squeeze-and-excitation
+// blocks do), and a vector of C stands for a 1×1×C image (Keras expands
+// a lower-rank input after its batch axis). Concatenate joins its inputs
+// along an axis. Inputs that agree in neither way are a *LayerError
+// naming the node.
 type (
 	// Subtract is its first input minus its second: exactly two.
 	Subtract struct{}
@@ -46,6 +50,7 @@ const (
 	opAverage
 	opMaximum
 	opMinimum
+	opAdd
 )
 
 var elemKinds = [...]string{"subtract", "multiply", "average", "maximum", "minimum"}
@@ -129,57 +134,167 @@ func (Average) buildJoin(ins []Shape) (joiner, Shape, error)  { return elemJoin(
 func (Maximum) buildJoin(ins []Shape) (joiner, Shape, error)  { return elemJoin(opMaximum, ins) }
 func (Minimum) buildJoin(ins []Shape) (joiner, Shape, error)  { return elemJoin(opMinimum, ins) }
 
-// elemJoin checks an element-wise merge's inputs: two or more, of one
-// shape.
+// elemJoin checks an element-wise merge's inputs, two or more, and
+// plans their broadcast (see the merges' doc).
 func elemJoin(op elemOp, ins []Shape) (joiner, Shape, error) {
 	if len(ins) < 2 {
 		return nil, Shape{}, errOneInput
 	}
+	out, ok := ins[0], true
 	for _, s := range ins[1:] {
 		if s != ins[0] {
-			return nil, Shape{}, fmt.Errorf("inputs of shapes %v: want one shape (nn's merges do not broadcast)", ins)
+			out, ok = broadcastShape(ins)
+			break
 		}
 	}
-	return &elementwise{op: op, Size: ins[0].Size()}, ins[0], nil
+	if !ok {
+		return nil, Shape{}, fmt.Errorf("inputs of shapes %v: want one shape, or sizes of 1 where they differ (broadcast as Keras does)", ins)
+	}
+	l := &elementwise{op: op, Size: out.Size(), sizes: make([]int, len(ins)), index: make([][]int32, len(ins))}
+	for k, s := range ins {
+		l.sizes[k] = s.Size()
+		if s != out {
+			l.index[k] = broadcastIndex(s, out)
+		}
+	}
+	return l, out, nil
+}
+
+// dims is s as channels, rows and columns, a vector being 1×1×C.
+func dims(s Shape) [3]int {
+	if s.vector() {
+		return [3]int{s.C, 1, 1}
+	}
+	return [3]int{s.C, s.H, s.W}
+}
+
+// broadcastShape is the shape the inputs broadcast to: in each of
+// channels, rows and columns the largest size, which every input has or
+// has 1 of; a vector when all are vectors.
+func broadcastShape(ins []Shape) (Shape, bool) {
+	var most [3]int
+	vector := true
+	for _, s := range ins {
+		d := dims(s)
+		for i := range most {
+			most[i] = max(most[i], d[i])
+		}
+		vector = vector && s.vector()
+	}
+	for _, s := range ins {
+		for i, n := range dims(s) {
+			if n != 1 && n != most[i] {
+				return Shape{}, false
+			}
+		}
+	}
+	if vector {
+		return Shape{C: most[0]}, true
+	}
+	return Shape{H: most[1], W: most[2], C: most[0]}, true
+}
+
+// broadcastIndex is, for each of out's floats in the planar layout, the
+// float of an example of shape s that it takes.
+func broadcastIndex(s, out Shape) []int32 {
+	d, o := dims(s), dims(out)
+	idx := make([]int32, 0, out.Size())
+	for c := 0; c < o[0]; c++ {
+		for h := 0; h < o[1]; h++ {
+			for w := 0; w < o[2]; w++ {
+				cc, hh, ww := min(c, d[0]-1), min(h, d[1]-1), min(w, d[2]-1)
+				idx = append(idx, int32((cc*d[1]+hh)*d[2]+ww))
+			}
+		}
+	}
+	return idx
 }
 
 // elementwise computes an element-wise merge of Size floats an example.
+// Input k has sizes[k] floats an example; index[k], when not nil, maps
+// each output float to the one of input k it takes (a broadcast).
 type elementwise struct {
-	op   elemOp
-	Size int
+	op    elemOp
+	Size  int
+	sizes []int
+	index [][]int32
 }
 
 func (l *elementwise) OutSize() int { return l.Size }
 
+// broadcast reports whether some input is broadcast.
+func (l *elementwise) broadcast() bool {
+	for _, ix := range l.index {
+		if ix != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// combine folds v into the running value a.
+func (op elemOp) combine(a, v float32) float32 {
+	switch op {
+	case opSubtract:
+		return a - v
+	case opMultiply:
+		return a * v
+	case opMaximum:
+		if v > a {
+			return v
+		}
+		return a
+	case opMinimum:
+		if v < a {
+			return v
+		}
+		return a
+	}
+	return a + v // opAdd, opAverage
+}
+
 func (l *elementwise) forwardJoin(y []float32, xs [][]float32, n int) {
 	m := n * l.Size
 	y = y[:m]
-	copy(y, xs[0][:m])
-	for _, x := range xs[1:] {
-		x = x[:m]
-		switch l.op {
-		case opSubtract:
-			for i, v := range x {
-				y[i] -= v
-			}
-		case opMultiply:
-			for i, v := range x {
-				y[i] *= v
-			}
-		case opAverage:
-			for i, v := range x {
-				y[i] += v
-			}
-		case opMaximum:
-			for i, v := range x {
-				if v > y[i] {
-					y[i] = v
+	if l.broadcast() {
+		for e := 0; e < n; e++ {
+			row := y[e*l.Size : (e+1)*l.Size]
+			for i := range row {
+				v := l.at(xs, 0, e, i)
+				for k := 1; k < len(xs); k++ {
+					v = l.op.combine(v, l.at(xs, k, e, i))
 				}
+				row[i] = v
 			}
-		case opMinimum:
-			for i, v := range x {
-				if v < y[i] {
-					y[i] = v
+		}
+	} else {
+		copy(y, xs[0][:m])
+		for _, x := range xs[1:] {
+			x = x[:m]
+			switch l.op {
+			case opSubtract:
+				for i, v := range x {
+					y[i] -= v
+				}
+			case opMultiply:
+				for i, v := range x {
+					y[i] *= v
+				}
+			case opAdd, opAverage:
+				for i, v := range x {
+					y[i] += v
+				}
+			case opMaximum:
+				for i, v := range x {
+					if v > y[i] {
+						y[i] = v
+					}
+				}
+			case opMinimum:
+				for i, v := range x {
+					if v < y[i] {
+						y[i] = v
+					}
 				}
 			}
 		}
@@ -192,15 +307,80 @@ func (l *elementwise) forwardJoin(y []float32, xs [][]float32, n int) {
 	}
 }
 
+// at is input k's float for output float i of example e.
+func (l *elementwise) at(xs [][]float32, k, e, i int) float32 {
+	if ix := l.index[k]; ix != nil {
+		return xs[k][e*l.sizes[k]+int(ix[i])]
+	}
+	return xs[k][e*l.Size+i]
+}
+
+// grad is the gradient of output float i of example e, whose gradient
+// is g, with respect to input k's float there.
+func (l *elementwise) grad(xs [][]float32, k, e, i int, g float32) float32 {
+	switch l.op {
+	case opSubtract:
+		if k == 1 {
+			return -g
+		}
+	case opAverage:
+		return g / float32(len(xs))
+	case opMultiply:
+		// The product of the other inputs, not y/x_k, which a zero
+		// would spoil.
+		for j := range xs {
+			if j != k {
+				g *= l.at(xs, j, e, i)
+			}
+		}
+	case opMaximum, opMinimum:
+		// The first input holding the extreme takes the gradient.
+		first := 0
+		for j := 1; j < len(xs); j++ {
+			if v, b := l.at(xs, j, e, i), l.at(xs, first, e, i); (l.op == opMaximum && v > b) || (l.op == opMinimum && v < b) {
+				first = j
+			}
+		}
+		if first != k {
+			return 0
+		}
+	}
+	return g
+}
+
 func (l *elementwise) backwardJoin(dxs [][]float32, dy []float32, xs [][]float32, _ []float32, n int) {
 	m := n * l.Size
 	dy = dy[:m]
+	if l.broadcast() {
+		// A broadcast input's gradient sums its output floats'.
+		for k, dx := range dxs {
+			if dx == nil {
+				continue
+			}
+			if l.index[k] != nil {
+				clear(dx[:n*l.sizes[k]])
+			}
+			for e := 0; e < n; e++ {
+				for i, g := range dy[e*l.Size : (e+1)*l.Size] {
+					d := l.grad(xs, k, e, i, g)
+					if ix := l.index[k]; ix != nil {
+						dx[e*l.sizes[k]+int(ix[i])] += d
+					} else {
+						dx[e*l.Size+i] = d
+					}
+				}
+			}
+		}
+		return
+	}
 	for k, dx := range dxs {
 		if dx == nil {
 			continue
 		}
 		dx = dx[:m]
 		switch l.op {
+		case opAdd:
+			copy(dx, dy)
 		case opSubtract:
 			copy(dx, dy)
 			if k == 1 {
@@ -208,35 +388,10 @@ func (l *elementwise) backwardJoin(dxs [][]float32, dy []float32, xs [][]float32
 					dx[i] = -dx[i]
 				}
 			}
-		case opAverage:
-			s := 1 / float32(len(xs))
-			for i, g := range dy {
-				dx[i] = g * s
-			}
-		case opMultiply:
-			// The product of the other inputs, not y/x_k, which a zero
-			// would spoil.
-			copy(dx, dy)
-			for j, x := range xs {
-				if j != k {
-					for i, v := range x[:m] {
-						dx[i] *= v
-					}
-				}
-			}
-		case opMaximum, opMinimum:
-			for i, g := range dy {
-				// The first input holding the extreme takes the gradient.
-				first := 0
-				for j := 1; j < len(xs); j++ {
-					if v, b := xs[j][i], xs[first][i]; (l.op == opMaximum && v > b) || (l.op == opMinimum && v < b) {
-						first = j
-					}
-				}
-				if first == k {
-					dx[i] = g
-				} else {
-					dx[i] = 0
+		default:
+			for e := 0; e < n; e++ {
+				for i, g := range dy[e*l.Size : (e+1)*l.Size] {
+					dx[e*l.Size+i] = l.grad(xs, k, e, i, g)
 				}
 			}
 		}

@@ -62,6 +62,25 @@ func TestMergeGradients(t *testing.T) {
 			{Multiply{}, []int{0, 0}},
 			{Dense{Units: 3}, []int{1}},
 		}},
+		// Squeeze-and-excitation's gate (a vector of channels, and the
+		// same as a 1×1×C image), a per-example scalar, and rows.
+		tc{"broadcast", Shape{H: 3, W: 4, C: 2}, []Node{
+			{Conv2D{Filters: 4, Kernel: 3, Padding: Same}, []int{-1}}, // 0: 3×4×4
+			{Flatten{}, []int{0}},                            // 1
+			{Dense{Units: 4}, []int{1}},                      // 2
+			{Activation{"sigmoid"}, []int{2}},                // 3
+			{Multiply{}, []int{0, 3}},                        // 4: 3×4×4
+			{Reshape{To: Shape{H: 1, W: 1, C: 4}}, []int{2}}, // 5
+			{Add{}, []int{5, 4}},                             // 6
+			{Dense{Units: 1}, []int{1}},                      // 7
+			{Subtract{}, []int{6, 7}},                        // 8
+			{Dense{Units: 12}, []int{1}},                     // 9
+			{Reshape{To: Shape{H: 3, W: 1, C: 4}}, []int{9}}, // 10
+			{Maximum{}, []int{8, 10}},                        // 11
+			{Average{}, []int{11, 3, 7}},                     // 12
+			{Flatten{}, []int{12}},                           // 13
+			{Dense{Units: 3}, []int{13}},                     // 14
+		}},
 		tc{"concatenate_vectors", Shape{C: 6}, []Node{
 			{Dense{Units: 5}, []int{-1}},            // 0
 			{Activation{"tanh"}, []int{0}},          // 1
@@ -90,7 +109,7 @@ func TestMergeGradients(t *testing.T) {
 			}
 			loss()
 			steps := []float32{1e-3}
-			if strings.HasPrefix(c.name, "maximum") || strings.HasPrefix(c.name, "minimum") {
+			if strings.HasPrefix(c.name, "maximum") || strings.HasPrefix(c.name, "minimum") || c.name == "broadcast" {
 				steps = append(steps, 2.5e-4)
 			}
 			gradCheckSteps(t, g, slices.Clone(g.Grads()), loss, steps...)
@@ -150,6 +169,16 @@ func TestMergeValues(t *testing.T) {
 			[]float32{3, 5, 7}, []float32{1, 2, 3}, [][]float32{{0, 2, 0}, {1, 0, 0}, {0, 0, 3}}},
 		{"minimum_ties", Minimum{}, []Shape{{C: 3}, {C: 3}}, [][]float32{{1, 5, 2}, {1, 4, 3}}, Shape{C: 3},
 			[]float32{1, 4, 2}, []float32{1, 2, 3}, [][]float32{{1, 0, 3}, {0, 2, 0}}},
+		// Broadcasts: a vector of C is a 1×1×C gate; sizes of 1 repeat;
+		// a broadcast input's gradient sums over its copies.
+		{"multiply_channel_gate", Multiply{}, []Shape{img(1, 2, 2), {C: 2}}, [][]float32{{1, 2, 3, 4}, {10, 100}}, img(1, 2, 2),
+			[]float32{10, 20, 300, 400}, []float32{1, 1, 1, 1}, [][]float32{{10, 10, 100, 100}, {3, 7}}},
+		{"add_rows", Add{}, []Shape{img(2, 2, 1), img(2, 1, 1)}, [][]float32{{1, 2, 3, 4}, {10, 20}}, img(2, 2, 1),
+			[]float32{11, 12, 23, 24}, []float32{1, 2, 3, 4}, [][]float32{{1, 2, 3, 4}, {3, 7}}},
+		{"maximum_scalar_tie", Maximum{}, []Shape{{C: 3}, {C: 1}}, [][]float32{{1, 5, 2}, {2}}, Shape{C: 3},
+			[]float32{2, 5, 2}, []float32{1, 2, 3}, [][]float32{{0, 2, 3}, {1}}},
+		{"subtract_scalar", Subtract{}, []Shape{{C: 1}, img(1, 1, 2)}, [][]float32{{5}, {1, 2}}, img(1, 1, 2),
+			[]float32{4, 3}, []float32{1, 2}, [][]float32{{3}, {-1, -2}}},
 		// 2 rows × 1 column: channels c0 = [a0 a1], then the other input's.
 		{"concatenate_channels", Concatenate{}, []Shape{img(2, 1, 1), img(2, 1, 2)},
 			[][]float32{{1, 2}, {3, 4, 5, 6}}, img(2, 1, 3),
@@ -227,7 +256,11 @@ func TestMergeErrors(t *testing.T) {
 		{"multiply_one", Shape{C: 5}, []Node{dense(3), {Multiply{}, []int{0}}, {Dense{Units: 2}, []int{1}}},
 			"layer 1 (multiply): it takes two or more inputs"},
 		{"maximum_shapes", Shape{C: 5}, []Node{dense(3), dense(4), {Maximum{}, []int{0, 1}}, {Dense{Units: 2}, []int{2}}},
-			"layer 2 (maximum): inputs of shapes [3 4]: want one shape (nn's merges do not broadcast)"},
+			"layer 2 (maximum): inputs of shapes [3 4]: want one shape, or sizes of 1 where they differ"},
+		{"add_image_shapes", img, []Node{conv(3, 1), conv(3, 3), {Add{}, []int{0, 1}}, {Flatten{}, []int{2}}, {Dense{Units: 2}, []int{3}}},
+			"layer 2 (add): inputs of shapes [4×4×3 2×2×3]: want one shape, or sizes of 1 where they differ"},
+		{"multiply_vector_channels", img, []Node{conv(3, 1), {Flatten{}, []int{0}}, {Dense{Units: 2}, []int{1}}, {Multiply{}, []int{0, 2}}, {Flatten{}, []int{3}}, {Dense{Units: 2}, []int{4}}},
+			"layer 3 (multiply): inputs of shapes [4×4×3 2]: want one shape, or sizes of 1 where they differ"},
 		{"concatenate_rows_off", img, []Node{conv(3, 1), conv(3, 3), {Concatenate{Axis: 1}, []int{0, 1}}, {Flatten{}, []int{2}}, {Dense{Units: 2}, []int{3}}},
 			"layer 2 (concatenate): inputs of shapes [4×4×3 2×2×3] joined on axis 1: want the same columns and channels"},
 		{"concatenate_channels_off", img, []Node{conv(3, 1), conv(3, 3), {Concatenate{}, []int{0, 1}}, {Flatten{}, []int{2}}, {Dense{Units: 2}, []int{3}}},

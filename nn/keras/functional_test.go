@@ -331,3 +331,32 @@ func TestDepthwiseBranchesFiles(t *testing.T) {
 		t.Errorf("the forms read as different architectures: digests %v", digests)
 	}
 }
+
+// TestMergeOfRowsAndOthers: Keras broadcasts a vector against a tensor
+// of rows × columns by rank, (N, 4) against (N, 4, 4), which nn's
+// channels-last shapes would not do alike: refused by name.
+func TestMergeOfRowsAndOthers(t *testing.T) {
+	const src = `{"class_name": "Functional", "config": {"name": "m", "layers": [` +
+		`{"class_name": "InputLayer", "name": "x", "config": {"batch_input_shape": [null, 4, 4], "name": "x"}, "inbound_nodes": []},` +
+		`{"class_name": "Flatten", "name": "f", "config": {"name": "f"}, "inbound_nodes": [[["x", 0, 0, {}]]]},` +
+		`{"class_name": "Dense", "name": "gate", "config": {"name": "gate", "units": 4}, "inbound_nodes": [[["f", 0, 0, {}]]]},` +
+		`{"class_name": "Multiply", "name": "mul", "config": {"name": "mul"}, "inbound_nodes": [[["x", 0, 0, {}], ["gate", 0, 0, {}]]]},` +
+		`{"class_name": "Flatten", "name": "f2", "config": {"name": "f2"}, "inbound_nodes": [[["mul", 0, 0, {}]]]},` +
+		`{"class_name": "Dense", "name": "out", "config": {"name": "out", "units": 3}, "inbound_nodes": [[["f2", 0, 0, {}]]]}],` +
+		`"input_layers": [["x", 0, 0]], "output_layers": [["out", 0, 0]]}}`
+	_, err := Parse([]byte(src))
+	var le *LayerError
+	if !errors.As(err, &le) || le.Index != 3 || le.Name != "mul" || !strings.Contains(err.Error(), "a merge of tensors of rows × columns without a channel axis and of others is not supported") {
+		t.Errorf("error %v", err)
+	}
+	// With a channel axis the gate is Keras's (N, 4) against (N, 4, 4, 4):
+	// one scale per channel, as nn broadcasts a vector.
+	ok := strings.Replace(src, `[null, 4, 4]`, `[null, 4, 4, 4]`, 1)
+	m, err := Parse([]byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Params != 64*4+4+64*3+3 {
+		t.Errorf("%d parameters", m.Params)
+	}
+}

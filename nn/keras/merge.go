@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/meshtrain/meshtrain/nn"
@@ -51,7 +52,9 @@ var keepsShape = map[string]bool{
 // holds as rows × columns, without a channel axis (from an Input of
 // shape (H, W) or a Reshape to (H, W)): nn holds them as H×W×1 images,
 // so Keras's axis −1 or 2 (the columns) is nn's 2, and 1 or −2 (the
-// rows) nn's 1. from are each layer's inputs, as functional reads them.
+// rows) nn's 1. A merge of such tensors and others is refused: Keras
+// broadcasts them by rank, nn by its channels-last shapes. from are each
+// layer's inputs, as functional reads them.
 func rowsAxes(es []entry, from [][]int) error {
 	flat := make([]bool, len(es)) // the layer's output has no channel axis
 	for i, e := range es {
@@ -65,6 +68,13 @@ func rowsAxes(es []entry, from [][]int) error {
 			for _, j := range from[i] {
 				flat[i] = flat[i] || flat[j]
 			}
+		}
+		if mixed := slices.ContainsFunc(from[i], func(j int) bool { return flat[j] }) &&
+			slices.ContainsFunc(from[i], func(j int) bool { return !flat[j] }); mixed && keepsShape[e.class] && len(from[i]) > 1 {
+			// Keras broadcasts by rank, (N, W) against (N, H, W), which
+			// nn's H×W×1 would not do alike.
+			return &LayerError{Index: e.index, Class: e.class, Name: e.name, Err: errors.New(
+				"a merge of tensors of rows × columns without a channel axis and of others is not supported: Reshape them to (H, W, 1) first")}
 		}
 		if e.class != "Concatenate" || !flat[i] {
 			continue
