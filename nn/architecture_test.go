@@ -331,6 +331,12 @@ func FuzzParseArchitecture(f *testing.F) {
 	f.Add([]byte(`{"format":"meshtrain-graph/1","input":[4,4,2],"layers":[{"type":"conv2d","filters":2,"kernel":3,"strides":1,"padding":"same","init":"he","inputs":[-1]},` +
 		`{"type":"batch_normalization","momentum":0.99,"epsilon":0.001,"center":true,"scale":true,"inputs":[0]},{"type":"add","inputs":[1,-1]},` +
 		`{"type":"flatten","inputs":[2]},{"type":"dense","units":3,"init":"glorot","inputs":[3]}]}`))
+	// The merges: Concatenate on each axis, broadcasts, Subtract.
+	f.Add([]byte(`{"format":"meshtrain-graph/1","input":[2,3,2],"layers":[{"type":"conv2d","filters":2,"kernel":1,"strides":1,"padding":"valid","init":"he","inputs":[-1]},` +
+		`{"type":"concatenate","axis":-1,"inputs":[0,-1]},{"type":"concatenate","axis":1,"inputs":[1,1]},{"type":"concatenate","axis":2,"inputs":[2,2]},` +
+		`{"type":"flatten","inputs":[3]},{"type":"dense","units":4,"init":"glorot","inputs":[4]},{"type":"multiply","inputs":[3,5]},` +
+		`{"type":"dense","units":1,"init":"glorot","inputs":[4]},{"type":"subtract","inputs":[6,7]},{"type":"maximum","inputs":[8,7,8]},` +
+		`{"type":"minimum","inputs":[8,9]},{"type":"average","inputs":[10,9]},{"type":"flatten","inputs":[11]},{"type":"dense","units":3,"init":"glorot","inputs":[12]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ParseArchitecture(b)
 		if err != nil {
@@ -348,8 +354,16 @@ func FuzzParseArchitecture(f *testing.F) {
 			t.Fatalf("JSON changed on a round trip:\n%s\n%s", j, j2)
 		}
 		if _, params, _ := a.Check(); params <= 1<<20 {
-			if _, err := a.Build(1, 1); err != nil {
+			m, err := a.Build(1, 1)
+			if err != nil {
 				t.Fatalf("Check passed it, Build refuses it: %v", err)
+			}
+			// A small model takes a training step (every kernel's
+			// indexing, the merges' broadcasts among them).
+			if buf, err := a.Buffers(2); err == nil && params <= 1<<14 && buf.Activations+buf.Scratch <= 1<<18 {
+				if _, err := m.ForwardBackward(make([]float32, 2*m.InputDim()), []int32{0, 1}, 2); err != nil {
+					t.Fatalf("a model that builds does not train: %v", err)
+				}
 			}
 		}
 	})

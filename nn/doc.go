@@ -16,19 +16,22 @@
 // UpSampling2D (nearest), Flatten, Reshape, Dense, Dropout, Activation
 // (relu, tanh, sigmoid, softmax, linear), BatchNormalization, Rescaling
 // and Normalization (fixed per-channel affine maps, Keras's preprocessing
-// layers), and Add, which takes several inputs. Each layer's shape is
-// inferred from its input's (H×W×C, written channels last as Keras does);
-// a shape a layer cannot take is a *LayerError naming the layer. A final
-// softmax or sigmoid is fused with its cross-entropy. Conv2D,
-// DepthwiseConv2D and Dense take Keras's initializers (Initializer)
-// besides nn's own Init kinds.
+// layers), and the merges of several inputs: Add, Subtract, Multiply,
+// Average, Maximum, Minimum (broadcasting sizes of 1 as Keras does) and
+// Concatenate (merge.go; Concatenate joins channels, rows or columns,
+// mapping Keras's channels-last axis onto the planar layout). Each
+// layer's shape is inferred from its input's (H×W×C, written channels
+// last as Keras does); a shape a layer cannot take is a *LayerError
+// naming the layer. A final softmax or sigmoid is fused with its
+// cross-entropy. Conv2D, DepthwiseConv2D and Dense take Keras's
+// initializers (Initializer) besides nn's own Init kinds.
 //
 // The registry. Each layer kind lives in one file (conv.go, pool.go,
 // dense.go, activation.go, reshape.go, dropout.go, batchnorm.go, add.go,
-// depthwise.go, global_pool.go, pad2d.go, upsampling.go, rescaling.go):
-// its spec, its kernels, its JSON (encode, and a decoder registered under
-// its "type" in registry.go's layerKinds), its bounds (bounder) and the
-// gradient check of its test file. Nothing else switches on the kinds, so
+// merge.go, depthwise.go, global_pool.go, pad2d.go, upsampling.go,
+// rescaling.go): its spec, its kernels, its JSON (encode, and a decoder
+// registered under its "type" in registry.go's layerKinds), its bounds
+// (bounder) and the gradient check of its test file. Nothing else switches on the kinds, so
 // a new kind is one file; package nn/keras maps Keras's classes to these
 // specs through one table.
 //

@@ -25,12 +25,18 @@ func (a Architecture) Buffers(n int) (Buffers, error) {
 	shapes := make([]Shape, len(a.Layers))
 	in := a.Input
 	for i, s := range a.Layers {
-		if a.Inputs != nil {
+		var out Shape
+		var params int
+		var ok bool
+		var err error
+		if a.Inputs != nil { // a graph's node: in is its first input's shape
 			if in = a.Input; a.Inputs[i][0] >= 0 {
 				in = shapes[a.Inputs[i][0]]
 			}
+			out, params, ok, err = a.nodeBound(i, shapes)
+		} else {
+			out, params, ok, err = boundOf(s, in)
 		}
-		out, params, ok, err := boundOf(s, in)
 		if err != nil || !ok {
 			return Buffers{}, fmt.Errorf("nn: %s: layer %d: its shape cannot be inferred (%v)", a.Name, i, err)
 		}

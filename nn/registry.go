@@ -11,9 +11,9 @@ import (
 // MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D,
 // GlobalMaxPooling2D, ZeroPadding2D, Cropping2D, UpSampling2D, Flatten,
 // Reshape, Dense, Dropout, Activation, BatchNormalization, Rescaling,
-// Normalization, or Add (a graph's node of several inputs). It names no
-// input size: a model infers each layer's input shape from the layers it
-// takes.
+// Normalization, or a merge of several inputs in a graph (Add, Subtract,
+// Multiply, Average, Maximum, Minimum, Concatenate). It names no input
+// size: a model infers each layer's input shape from the layers it takes.
 //
 // Each kind lives in one file (conv.go, pool.go, dense.go …): its spec,
 // its kernels, its JSON and its bounds, registered by name in layerKinds,

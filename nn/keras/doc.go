@@ -54,14 +54,15 @@
 // Softmax with their defaults; BatchNormalization (axis −1, momentum,
 // epsilon, center, scale, Keras's initial values); Rescaling (scale,
 // offset); Normalization (axis −1 or null, mean and variance given in
-// the config, invert); Add. The one table from Keras's classes to nn's
+// the config, invert); the merges Add, Subtract, Multiply, Average,
+// Maximum, Minimum and Concatenate (axis; see merge.go). The one table from Keras's classes to nn's
 // layers is classes (layers.go). Activations: relu, tanh, sigmoid,
 // softmax, linear. Initializers: see nn.Initializer. Anything else
 // (another layer, such as LSTM or Embedding; channels_first; a
 // regularizer or constraint; a Dense without bias; groups; bilinear
 // up-sampling; a Normalization adapted with adapt(), whose mean and
 // variance are in the weights file, not in the config; a dtype other
-// than float32; a shared layer or a second input or output) is refused
+// than float32; a shared layer, a nested model, a second input or output) is refused
 // with a LayerError naming the layer, its index and name, and what is
 // supported. An option this package does not know is refused unless it
 // has its off value (null, false, 0, empty).

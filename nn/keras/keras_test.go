@@ -284,7 +284,7 @@ func TestParse(t *testing.T) {
 			`{"class_name": "InputLayer", "name": "x", "config": {"batch_input_shape": [null, 10], "name": "x"}, "inbound_nodes": []},` +
 			`{"class_name": "Dense", "name": "h", "config": {"name": "h", "units": 10}, "inbound_nodes": [[["x", 0, 0, {}]], [["h", 0, 0, {}]]]}],` +
 			`"input_layers": [["x", 0, 0]], "output_layers": [["h", 1, 0]]}}`,
-			`layer 1 "h" (Dense): called 2 times (a shared layer)`},
+			`layer 1 "h" (Dense): called 2 times (a shared layer: one set of weights used at 2 places) is not supported`},
 		{"dead branch", `{"class_name": "Functional", "config": {"name": "m", "layers": [` +
 			`{"class_name": "InputLayer", "name": "x", "config": {"batch_input_shape": [null, 10], "name": "x"}, "inbound_nodes": []},` +
 			`{"class_name": "Dense", "name": "h", "config": {"name": "h", "units": 10}, "inbound_nodes": [[["x", 0, 0, {}]]]},` +
@@ -292,7 +292,7 @@ func TestParse(t *testing.T) {
 			`"input_layers": [["x", 0, 0]], "output_layers": [["h", 0, 0]]}}`,
 			`layer 2 "side" (Dense): not on the path from the input to the output: the graph branches`},
 		{"two outputs", `{"class_name": "Functional", "config": {"name": "m", "layers": [], "input_layers": [["x", 0, 0]], "output_layers": [["a", 0, 0], ["b", 0, 0]]}}`,
-			"1 inputs and 2 outputs"},
+			"1 input (x) and 2 outputs (a, b): meshtrain reads a Functional model whose layers each run once, from one input to one output"},
 		{"Keras 3 call arguments", `{"module": "keras", "class_name": "Functional", "config": {"name": "m", "layers": [` +
 			`{"class_name": "InputLayer", "name": "x", "config": {"batch_shape": [null, 784], "name": "x"}, "inbound_nodes": []},` +
 			`{"class_name": "Dropout", "name": "d", "config": {"name": "d", "rate": 0.5}, "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__", "config": {"keras_history": ["x", 0, 0]}}], "kwargs": {"training": false}}]}],` +

@@ -107,6 +107,12 @@ var classes = []kerasClass{
 	{[]string{"UpSampling2D"}, readUpSampling2D},
 	{[]string{"Rescaling"}, readRescaling},
 	{[]string{"Normalization"}, readNormalization},
+	{[]string{"Subtract"}, readMerge(nn.Subtract{})},
+	{[]string{"Multiply"}, readMerge(nn.Multiply{})},
+	{[]string{"Average"}, readMerge(nn.Average{})},
+	{[]string{"Maximum"}, readMerge(nn.Maximum{})},
+	{[]string{"Minimum"}, readMerge(nn.Minimum{})},
+	{[]string{"Concatenate"}, readConcatenate},
 }
 
 // Supported lists the layer classes this package reads.

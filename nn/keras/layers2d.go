@@ -161,6 +161,13 @@ func readDepthwiseConv2D(o *options) ([]nn.LayerSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	// tf.keras 2 writes the Conv2D option groups, 1, into a
+	// DepthwiseConv2D's config too (the class derives from Conv2D's).
+	if v, _ := o.take("groups"); v != nil {
+		if g, err := intOf(v); err != nil || g != 1 {
+			return nil, fmt.Errorf("groups %s is not supported: a DepthwiseConv2D has one group per input channel", show(v))
+		}
+	}
 	bias, err := useBias(o)
 	if err != nil {
 		return nil, err
