@@ -35,7 +35,7 @@ func TestModelFileGraphsRefusedBeforeWork(t *testing.T) {
 			}
 			err := newApp().RunContext(context.Background(), args)
 			var ue usageError
-			if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--model-file: "+path+": ") || !strings.Contains(err.Error(), tc.want) {
+			if !errors.As(err, &ue) || !(strings.Contains(err.Error(), "--model-file: "+path+": ") || strings.Contains(err.Error(), "--model-file "+path+": ")) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v\nwant a usage error (exit 2) naming %s and containing %q", err, path, tc.want)
 			}
 		})
