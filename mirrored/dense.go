@@ -8,8 +8,6 @@ import (
 	"slices"
 
 	"github.com/meshtrain/meshtrain/data"
-	_ "github.com/meshtrain/meshtrain/data/folder" // image folders, for --data
-	_ "github.com/meshtrain/meshtrain/data/table"  // CSV tables, for --data
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
@@ -34,11 +32,10 @@ func (j *denseBuilder) validate() error {
 // parameters on the whole test set.
 func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error) {
 	cfg, gossiping := &j.Config, !(*Job)(j).strategy().Lockstep()
-	train, test, set, err := cfg.images(ctx, rank, world)
+	train, test, set, classes, err := cfg.images(ctx, rank, world)
 	if err != nil {
 		return nil, err
 	}
-	classes := set.NumClasses()
 	if train, test, err = replica.InputNorm(j.NewModel, train, test, classes, j.Seed); err != nil {
 		return nil, err
 	}
@@ -112,26 +109,24 @@ func (j *denseBuilder) build(ctx context.Context, rank, world int) (*plan, error
 }
 
 // images returns the training and test images the run uses (Config.MNIST,
-// or Data opened, MNIST when empty) cut to the example limits, and the
-// set. Readers that can read only this rank's training shard; a set read
-// for another shard (an elastic run's earlier generation) is read again.
-func (c *Config) images(ctx context.Context, rank, world int) (train, test *data.Images, set *data.ImageSet, err error) {
+// or Data opened, MNIST when empty, this rank's shard if the reader can)
+// cut to the example limits, the set and its class count.
+func (c *Config) images(ctx context.Context, rank, world int) (train, test *data.Images, set *data.ImageSet, classes int, err error) {
 	set = c.MNIST
-	shard := data.Shard{Rank: rank, World: world}
-	if set == nil || (set.Train.Shard.World > 1 && set.Train.Shard != shard) {
+	if set == nil || (set.Train.Shard.World > 1 && set.Train.Shard != (data.Shard{Rank: rank, World: world})) { // an elastic generation's
 		opts := c.ImageOptions(c.logger().With(zap.Int("rank", rank)).Named("data"))
 		// A fetch shows its bytes where the run shows its progress.
 		opts.MNIST.Progress = c.Progress
-		opts.Read.Shard = shard // one replica: the whole set
+		opts.Read.Shard = data.Shard{Rank: rank, World: world} // one replica: the whole set
 		if set, err = data.OpenImages(ctx, c.Data, opts); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, 0, err
 		}
 		c.MNIST = set // an elastic run's next generations build from it
 	}
 	if err := replica.CheckImages(set.Train); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
-	return set.Train.Head(c.TrainExamples), set.Test.Head(c.TestExamples), set, nil
+	return set.Train.Head(c.TrainExamples), set.Test.Head(c.TestExamples), set, set.NumClasses(), nil
 }
 
 // MNISTOptions are the options that load MNIST (DataDir,

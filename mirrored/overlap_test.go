@@ -123,7 +123,7 @@ func TestOverlapEmptyBatch(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Optimizer, cfg.GradientBucket = nn.Momentum, bucket
 		return stepCluster(t, 2, 6, 4, ds, func(r int, g Group) replica.Replica {
-			rep, err := newDenseReplica(&cfg, smallCNN, mn.Test, mn.NumClasses(), r, 2, nil)
+			rep, err := newDenseReplica(&cfg, smallCNN, mn.Test, mn.NumClasses(), r, 2, mn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +203,7 @@ func TestOverlapFailedStepDoesNotWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := newDenseReplica(&cfg, smallCNN, mn.Test, mn.NumClasses(), r, 2, nil)
+		rep, err := newDenseReplica(&cfg, smallCNN, mn.Test, mn.NumClasses(), r, 2, mn)
 		if err != nil {
 			t.Fatal(err)
 		}

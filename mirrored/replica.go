@@ -1,8 +1,6 @@
 package mirrored
 
 import (
-	"cmp"
-
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"
@@ -14,7 +12,6 @@ import (
 func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, error), test *data.Images, classes, rank, world int, set *data.ImageSet) (*replica.Dense, error) {
 	lo, hi := rank*test.N/world, (rank+1)*test.N/world
 	testX, testY := replica.Examples(test, lo, hi)
-	set = cmp.Or(set, &data.ImageSet{}) // a hand-built set: no names, no table
 	return replica.NewDense(replica.DenseConfig{
 		NewModel: newModel, Model: cfg.Model,
 		Spec: replica.ImageSpec(test, classes),

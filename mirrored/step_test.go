@@ -98,7 +98,7 @@ func TestStepShardedEqualsWhole(t *testing.T) {
 			ds := mn.Train.Dataset()
 			build := func(world int) func(r int, g Group) replica.Replica {
 				return func(r int, g Group) replica.Replica {
-					rep, err := newDenseReplica(&cfg, nil, mn.Test, mn.NumClasses(), r, world, nil)
+					rep, err := newDenseReplica(&cfg, nil, mn.Test, mn.NumClasses(), r, world, mn)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -11,8 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
-	_ "github.com/meshtrain/meshtrain/data/folder" // image folders, for Data
-	_ "github.com/meshtrain/meshtrain/data/table"  // CSV tables, for Data
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/nn"

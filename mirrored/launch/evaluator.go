@@ -12,8 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/data"
-	_ "github.com/meshtrain/meshtrain/data/folder" // image folders, for Data
-	_ "github.com/meshtrain/meshtrain/data/table"  // CSV tables, for Data
 	"github.com/meshtrain/meshtrain/internal/tensorboard"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"

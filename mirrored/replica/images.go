@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/meshtrain/meshtrain/data"
+	_ "github.com/meshtrain/meshtrain/data/folder" // image folders and CSV tables: every run's
+	_ "github.com/meshtrain/meshtrain/data/table"  // data.OpenImages reads them (mirrored, eval, launch)
 	"github.com/meshtrain/meshtrain/nn"
 )
 
