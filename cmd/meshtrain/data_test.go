@@ -23,6 +23,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/meshtrain/meshtrain/nn/keras"
 )
@@ -324,5 +325,122 @@ func TestTrainColourFolderKerasCNN(t *testing.T) {
 	const want = "the model takes inputs of 8×8×1 (layer 0 \"in\" (InputLayer)); the data set's are 8×8×3"
 	if err == nil || exitCode(ctx, err) != exitUsage || !strings.Contains(err.Error(), want) {
 		t.Errorf("a greyscale model on colour data: %v (exit %d), want exit 2 naming %q", err, exitCode(ctx, err), want)
+	}
+}
+
+// colourNPZ writes a Keras-layout .npz of n training and m test h×w×3
+// uint8 images in classes classes (class c brightest in channel c mod 3,
+// plus noise).
+func colourNPZ(t *testing.T, path string, n, m, h, w, classes int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(h)))
+	set := &data.ImageSet{}
+	for i, count := range []int{n, m} {
+		im := &data.Images{N: count, Rows: h, Cols: w, Channels: 3, Pixels: make([]uint8, count*h*w*3), Labels: make([]uint8, count), Norm: data.UnitNorm}
+		for k := range count {
+			c := k % classes
+			im.Labels[k] = uint8(c)
+			for p := range h * w * 3 {
+				v := rng.IntN(100)
+				if p%3 == c%3 {
+					v += 100 + 50*(c/3)
+				}
+				im.Pixels[k*h*w*3+p] = uint8(min(v, 255))
+			}
+		}
+		if i == 0 {
+			set.Train = im
+		} else {
+			set.Test = im
+		}
+	}
+	if err := data.WriteNPZ(path, set); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTrainResNet20Colour: colour 32×32×3 images in a .npz train
+// ResNet-20 read from a Keras 3 file (a graph with Add) through
+// train --data: a few steps, the loss finite, the run's checkpoint
+// recording 3 channels. Its accuracy is not the point (two epochs of 64
+// images); that the file takes the data's shape and trains is.
+func TestTrainResNet20Colour(t *testing.T) {
+	if testing.Short() {
+		t.Skip("ResNet-20 steps take seconds")
+	}
+	dir := t.TempDir()
+	set := filepath.Join(dir, "cifar-like.npz")
+	colourNPZ(t, set, 64, 16, 32, 32, 10)
+	m, err := keras.ReadFile(kerasFixture("resnet20_keras3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mirrored.DefaultConfigFor(nn0)
+	cfg.Model, cfg.Data, cfg.Epochs, cfg.BatchSize, cfg.LR = modelKeras, set, 2, 16, 0.02
+	cfg.Logger = zaptest.NewLogger(t)
+	job := mirrored.Job{Config: cfg, NewModel: m.NewModel, CheckpointDir: filepath.Join(dir, "ckpt")}
+	sum, err := mirrored.Train(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := sum.Run
+	if res.Steps != 8 || len(res.EpochResults) != 2 || !(res.EpochResults[1].Loss < 100) {
+		t.Fatalf("%d steps, epochs %+v", res.Steps, res.EpochResults)
+	}
+	cks, _ := filepath.Glob(filepath.Join(dir, "ckpt", "ckpt-*.safetensors"))
+	slices.Sort(cks)
+	ev, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: cks[len(cks)-1], Data: set})
+	if err != nil || ev.Accuracy != res.FinalAccuracy {
+		t.Errorf("eval: %v, accuracy %v; the run's %v", err, ev, res.FinalAccuracy)
+	}
+}
+
+// TestRescalingTakesRawPixels: the normalisation rule end to end: a Keras
+// file whose first layer is Rescaling(1/255) is fed the stored bytes
+// (the checkpoint records x, not x/255), one without it x/255; eval
+// applies the same rule to each.
+func TestRescalingTakesRawPixels(t *testing.T) {
+	dir := t.TempDir()
+	set := filepath.Join(dir, "colour.npz")
+	colourNPZ(t, set, 96, 24, 4, 4, 3)
+	const head = `{"class_name": "Sequential", "config": {"name": "m", "layers": [` +
+		`{"class_name": "InputLayer", "config": {"batch_shape": [null, 4, 4, 3], "dtype": "float32", "name": "in"}},`
+	const tail = `{"class_name": "Flatten", "config": {"name": "f", "data_format": "channels_last"}},` +
+		`{"class_name": "Dense", "config": {"name": "out", "units": 3, "activation": "softmax", "use_bias": true}}]}}`
+	for _, c := range []struct {
+		name, layers string
+		scale        float64
+	}{
+		{"rescaling first", `{"class_name": "Rescaling", "config": {"name": "r", "scale": 0.00392156862745098, "offset": 0.0}},`, 1},
+		{"no rescaling", "", 255},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := keras.Parse([]byte(head + c.layers + tail))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := mirrored.DefaultConfigFor(nn0)
+			cfg.Model, cfg.Data, cfg.Epochs, cfg.BatchSize, cfg.LR = modelKeras, set, 3, 16, 0.05
+			cfg.Logger = zaptest.NewLogger(t)
+			ckdir := filepath.Join(t.TempDir(), "ckpt")
+			sum, err := mirrored.Train(context.Background(), mirrored.Job{Config: cfg, NewModel: m.NewModel, CheckpointDir: ckdir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cks, _ := filepath.Glob(filepath.Join(ckdir, "ckpt-*.safetensors"))
+			slices.Sort(cks)
+			last := cks[len(cks)-1]
+			ck, err := checkpoint.Read(last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ck.InputScale != c.scale || ck.InputMean != 0 || ck.InputStd != 1 || ck.Channels != 3 {
+				t.Errorf("checkpoint records (x/%v - %v)/%v, %d channels; want x/%v, 3", ck.InputScale, ck.InputMean, ck.InputStd, ck.Channels, c.scale)
+			}
+			ev, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: last, Data: set})
+			if err != nil || ev.Accuracy != sum.Run.FinalAccuracy || sum.Run.FinalAccuracy < 0.9 {
+				t.Errorf("eval %v (%v); the run's accuracy %v, want ≥ 0.9 and the same", ev, err, sum.Run.FinalAccuracy)
+			}
+		})
 	}
 }
