@@ -444,3 +444,60 @@ func TestRescalingTakesRawPixels(t *testing.T) {
 		})
 	}
 }
+
+// TestTrainTokenSequences: a text classifier trains from token ids in a
+// .npz (x N×L int32, as keras.datasets.imdb's padded sequences; the ids
+// reach the model as float32): a Keras
+// file of Embedding, Flatten and Dense. Skipped while nn/keras reads no
+// Embedding (another branch brings it).
+func TestTrainTokenSequences(t *testing.T) {
+	const vocab, length = 101, 12
+	model := fmt.Sprintf(`{"class_name": "Sequential", "config": {"name": "text", "layers": [`+
+		`{"class_name": "InputLayer", "config": {"batch_shape": [null, %d], "dtype": "float32", "name": "tokens"}},`+
+		`{"class_name": "Embedding", "config": {"name": "emb", "input_dim": %d, "output_dim": 8}},`+
+		`{"class_name": "Flatten", "config": {"name": "f", "data_format": "channels_last"}},`+
+		`{"class_name": "Dense", "config": {"name": "out", "units": 2, "activation": "softmax", "use_bias": true}}]}}`, length, vocab)
+	m, err := keras.Parse([]byte(model))
+	if err != nil {
+		if strings.Contains(err.Error(), "Embedding") {
+			t.Skipf("nn/keras reads no Embedding here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	// Class 0's documents use words 1..50, class 1's 51..100 (0 pads).
+	rng := rand.New(rand.NewPCG(101, 12))
+	seqs := func(n int) ([][]int32, []uint8) {
+		x, y := make([][]int32, n), make([]uint8, n)
+		for i := range x {
+			y[i] = uint8(i % 2)
+			x[i] = make([]int32, length)
+			for j := range rng.IntN(length-3) + 3 {
+				x[i][j] = int32(1 + 50*int(y[i]) + rng.IntN(50))
+			}
+		}
+		return x, y
+	}
+	xtr, ytr := seqs(256)
+	xte, yte := seqs(64)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, v := range map[string]any{"x_train": xtr, "y_train": ytr, "x_test": xte, "y_test": yte} {
+		w, _ := zw.Create(name + ".npy")
+		w.Write(npyOf(t, v))
+	}
+	zw.Close()
+	path := filepath.Join(t.TempDir(), "text.npz")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mirrored.DefaultConfigFor(nn0)
+	cfg.Model, cfg.Data, cfg.Epochs, cfg.BatchSize, cfg.LR = modelKeras, path, 5, 16, 0.05
+	cfg.Logger = zaptest.NewLogger(t)
+	sum, err := mirrored.Train(context.Background(), mirrored.Job{Config: cfg, NewModel: m.NewModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Run.FinalAccuracy < 0.9 {
+		t.Errorf("test accuracy %.3f, want ≥ 0.9 (the two classes use disjoint words)", sum.Run.FinalAccuracy)
+	}
+}

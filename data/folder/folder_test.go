@@ -1,6 +1,7 @@
 package folder
 
 import (
+	"bytes"
 	"context"
 	"image"
 	"image/color"
@@ -278,4 +279,36 @@ func TestResizeBilinearMatchesTF(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzDecodeImage: no file makes the decoder panic or allocate past
+// MaxImageSide a side; an accepted image converts to the values its
+// size and channels say, each in 0..255.
+func FuzzDecodeImage(f *testing.F) {
+	var buf bytes.Buffer
+	png.Encode(&buf, image.NewGray(image.Rect(0, 0, 3, 2)))
+	f.Add(buf.Bytes())
+	buf.Reset()
+	jpeg.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 4, 4)), nil)
+	f.Add(buf.Bytes())
+	f.Add([]byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;"))
+	f.Add([]byte("BM"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		img, err := decodeImage(b)
+		if err != nil {
+			return
+		}
+		r := img.Bounds()
+		for _, c := range []int{1, 3} {
+			px := toChannels(img, c)
+			if len(px) != r.Dx()*r.Dy()*c {
+				t.Fatalf("%v image, %d channels: %d values", r, c, len(px))
+			}
+			for _, v := range px {
+				if v < 0 || v > 255 {
+					t.Fatalf("value %v", v)
+				}
+			}
+		}
+	})
 }
