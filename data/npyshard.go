@@ -51,7 +51,7 @@ func (r *rowReader) read(i int, dst []byte) error {
 	return err
 }
 
-// readHeader reads a .npy header from the start of r (a stream or at
+// readNPYHead reads a .npy header from the start of r (a stream or at
 // offset 0 of a ReaderAt), for an array of size bytes in all.
 func readNPYHead(name string, r io.Reader, size int64, limit int) (*npyHead, error) {
 	fixed := make([]byte, 12)

@@ -323,7 +323,7 @@ func (d *folderDecoder) read(path string) ([]float32, error) {
 }
 
 // decodeImage decodes b, refusing a header larger than data.MaxImageSide and
-// turning a decoder's panic (seen on hostile input) into an error.
+// turning a decoder's panic (a decoder bug on hostile input) into an error.
 func decodeImage(b []byte) (img image.Image, err error) {
 	defer func() {
 		if p := recover(); p != nil {
