@@ -63,10 +63,7 @@ func isImageFolder(dir string) bool {
 		return false
 	}
 	for _, c := range classes {
-		if !c.IsDir() {
-			continue
-		}
-		files, _ := os.ReadDir(filepath.Join(root, c.Name()))
+		files, _ := os.ReadDir(filepath.Join(root, c.Name())) // a class folder or a link to one; nothing for a file
 		for _, f := range files {
 			if !f.IsDir() && isImageFile(f.Name()) {
 				return true
@@ -88,18 +85,22 @@ func listClasses(base, root string) ([]string, [][]string, error) {
 	var names []string
 	var files [][]string
 	for _, e := range entries {
-		if !e.IsDir() {
+		dir := filepath.Join(root, e.Name())
+		// A class folder may be a symbolic link (to a folder elsewhere):
+		// walked from where it points, its files named under the link.
+		walk, err := filepath.EvalSymlinks(dir)
+		if st, serr := os.Stat(walk); err != nil || serr != nil || !st.IsDir() {
 			continue
 		}
-		dir := filepath.Join(root, e.Name())
+		relDir, _ := filepath.Rel(base, dir)
 		var list []string
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		err = filepath.WalkDir(walk, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if !d.IsDir() && isImageFile(d.Name()) {
-				rel, _ := filepath.Rel(base, p)
-				list = append(list, filepath.ToSlash(rel))
+				rel, _ := filepath.Rel(walk, p)
+				list = append(list, filepath.ToSlash(filepath.Join(relDir, rel)))
 			}
 			return nil
 		})

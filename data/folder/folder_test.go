@@ -110,6 +110,20 @@ func TestReadFolder(t *testing.T) {
 		t.Errorf("rgb 8×6: %d channels, %d×%d, floats %t; test labels %v (seed 1: %v)", other.Train.C(), other.Train.Rows, other.Train.Cols, other.Train.Floats != nil, other.Test.Labels, set.Test.Labels)
 	}
 
+	// A class folder that is a symbolic link is read through it.
+	linked := t.TempDir()
+	makeFolder(t, filepath.Join(linked, "real"), 3)
+	os.MkdirAll(filepath.Join(linked, "set"), 0o755)
+	for _, c := range []string{"cat", "dog"} {
+		if err := os.Symlink(filepath.Join(linked, "real", c), filepath.Join(linked, "set", c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := open(t, filepath.Join(linked, "set"), data.ReadOptions{ValidationSplit: 0.3, SplitSeed: 1})
+	if err != nil || ls.Train.N+ls.Test.N != 6 || !slices.Equal(ls.ClassNames, []string{"cat", "dog"}) {
+		t.Errorf("symlinked class folders: %v, %+v", err, ls)
+	}
+
 	split := t.TempDir()
 	makeFolder(t, filepath.Join(split, "train"), 4)
 	makeFolder(t, filepath.Join(split, "test"), 2)
