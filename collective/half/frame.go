@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // A frame carries one chunk of a gradient in a 16-bit format:
@@ -32,16 +33,16 @@ func FrameLen(n int) int { return FrameHeader + 2*n }
 // 2^15) for the largest finite magnitude m, 0 when src has no non-zero
 // finite value.
 func Scale(src []float32) int {
-	var m float32
+	var m uint32 // the largest finite magnitude's bits: they order as the magnitudes do
 	for _, v := range src {
-		if a := float32(math.Abs(float64(v))); a > m && !math.IsInf(float64(a), 1) {
+		if a := math.Float32bits(v) &^ (1 << 31); a > m && a < 0x7f800000 {
 			m = a
 		}
 	}
 	if m == 0 {
 		return 0
 	}
-	_, k := math.Frexp(float64(m))
+	_, k := math.Frexp(float64(math.Float32frombits(m)))
 	return 15 - k
 }
 
@@ -52,7 +53,7 @@ func AppendFrame(dst []byte, f Format, src []float32) []byte {
 		e = Scale(src)
 	}
 	n := len(dst)
-	dst = append(dst, make([]byte, FrameLen(len(src)))...)
+	dst = slices.Grow(dst, FrameLen(len(src)))[:n+FrameLen(len(src))]
 	b := dst[n:]
 	b[0], b[1] = byte(f), 0
 	binary.LittleEndian.PutUint16(b[2:], uint16(int16(e)))
@@ -63,6 +64,15 @@ func AppendFrame(dst []byte, f Format, src []float32) []byte {
 			binary.LittleEndian.PutUint16(vals[2*i:], BF16FromFloat32(v))
 		}
 	case FP16:
+		if e <= 127 {
+			// 2^e is a float32, and one float32 product rounds as the
+			// exact product would: the same bits as the float64 path.
+			s := float32(math.Ldexp(1, e))
+			for i, v := range src {
+				binary.LittleEndian.PutUint16(vals[2*i:], FP16FromFloat32(float32(v*s)))
+			}
+			break
+		}
 		s := math.Ldexp(1, e)
 		for i, v := range src {
 			binary.LittleEndian.PutUint16(vals[2*i:], FP16FromFloat32(float32(float64(v)*s)))
@@ -115,20 +125,40 @@ func decode(b []byte, f Format, dst []float32, add bool) error {
 	if err != nil {
 		return err
 	}
-	widen := BF16ToFloat32
-	if f == FP16 {
-		widen = FP16ToFloat32
-	}
-	s := math.Ldexp(1, -e)
-	for i := range dst {
-		v := widen(binary.LittleEndian.Uint16(vals[2*i:]))
-		if e != 0 {
-			v = scaleBack(v, s)
+	vals = vals[:2*len(dst)]
+	switch {
+	case f == BF16 && add:
+		for i := range dst {
+			dst[i] += BF16ToFloat32(binary.LittleEndian.Uint16(vals[2*i:]))
 		}
-		if add {
-			dst[i] += v
-		} else {
-			dst[i] = v
+	case f == BF16:
+		for i := range dst {
+			dst[i] = BF16ToFloat32(binary.LittleEndian.Uint16(vals[2*i:]))
+		}
+	case e >= 0 && e <= 149:
+		// 2^-e is a float32 and the product cannot overflow: one float32
+		// product rounds as the exact one would (see scaleBack).
+		s := float32(math.Ldexp(1, -e))
+		for i := range dst {
+			v := float32(FP16ToFloat32(binary.LittleEndian.Uint16(vals[2*i:])) * s)
+			if add {
+				dst[i] += v
+			} else {
+				dst[i] = v
+			}
+		}
+	default:
+		s := math.Ldexp(1, -e)
+		for i := range dst {
+			v := FP16ToFloat32(binary.LittleEndian.Uint16(vals[2*i:]))
+			if e != 0 {
+				v = scaleBack(v, s)
+			}
+			if add {
+				dst[i] += v
+			} else {
+				dst[i] = v
+			}
 		}
 	}
 	return nil

@@ -192,3 +192,42 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestFrameScaledExactly: whatever the chunk's magnitude, each value of
+// an fp16 frame is fp16(v·2^e) with the product exact, and decodes to
+// fp16·2^-e rounded once to float32 (saturating at float32's largest):
+// the float32 fast paths give the bits of exact arithmetic.
+func TestFrameScaledExactly(t *testing.T) {
+	rng := uint64(1)
+	next := func() float64 { // xorshift: a fixed sequence in (-1, 1)
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		return float64(int64(rng>>11)-(1<<52)) / (1 << 52)
+	}
+	for k := -149; k <= 128; k += 3 {
+		src := make([]float32, 64)
+		for i := range src {
+			src[i] = float32(math.Ldexp(next(), k-int(i%20)))
+		}
+		e := Scale(src)
+		b := AppendFrame(nil, FP16, src)
+		out := make([]float32, len(src))
+		if err := DecodeFrame(b, FP16, out); err != nil {
+			t.Fatalf("2^%d: %v", k, err)
+		}
+		for i, v := range src {
+			h := binary.LittleEndian.Uint16(b[FrameHeader+2*i:])
+			if want := FP16FromFloat32(float32(float64(v) * math.Ldexp(1, e))); h != want {
+				t.Fatalf("2^%d value %d (%g, scale 2^%d): encoded %#04x, exact arithmetic gives %#04x", k, i, v, e, h, want)
+			}
+			want := float32(float64(FP16ToFloat32(h)) * math.Ldexp(1, -e))
+			if math.IsInf(float64(want), 0) {
+				want = float32(math.Copysign(math.MaxFloat32, float64(want)))
+			}
+			if math.Float32bits(out[i]) != math.Float32bits(want) {
+				t.Fatalf("2^%d value %d: decoded %g, exact arithmetic gives %g", k, i, out[i], want)
+			}
+		}
+	}
+}
