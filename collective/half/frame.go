@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // A frame carries one chunk of a gradient in a 16-bit format:
@@ -58,10 +59,20 @@ func AppendFrame(dst []byte, f Format, src []float32) []byte {
 	b[0], b[1] = byte(f), 0
 	binary.LittleEndian.PutUint16(b[2:], uint16(int16(e)))
 	vals := b[FrameHeader:]
+	out := words(vals)
+	if out == nil {
+		out = make([]uint16, len(src))
+		defer func() {
+			for i, h := range out {
+				binary.LittleEndian.PutUint16(vals[2*i:], h)
+			}
+		}()
+	}
+	out = out[:len(src)]
 	switch f {
 	case BF16:
 		for i, v := range src {
-			binary.LittleEndian.PutUint16(vals[2*i:], BF16FromFloat32(v))
+			out[i] = BF16FromFloat32(v)
 		}
 	case FP16:
 		if e <= 127 {
@@ -69,18 +80,32 @@ func AppendFrame(dst []byte, f Format, src []float32) []byte {
 			// exact product would: the same bits as the float64 path.
 			s := float32(math.Ldexp(1, e))
 			for i, v := range src {
-				binary.LittleEndian.PutUint16(vals[2*i:], FP16FromFloat32(float32(v*s)))
+				out[i] = FP16FromFloat32(float32(v * s))
 			}
 			break
 		}
 		s := math.Ldexp(1, e)
 		for i, v := range src {
-			binary.LittleEndian.PutUint16(vals[2*i:], FP16FromFloat32(float32(float64(v)*s)))
+			out[i] = FP16FromFloat32(float32(float64(v) * s))
 		}
 	default:
 		panic(fmt.Sprintf("half: a frame of %s: only bf16 and fp16 travel in frames", f))
 	}
 	return dst
+}
+
+// littleEndian says whether this host stores a uint16 as the wire does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// words views b as uint16s when this host is little-endian and b is
+// 2-aligned (a frame in a pooled receive buffer, or one AppendFrame
+// wrote at an even offset), so the loops load and store whole values;
+// nil otherwise, and the callers go through encoding/binary.
+func words(b []byte) []uint16 {
+	if len(b) < 2 || !littleEndian || uintptr(unsafe.Pointer(&b[0]))%2 != 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)
 }
 
 // header checks frame b's header against format f and count values, and
@@ -125,35 +150,40 @@ func decode(b []byte, f Format, dst []float32, add bool) error {
 	if err != nil {
 		return err
 	}
-	vals = vals[:2*len(dst)]
+	in := words(vals)
+	if in == nil && len(dst) > 0 {
+		in = make([]uint16, len(dst))
+		for i := range in {
+			in[i] = binary.LittleEndian.Uint16(vals[2*i:])
+		}
+	}
+	in = in[:len(dst)]
 	switch {
 	case f == BF16 && add:
-		for i := range dst {
-			dst[i] += BF16ToFloat32(binary.LittleEndian.Uint16(vals[2*i:]))
+		for i, h := range in {
+			dst[i] += BF16ToFloat32(h)
 		}
 	case f == BF16:
-		for i := range dst {
-			dst[i] = BF16ToFloat32(binary.LittleEndian.Uint16(vals[2*i:]))
+		for i, h := range in {
+			dst[i] = BF16ToFloat32(h)
 		}
 	case e >= 0 && e <= 149:
 		// 2^-e is a float32 and the product cannot overflow: one float32
 		// product rounds as the exact one would (see scaleBack).
 		s := float32(math.Ldexp(1, -e))
-		for i := range dst {
-			v := float32(FP16ToFloat32(binary.LittleEndian.Uint16(vals[2*i:])) * s)
-			if add {
-				dst[i] += v
-			} else {
-				dst[i] = v
+		if add {
+			for i, h := range in {
+				dst[i] += float32(FP16ToFloat32(h) * s)
 			}
+			break
+		}
+		for i, h := range in {
+			dst[i] = float32(FP16ToFloat32(h) * s)
 		}
 	default:
 		s := math.Ldexp(1, -e)
-		for i := range dst {
-			v := FP16ToFloat32(binary.LittleEndian.Uint16(vals[2*i:]))
-			if e != 0 {
-				v = scaleBack(v, s)
-			}
+		for i, h := range in {
+			v := scaleBack(FP16ToFloat32(h), s)
 			if add {
 				dst[i] += v
 			} else {

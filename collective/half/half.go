@@ -85,17 +85,15 @@ const bf16MaxFinite = 0x7f7f
 // than becoming ±Inf (see the package doc).
 func BF16FromFloat32(v float32) uint16 {
 	b := math.Float32bits(v)
-	sign := uint16(b>>16) & 0x8000
-	switch {
-	case b&0x7fffffff > 0x7f800000: // NaN
-		return uint16(b>>16) | 0x0040
-	case b&0x7fffffff == 0x7f800000: // ±Inf
+	if b&0x7f800000 == 0x7f800000 { // ±Inf or NaN: rare, kept out of the loop's way
+		if b&0x7fffff != 0 {
+			return uint16(b>>16) | 0x0040
+		}
 		return uint16(b >> 16)
 	}
-	r := b + 0x7fff + (b>>16)&1
-	h := uint16(r >> 16)
-	if h&0x7fff > bf16MaxFinite {
-		return sign | bf16MaxFinite
+	h := uint16((b + 0x7fff + (b>>16)&1) >> 16)
+	if h&0x7f80 == 0x7f80 { // a finite value rounded up to ±Inf
+		return h - 1 // ±bf16MaxFinite
 	}
 	return h
 }
@@ -109,38 +107,36 @@ func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 
 func FP16FromFloat32(v float32) uint16 {
 	b := math.Float32bits(v)
 	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
 	frac := b & 0x7fffff
-	switch {
-	case exp == 0xff && frac != 0: // NaN: keep the top payload bits, quiet
-		return sign | 0x7e00 | uint16(frac>>13)
-	case exp == 0xff:
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15 // fp16 biased exponent
-	switch {
-	case e >= 0x1f:
-		return sign | 0x7c00
-	case e <= 0:
-		// Subnormal in fp16 (or zero): the implicit bit joins the
-		// fraction, shifted right by 1-e more places.
-		if e < -10 {
-			return sign // below half the smallest subnormal: ±0
-		}
-		m := frac | 0x800000
-		shift := uint(14 - e) // 13 + (1 - e)
-		h := m >> shift
-		rem := m & (1<<shift - 1)
-		halfway := uint32(1) << (shift - 1)
-		if rem > halfway || (rem == halfway && h&1 == 1) {
-			h++ // may carry into the smallest normal: still correct
+	e := int(b>>23)&0xff - 127 + 15 // fp16 biased exponent
+	if uint(e-1) < 0x1e {
+		// Normal in fp16, the usual case first: a carry out of the
+		// fraction rounds up to the next binade, or from the last to Inf.
+		h := uint32(e)<<10 | frac>>13
+		rem := frac & 0x1fff
+		if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+			h++
 		}
 		return sign | uint16(h)
 	}
-	h := uint32(e)<<10 | frac>>13
-	rem := frac & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++ // a carry into the exponent rounds up to the next binade or Inf
+	switch {
+	case e == 0xff-127+15 && frac != 0: // NaN: keep the top payload bits, quiet
+		return sign | 0x7e00 | uint16(frac>>13)
+	case e >= 0x1f: // ±Inf, or beyond fp16's range
+		return sign | 0x7c00
+	case e < -10:
+		return sign // below half the smallest subnormal: ±0
+	}
+	// Subnormal in fp16: the implicit bit joins the fraction, shifted
+	// right by 1-e more places; rounding up may carry into the smallest
+	// normal, which is still correct.
+	m := frac | 0x800000
+	shift := uint(14 - e) // 13 + (1 - e)
+	h := m >> shift
+	rem := m & (1<<shift - 1)
+	halfway := uint32(1) << (shift - 1)
+	if rem > halfway || (rem == halfway && h&1 == 1) {
+		h++
 	}
 	return sign | uint16(h)
 }
@@ -150,18 +146,19 @@ func FP16ToFloat32(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
 	exp := uint32(h>>10) & 0x1f
 	frac := uint32(h) & 0x3ff
+	if exp-1 < 0x1e { // normal, the usual case first
+		return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
+	}
 	switch {
 	case exp == 0x1f:
 		return math.Float32frombits(sign | 0x7f800000 | frac<<13)
-	case exp == 0 && frac == 0:
+	case frac == 0:
 		return math.Float32frombits(sign)
-	case exp == 0:
-		// Subnormal: frac·2^-24, exact in float32.
-		v := float32(frac) * (1.0 / (1 << 24))
-		if sign != 0 {
-			v = -v
-		}
-		return v
 	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
+	// Subnormal: frac·2^-24, exact in float32.
+	v := float32(frac) * (1.0 / (1 << 24))
+	if sign != 0 {
+		v = -v
+	}
+	return v
 }
