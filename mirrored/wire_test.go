@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective/half"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
+	"github.com/meshtrain/meshtrain/sparse"
 )
 
 // TestWireHalfIdenticalReplicas: with the gradient in bf16 or fp16 on the
@@ -80,6 +81,60 @@ func TestWireMismatchNamed(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("%v, rank %d: %v, want %q", tc.formats, r, err, tc.want)
 			}
+		}
+	}
+}
+
+// TestWireHalfSparseDense: sparse-lr's dense exchange with the gradient
+// sum in 16 bits keeps 3 replicas bitwise identical, stays close to the
+// float32 exchange's weights, moves about half its bytes, and the
+// replicas compare the format by name.
+func TestWireHalfSparseDense(t *testing.T) {
+	const dim, batch, n = 3000, 8, 3
+	train := sparseSet(t, 1, 600, dim, 6)
+	job := sparseTestJob(train, nil, dim, batch, 2, "adagrad", sparse.ExchangeDense)
+	plain, ref, errs := runSparse(t, sameSparse(n, job))
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("fp32, rank %d: %v", r, err)
+		}
+	}
+	for _, f := range []half.Format{half.BF16, half.FP16} {
+		jobs := sameSparse(n, job)
+		for r := range jobs {
+			jobs[r].Sparse.Wire = f
+		}
+		sums, ws, errs := runSparse(t, jobs)
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%s, rank %d: %v", f, r, err)
+			}
+		}
+		for r := 1; r < n; r++ {
+			if sums[r].Run.ParamsSHA256 != sums[0].Run.ParamsSHA256 {
+				t.Fatalf("%s: rank %d ends with %s, rank 0 with %s", f, r, sums[r].Run.ParamsSHA256, sums[0].Run.ParamsSHA256)
+			}
+		}
+		if sums[0].Run.ParamsSHA256 == plain[0].Run.ParamsSHA256 {
+			t.Fatalf("%s ended with float32's bits: the dense exchange did not use the wire", f)
+		}
+		for i := range ws[0] {
+			if d := math.Abs(float64(ws[0][i] - ref[0][i])); d > 0.02*(1+math.Abs(float64(ref[0][i]))) {
+				t.Fatalf("%s: weight %d is %g, float32's %g", f, i, ws[0][i], ref[0][i])
+			}
+		}
+		ratio := float64(sums[0].Peer.BytesSent) / float64(plain[0].Peer.BytesSent)
+		t.Logf("%s: rank 0 sent %d bytes, float32 %d (ratio %.3f)", f, sums[0].Peer.BytesSent, plain[0].Peer.BytesSent, ratio)
+		if ratio < 0.45 || ratio > 0.6 {
+			t.Errorf("%s: ratio %.3f of float32's bytes, want about half", f, ratio)
+		}
+	}
+	jobs := sameSparse(2, job)
+	jobs[1].Sparse.Wire = half.BF16
+	_, _, errs = runSparse(t, jobs)
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "wire is fp32 on rank 0 but bf16 on rank 1") {
+			t.Fatalf("rank %d: %v, want the wire named", r, err)
 		}
 	}
 }

@@ -13,16 +13,16 @@ import (
 
 // wireFlag is --wire: the format the dense gradient travels in.
 func wireFlag() cli.Flag {
-	return &cli.StringFlag{Name: "wire", Value: half.FP32.String(), Usage: "the dense gradient's format between peers: fp32 | bf16 | fp16 " +
+	return &cli.StringFlag{Name: "wire", Value: half.FP32.String(), Usage: "the dense gradient's format between peers (sparse-lr: its dense exchange steps): fp32 | bf16 | fp16 " +
 		"(16 bits: half the bytes, every hop adds in float32 and every peer keeps the same bits; fp16 is scaled per chunk so small gradients do not flush to zero). " +
 		"Every peer must use the same"}
 }
 
-// wireFromFlags sets job's Combiner from --wire: replica.Half for bf16
-// and fp16, the default Mean for fp32. The 16-bit wire is the ring's
-// dense gradient exchange only; gossip's averages and sparse-lr's
-// exchange keep float32, so asking for it there is refused rather than
-// ignored.
+// wireFromFlags sets the 16-bit wire from --wire: for a dense model the
+// Combiner replica.Half, for sparse-lr the format of its dense exchange
+// steps (--exchange dense, or auto's dense steps); fp32 leaves the
+// defaults. Gossip averages parameters, not gradients, in float32, so
+// asking for it there is refused rather than ignored.
 func wireFromFlags(c *cli.Context, job *mirrored.Job) error {
 	if !c.IsSet("wire") { // fp32, or a command without --wire (compare, sweep)
 		return nil
@@ -31,14 +31,14 @@ func wireFromFlags(c *cli.Context, job *mirrored.Job) error {
 	if err != nil {
 		return fmt.Errorf("--wire: %w", err)
 	}
-	if !f.Half() {
-		return nil
-	}
 	switch {
-	case job.Sparse != nil:
-		return fmt.Errorf("--wire %s: sparse-lr exchanges its own gradients (--exchange), in float32: leave --wire at fp32", f)
+	case !f.Half():
+		return nil
 	case mirrored.IsGossip(job.Strategy):
 		return fmt.Errorf("--wire %s: gossip averages parameters in float32, not gradients: leave --wire at fp32, or use the ring", f)
+	case job.Sparse != nil:
+		job.Sparse.Wire = f
+		return nil
 	}
 	job.Combiner = replica.Half{Format: f}
 	return nil

@@ -30,7 +30,7 @@ func TestWireFlag(t *testing.T) {
 		{"train", []string{"--wire", "bf16"}, false, half.BF16, ""},
 		{"worker", []string{"--wire", "int8"}, false, half.FP32, `wire format "int8": want fp32`},
 		{"worker", []string{"--wire", "bf16", "--strategy", "gossip"}, false, half.FP32, "gossip averages parameters in float32"},
-		{"train", []string{"--wire", "fp16"}, true, half.FP32, "sparse-lr exchanges its own gradients"},
+		{"train", []string{"--wire", "fp16"}, true, half.FP16, ""},
 	} {
 		i := slices.IndexFunc(commands, func(c *cli.Command) bool { return c.Name == tc.cmd })
 		cmd := *commands[i]
@@ -44,6 +44,9 @@ func TestWireFlag(t *testing.T) {
 				err := wireFromFlags(c, &job)
 				if h, ok := job.Combiner.(replica.Half); ok {
 					got = h.Format
+				}
+				if tc.sparse {
+					got = job.Sparse.Wire
 				}
 				return err
 			}

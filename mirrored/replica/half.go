@@ -75,18 +75,23 @@ func (LocalGroup) AllReduceSumHalf(ctx context.Context, buf []float32, lo, hi in
 }
 
 // CombinerSettings is what the replicas must share of c: a 16-bit wire
-// (Half) as the setting "wire", which checkpoints record; another
-// Combiner by its Name; and "wire" fp32 otherwise, compared at start-up
-// only (not Resume), so that the default's checkpoints and fingerprints
-// are those from before the 16-bit wire and the seam, and a peer started
-// with another --wire is refused by the setting's name.
+// (Half) by WireSettings, another Combiner by its Name (and the wire as
+// fp32).
 func CombinerSettings(c Combiner) []settings.Setting {
 	if h, ok := c.(Half); ok {
-		return []settings.Setting{{Name: "wire", Value: h.Format.String(), Resume: true}}
+		return WireSettings(h.Format)
 	}
-	wire := settings.Setting{Name: "wire", Value: half.FP32.String()}
 	if c.Name() != MeanName {
-		return []settings.Setting{wire, {Name: "combiner", Value: c.Name(), Resume: true}}
+		return append(WireSettings(half.FP32), settings.Setting{Name: "combiner", Value: c.Name(), Resume: true})
 	}
-	return []settings.Setting{wire}
+	return WireSettings(half.FP32)
+}
+
+// WireSettings is the setting "wire": a 16-bit format shapes the
+// arithmetic, so checkpoints record it (Resume); fp32 is compared at
+// start-up only, so that the default's checkpoints and fingerprints are
+// those from before the 16-bit wire, and a peer started with another
+// --wire is refused by the setting's name.
+func WireSettings(f half.Format) []settings.Setting {
+	return []settings.Setting{{Name: "wire", Value: f.String(), Resume: f.Half()}}
 }
