@@ -49,3 +49,11 @@ func wireFromFlags(c *cli.Context, job *mirrored.Job) error {
 func withoutWire(flags []cli.Flag) []cli.Flag {
 	return slices.DeleteFunc(flags, func(f cli.Flag) bool { return f.Names()[0] == "wire" })
 }
+
+// wireInfo is the summary's RunInfo.Wire: the 16-bit format, or "" for fp32.
+func wireInfo(job mirrored.Job) string {
+	if f := replica.WireOf(job.Combiner); f.Half() {
+		return f.String()
+	}
+	return ""
+}

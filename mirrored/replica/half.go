@@ -74,6 +74,14 @@ func (LocalGroup) AllReduceSumHalf(ctx context.Context, buf []float32, lo, hi in
 	return ctx.Err()
 }
 
+// WireOf is the format c sends the gradient in: Half's, else FP32.
+func WireOf(c Combiner) half.Format {
+	if h, ok := c.(Half); ok {
+		return h.Format
+	}
+	return half.FP32
+}
+
 // CombinerSettings is what the replicas must share of c: a 16-bit wire
 // (Half) by WireSettings, another Combiner by its Name (and the wire as
 // fp32).
