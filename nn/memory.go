@@ -44,6 +44,10 @@ func (a Architecture) Buffers(n int) (Buffers, error) {
 			plane := int64(in.H+pt+pb) * int64(in.W+pl+pr)
 			b.Scratch += int64(n)*plane*int64(in.C) + (int64(in.C*c.Kernel*c.Kernel)+int64(c.Filters)+2)*plane
 		}
+		if c, ok := s.(Conv1D); ok { // the unrolled input, its gradient, the weights transposed
+			taps := int64(in.C) * int64(c.Kernel)
+			b.Scratch += 2*taps*int64(out.W) + taps*int64(c.Filters)
+		}
 		shapes[i], in = out, out
 	}
 	b.Activations = int64(n) * (outs + 2*most)

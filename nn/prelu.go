@@ -74,7 +74,11 @@ func (p PReLU) build(in Shape) (layer, Shape, error) {
 		case in.H == 1:
 			want = "[1] (a sequence's steps)"
 		}
-		return nil, Shape{}, fmt.Errorf("shared_axes %v on an input of %v is not supported: meshtrain's PReLU learns one slope per channel (PyTorch's), so shared_axes must be %s", p.SharedAxes, in, want)
+		axes := "none"
+		if len(p.SharedAxes) > 0 {
+			axes = fmt.Sprint(p.SharedAxes)
+		}
+		return nil, Shape{}, fmt.Errorf("shared_axes %s on an input of %v is not supported: meshtrain's PReLU learns one slope per channel (PyTorch's), so shared_axes must be %s", axes, in, want)
 	}
 	if err := checkInits(p.AlphaInit, nil); err != nil {
 		return nil, Shape{}, fmt.Errorf("alpha: %w", err)

@@ -45,10 +45,11 @@
 // (target_shape); Dense (units, activation, use_bias, initializers);
 // Dropout (rate); Activation (activation); ReLU and Softmax with their
 // defaults; BatchNormalization (axis −1, momentum, epsilon, center,
-// scale, Keras's initial values); Add. The one table from Keras's classes
-// to nn's layers is classes (layers.go). Activations: relu, tanh,
-// sigmoid, softmax, linear. Initializers: see nn.Initializer. Anything
-// else (another layer, such as LSTM or Embedding; channels_first; a
+// scale, Keras's initial values); Add; and the text layers, LeakyReLU,
+// ELU, PReLU, LayerNormalization and activations of layers1d.go. The
+// one table from Keras's classes to nn's layers is classes (layers.go).
+// Initializers: see nn.Initializer. Anything else (another layer, such
+// as LSTM; channels_first; a
 // regularizer or constraint; use_bias false; dilation; a non-square
 // kernel; a dtype other than float32; a shared layer or a second input
 // or output) is refused with a LayerError naming the layer, its index
@@ -356,7 +357,7 @@ func (m *Model) build(name string, es []entry, buildShape any, from [][]int) err
 				input = &s
 			}
 		}
-		got, err := layerSpecs(e)
+		got, err := layerSpecs(e, m.keras3())
 		if err != nil {
 			return fail(err)
 		}
@@ -430,7 +431,7 @@ func (m *Model) lastActivation() error {
 
 // inputLayer reads an InputLayer's shape.
 func inputLayer(cfg map[string]any) (nn.Shape, error) {
-	o := options{cfg: cfg, used: map[string]bool{}}
+	o := options{cfg: tokenInput(cfg), used: map[string]bool{}}
 	var s nn.Shape
 	var err error
 	found := false
@@ -561,8 +562,9 @@ func show(v any) string {
 // options reads a layer's config, remembering which keys were read so
 // that rest can refuse the others.
 type options struct {
-	cfg  map[string]any
-	used map[string]bool
+	cfg    map[string]any
+	used   map[string]bool
+	keras3 bool // the file is Keras 3's (see Model.keras3)
 }
 
 func (o *options) take(key string) (any, bool) {
