@@ -26,7 +26,7 @@ func TestPReLUSharedAxes(t *testing.T) {
 		{imageShape(1, 5, 2), []int{1}, ""},
 		{imageShape(1, 5, 2), []int{1, 2}, ""},
 		{imageShape(4, 5, 2), []int{1, 2}, ""},
-		{imageShape(4, 5, 2), nil, "shared_axes [] on an input of 4×5×2 is not supported"},
+		{imageShape(4, 5, 2), nil, "shared_axes none on an input of 4×5×2 is not supported"},
 		{imageShape(4, 5, 2), []int{1}, "must be [1, 2]"},
 		{imageShape(1, 5, 2), nil, "must be [1] (a sequence's steps)"},
 		{vectorShape(4), []int{1}, "must be none"},
