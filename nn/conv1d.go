@@ -93,8 +93,8 @@ func (c Conv1D) geometry(in Shape) (out, before int, err error) {
 	if in.vector() || in.H != 1 {
 		return 0, 0, errNotSequence(in)
 	}
-	if c.Filters < 1 || c.Kernel < 1 || c.Strides < 0 || c.Dilation < 0 || c.Filters > maxExample || c.Kernel > maxExample || c.Dilation > maxExample {
-		return 0, 0, fmt.Errorf("%d filters of %d steps, stride %d, dilation %d: want at least 1 filter of 1 step, and a stride and a dilation ≥ 0 (0 for 1)", c.Filters, c.Kernel, c.Strides, c.Dilation)
+	if c.Filters < 1 || c.Kernel < 1 || c.Strides < 0 || c.Dilation < 0 || c.Filters > maxExample || c.Kernel > maxExample || c.Strides > maxExample || c.Dilation > maxExample {
+		return 0, 0, fmt.Errorf("%d filters of %d steps, stride %d, dilation %d: want at least 1 filter of 1 step, and a stride and a dilation ≥ 0 (0 for 1), each at most %d", c.Filters, c.Kernel, c.Strides, c.Dilation, maxExample)
 	}
 	s, span := max(c.Strides, 1), (c.Kernel-1)*max(c.Dilation, 1)+1
 	if c.Padding == Causal {

@@ -62,8 +62,8 @@ func (p poolSpec) geometry1D(in Shape) (out, before int, err error) {
 	if in.vector() || in.H != 1 {
 		return 0, 0, errNotSequence(in)
 	}
-	if p.size < 1 || p.strides < 0 || p.size > maxExample {
-		return 0, 0, fmt.Errorf("pool size %d, stride %d: want a size ≥ 1 and a stride ≥ 0 (0 for the size)", p.size, p.strides)
+	if p.size < 1 || p.strides < 0 || p.size > maxExample || p.strides > maxExample {
+		return 0, 0, fmt.Errorf("pool size %d, stride %d: want a size from 1 and a stride from 0 (0 for the size), both at most %d", p.size, p.strides, maxExample)
 	}
 	if p.pad != Valid && p.pad != Same {
 		return 0, 0, fmt.Errorf("padding %v: pooling takes valid or same", p.pad)

@@ -202,6 +202,8 @@ func TestSequenceBounds(t *testing.T) {
 		{"conv1d kernel", text(Embedding{InputDim: 4, OutputDim: 2}, Conv1D{Filters: 2, Kernel: 30, Dilation: 3}), "a kernel spanning 88 steps over 1×64×2", 1},
 		{"conv1d on a vector", Architecture{Name: "m", Input: vectorShape(8), Layers: []LayerSpec{Conv1D{Filters: 2, Kernel: 3}, Flatten{}, Dense{Units: 2}}},
 			"layer 0 (conv1d): the input is 8: it takes a sequence", 0},
+		{"conv1d stride", text(Embedding{InputDim: 4, OutputDim: 2}, Conv1D{Filters: 2, Kernel: 3, Strides: math.MaxInt, Padding: Same}), "want at least 1 filter", 1},
+		{"pool stride", text(Embedding{InputDim: 4, OutputDim: 2}, MaxPooling1D{Size: 2, Strides: math.MaxInt, Padding: Same}), "pool size 2, stride", 1},
 		{"pool padding", text(Embedding{InputDim: 4, OutputDim: 2}, MaxPooling1D{Size: 2, Padding: Causal}), "padding causal: pooling takes valid or same", 1},
 		{"alpha", text(Embedding{InputDim: 4, OutputDim: 2}, LeakyReLU{Alpha: math.NaN()}), "alpha NaN", 1},
 		{"epsilon", text(Embedding{InputDim: 4, OutputDim: 2}, LayerNormalization{Epsilon: -1}), "epsilon -1", 1},
