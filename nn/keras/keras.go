@@ -388,7 +388,7 @@ func (m *Model) build(name string, es []entry, buildShape any, from [][]int) err
 	if len(specs) == 0 {
 		return errors.New("no layers besides the input")
 	}
-	m.Arch = nn.Architecture{Name: name, Input: *input, Layers: specs, Inputs: inputs}
+	m.Arch = nn.Architecture{Name: name, Input: sequenceInput(*input, es), Layers: specs, Inputs: inputs}
 	classes, params, err := m.Arch.Check()
 	var le *nn.LayerError
 	if errors.As(err, &le) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/meshtrain/meshtrain/nn"
@@ -24,7 +25,31 @@ import (
 // Embedding takes the model's input, a vector of token ids, which an
 // InputLayer of dtype int32 or int64 gives (read as the float32 ids
 // meshtrain's data sets hold). A float sequence input, Keras's (L, C),
-// is read as an L×C image, which Conv1D refuses.
+// is the sequence 1×L×C when a 1-D layer takes it (see sequenceInput).
+
+// sequenceLayers are the classes that take a sequence, Keras's (batch,
+// steps, channels).
+var sequenceLayers = []string{"Conv1D", "Convolution1D", "MaxPooling1D", "MaxPool1D", "AveragePooling1D", "AvgPool1D",
+	"GlobalMaxPooling1D", "GlobalMaxPool1D", "GlobalAveragePooling1D", "GlobalAvgPool1D"}
+
+// sequenceInput is the model's input in: a 2-D Keras input (L, C), which
+// shape reads as the image L×C×1, is the sequence 1×L×C when the first
+// layer after the input takes a sequence (as in Keras's time-series
+// examples: Input(shape=(500, 1)) → Conv1D). Its examples are then
+// planar, C×L (see nn.Shape): for one channel the very bytes of
+// Keras's L×1.
+func sequenceInput(in nn.Shape, es []entry) nn.Shape {
+	for _, e := range es {
+		if e.class == "InputLayer" {
+			continue
+		}
+		if in.H > 0 && in.C == 1 && slices.Contains(sequenceLayers, e.class) {
+			return nn.Shape{H: 1, W: in.H, C: in.W}
+		}
+		break
+	}
+	return in
+}
 
 // tokenInput is an InputLayer's config without its dtype when that is
 // int32 or int64: token ids, which meshtrain's data sets give as the

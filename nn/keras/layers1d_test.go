@@ -162,6 +162,9 @@ func TestParseText(t *testing.T) {
 		{"hard_sigmoid, keras_version 3", strings.Replace(text(layer("Activation", `"activation": "hard_sigmoid"`)), `"2.11.0"`, `"3.3.3"`, 1), `{"type":"activation","fn":"hard_sigmoid"}`},
 		{"hard_sigmoid, tf.keras 2.15 in Keras 3's form", strings.TrimSuffix(keras3("20", emb, `{"module": "keras.layers", "class_name": "Activation", "config": {"name": "a", "activation": "hard_sigmoid"}}`, gmp, out), "}") +
 			`, "keras_version": "2.15.0"}`, `{"type":"activation","fn":"hard_sigmoid_tf"}`},
+		{"a float sequence into Conv1D", seq("500, 1", layer("Conv1D", `"filters": 4, "kernel_size": 3`), gmp, out), `"input":[1,500,1]`},
+		{"a float sequence of channels into pooling", seq("50, 3", layer("MaxPooling1D", `"pool_size": 2`), gmp, out), `"input":[1,50,3]`},
+		{"a 2-D input into Flatten stays an image", seq("28, 28", layer("Flatten", `"trainable": true`), out), `"input":[28,28,1]`},
 		{"int64 token input", strings.Replace(keras3("20", emb, gmp, out), `"int32"`, `"int64"`, 1), `"input":[20]`},
 
 		// Refused, naming the option.
@@ -177,7 +180,7 @@ func TestParseText(t *testing.T) {
 		{"conv1d stride and dilation", text(layer("Conv1D", `"filters": 4, "kernel_size": 2, "strides": 2, "dilation_rate": 2`)), "strides 2 with dilation_rate 2 is not supported"},
 		{"conv1d two sizes", text(layer("Conv1D", `"filters": 4, "kernel_size": [2, 2]`)), "kernel_size [2,2]: want an integer or a list of one"},
 		{"conv1d channels first", text(layer("Conv1D", `"filters": 4, "kernel_size": 2, "data_format": "channels_first"`)), "data_format \"channels_first\" is not supported"},
-		{"conv1d on a float sequence", seq("20, 3", layer("Conv1D", `"filters": 4, "kernel_size": 2`), gmp, out), `layer 1 "l" (Conv1D): the input is 20×3×1: it takes a sequence`},
+		{"conv1d on an image", seq("20, 3, 2", layer("Conv1D", `"filters": 4, "kernel_size": 2`), gmp, out), `layer 1 "l" (Conv1D): the input is 20×3×2: it takes a sequence`},
 		{"pool causal", text(layer("MaxPooling1D", `"padding": "causal"`)), `padding "causal" is not supported`},
 		{"keepdims", seq("20", emb, layer("GlobalMaxPooling1D", `"keepdims": true`), out), "keepdims = true (an output of 1×C) is not supported"},
 		{"rms scaling", text(layer("LayerNormalization", `"rms_scaling": true`)), "rms_scaling = true (RMS normalisation) is not supported"},
