@@ -150,6 +150,42 @@ func TestSequenceGradients(t *testing.T) {
 	}
 }
 
+// TestSequenceResidualGraph: a residual block of sequences, two Conv1D
+// branches (same and causal padding) added and layer-normalised, as a
+// graph, against finite differences.
+func TestSequenceResidualGraph(t *testing.T) {
+	const n, steps, vocab = 4, 9, 20
+	unit := &Initializer{Kind: InitRandomNormal, Stddev: 1}
+	g, err := NewGraph("residual", vectorShape(steps), 3, 2,
+		Node{Embedding{InputDim: vocab, OutputDim: 4, Init: unit}, []int{-1}},
+		Node{Conv1D{Filters: 4, Kernel: 3, Padding: Same}, []int{0}},
+		Node{Activation{"gelu"}, []int{1}},
+		Node{Conv1D{Filters: 4, Kernel: 2, Dilation: 2, Padding: Causal, NoBias: true}, []int{0}},
+		Node{Add{}, []int{2, 3, 0}},
+		Node{LayerNormalization{}, []int{4}},
+		Node{GlobalAveragePooling1D{}, []int{5}},
+		Node{Dense{Units: 3}, []int{6}},
+		Node{Activation{"softmax"}, []int{7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	x := make([]float32, n*steps)
+	for i := range x {
+		x[i] = float32(rng.IntN(vocab))
+	}
+	labels := []int32{0, 1, 2, 1}
+	loss := func() float64 {
+		l, err := g.ForwardBackward(x, labels, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	loss()
+	gradCheck(t, g, slices.Clone(g.Grads()), loss)
+}
+
 // TestSequenceAllocs: after the first step, a training step and an
 // evaluation of a text model allocate nothing.
 func TestSequenceAllocs(t *testing.T) {
