@@ -20,7 +20,7 @@ var (
 // function ({"class_name": "function", "config": "relu"}); null is
 // linear. hard_sigmoid is Keras 3's, relu6(x + 3)/6, when keras3, else
 // tf.keras 2's and TensorFlow.js's, clip(0.2x + 0.5, 0, 1) (see
-// options.keras3).
+// Model.keras3).
 func activation(v any, keras3 bool) (string, error) {
 	name := ""
 	switch v := v.(type) {
