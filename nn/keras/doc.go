@@ -55,10 +55,12 @@
 // epsilon, center, scale, Keras's initial values); Rescaling (scale,
 // offset); Normalization (axis −1 or null, mean and variance given in
 // the config, invert); the merges Add, Subtract, Multiply, Average,
-// Maximum, Minimum and Concatenate (axis; see merge.go). The one table from Keras's classes to nn's
+// Maximum, Minimum and Concatenate (axis; see merge.go); and the text
+// layers, LeakyReLU, ELU, PReLU, LayerNormalization and the activations
+// of layers1d.go. The one table from Keras's classes to nn's
 // layers is classes (layers.go). Activations: relu, tanh, sigmoid,
 // softmax, linear. Initializers: see nn.Initializer. Anything else
-// (another layer, such as LSTM or Embedding; channels_first; a
+// (another layer, such as LSTM; channels_first; a
 // regularizer or constraint; a Dense without bias; groups; bilinear
 // up-sampling; a Normalization adapted with adapt(), whose mean and
 // variance are in the weights file, not in the config; a dtype other
