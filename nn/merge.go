@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 )
@@ -102,12 +103,8 @@ func (c Concatenate) encode() (any, error) {
 	return concatJSON{Type: c.kind(), Axis: &a}, nil
 }
 
-func (c Concatenate) axis() int {
-	if c.Axis == 0 {
-		return -1
-	}
-	return c.Axis
-}
+// axis is Axis, 0 standing for Keras's default, −1.
+func (c Concatenate) axis() int { return cmp.Or(c.Axis, -1) }
 
 func (c Concatenate) check() error {
 	if a := c.axis(); a < -3 || a > 3 {
