@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -179,7 +180,7 @@ func TestResNet20Files(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := strings.ReplaceAll(string(b), `"use_bias": false`, `"use_bias": true`)
+		src := regexp.MustCompile(`"use_bias":\s*false`).ReplaceAllString(string(b), `"use_bias": true`)
 		src = strings.ReplaceAll(src, `"GlobalAveragePooling2D"`, `"Flatten"`)
 		m, err := Parse([]byte(src))
 		if err != nil {
