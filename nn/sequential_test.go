@@ -159,11 +159,24 @@ func TestFusedMatchesGeneric(t *testing.T) {
 	textbook := lenetLayers(10)
 	textbook[1], textbook[2] = textbook[2], textbook[1]
 	textbook[4], textbook[5] = textbook[5], textbook[4]
+	// Convolutions without a bias fuse too, their bias zeros of their own.
+	// A dilated convolution does not fuse: its stage runs as three layers.
+	dilated := lenetLayers(10)
+	c := dilated[0].(Conv2D)
+	c.Dilation = 2
+	dilated[0] = c
+	noBias := lenetLayers(10)
+	for i, l := range noBias {
+		if c, ok := l.(Conv2D); ok {
+			c.NoBias = true
+			noBias[i] = c
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		layers []LayerSpec
 		fused  int
-	}{{"lenet", lenetLayers(10), 2}, {"textbook_order", textbook, 2}} {
+	}{{"lenet", lenetLayers(10), 2}, {"textbook_order", textbook, 2}, {"no_bias", noBias, 2}, {"dilated_first", dilated, 1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 37
 			x, labels := testBatch(4, n, 784, 10)
@@ -323,6 +336,24 @@ func TestSequentialGradients(t *testing.T) {
 			Flatten{},
 			Dense{Units: 8},
 			Activation{"relu"},
+			Dense{Units: 3},
+			Activation{"softmax"},
+		}},
+		// A MobileNet-like chain of the image layers of Keras's starting
+		// models, each with parameters in its part of the batch.
+		{"mobile_small", Shape{H: 7, W: 6, C: 2}, 3, []LayerSpec{
+			Rescaling{Scale: 0.5, Offset: 0.1},
+			Normalization{Mean: []float64{0.2, -0.1}, Variance: []float64{1.5, 0.8}},
+			ZeroPadding2D{Top: 1, Bottom: 0, Left: 1, Right: 1},
+			Conv2D{Filters: 4, Kernel: 3, KernelW: 2, Strides: 2, StridesW: 1, Padding: Same, NoBias: true},
+			Activation{"tanh"},
+			DepthwiseConv2D{Kernel: 3, Multiplier: 2, Padding: Same},
+			Activation{"tanh"},
+			Conv2D{Filters: 5, Kernel: 1},
+			UpSampling2D{SizeH: 2, SizeW: 1},
+			Cropping2D{Top: 1, Right: 1},
+			Conv2D{Filters: 4, Kernel: 2, Dilation: 2, Padding: Same},
+			GlobalAveragePooling2D{},
 			Dense{Units: 3},
 			Activation{"softmax"},
 		}},

@@ -67,9 +67,31 @@ func WriteTable(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "stopped early: %s\n", run.Stopped)
 		}
 	}
+	if line := hostLine(rep); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	if v, ok := rep.Verdict(); ok {
 		fmt.Fprintln(w, v)
 	}
+}
+
+// hostLine says how loaded the peers' machines were: the load average at
+// the end and the cores other processes kept busy, which every figure
+// above depends on; "" where the peers did not record them.
+func hostLine(rep *Report) string {
+	peers := make([]*mirrored.PeerStats, 0, len(rep.Peers))
+	for _, p := range rep.Peers {
+		if p.Summary != nil {
+			peers = append(peers, &p.Summary.Peer)
+		}
+	}
+	fig := FromPeers(peers, "")
+	share, load := fig.OthersLoad()
+	if fig.Cores <= 0 || load <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("host: %d cores, load average %.2f at the end; other processes kept %.1f cores busy (%s) while the peers ran",
+		fig.Cores, load, share*float64(fig.Cores), pct(share))
 }
 
 // Verdict names the run's bottleneck from the peers' figures (package
@@ -214,10 +236,30 @@ func WriteSummary(path string, rep *Report) error {
 	for _, p := range out.Peers {
 		peers = append(peers, p.PeerStats)
 	}
-	if err := PlotResources(ResourcesPath(path), peers); err != nil {
+	opt := ResourcePlot{Label: runLabel(out)}
+	if r := out.Run; r != nil && len(r.EpochResults) > 0 && r.Steps > 0 {
+		opt.StepsPerEpoch = r.Steps / len(r.EpochResults)
+	}
+	if err := PlotResources(ResourcesPath(path), peers, opt); err != nil {
 		return fmt.Errorf("drawing the peers' resources: %w", err)
 	}
 	return nil
+}
+
+// runLabel names a run in one line for its figures: the model, the
+// peers, the batch, the strategy and when it started.
+func runLabel(out SummaryJSON) string {
+	s := fmt.Sprintf("%d peer(s)", out.Workers)
+	if r := out.Run; r != nil {
+		s = fmt.Sprintf("%s, %d peer(s) × batch %d", r.Model, out.Workers, r.BatchSize)
+	}
+	if out.Strategy != "" {
+		s += ", " + out.Strategy
+	}
+	if out.Security != "" {
+		s += ", " + out.Security
+	}
+	return s + ", started " + out.Started
 }
 
 // ResourcesPath is where WriteSummary draws the peers' resource history
