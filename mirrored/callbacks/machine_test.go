@@ -170,10 +170,10 @@ func TestNotEvaluated(t *testing.T) {
 
 func TestRate(t *testing.T) {
 	for _, tc := range []struct{ sched, scale, minLR, want float64 }{
-		{0.1, 1, 0.5, 0.1},         // no reduction: the schedule, even below the floor
-		{0.1, 0.1, 0, 0.1 * 0.1},   // the schedule scaled
-		{0.1, 0.01, 0.005, 0.005},  // floored
-		{0.001, 0.5, 0.005, 0.001}, // the schedule already below the floor: kept
+		{0.1, 1, 0.5, 0.1},                  // no reduction: the schedule, even below the floor
+		{0.1, 0.1, 0, 0.010000000000000002}, // the schedule scaled, in float64
+		{0.1, 0.01, 0.005, 0.005},           // floored
+		{0.001, 0.5, 0.005, 0.001},          // the schedule already below the floor: kept
 	} {
 		if got := Rate(tc.sched, tc.scale, tc.minLR); got != tc.want {
 			t.Errorf("Rate(%v, %v, %v) = %v, want %v", tc.sched, tc.scale, tc.minLR, got, tc.want)
