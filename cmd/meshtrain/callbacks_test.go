@@ -46,7 +46,7 @@ func TestCallbackFlagsBad(t *testing.T) {
 		{[]string{"train", "--save-best", dir}, "--save-best: " + dir + " is a directory"},
 		{[]string{"launch", "-n", "2", "--strategy", "gossip", "--early-stop-patience", "1"}, "not supported"},
 		{[]string{"launch", "-n", "2", "--elastic", "--reduce-lr-on-plateau"}, "not supported"},
-		{[]string{"worker", "--reduce-lr-on-plateau", "--reduce-lr-factor", "0"}, "--reduce-lr-factor 0"},
+		{[]string{"launch", "-n", "2", "--reduce-lr-on-plateau", "--reduce-lr-factor", "0"}, "--reduce-lr-factor 0"}, // jobFromFlags: worker's too
 	} {
 		err := newApp().Run(append([]string{"meshtrain", "--log-level", "error"}, tc.args...))
 		var ue usageError
@@ -85,7 +85,9 @@ func TestCallbackFlagsRun(t *testing.T) {
 			}},
 		{"early stopping on accuracy", []string{"--early-stop-patience", "0", "--monitor", "accuracy"}, 2,
 			"epoch 2: test accuracy did not improve for 1 epoch (best ",
-			func(r *mirrored.Result) bool { return r.Callbacks.StoppedEpoch == 2 && r.Callbacks.Monitor == "accuracy" }},
+			func(r *mirrored.Result) bool {
+				return r.Callbacks.StoppedEpoch == 2 && r.Callbacks.Monitor == "accuracy"
+			}},
 		{"plateau", []string{"--reduce-lr-on-plateau", "--reduce-lr-patience", "1", "--reduce-lr-factor", "0.5", "--lr-schedule", "constant", "--warmup-epochs", "0"}, 3,
 			"epoch 3: test loss did not improve for 2 epochs (best ",
 			func(r *mirrored.Result) bool {
