@@ -168,3 +168,17 @@ func testLosses(res *Result) []float64 {
 	}
 	return out
 }
+
+// TestCallbacksCompared: replicas started with different callbacks are
+// stopped at start-up, naming the setting.
+func TestCallbacksCompared(t *testing.T) {
+	cb := callbacks.Defaults()
+	cb.EarlyStop, cb.Patience = true, 2
+	with, without := callbackJob(t, 2, cb), callbackJob(t, 2, callbacks.Config{})
+	_, errs := runGroup(t, []Job{with, without})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "callbacks is monitor=loss early_stop=patience:2") {
+			t.Errorf("rank %d: %v, want a mismatch naming the callbacks", r, err)
+		}
+	}
+}

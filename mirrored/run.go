@@ -184,7 +184,7 @@ func (j *Job) validateJob() error {
 	case j.HashEvery < 0:
 		return fmt.Errorf("hash comparison every %d steps: want ≥ 0 (0: only at the end)", j.HashEvery)
 	case j.Callbacks.Enabled() && j.strategy() != Strategy(Ring{}):
-		return fmt.Errorf("--early-stop-patience, --reduce-lr-on-plateau and --save-best act on the ring's epochs, which every replica ends together; under %s (elastic or gossip) they are not supported: train with the plain ring", j.strategy().Name())
+		return errors.New("--early-stop-patience, --reduce-lr-on-plateau and --save-best act at the epochs every replica of the plain ring ends together: they are not supported with --elastic or --strategy gossip")
 	case j.Combiner != nil && j.Sparse != nil:
 		return fmt.Errorf("combiner %s: it combines a dense model's gradients; sparse logistic regression exchanges its own (--exchange): leave it unset", j.Combiner.Name())
 	}
