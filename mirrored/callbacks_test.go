@@ -10,6 +10,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored/callbacks"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn"
+	"github.com/meshtrain/meshtrain/sparse"
 )
 
 // misleadingSet is a learnable set whose test labels are each the next
@@ -180,5 +181,49 @@ func TestCallbacksCompared(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "callbacks is monitor=loss early_stop=patience:2") {
 			t.Errorf("rank %d: %v, want a mismatch naming the callbacks", r, err)
 		}
+	}
+}
+
+// TestCallbacksSparse: the callbacks act on sparse logistic regression
+// too (its test log-loss, all-gathered): a test set with every label
+// flipped gets worse as the model learns, so early stopping stops it and
+// restores epoch 1's weights.
+func TestCallbacksSparse(t *testing.T) {
+	const dim = 200
+	train, test := sparseSet(t, 1, 2000, dim, 5), sparseSet(t, 2, 400, dim, 5)
+	var b data.Batch
+	for i := range test.Len() {
+		test.Append(&b, i)
+	}
+	rowPtr := make([]int, len(b.RowPtr))
+	for i, p := range b.RowPtr {
+		rowPtr[i] = int(p)
+	}
+	flipped := make([]float32, len(b.Labels))
+	for i, l := range b.Labels {
+		flipped[i] = -l
+	}
+	misleading, err := data.NewSparseSet(rowPtr, b.Indices, b.Values, flipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := sparseTestJob(train, misleading, dim, 20, 6, "adagrad", sparse.ExchangeAuto)
+	job.Callbacks = callbacks.Defaults()
+	job.Callbacks.EarlyStop, job.Callbacks.Patience, job.Callbacks.RestoreBest = true, 1, true
+	sums, _, errs := runSparse(t, sameSparse(2, job))
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	res := sums[0].Run
+	if res.Callbacks == nil || res.Callbacks.StoppedEpoch != 2 || res.Callbacks.RestoredEpoch != 1 || sums[1].Run.ParamsSHA256 != res.ParamsSHA256 {
+		t.Fatalf("callbacks %+v (test losses %v), hashes %s and %s: want both replicas stopped after epoch 2 with epoch 1's weights",
+			res.Callbacks, testLosses(res), res.ParamsSHA256, sums[1].Run.ParamsSHA256)
+	}
+	one := sparseTestJob(train, misleading, dim, 20, 1, "adagrad", sparse.ExchangeAuto)
+	oneSums, _, errs := runSparse(t, sameSparse(2, one))
+	if errs[0] != nil || oneSums[0].Run.ParamsSHA256 != res.ParamsSHA256 {
+		t.Errorf("ended with %s, epoch 1 of a run alone %s (%v)", res.ParamsSHA256, oneSums[0].Run.ParamsSHA256, errs[0])
 	}
 }
