@@ -21,7 +21,8 @@ func (l *syncLoop) startCallbacks() {
 		for i, ep := range l.res.EpochResults {
 			hist[i] = metrics(ep, ep.TestLoss != 0 || ep.TestAccuracy != 0, 0)
 		}
-		l.cb = callbacks.Replay(c, hist)
+		l.cb = callbacks.Replay(c, hist, l.job.cbRun)
+		l.job.cbRun = l.cb // an elastic run's next generation takes the kept epoch over
 	}
 }
 

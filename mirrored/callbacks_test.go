@@ -1,6 +1,7 @@
 package mirrored
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -150,10 +151,10 @@ func TestCallbacksResume(t *testing.T) {
 	}
 }
 
-func TestCallbacksRefusedOffTheRing(t *testing.T) {
+func TestCallbacksRefusedUnderGossip(t *testing.T) {
 	cb := callbacks.Defaults()
 	cb.EarlyStop = true
-	for _, st := range []Strategy{Gossip{}, &Elastic{}} {
+	for _, st := range []Strategy{Gossip{}} {
 		job := callbackJob(t, 2, cb)
 		job.Strategy = st
 		if err := job.Validate(); err == nil || !strings.Contains(err.Error(), "--early-stop-patience") {
@@ -225,5 +226,37 @@ func TestCallbacksSparse(t *testing.T) {
 	oneSums, _, errs := runSparse(t, sameSparse(2, one))
 	if errs[0] != nil || oneSums[0].Run.ParamsSHA256 != res.ParamsSHA256 {
 		t.Errorf("ended with %s, epoch 1 of a run alone %s (%v)", res.ParamsSHA256, oneSums[0].Run.ParamsSHA256, errs[0])
+	}
+}
+
+// TestCallbacksElastic: under --elastic every generation replays the
+// history of the commit it starts from into its callbacks, so the
+// survivors of a lost peer cut the rate and stop at the epochs the
+// replay of the record does, with the same parameters.
+func TestCallbacksElastic(t *testing.T) {
+	cb := callbacks.Defaults()
+	cb.EarlyStop, cb.Patience, cb.RestoreBest = true, 2, true
+	cb.ReduceLR, cb.Factor, cb.LRPatience = true, 0.5, 1
+	jobs := make([]Job, 3)
+	for i := range jobs {
+		jobs[i] = callbackJob(t, 8, cb)
+		jobs[i].Faults.KillRank, jobs[i].Faults.KillAfter = 1, 14 // in epoch 2 (10 steps an epoch)
+	}
+	sums, errs := runElasticGroup(t, jobs, Elastic{CommitEvery: 3})
+	if !errors.Is(errs[1], ErrInjectedKill) || errs[0] != nil || errs[2] != nil {
+		t.Fatalf("errors %v: want peer 1 killed, the others done", errs)
+	}
+	rec := sums[0].Run
+	if sums[2].Run.ParamsSHA256 != rec.ParamsSHA256 || len(rec.Membership) != 1 || rec.Callbacks == nil || rec.Callbacks.StoppedEpoch != 3 ||
+		len(rec.Callbacks.Reductions) != 2 || rec.Callbacks.RestoredEpoch != 1 {
+		t.Fatalf("survivors %s and %s, membership %+v, callbacks %+v: want one change, a stop after epoch 3 with epoch 1 restored, two cuts",
+			rec.ParamsSHA256, sums[2].Run.ParamsSHA256, rec.Membership, rec.Callbacks)
+	}
+	for i := range jobs {
+		jobs[i].Faults = Faults{}
+	}
+	sums, errs = runElasticGroup(t, jobs, Elastic{CommitEvery: 3, Schedule: rec.Membership})
+	if errs[0] != nil || sums[0].Run.ParamsSHA256 != rec.ParamsSHA256 || !slices.Equal(sums[0].Run.Callbacks.Events, rec.Callbacks.Events) {
+		t.Errorf("the replay: %v, %s, events %q; the run %s, %q", errs[0], sums[0].Run.ParamsSHA256, sums[0].Run.Callbacks.Events, rec.ParamsSHA256, rec.Callbacks.Events)
 	}
 }

@@ -18,7 +18,10 @@
 // replica feeds its machine the same metrics and takes the same decision
 // at the same epoch; a resumed run replays the epochs of its checkpoint's
 // history into a fresh machine and so continues where the first left off
-// (but for the best epoch's parameters, which were only in memory).
+// (but for the best epoch's parameters, which were only in memory; an
+// elastic run's new generation, in the same process, takes them over).
+// Gossip's replicas end their epochs apart: the callbacks are refused
+// there.
 //
 // The learning rate a plateau reduces is a multiplier, Scale, on the
 // schedule's rate (Rate), floored at MinLR but never above the schedule:

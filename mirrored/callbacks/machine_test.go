@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -227,5 +228,43 @@ func TestString(t *testing.T) {
 	e.SaveBest = "best"
 	if c.String() == d.String() || d.String() != e.String() {
 		t.Errorf("%q, %q, %q: want save-best's presence stated, not its path", c.String(), d.String(), e.String())
+	}
+}
+
+// TestReplayCarries: a replay takes the previous Run's kept parameters
+// over only when it keeps the same epoch (an elastic generation rolled
+// back past a later best keeps nothing stale).
+func TestReplayCarries(t *testing.T) {
+	c := Defaults()
+	c.EarlyStop, c.Patience, c.RestoreBest = true, 5, true
+	hist := func(losses ...float64) []Metrics {
+		var out []Metrics
+		for i, l := range losses {
+			out = append(out, Metrics{Epoch: i + 1, Evaluated: true, Loss: l, LR: 0.1})
+		}
+		return out
+	}
+	prev := Replay(c, nil, nil)
+	params := []float32{1, 2, 3}
+	for _, x := range hist(1, 0.5, 0.7) {
+		prev.Act(x, false, params)
+		params[0]++ // epoch 2 kept {2, 2, 3}
+	}
+	for _, tc := range []struct {
+		name    string
+		history []Metrics
+		want    int // the epoch End restores from the carried state
+	}{
+		{"the same best epoch", hist(1, 0.5, 0.7), 2},
+		{"rolled back before the best", hist(1), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Replay(c, tc.history, prev)
+			got := []float32{0, 0, 0}
+			d := r.Act(Metrics{Epoch: len(tc.history) + 1, Evaluated: true, Loss: 0.9, LR: 0.1}, true, got)
+			if d.Restore != tc.want || (tc.want == 2) != slices.Equal(got, []float32{2, 2, 3}) {
+				t.Errorf("restored epoch %d into %v (lines %q), want epoch %d", d.Restore, got, d.Lines, tc.want)
+			}
+		})
 	}
 }

@@ -13,11 +13,16 @@ type Run struct {
 
 // Replay is a Run for c that has seen the epochs of history (a resumed
 // run's, from its checkpoint): its counters, best values and scale are
-// the first run's; the best epoch's parameters, in memory only, are not.
-func Replay(c Config, history []Metrics) *Run {
+// the first run's. The best epoch's parameters were in memory only: they
+// are prev's (an elastic run's previous generation, in the same process)
+// when prev kept the epoch the replay keeps, else lost.
+func Replay(c Config, history []Metrics, prev *Run) *Run {
 	r := &Run{Machine: New(c)}
 	for _, x := range history {
 		r.Epoch(x)
+	}
+	if prev != nil && prev.kept > 0 && prev.kept == r.snapshot {
+		r.best, r.kept = prev.best, prev.kept
 	}
 	return r
 }
