@@ -27,7 +27,7 @@ func init() {
 		CustomHelpTemplate: withExample("meshtrain train --model softmax --epochs 3 --summary run.json"),
 		Flags: append(append(append(withModelFile(trainingFlags("examples per step")),
 			&cli.StringFlag{Name: "summary", Usage: "write the run's figures as JSON to this file"}),
-			sparseFlags()...), trainStrategyFlags()...),
+			sparseFlags()...), append(trainStrategyFlags(), callbackFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Errorf("train takes no arguments, got %q", c.Args().Slice())}
@@ -62,6 +62,9 @@ func init() {
 				job.Timeline = timeline.NewRecorder(c.Int("timeline-steps"))
 			}
 			if job.Sparse, err = sparseFromFlags(c); err != nil {
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
+			if job.Callbacks, err = callbacksFromFlags(c); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			file, err := modelFromFile(c, &job)

@@ -72,6 +72,7 @@ var classes = []struct {
 	{"mirrored/membership/", part},
 	{"mirrored/settings/", part},
 	{"mirrored/faults/", part},
+	{"mirrored/callbacks/", part},
 	{"mirrored/replica/", step},
 	{"mirrored/outcome/", step},
 	{"mirrored/internal/", part},
