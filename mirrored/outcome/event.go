@@ -18,7 +18,10 @@ const (
 	// EventMembership: an elastic run's new generation started (Info
 	// says who left or joined, from which step, how long it paused).
 	EventMembership = "membership"
-	EventDone       = "done"
+	// EventCallback: a callback (Job.Callbacks) acted at an epoch's end:
+	// Info is the line that says what it did.
+	EventCallback = "callback"
+	EventDone     = "done"
 	// EventResources carries a resource sample (with the step events,
 	// when the Job has a ResourceSampler).
 	EventResources = "resources"
@@ -63,6 +66,11 @@ type StepStats struct {
 	Correct int  `json:"-"`
 	Counted bool `json:"-"`
 	Steps   int  `json:"steps,omitempty"` // steps covered; 0 means 1
+	// Seconds is the time the replica spent in the steps covered
+	// (computing, communicating and waiting), so that a rate over them
+	// does not depend on when the event reached whoever shows it (a
+	// launcher receives a worker's events in bursts).
+	Seconds float64 `json:"seconds,omitempty"`
 	// Compute, Comm and Wait split the step's time as PeerStats does.
 	Compute, Comm, Wait time.Duration `json:"-"`
 	// BytesSent is the bytes this replica has sent so far (-1: the

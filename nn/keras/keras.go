@@ -1,66 +1,3 @@
-// Package keras reads a model's architecture from the JSON Keras writes,
-// as an nn.Architecture that meshtrain trains: model.to_json() of tf.keras
-// 2.x and of Keras 3, a TensorFlow.js layers model's model.json, and
-// Keras ≤ 2.2's list-shaped Sequential config.
-//
-// The forms it reads, and where they are defined:
-//
-//   - tf.keras 2.x to_json: {"class_name": "Sequential", "config": {"name",
-//     "layers": [{"class_name", "config"}, …]}, "keras_version",
-//     "backend"}, the layers' configs from each layer's get_config (the
-//     InputLayer's "batch_input_shape", or the first layer's), shapes and
-//     tuples as JSON lists (tensorflow/python/keras/engine/sequential.py,
-//     training.py's _updated_config).
-//   - Keras 3 to_json (and tf.keras 2.13+): every object as
-//     serialization_lib.serialize_keras_object writes it, {"module",
-//     "class_name", "config", "registered_name"} with "build_config"; the
-//     InputLayer's "batch_shape"; a layer's "dtype" a DTypePolicy object
-//     (keras/src/saving/serialization_lib.py, keras/src/models/
-//     sequential.py, keras/src/layers/core/input_layer.py).
-//   - A Functional model (class "Functional", or "Model" before
-//     tf.keras 2.4): "layers" each with "name" and "inbound_nodes" (Keras
-//     2: [[[layer, node, tensor, kwargs], …]]; Keras 3: [{"args": [a
-//     "__keras_tensor__" with "keras_history": [layer, node, tensor]],
-//     "kwargs"}]), "input_layers", "output_layers"
-//     (keras/src/models/functional.py: get_config, serialize_node). A
-//     chain (each layer taking the one before it) becomes a chain
-//     nn.Architecture, as a Sequential does; another graph (one input,
-//     one output, each layer called once, such as a residual block's Add)
-//     an nn.Architecture with Inputs, which builds an nn.Graph.
-//   - A TensorFlow.js layers model, model.json: {"format": "layers-model",
-//     "modelTopology": {"model_config": <the model as above>,
-//     "keras_version", "backend", "training_config"}, "weightsManifest"}
-//     as tensorflowjs_converter writes it, or "modelTopology" the model
-//     config itself, as tfjs-layers' model.save writes it
-//     (tfjs-converter's keras_h5_conversion.py; tfjs-layers' models.ts
-//     and models_test.ts).
-//   - Keras ≤ 2.2: a Sequential's "config" the list of its layers, the
-//     first with "batch_input_shape" (tfjs-layers' models_test.ts
-//     fakeMnistModel, keras_version 2.1.1).
-//
-// The layers and options read are Keras's: InputLayer; Conv2D (filters,
-// kernel_size, strides, padding, activation, use_bias,
-// kernel_initializer, bias_initializer); MaxPooling2D and
-// AveragePooling2D (pool_size, strides, padding); Flatten; Reshape
-// (target_shape); Dense (units, activation, use_bias, initializers);
-// Dropout (rate); Activation (activation); ReLU and Softmax with their
-// defaults; BatchNormalization (axis −1, momentum, epsilon, center,
-// scale, Keras's initial values); Add. The one table from Keras's classes
-// to nn's layers is classes (layers.go). Activations: relu, tanh,
-// sigmoid, softmax, linear. Initializers: see nn.Initializer. Anything
-// else (another layer, such as LSTM or Embedding; channels_first; a
-// regularizer or constraint; use_bias false; dilation; a non-square
-// kernel; a dtype other than float32; a shared layer or a second input
-// or output) is refused with a LayerError naming the layer, its index
-// and name, and what is supported. An option this package does not know
-// is refused unless it has its off value (null, false, 0, empty).
-//
-// A Keras layer becomes one nn layer, two when it has an activation (a
-// Conv2D with activation relu is nn's Conv2D then Activation relu), none
-// for an InputLayer; Model.Layers records which, and the nn layers'
-// indices are those of the torch.nn.Sequential built from the same
-// layers (Conv2d, ReLU, …), whose state_dict names the tensors as
-// meshtrain's checkpoints do ("0.weight").
 package keras
 
 import (
@@ -356,7 +293,7 @@ func (m *Model) build(name string, es []entry, buildShape any, from [][]int) err
 				input = &s
 			}
 		}
-		got, err := layerSpecs(e)
+		got, err := layerSpecs(e, m.keras3())
 		if err != nil {
 			return fail(err)
 		}
@@ -387,7 +324,7 @@ func (m *Model) build(name string, es []entry, buildShape any, from [][]int) err
 	if len(specs) == 0 {
 		return errors.New("no layers besides the input")
 	}
-	m.Arch = nn.Architecture{Name: name, Input: *input, Layers: specs, Inputs: inputs}
+	m.Arch = nn.Architecture{Name: name, Input: sequenceInput(*input, es), Layers: specs, Inputs: inputs}
 	classes, params, err := m.Arch.Check()
 	var le *nn.LayerError
 	if errors.As(err, &le) {
@@ -430,7 +367,7 @@ func (m *Model) lastActivation() error {
 
 // inputLayer reads an InputLayer's shape.
 func inputLayer(cfg map[string]any) (nn.Shape, error) {
-	o := options{cfg: cfg, used: map[string]bool{}}
+	o := options{cfg: tokenInput(cfg), used: map[string]bool{}}
 	var s nn.Shape
 	var err error
 	found := false
@@ -561,8 +498,9 @@ func show(v any) string {
 // options reads a layer's config, remembering which keys were read so
 // that rest can refuse the others.
 type options struct {
-	cfg  map[string]any
-	used map[string]bool
+	cfg    map[string]any
+	used   map[string]bool
+	keras3 bool // the file is Keras 3's (see Model.keras3)
 }
 
 func (o *options) take(key string) (any, bool) {

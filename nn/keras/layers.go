@@ -8,13 +8,20 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// activationNames are the activations nn has.
-var activationNames = []string{"relu", "tanh", "sigmoid", "softmax", "linear"}
+// activationNames are the activations read, and activationAliases
+// the other names Keras and TensorFlow.js give some of them (Keras 3
+// serialises swish as silu; TF.js's gelu_new is the tanh approximation).
+var (
+	activationNames   = []string{"relu", "tanh", "sigmoid", "softmax", "linear", "elu", "selu", "gelu", "swish", "silu", "softplus", "softsign", "hard_sigmoid", "gelu_new"}
+	activationAliases = map[string]string{"silu": "swish", "gelu_new": "gelu_tanh"}
+)
 
 // activation reads an activation: a name, or Keras 3's serialised
 // function ({"class_name": "function", "config": "relu"}); null is
-// linear.
-func activation(v any) (string, error) {
+// linear. hard_sigmoid is Keras 3's, relu6(x + 3)/6, when keras3, else
+// tf.keras 2's and TensorFlow.js's, clip(0.2x + 0.5, 0, 1) (see
+// Model.keras3).
+func activation(v any, keras3 bool) (string, error) {
 	name := ""
 	switch v := v.(type) {
 	case nil:
@@ -28,6 +35,12 @@ func activation(v any) (string, error) {
 		}
 	}
 	if slices.Contains(activationNames, name) {
+		if a, ok := activationAliases[name]; ok {
+			return a, nil
+		}
+		if name == "hard_sigmoid" && !keras3 {
+			return "hard_sigmoid_tf", nil
+		}
 		return name, nil
 	}
 	return "", fmt.Errorf("activation %s is not supported: meshtrain has %s", show(v), andList(activationNames))
@@ -37,11 +50,13 @@ func activation(v any) (string, error) {
 // activation, use_bias, initializers, regularizers and constraints.
 func kernelLayer(o *options) (fn string, kernel, bias *nn.Initializer, err error) {
 	v, _ := o.take("activation")
-	if fn, err = activation(v); err != nil {
+	if fn, err = activation(v, o.keras3); err != nil {
 		return "", nil, nil, err
 	}
-	if v, ok := o.take("use_bias"); ok && v != nil && v != true {
-		return "", nil, nil, fmt.Errorf("use_bias = %s is not supported: meshtrain's Conv2D and Dense always have a bias", show(v))
+	if o.used["use_bias"] {
+		// Read by the caller, whose layer may go without a bias.
+	} else if v, ok := o.take("use_bias"); ok && v != nil && v != true {
+		return "", nil, nil, fmt.Errorf("use_bias = %s is not supported: meshtrain's Dense always has a bias", show(v))
 	}
 	ki, _ := o.take("kernel_initializer")
 	if kernel, err = initializer(ki, "GlorotUniform"); err != nil {
@@ -96,6 +111,33 @@ var classes = []kerasClass{
 	{[]string{"Softmax"}, readSoftmax},
 	{[]string{"BatchNormalization"}, readBatchNorm},
 	{[]string{"Add"}, readAdd},
+	{[]string{"DepthwiseConv2D"}, readDepthwiseConv2D},
+	{[]string{"SeparableConv2D", "SeparableConvolution2D"}, readSeparableConv2D},
+	{[]string{"GlobalAveragePooling2D", "GlobalAvgPool2D"}, readGlobalPool(false)},
+	{[]string{"GlobalMaxPooling2D", "GlobalMaxPool2D"}, readGlobalPool(true)},
+	{[]string{"ZeroPadding2D"}, readFrame(false)},
+	{[]string{"Cropping2D"}, readFrame(true)},
+	{[]string{"UpSampling2D"}, readUpSampling2D},
+	{[]string{"Rescaling"}, readRescaling},
+	{[]string{"Normalization"}, readNormalization},
+	{[]string{"Subtract"}, readMerge(nn.Subtract{})},
+	{[]string{"Multiply"}, readMerge(nn.Multiply{})},
+	{[]string{"Average"}, readMerge(nn.Average{})},
+	{[]string{"Maximum"}, readMerge(nn.Maximum{})},
+	{[]string{"Minimum"}, readMerge(nn.Minimum{})},
+	{[]string{"Concatenate"}, readConcatenate},
+	// The text layers, the activation layers and LayerNormalization
+	// (layers1d.go).
+	{[]string{"Embedding"}, readEmbedding},
+	{[]string{"Conv1D", "Convolution1D"}, readConv1D},
+	{[]string{"MaxPooling1D", "MaxPool1D"}, readPool1D(false)},
+	{[]string{"AveragePooling1D", "AvgPool1D"}, readPool1D(true)},
+	{[]string{"GlobalMaxPooling1D", "GlobalMaxPool1D"}, readGlobalPool1D(false)},
+	{[]string{"GlobalAveragePooling1D", "GlobalAvgPool1D"}, readGlobalPool1D(true)},
+	{[]string{"LayerNormalization"}, readLayerNorm},
+	{[]string{"LeakyReLU"}, readLeakyReLU},
+	{[]string{"ELU"}, readELU},
+	{[]string{"PReLU"}, readPReLU},
 }
 
 // Supported lists the layer classes this package reads.
@@ -118,8 +160,8 @@ func classOf(name string) (kerasClass, bool) {
 }
 
 // layerSpecs reads one layer (not an InputLayer) as nn layers.
-func layerSpecs(e entry) ([]nn.LayerSpec, error) {
-	o := &options{cfg: e.cfg, used: map[string]bool{}}
+func layerSpecs(e entry, keras3 bool) ([]nn.LayerSpec, error) {
+	o := &options{cfg: e.cfg, used: map[string]bool{}, keras3: keras3}
 	if err := o.common(); err != nil {
 		return nil, err
 	}
@@ -143,43 +185,29 @@ func readConv2D(o *options) ([]nn.LayerSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := square(o, "kernel_size", 0)
+	w, err := window(o)
 	if err != nil {
-		return nil, err
-	}
-	if k < 1 {
-		return nil, fmt.Errorf("kernel_size %d: want at least 1", k)
-	}
-	s, err := square(o, "strides", 1)
-	if err != nil {
-		return nil, err
-	}
-	if s < 1 {
-		return nil, fmt.Errorf("strides %d: want at least 1", s)
-	}
-	if d, err := square(o, "dilation_rate", 1); err != nil || d != 1 {
-		if err == nil {
-			err = fmt.Errorf("dilation_rate %d is not supported: meshtrain's convolutions are not dilated", d)
-		}
 		return nil, err
 	}
 	if v, _ := o.take("groups"); v != nil {
 		if g, err := intOf(v); err != nil || g != 1 {
-			return nil, fmt.Errorf("groups %s is not supported: meshtrain's convolutions take every input channel", show(v))
+			return nil, fmt.Errorf("groups %s is not supported: meshtrain's convolutions take every input channel (DepthwiseConv2D for one group per channel)", show(v))
 		}
 	}
-	pad, err := padding(o)
+	bias, err := useBias(o)
 	if err != nil {
 		return nil, err
 	}
-	if err := channelsLast(o); err != nil {
-		return nil, err
-	}
-	fn, kernel, bias, err := kernelLayer(o)
+	fn, kernel, biasInit, err := kernelLayer(o)
 	if err != nil {
 		return nil, err
 	}
-	return withActivation([]nn.LayerSpec{nn.Conv2D{Filters: filters, Kernel: k, Strides: s, Padding: pad, KernelInit: kernel, BiasInit: bias}}, fn), nil
+	c := w.conv2D(filters)
+	c.NoBias, c.KernelInit = !bias, kernel
+	if bias {
+		c.BiasInit = biasInit
+	}
+	return withActivation([]nn.LayerSpec{c}, fn), nil
 }
 
 // readPool reads MaxPooling2D, or AveragePooling2D when avg.
@@ -270,7 +298,7 @@ func readDropout(o *options) ([]nn.LayerSpec, error) {
 
 func readActivation(o *options) ([]nn.LayerSpec, error) {
 	v, _ := o.take("activation")
-	fn, err := activation(v)
+	fn, err := activation(v, o.keras3)
 	if err != nil {
 		return nil, err
 	}
