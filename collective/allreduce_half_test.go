@@ -189,3 +189,40 @@ func TestAllReduceHalfMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestAllReduceHalfBadFrames: a peer whose frame is short, of another
+// format or badly scaled fails the all-reduce on the receiving rank with
+// an error that names the peer and the reason.
+func TestAllReduceHalfBadFrames(t *testing.T) {
+	const count = 8
+	good := half.AppendFrame(nil, half.BF16, make([]float32, count/2))
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		want    string
+	}{
+		{"short", []byte{1, 0}, "shorter than its 4-byte header"},
+		{"another format", append([]byte{byte(half.FP16)}, good[1:]...), "peers must share --wire"},
+		{"scaled bf16", append([]byte{1, 0, 5, 0}, good[4:]...), "bf16 is never scaled"},
+		{"too few values", good[:len(good)-2], "mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			net := NewMemNetwork(2)
+			c, err := New(net.Transport(0), Options{Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Rank 1 is a bare transport that sends rank 0 the first
+			// reduce-scatter frame it expects, damaged.
+			h := Header{Kind: KindAllReduceRing, DType: BFloat16, Op: Sum, Seq: 1, Count: count}
+			if err := net.Transport(1).Send(context.Background(), 0, h, tc.payload); err != nil {
+				t.Fatal(err)
+			}
+			err = c.AllReduceFloat32Half(context.Background(), make([]float32, count), 0, count, half.BF16)
+			t.Log(err)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "rank 1") {
+				t.Fatalf("%v, want an error naming rank 1 and %q", err, tc.want)
+			}
+		})
+	}
+}
