@@ -1,0 +1,139 @@
+package kerasio
+
+import (
+	"fmt"
+
+	"github.com/meshtrain/meshtrain/nn"
+)
+
+// layerContext is what a rule's keras function knows of the layer
+// besides its spec: its input and output shapes.
+type layerContext struct{ in, out nn.Shape }
+
+// pair2 is Keras's [n, n] for a square window or stride.
+func pair2(n int) []int { return []int{n, n} }
+
+// kernelConfig is the options Conv2D and Dense share, as Keras writes
+// them: no activation (nn's is a layer of its own), a bias, the
+// initializers (Keras's defaults when the spec has none), no
+// regularizers or constraints.
+func kernelConfig(cfg map[string]any, kernel, bias *nn.Initializer) map[string]any {
+	cfg["activation"] = "linear"
+	cfg["use_bias"] = true
+	cfg["kernel_initializer"] = initializerConfig(kernel, map[string]any{"class_name": "GlorotUniform", "config": map[string]any{"seed": nil}})
+	cfg["bias_initializer"] = initializerConfig(bias, map[string]any{"class_name": "Zeros", "config": map[string]any{}})
+	for _, k := range []string{"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint"} {
+		cfg[k] = nil
+	}
+	return cfg
+}
+
+// initializerConfig is Keras's serialised initializer for i (def when
+// nil): the draws differ from Keras's but not their distribution.
+func initializerConfig(i *nn.Initializer, def map[string]any) map[string]any {
+	if i == nil {
+		return def
+	}
+	obj := func(class string, cfg map[string]any) map[string]any {
+		return map[string]any{"class_name": class, "config": cfg}
+	}
+	switch i.Kind {
+	case nn.InitRandomUniform:
+		return obj("RandomUniform", map[string]any{"minval": i.Min, "maxval": i.Max, "seed": nil})
+	case nn.InitRandomNormal:
+		return obj("RandomNormal", map[string]any{"mean": i.Mean, "stddev": i.Stddev, "seed": nil})
+	case nn.InitTruncatedNormal:
+		return obj("TruncatedNormal", map[string]any{"mean": i.Mean, "stddev": i.Stddev, "seed": nil})
+	case nn.InitVarianceScaling:
+		d := i.Distribution
+		if d == "untruncated_normal" {
+			d = "normal" // TF.js's and tf.keras 2's name of it
+		}
+		return obj("VarianceScaling", map[string]any{"scale": i.Scale, "mode": i.Mode, "distribution": d, "seed": nil})
+	}
+	return obj("Constant", map[string]any{"value": i.Value})
+}
+
+func stride(s int, def int) int {
+	if s == 0 {
+		return def
+	}
+	return s
+}
+
+func conv2DLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
+	c := s.(nn.Conv2D)
+	return "Conv2D", kernelConfig(map[string]any{
+		"filters": c.Filters, "kernel_size": pair2(c.Kernel), "strides": pair2(stride(c.Strides, 1)), "padding": c.Padding.String(),
+		"data_format": "channels_last", "dilation_rate": pair2(1),
+	}, c.KernelInit, c.BiasInit), nil
+}
+
+func denseLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
+	d := s.(nn.Dense)
+	return "Dense", kernelConfig(map[string]any{"units": d.Units}, d.KernelInit, d.BiasInit), nil
+}
+
+func batchNormLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
+	b := s.(nn.BatchNormalization)
+	momentum, eps := b.Momentum, b.Epsilon
+	if momentum == 0 {
+		momentum = 0.99
+	}
+	if eps == 0 {
+		eps = 1e-3
+	}
+	c := func(v float64) map[string]any {
+		if v == 0 {
+			return map[string]any{"class_name": "Zeros", "config": map[string]any{}}
+		}
+		return map[string]any{"class_name": "Ones", "config": map[string]any{}}
+	}
+	return "BatchNormalization", map[string]any{
+		"axis": -1, "momentum": momentum, "epsilon": eps, "center": !b.NoCenter, "scale": !b.NoScale,
+		"beta_initializer": c(0), "gamma_initializer": c(1), "moving_mean_initializer": c(0), "moving_variance_initializer": c(1),
+		"beta_regularizer": nil, "gamma_regularizer": nil, "beta_constraint": nil, "gamma_constraint": nil,
+	}, nil
+}
+
+func poolLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
+	class, size, strides, pad := "MaxPooling2D", 0, 0, nn.Valid
+	switch p := s.(type) {
+	case nn.MaxPooling2D:
+		size, strides, pad = p.Size, p.Strides, p.Padding
+	case nn.AveragePooling2D:
+		class, size, strides, pad = "AveragePooling2D", p.Size, p.Strides, p.Padding
+	default:
+		return "", nil, fmt.Errorf("%s: not a pooling", nn.Kind(s))
+	}
+	return class, map[string]any{"pool_size": pair2(size), "strides": pair2(stride(strides, size)), "padding": pad.String(), "data_format": "channels_last"}, nil
+}
+
+func flattenLayer(nn.LayerSpec, layerContext) (string, map[string]any, error) {
+	return "Flatten", map[string]any{"data_format": "channels_last"}, nil
+}
+
+// reshapeLayer writes the shape the layer gives (a −1 resolved).
+func reshapeLayer(_ nn.LayerSpec, c layerContext) (string, map[string]any, error) {
+	return "Reshape", map[string]any{"target_shape": dims(c.out)}, nil
+}
+
+func dropoutLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
+	return "Dropout", map[string]any{"rate": s.(nn.Dropout).Rate, "noise_shape": nil, "seed": nil}, nil
+}
+
+func activationLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
+	return "Activation", map[string]any{"activation": s.(nn.Activation).Fn}, nil
+}
+
+func addLayer(nn.LayerSpec, layerContext) (string, map[string]any, error) {
+	return "Add", map[string]any{}, nil
+}
+
+// dims is s as Keras's shape without the batch: [H, W, C] or [C].
+func dims(s nn.Shape) []int {
+	if !isImage(s) {
+		return []int{s.C}
+	}
+	return []int{s.H, s.W, s.C}
+}
