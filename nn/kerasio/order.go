@@ -118,7 +118,7 @@ func newPlan(a nn.Architecture) (*plan, error) {
 		}
 		p.rules = append(p.rules, r)
 	}
-	if p.prefixes, err = prefixes(a); err != nil {
+	if p.prefixes, err = TensorPrefixes(a); err != nil {
 		return nil, err
 	}
 	demand := map[int]order{}
@@ -206,9 +206,10 @@ func (p *plan) denseBefore(j int) int {
 	return -1
 }
 
-// prefixes are the layers' tensor prefixes ("3", or the spec's name),
-// as nn names them, read from the architecture's canonical JSON.
-func prefixes(a nn.Architecture) ([]string, error) {
+// TensorPrefixes are the layers' tensor prefixes ("3", or the spec's
+// name: "conv1"), as nn names them (a Model's Tensors are
+// "3.weight" …), read from the architecture's canonical JSON.
+func TensorPrefixes(a nn.Architecture) ([]string, error) {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return nil, err
