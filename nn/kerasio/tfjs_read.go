@@ -152,20 +152,6 @@ func parseManifest(b []byte) ([]manifestGroup, error) {
 	return groups, nil
 }
 
-// HasTFJSWeights reports whether the file at path is a TF.js model.json
-// that lists weight files (a weightsManifest).
-func HasTFJSWeights(path string) (bool, error) {
-	b, err := readBounded(path)
-	if err != nil {
-		return false, err
-	}
-	groups, err := parseManifest(b)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
-	}
-	return len(groups) > 0, nil
-}
-
 func readBounded(path string) ([]byte, error) {
 	f, err := inputfile.Open(path)
 	if err != nil {
