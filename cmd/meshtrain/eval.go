@@ -45,7 +45,7 @@ func init() {
 			if cfg.Checkpoint == "" {
 				var w [][]kerasio.Weight
 				if m != nil {
-					if w, err = modelWeights(c.String("model-file"), m); err != nil {
+					if w, err = modelWeights(c.String("model-file"), m, false); err != nil {
 						return fmt.Errorf("eval: %w", err)
 					}
 				}

@@ -64,12 +64,16 @@ func ignoreWeightsFlag() cli.Flag {
 // for m (nil when it lists none): a weight file missing, short or long,
 // a weight the model lacks or lacks, a shape other than the model's, is
 // a usage error naming the weight and the file.
-func modelWeights(path string, m *keras.Model) ([][]kerasio.Weight, error) {
+// Train's commands say how to train without them (hint).
+func modelWeights(path string, m *keras.Model, hint bool) ([][]kerasio.Weight, error) {
 	if m.Form != keras.FormTFJS {
 		return nil, nil
 	}
 	w, err := kerasio.ReadTFJSWeights(path, m)
 	if err != nil {
+		if hint {
+			err = fmt.Errorf("%w (to train the architecture alone, from fresh values: --ignore-weights)", err)
+		}
 		return nil, usageError{fmt.Errorf("--model-file: weights: %w", err)}
 	}
 	return w, nil
@@ -113,7 +117,7 @@ func modelFromFile(c *cli.Context, job *mirrored.Job) (*keras.Model, error) {
 	log.Info("model file", zap.String("path", c.String("model-file")), zap.String("form", m.Form),
 		zap.String("class", m.Class), zap.String("name", m.Arch.Name), zap.Int("params", m.Params))
 	if !c.Bool("ignore-weights") {
-		w, err := modelWeights(c.String("model-file"), m)
+		w, err := modelWeights(c.String("model-file"), m, true)
 		if err != nil {
 			return nil, err
 		}

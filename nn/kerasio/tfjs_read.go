@@ -312,7 +312,11 @@ func readGroup(dir string, g manifestGroup) ([]byte, error) {
 	for _, p := range g.Paths {
 		f, err := inputfile.Open(filepath.Join(dir, p))
 		if err != nil {
-			return nil, fmt.Errorf("weightsManifest: %w", err)
+			first := "no weights"
+			if len(g.Weights) > 0 {
+				first = "weights " + g.Weights[0].Name + " on"
+			}
+			return nil, fmt.Errorf("weight file %s (of the manifest's group of %s): %w", p, first, err)
 		}
 		files = append(files, f)
 		st, err := f.Stat()
