@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/nn/keras"
 )
 
@@ -96,9 +97,16 @@ func TestDecode(t *testing.T) {
 
 // TestReadTFJSSplitAcrossFiles: a group's weights run on across its
 // files (a weight may straddle two), as tfjs's weights_loader reads
-// them; written by WriteTFJS, split in three, read back equal.
+// them; written by WriteTFJS, split in three, read back (through
+// nn/keras's reading of the topology WriteTFJS wrote, a Sequential or a
+// Model) equal.
 func TestReadTFJSSplitAcrossFiles(t *testing.T) {
-	a := archs["cnn"]
+	for name, a := range archs {
+		t.Run(name, func(t *testing.T) { splitAcrossFiles(t, a) })
+	}
+}
+
+func splitAcrossFiles(t *testing.T, a nn.Architecture) {
 	m := randomModel(t, a, 11)
 	dir := t.TempDir()
 	if err := WriteTFJS(dir, a, m); err != nil {

@@ -87,6 +87,33 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestBuiltInModels: nn's own models, whose tensors are named (LeNet's
+// conv1.weight …) or bare (softmax regression's weight and bias), go out
+// and back in.
+func TestBuiltInModels(t *testing.T) {
+	for _, name := range nn.ModelNames {
+		m, err := nn.NewModel(name, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := m.(interface{ Architecture() nn.Architecture }).Architecture()
+		w, err := Export(a, m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		fresh, err := nn.NewModel(name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Import(a, fresh, w); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal(fresh.Params(), m.Params()) {
+			t.Errorf("%s: Import(Export(m)) differs from m", name)
+		}
+	}
+}
+
 // TestFlattenOrderByHand: a 1×2×2 image flattened is (w0 c0, w0 c1, w1
 // c0, w1 c1) in Keras and (c0 w0, c0 w1, c1 w0, c1 w1) in nn, so
 // Keras's kernel rows k0 k1 k2 k3 are nn's weight k0 k2 k1 k3; and a
