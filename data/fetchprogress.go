@@ -73,8 +73,8 @@ func (m *fetchMeter) done(n int64, failed bool) {
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // watchDownload measures, every fetchPoll until the returned function is
-// called, the bytes of the files matching pattern (the tarball `npm pack`
-// writes) and shows them on w; stopping shows the final count, unless the
+// called, the bytes of the files matching pattern (the tarball being
+// downloaded) and shows them on w; stopping shows the final count, unless the
 // fetch failed. With a nil w it does nothing.
 func watchDownload(w io.Writer, what, pattern string) (stop func(failed bool)) {
 	if w == nil {

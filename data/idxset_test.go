@@ -42,7 +42,7 @@ func TestOtherIDXDataSet(t *testing.T) {
 			if err := WriteMNIST(dir, want, tc.gz); err != nil {
 				t.Fatal(err)
 			}
-			opts := MNISTOptions{Dir: dir, NPM: "/nonexistent/npm", Logger: zaptest.NewLogger(t)}
+			opts := MNISTOptions{Dir: dir, Registry: "http://127.0.0.1:1/", Logger: zaptest.NewLogger(t)}
 			if _, err := LoadMNIST(testCtx(t), opts); err == nil || !strings.Contains(err.Error(), "pass --allow-unverified") {
 				t.Fatalf("unverified files without the flag: %v; want a refusal naming --allow-unverified", err)
 			}
@@ -84,7 +84,7 @@ func TestOtherIDXDataSetErrors(t *testing.T) {
 		if err := WriteMNIST(dir, tc.m, false); err != nil {
 			t.Fatal(err)
 		}
-		_, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, AllowUnverified: true, NPM: "/nonexistent/npm"})
+		_, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, AllowUnverified: true, Registry: "http://127.0.0.1:1/"})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}

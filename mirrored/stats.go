@@ -71,6 +71,8 @@ func finishPeer(p *PeerStats, counted any, compute, comm, wait time.Duration) {
 	p.CPUSeconds, p.PeakRSSBytes = rusage.CPUTime().Seconds(), rusage.PeakRSS()
 	p.Host, _ = os.Hostname()
 	p.Cores, p.PID = runtime.NumCPU(), os.Getpid()
+	host, life := rusage.HostCPUSinceStart()
+	p.HostCPUSeconds, p.ProcessSeconds, p.Load1 = host.Seconds(), life.Seconds(), max(0, rusage.Load1())
 	p.ComputeSeconds, p.CommSeconds, p.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
 	if total := compute + comm + wait; total > 0 {
 		p.ComputeShare, p.CommShare, p.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)

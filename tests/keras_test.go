@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/internal/longtest"
+
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/nn/keras"
 )
@@ -186,13 +188,14 @@ func torchPython() (string, string) {
 	return "", strings.Join(tried, ", ")
 }
 
-// TestCheckpointLoadsIntoPyTorch: a checkpoint of a model read from a
+// TestLongCheckpointLoadsIntoPyTorch: a checkpoint of a model read from a
 // Keras file loads into the torch.nn.Sequential built from the same
 // layers with load_state_dict(strict=True) (tests/testdata/torch_eval.py
 // builds it from the architecture the checkpoint records), which then
 // scores what meshtrain eval scores. Skipped where PyTorch is not
 // installed (Debian: apt-get install python3-torch).
-func TestCheckpointLoadsIntoPyTorch(t *testing.T) {
+func TestLongCheckpointLoadsIntoPyTorch(t *testing.T) {
+	longtest.Require(t, "PyTorch loading four checkpoints")
 	py, tried := torchPython()
 	if py == "" {
 		t.Skipf("PyTorch is not installed (no python3 that imports torch and numpy; tried %s): install it (Debian: apt-get install python3-torch) to check meshtrain's checkpoints against torch.nn.Sequential", tried)

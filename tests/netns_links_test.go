@@ -9,17 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/internal/longtest"
+
 	"github.com/meshtrain/meshtrain/mirrored/measure/bench"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
 
 func noDelay(int) time.Duration { return 0 }
 
-// TestEmulatedHostsBenchLinkFindsSlowHost: `bench link` across 3 hosts on
+// TestLongEmulatedHostsBenchLinkFindsSlowHost: `bench link` across 3 hosts on
 // 1 Gbit links, one of them reshaped to 200 Mbit: every pair is measured,
 // and the slowest directions are the slow host's, at about its rate, while
 // the other pair runs at the fast rate.
-func TestEmulatedHostsBenchLinkFindsSlowHost(t *testing.T) {
+func TestLongEmulatedHostsBenchLinkFindsSlowHost(t *testing.T) {
+	longtest.Require(t, "link rates measured on emulated hosts")
 	const slow = 2
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -95,11 +98,12 @@ func TestEmulatedHostsWorkerSummary(t *testing.T) {
 	}
 }
 
-// TestEmulatedHostsBenchDelayAndAllReduce: across 2 hosts, --link-delay
+// TestLongEmulatedHostsBenchDelayAndAllReduce: across 2 hosts, --link-delay
 // 500us on both adds 1 ms to `bench link`'s round trip (the course
 // cluster's RTT, emulated), and `bench allreduce --tf-config` reports
 // nccl-tests' rows with nothing wrong.
-func TestEmulatedHostsBenchDelayAndAllReduce(t *testing.T) {
+func TestLongEmulatedHostsBenchDelayAndAllReduce(t *testing.T) {
+	longtest.Require(t, "round trips timed on emulated hosts")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	h := emulatedHosts(t, ctx, 2, netns.Gbit)

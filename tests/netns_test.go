@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/internal/longtest"
+
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
@@ -163,10 +165,11 @@ func TestEmulatedHostsLateWorker(t *testing.T) {
 	checkReports(t, dir, res)
 }
 
-// TestEmulatedHostsAllReduceRate: a TLS all-reduce of 32 MiB between two
+// TestLongEmulatedHostsAllReduceRate: a TLS all-reduce of 32 MiB between two
 // hosts on 1 Gbit links runs at ≥ 0.8× the raw TCP rate of the same links
 // (measured in the same pattern: both directions at once).
-func TestEmulatedHostsAllReduceRate(t *testing.T) {
+func TestLongEmulatedHostsAllReduceRate(t *testing.T) {
+	longtest.Require(t, "the all-reduce rate against raw TCP on emulated hosts")
 	const size, want = 32 << 20, 0.8
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

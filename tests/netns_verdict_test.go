@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/internal/longtest"
+
 	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
@@ -38,18 +40,20 @@ func hostsVerdict(t *testing.T, n int, rate netns.Rate, args ...string) report.V
 	return *s.Verdict
 }
 
-// TestEmulatedHostsVerdictBandwidth: LeNet-5's dense gradient over
+// TestLongEmulatedHostsVerdictBandwidth: LeNet-5's dense gradient over
 // 100 Mbit links, at batch 16 (a quarter of the computing per byte sent),
 // is network bandwidth.
-func TestEmulatedHostsVerdictBandwidth(t *testing.T) {
+func TestLongEmulatedHostsVerdictBandwidth(t *testing.T) {
+	longtest.Require(t, "a verdict that depends on timing on emulated hosts")
 	if v := hostsVerdict(t, 2, 100*netns.Mbit, append(lenetRun, "--batch", "16", "--train-examples", "1600")...); v.Resource != report.Bandwidth {
 		t.Fatalf("100 Mbit links: %s, want %s", v, report.Bandwidth)
 	}
 }
 
-// TestEmulatedHostsVerdictSlowPeer: on 1 Gbit links, rank 2 of 3 slowed
+// TestLongEmulatedHostsVerdictSlowPeer: on 1 Gbit links, rank 2 of 3 slowed
 // 4× is the straggler.
-func TestEmulatedHostsVerdictSlowPeer(t *testing.T) {
+func TestLongEmulatedHostsVerdictSlowPeer(t *testing.T) {
+	longtest.Require(t, "a verdict that depends on timing on emulated hosts")
 	if v := hostsVerdict(t, 3, netns.Gbit, append(lenetRun, "--slow-peer", "2:4")...); v.Resource != report.Straggler || v.Rank != 2 {
 		t.Fatalf("rank 2 slowed: %s, want a straggler at rank 2", v)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshtrain/meshtrain/internal/longtest"
 )
 
 // releaseCommand is the README's release build, writing OUT: static
@@ -33,7 +35,13 @@ func releaseBuild(t *testing.T, ctx context.Context, src, out string, env ...str
 	cmd := exec.CommandContext(ctx, f[1], f[2:]...)
 	cmd.Dir = src
 	cmd.Env = append(append(os.Environ(), f[0]), env...)
+	start := time.Now()
 	if b, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			dl, _ := ctx.Deadline()
+			t.Fatalf("%s in %s: stopped after %v: the test's 20-minute deadline for both builds (%v of it left when this one started) expired (%v); a busy machine builds slowly\n%s",
+				releaseCommand, src, time.Since(start).Round(time.Second), dl.Sub(start).Round(time.Second), err, b)
+		}
 		t.Fatalf("%s in %s: %v\n%s", releaseCommand, src, err, b)
 	}
 }
@@ -50,20 +58,21 @@ func cleanClone(t *testing.T, ctx context.Context, rev, dir string) {
 	}
 }
 
-// TestReleaseBuild builds with the README's release command in two clean
+// TestLongReleaseBuild builds with the README's release command in two clean
 // clones of HEAD at different paths and checks that the binary is
 // statically linked (no program interpreter, no dynamic section), that the
 // two builds are byte-identical (the second compiles everything again in
 // an empty build cache, unless -short), that --version prints the module
 // version git gives the commit and the commit, and that it trains on a
 // cluster named by host name.
-func TestReleaseBuild(t *testing.T) {
+func TestLongReleaseBuild(t *testing.T) {
+	longtest.Require(t, "two release builds from clean clones, one with a cold build cache")
 	head, err := exec.Command("git", "-C", "..", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Skipf("not a git checkout (%v): the release build stamps the version from git", err)
 	}
 	rev := strings.TrimSpace(string(head))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	bins := []string{filepath.Join(dir, "a.out"), filepath.Join(dir, "b.out")}

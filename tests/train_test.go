@@ -2,12 +2,13 @@ package tests
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshtrain/meshtrain/internal/longtest"
 
 	"go.uber.org/zap/zaptest"
 
@@ -120,9 +121,7 @@ func TestTrainSlice(t *testing.T) {
 // the default recipe reaches 97.5% after one epoch and 99.0% within 10 for
 // LeNet-5, and softmax regression 92.0% within 10.
 func TestLongAccuracy(t *testing.T) {
-	if os.Getenv("MESHTRAIN_LONG") == "" {
-		t.Skip("set MESHTRAIN_LONG=1 to run the 10-epoch accuracy runs")
-	}
+	longtest.Require(t, "10-epoch accuracy runs")
 	for _, tc := range []struct {
 		model  string
 		target float64

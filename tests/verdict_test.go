@@ -69,8 +69,14 @@ func TestVerdictOneWorkerComputes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := verdictOf(t, []*mirrored.Summary{sum}, 1); v.Resource != report.Compute {
-		t.Fatalf("one LeNet worker: %s, want %s", v, report.Compute)
+	// Beside other tests' processes the machine's load is named instead,
+	// when the peer's own figures show it (go test runs packages at once).
+	want := report.Compute
+	if share, _ := (report.Figures{Peers: []*mirrored.PeerStats{&sum.Peer}, Cores: runtime.NumCPU()}).OthersLoad(); share >= report.Rules.OthersShare {
+		want = report.Others
+	}
+	if v := verdictOf(t, []*mirrored.Summary{sum}, 1); v.Resource != want {
+		t.Fatalf("one LeNet worker: %s, want %s", v, want)
 	}
 }
 

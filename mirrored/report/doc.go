@@ -46,12 +46,20 @@
 //     spend it in the exchange, where a ring waits) for at least
 //     StragglerWait of their step, and its extra computing is at least
 //     StragglerWait of the median step;
-//  4. when communicating takes at least CommShare of the step:
+//  4. other processes on the host: processes other than the peers kept at
+//     least OthersShare of a host's cores busy while the peers ran (the
+//     machine's busy CPU time from /proc/stat over the peers' lives, less
+//     the peers' own CPU time, each process counted once), and the peers
+//     computed at least ComputeShare of their step: the batch or the
+//     peers per host are not what to change. Beside any other verdict
+//     that load is said too;
+//  5. when communicating takes at least CommShare of the step:
 //     the cipher's CPU (an encrypted link, and the CPU at least BusyShare
 //     busy: the cores, not the wire, set the pace); network latency (each
 //     step sends less than SmallStep bytes per peer: many small messages,
 //     where the per-message cost dominates); otherwise network bandwidth
 //     (with the rate each link carried, against the measured link rate
 //     when known);
-//  5. compute: otherwise.
+//  6. compute: otherwise, and the advice fits the host: more peers while
+//     a core has none, more hosts once each core has one.
 package report

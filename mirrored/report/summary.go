@@ -67,9 +67,31 @@ func WriteTable(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "stopped early: %s\n", run.Stopped)
 		}
 	}
+	if line := hostLine(rep); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	if v, ok := rep.Verdict(); ok {
 		fmt.Fprintln(w, v)
 	}
+}
+
+// hostLine says how loaded the peers' machines were: the load average at
+// the end and the cores other processes kept busy, which every figure
+// above depends on; "" where the peers did not record them.
+func hostLine(rep *Report) string {
+	peers := make([]*mirrored.PeerStats, 0, len(rep.Peers))
+	for _, p := range rep.Peers {
+		if p.Summary != nil {
+			peers = append(peers, &p.Summary.Peer)
+		}
+	}
+	fig := FromPeers(peers, "")
+	share, load := fig.OthersLoad()
+	if fig.Cores <= 0 || load <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("host: %d cores, load average %.2f at the end; other processes kept %.1f cores busy (%s) while the peers ran",
+		fig.Cores, load, share*float64(fig.Cores), pct(share))
 }
 
 // Verdict names the run's bottleneck from the peers' figures (package

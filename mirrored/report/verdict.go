@@ -15,6 +15,7 @@ const (
 	Input     = "input pipeline"
 	Straggler = "straggler"
 	Shared    = "peers sharing CPU cores"
+	Others    = "other processes on the host"
 	Cipher    = "the cipher's CPU"
 	Latency   = "network latency"
 	Bandwidth = "network bandwidth"
@@ -23,8 +24,8 @@ const (
 
 // Rules are the thresholds of the rules (see the package doc).
 var Rules = struct {
-	InputShare, StragglerRatio, StragglerWait, BusyShare, CommShare, ComputeShare float64
-	SmallStep                                                                     int64
+	InputShare, StragglerRatio, StragglerWait, BusyShare, CommShare, ComputeShare, OthersShare float64
+	SmallStep                                                                                  int64
 }{
 	InputShare:     0.20,
 	StragglerRatio: 1.3,
@@ -32,6 +33,7 @@ var Rules = struct {
 	BusyShare:      0.75,
 	CommShare:      0.40,
 	ComputeShare:   0.50,
+	OthersShare:    0.25,
 	SmallStep:      64 << 10,
 }
 
@@ -96,6 +98,8 @@ type peer struct {
 	sent                                float64 // bytes per step
 	cpu, train                          float64 // seconds in all
 	host                                string  // host and process: who shares CPUSeconds
+	machine                             string  // host alone
+	hostCPU, life, load                 float64 // the machine's busy CPU seconds over life, its load average
 	cores                               float64 // the process's mean cores busy over its samples (-1: none)
 }
 
@@ -111,7 +115,8 @@ func VerdictOf(run Figures) (v Verdict, ok bool) {
 		n := float64(s.Steps)
 		ps = append(ps, peer{rank: r, steps: n, compute: s.ComputeSeconds / n, comm: s.CommSeconds / n, wait: s.WaitSeconds / n,
 			input: s.InputSeconds / n, barrier: max(0, s.WaitSeconds-s.InputSeconds) / n, sent: float64(s.BytesSent) / n,
-			cpu: s.CPUSeconds, train: s.ComputeSeconds + s.CommSeconds + s.WaitSeconds, host: s.Host, cores: meanCores(s.Resources)})
+			cpu: s.CPUSeconds, train: s.ComputeSeconds + s.CommSeconds + s.WaitSeconds, host: s.Host, machine: s.Host, cores: meanCores(s.Resources),
+			hostCPU: s.HostCPUSeconds, life: s.ProcessSeconds, load: s.Load1})
 		if s.PID != 0 {
 			ps[len(ps)-1].host += fmt.Sprintf("/%d", s.PID)
 		}
@@ -145,6 +150,15 @@ func VerdictOf(run Figures) (v Verdict, ok bool) {
 		}
 	}
 	busy := busyShare(ps, wall, run.Cores, run.PeersPerHost)
+	others, load := othersShare(ps, run.Cores)
+	loaded := others >= Rules.OthersShare
+	// othersNote is said beside another verdict when other processes took
+	// a real part of the cores: it colours every figure of the run.
+	othersNote := func() {
+		if loaded {
+			v.Evidence += "; " + othersEvidence(others, load, run.Cores)
+		}
+	}
 
 	switch strag, ratio, othersWait := straggler(ps); {
 	case share(input) >= Rules.InputShare:
@@ -155,22 +169,103 @@ func VerdictOf(run Figures) (v Verdict, ok bool) {
 		v.Resource = Shared
 		v.Evidence = fmt.Sprintf("%d peers ran on a host with %d cores and computed %s of their step; the cores were %s busy with them", run.PeersPerHost, run.Cores, pct(share(compute)), pct(busy))
 		v.Next = "run at most one peer per core (fewer peers per host, or more hosts)"
+		othersNote()
 	case strag >= 0:
 		v.Resource, v.Rank = Straggler, strag
 		v.Evidence = fmt.Sprintf("rank %d computes %.1f× as long a step as the median of the others (%s against %s), and they wait %s of their step for it",
 			strag, ratio, dur(ps[slices.IndexFunc(ps, func(p peer) bool { return p.rank == strag })].compute), dur(medianOthers(ps, strag)), pct(othersWait))
 		v.Next = fmt.Sprintf("find what slows rank %d (a busy, throttled or smaller host), or train with --strategy gossip, which does not wait for it", strag)
+		othersNote()
+	case loaded && share(compute) >= Rules.ComputeShare:
+		// The peers computed for most of their step while other processes
+		// took the cores: the batch, the model or the peers per host are
+		// not what to change.
+		v.Resource = Others
+		v.Evidence = fmt.Sprintf("computing is %s of the step, and %s", pct(share(compute)), othersEvidence(others, load, run.Cores))
+		v.Next = "measure on a quiet machine or on hosts of meshtrain's own; these figures understate what it does alone"
 	case share(comm) >= Rules.CommShare:
 		v.comm(run, ps, share(comm), busy, sent/float64(len(ps)), comm/float64(len(ps)))
+		othersNote()
 	default:
 		v.Resource = Compute
 		v.Evidence = fmt.Sprintf("computing is %s of the step (communication %s)", pct(share(compute)), pct(share(comm)))
 		if busy > 0 {
 			v.Evidence += fmt.Sprintf("; the cores were %s busy", pct(busy))
 		}
-		v.Next = "more peers split the work of a global batch; a larger batch per peer uses the cores better"
+		switch {
+		case run.Cores > 0 && run.PeersPerHost >= run.Cores:
+			v.Next = fmt.Sprintf("each of the host's %d cores has a peer: more hosts (not more peers on this one) split the work of a global batch; a larger batch per peer uses the cores better", run.Cores)
+		case run.Cores > 0:
+			v.Next = fmt.Sprintf("more peers, up to one per core (%d here), split the work of a global batch; a larger batch per peer uses the cores better", run.Cores)
+		default:
+			v.Next = "more peers split the work of a global batch; a larger batch per peer uses the cores better"
+		}
+	}
+	if v.Resource == Input {
+		othersNote()
 	}
 	return v, true
+}
+
+// OthersLoad is the share of a host's cores that processes other than
+// the peers kept busy while they ran, and the largest load average the
+// peers saw (see othersShare): what the verdict names as Others when it
+// reaches Rules.OthersShare.
+func (f Figures) OthersLoad() (share, load float64) {
+	var ps []peer
+	for _, s := range f.Peers {
+		if s != nil {
+			ps = append(ps, peer{cpu: s.CPUSeconds, host: fmt.Sprintf("%s/%d", s.Host, s.PID), machine: s.Host,
+				hostCPU: s.HostCPUSeconds, life: s.ProcessSeconds, load: s.Load1})
+		}
+	}
+	return othersShare(ps, f.Cores)
+}
+
+// othersShare is the share of a host's cores that processes other than
+// the peers kept busy while they ran, on the host where it is largest,
+// and the largest load average the peers saw; 0, 0 where the peers did
+// not record the machine's figures. A host's busy time is its peers'
+// largest (they span about the same life), less the CPU time of its
+// peers' processes, each counted once.
+func othersShare(ps []peer, cores int) (share, load float64) {
+	if cores <= 0 {
+		return 0, 0
+	}
+	type machine struct {
+		busy, life, own float64
+		procs           map[string]bool
+	}
+	hosts := map[string]*machine{}
+	for _, p := range ps {
+		if p.hostCPU <= 0 || p.life <= 0 || p.machine == "" {
+			continue
+		}
+		m := hosts[p.machine]
+		if m == nil {
+			m = &machine{procs: map[string]bool{}}
+			hosts[p.machine] = m
+		}
+		m.busy, m.life = max(m.busy, p.hostCPU), max(m.life, p.life)
+		if !m.procs[p.host] {
+			m.procs[p.host] = true
+			m.own += p.cpu
+		}
+		load = max(load, p.load)
+	}
+	for _, m := range hosts {
+		share = max(share, math.Min(1, max(0, m.busy-m.own)/(m.life*float64(cores))))
+	}
+	return share, load
+}
+
+// othersEvidence words the load of other processes.
+func othersEvidence(share, load float64, cores int) string {
+	s := fmt.Sprintf("other processes kept %.1f of the host's %d cores busy (%s)", share*float64(cores), cores, pct(share))
+	if load > 0 {
+		s += fmt.Sprintf(", load average %.1f", load)
+	}
+	return s
 }
 
 // comm fills a verdict on a run whose step is mostly communication: the

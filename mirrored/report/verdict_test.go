@@ -76,6 +76,63 @@ func TestVerdicts(t *testing.T) {
 	}
 }
 
+// loaded is s as it ran on host in process pid, the machine busy for
+// hostCPU seconds over life seconds, at load average load.
+func loaded(s *mirrored.PeerStats, host string, pid int, hostCPU, life, load float64) *mirrored.PeerStats {
+	s.Host, s.PID, s.Cores, s.HostCPUSeconds, s.ProcessSeconds, s.Load1 = host, pid, 2, hostCPU, life, load
+	return s
+}
+
+// TestVerdictKnowsTheHost: the advice fits the host (more peers only
+// while a core is free; more hosts once every core has a peer), and the
+// load of other processes, measured as the machine's busy time less the
+// peers' own, is named as the bottleneck of a computing run and beside
+// any other verdict, counting a process's CPU time once.
+func TestVerdictKnowsTheHost(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		run      Figures
+		resource string
+		mention  []string
+		not      []string
+	}{
+		{"one peer on two cores", Figures{Peers: []*mirrored.PeerStats{stats(0.020, 0, 0.0005, 0, 0, 2)}, Cores: 2, PeersPerHost: 1},
+			Compute, []string{"more peers, up to one per core (2 here)"}, []string{"other processes"}},
+		{"two peers on two cores", Figures{Peers: []*mirrored.PeerStats{stats(0.020, 0.001, 0, 0, 1e5, 2), stats(0.020, 0.001, 0, 0, 1e5, 2)}, Cores: 2, PeersPerHost: 2},
+			Compute, []string{"each of the host's 2 cores has a peer: more hosts"}, []string{"more peers,"}},
+		{"a quiet machine", Figures{Peers: []*mirrored.PeerStats{loaded(stats(0.020, 0, 0, 0, 0, 4), "h", 1, 4.3, 3, 1.1)}, Cores: 2, PeersPerHost: 1},
+			Compute, nil, []string{"other processes"}},
+		{"others took the cores", Figures{Peers: []*mirrored.PeerStats{loaded(stats(0.020, 0, 0, 0, 0, 2), "h", 1, 5, 3, 4.2)}, Cores: 2, PeersPerHost: 1},
+			Others, []string{"other processes kept 1.0 of the host's 2 cores busy (50%)", "load average 4.2", "quiet machine"}, nil},
+		// Two replicas in one process: its 2 CPU-seconds counted once, so
+		// others spent 1 of the 4 core-seconds: 25%, half a core.
+		{"one process, two replicas", Figures{Peers: []*mirrored.PeerStats{loaded(stats(0.020, 0, 0, 0, 0, 2), "h", 7, 3, 2, 2.5), loaded(stats(0.020, 0, 0, 0, 0, 2), "h", 7, 3, 2, 2.5)}, Cores: 2, PeersPerHost: 2},
+			Others, []string{"other processes kept 0.5 of the host's 2 cores busy (25%)"}, nil},
+		{"a straggler on a loaded host", Figures{Peers: []*mirrored.PeerStats{
+			loaded(stats(0.010, 0.002, 0, 0.020, 1e6, 1), "h", 1, 9, 3, 3), loaded(stats(0.010, 0.002, 0, 0.020, 1e6, 1), "h", 2, 9, 3, 3), loaded(stats(0.030, 0.002, 0, 0, 1e6, 3), "h", 3, 9, 3, 3)},
+			Cores: 4, PeersPerHost: 3},
+			Straggler, []string{"rank 2 computes", "; other processes kept"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := VerdictOf(tc.run)
+			if !ok || v.Resource != tc.resource {
+				t.Fatalf("verdict %v, want %q", v, tc.resource)
+			}
+			s := v.String()
+			for _, m := range tc.mention {
+				if !strings.Contains(s, m) {
+					t.Errorf("%q does not mention %q", s, m)
+				}
+			}
+			for _, m := range tc.not {
+				if strings.Contains(s, m) {
+					t.Errorf("%q mentions %q", s, m)
+				}
+			}
+		})
+	}
+}
+
 func TestNoVerdictWithoutSteps(t *testing.T) {
 	if _, ok := VerdictOf(Figures{Peers: []*mirrored.PeerStats{nil, {Steps: 0}}}); ok {
 		t.Fatal("a verdict on a run without steps")

@@ -8,7 +8,7 @@ Usage: python3 torch_eval.py CHECKPOINT MNIST_DIR [TEST_EXAMPLES]
 Each of meshtrain's layers is the torch module of the same index, so the
 checkpoint's tensor names (0.weight, 0.bias, 7.weight ...) are the
 Sequential's state_dict keys; run by tests/keras_test.go
-(TestCheckpointLoadsIntoPyTorch) where PyTorch is installed.
+(TestLongCheckpointLoadsIntoPyTorch) where PyTorch is installed.
 """
 import gzip
 import json

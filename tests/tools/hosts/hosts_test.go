@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/internal/longtest"
+
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/mirrored/measure/calibrate"
@@ -43,10 +45,11 @@ func TestPointClass(t *testing.T) {
 	}
 }
 
-// TestCourseOnTwoHosts runs the course experiment small (2 hosts, a
+// TestLongCourseOnTwoHosts runs the course experiment small (2 hosts, a
 // 1-step baseline, one dense run of 3 steps, 20 sparse steps) and checks
 // every part of its report is there.
-func TestCourseOnTwoHosts(t *testing.T) {
+func TestLongCourseOnTwoHosts(t *testing.T) {
+	longtest.Require(t, "the course's runs on two emulated hosts")
 	if err := netns.Available(); err != nil {
 		t.Skipf("no emulated hosts here: %v", err)
 	}
