@@ -171,8 +171,9 @@ func readBounded(path string) ([]byte, error) {
 // ReadTFJSWeights reads the weights the weightsManifest of the model.json
 // at path lists, from the files beside it, as the weights of the nn
 // layers of km (read from the same file), for Import into a model built
-// from km.Arch. Each file's size is checked against the manifest before
-// anything is read. A weight of no layer of the model, a model weight
+// from km.Arch. Every weight is matched to the model's by name and shape
+// before any file is opened, and each file's size is checked against the
+// manifest before it is read, so what is read is bounded by the model. A weight of no layer of the model, a model weight
 // the manifest lacks, a shape other than the model's, a file short or
 // long: each is an error naming the weight and the file. It returns nil
 // weights when the file has no manifest.
@@ -196,50 +197,83 @@ func ReadTFJSWeights(path string, km *keras.Model) ([][]Weight, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	got := make([][]Weight, len(want))
-	taken := map[string]string{} // "layer/weight" → the manifest's name
+	// Every weight is matched to the model's, by name and shape, before
+	// any file is opened: the bytes then read are at most the model's
+	// (and, for an optimizer's state the manifest may carry, twice that,
+	// Adam's two moments).
+	type slot struct{ layer, weight int }
+	slots := make([][]slot, len(groups)) // by group and entry; layer −1: skipped
+	taken := map[slot]string{}           // the manifest's name of each
+	modelBytes, optBytes := 0, 0
+	for _, ws := range want {
+		for _, w := range ws {
+			n := 1
+			for _, d := range w.Shape {
+				n *= d
+			}
+			modelBytes += 4 * n
+		}
+	}
 	dir := filepath.Dir(path)
-	for _, g := range groups {
+	for gi, g := range groups {
+		for _, e := range g.Weights {
+			where := ""
+			if len(g.Paths) > 0 {
+				where = " in " + filepath.Join(dir, g.Paths[0])
+			}
+			if e.Group == "optimizer" {
+				_, size, _ := e.size()
+				if optBytes += size; optBytes > 2*modelBytes {
+					return nil, fmt.Errorf("%s: weight %s%s: the optimizer's weights take more than twice the model's %d bytes", path, e.Name, where, modelBytes)
+				}
+				slots[gi] = append(slots[gi], slot{-1, -1})
+				continue
+			}
+			li, wi, err := locate(km, want, e.Name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: weight %s%s: %w", path, e.Name, where, err)
+			}
+			s := slot{li, wi}
+			if prev, dup := taken[s]; dup {
+				return nil, fmt.Errorf("%s: weight %s%s: the same weight of the model as %s", path, e.Name, where, prev)
+			}
+			taken[s] = e.Name
+			if w := want[li][wi]; !equalShape(e.Shape, w.Shape) {
+				return nil, fmt.Errorf("%s: weight %s%s: shape %v, the model's is %v", path, e.Name, where, e.Shape, w.Shape)
+			}
+			slots[gi] = append(slots[gi], s)
+		}
+	}
+	for li, ws := range want {
+		for wi, w := range ws {
+			if _, ok := taken[slot{li, wi}]; !ok {
+				l := kerasLayerOf(km, li)
+				return nil, fmt.Errorf("%s: the model's weight %s/%s (%s, shape %v) is not in the weightsManifest", path, l.Name, w.Name, describe(l), w.Shape)
+			}
+		}
+	}
+	got := make([][]Weight, len(want))
+	for gi, g := range groups {
 		if len(g.Paths) == 0 {
 			continue // no weights (parseManifest)
 		}
 		data, err := readGroup(dir, g)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		where := fmt.Sprintf("%s (%s)", filepath.Join(dir, g.Paths[0]), path)
 		off := 0
-		for _, e := range g.Weights {
+		for ei, e := range g.Weights {
 			n, size, _ := e.size()
 			raw := data[off : off+size]
 			off += size
-			if e.Group == "optimizer" {
+			s := slots[gi][ei]
+			if s.layer < 0 {
 				continue
 			}
-			li, wi, err := locate(km, want, e.Name)
-			if err != nil {
-				return nil, fmt.Errorf("weight %s in %s: %w", e.Name, where, err)
-			}
-			w := want[li][wi]
-			key := fmt.Sprint(li, "/", w.Name)
-			if prev, dup := taken[key]; dup {
-				return nil, fmt.Errorf("weight %s in %s: the same weight of the model as %s", e.Name, where, prev)
-			}
-			taken[key] = e.Name
-			if !equalShape(e.Shape, w.Shape) {
-				return nil, fmt.Errorf("weight %s in %s: shape %v, the model's is %v", e.Name, where, e.Shape, w.Shape)
-			}
+			w := want[s.layer][s.weight]
 			vals := make([]float32, n)
 			e.decode(raw, vals)
-			got[li] = append(got[li], Weight{Name: w.Name, Shape: w.Shape, Data: vals})
-		}
-	}
-	for li, ws := range want {
-		for _, w := range ws {
-			if _, ok := taken[fmt.Sprint(li, "/", w.Name)]; !ok {
-				l := kerasLayerOf(km, li)
-				return nil, fmt.Errorf("%s: the model's weight %s/%s (%s, shape %v) is not in the weightsManifest", path, l.Name, w.Name, describe(l), w.Shape)
-			}
+			got[s.layer] = append(got[s.layer], Weight{Name: w.Name, Shape: w.Shape, Data: vals})
 		}
 	}
 	return got, nil
