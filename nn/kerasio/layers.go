@@ -2,6 +2,7 @@ package kerasio
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/meshtrain/meshtrain/nn"
 )
@@ -17,11 +18,13 @@ func pair2(n int) []int { return []int{n, n} }
 // them: no activation (nn's is a layer of its own), a bias, the
 // initializers (Keras's defaults when the spec has none), no
 // regularizers or constraints.
-func kernelConfig(cfg map[string]any, kernel, bias *nn.Initializer) map[string]any {
+// fanIn and fanOut are the kernel's fans, for an untruncated normal
+// variance scaling (see initializerConfig).
+func kernelConfig(cfg map[string]any, kernel, bias *nn.Initializer, fanIn, fanOut int) map[string]any {
 	cfg["activation"] = "linear"
 	cfg["use_bias"] = true
-	cfg["kernel_initializer"] = initializerConfig(kernel, map[string]any{"class_name": "GlorotUniform", "config": map[string]any{"seed": nil}})
-	cfg["bias_initializer"] = initializerConfig(bias, map[string]any{"class_name": "Zeros", "config": map[string]any{}})
+	cfg["kernel_initializer"] = initializerConfig(kernel, map[string]any{"class_name": "GlorotUniform", "config": map[string]any{"seed": nil}}, fanIn, fanOut)
+	cfg["bias_initializer"] = initializerConfig(bias, map[string]any{"class_name": "Zeros", "config": map[string]any{}}, 1, 1)
 	for _, k := range []string{"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint"} {
 		cfg[k] = nil
 	}
@@ -29,8 +32,11 @@ func kernelConfig(cfg map[string]any, kernel, bias *nn.Initializer) map[string]a
 }
 
 // initializerConfig is Keras's serialised initializer for i (def when
-// nil): the draws differ from Keras's but not their distribution.
-func initializerConfig(i *nn.Initializer, def map[string]any) map[string]any {
+// nil): the draws differ from Keras's but not their distribution. A
+// variance scaling of an untruncated normal, which TF.js lacks (its
+// "normal" is truncated, as tf.keras 2's), is written as the
+// RandomNormal it is for the layer's fans.
+func initializerConfig(i *nn.Initializer, def map[string]any, fanIn, fanOut int) map[string]any {
 	if i == nil {
 		return def
 	}
@@ -45,11 +51,11 @@ func initializerConfig(i *nn.Initializer, def map[string]any) map[string]any {
 	case nn.InitTruncatedNormal:
 		return obj("TruncatedNormal", map[string]any{"mean": i.Mean, "stddev": i.Stddev, "seed": nil})
 	case nn.InitVarianceScaling:
-		d := i.Distribution
-		if d == "untruncated_normal" {
-			d = "normal" // TF.js's and tf.keras 2's name of it
+		if i.Distribution == "untruncated_normal" {
+			fan := map[string]float64{"fan_in": float64(fanIn), "fan_out": float64(fanOut), "fan_avg": float64(fanIn+fanOut) / 2}[i.Mode]
+			return obj("RandomNormal", map[string]any{"mean": 0, "stddev": math.Sqrt(i.Scale / max(fan, 1)), "seed": nil})
 		}
-		return obj("VarianceScaling", map[string]any{"scale": i.Scale, "mode": i.Mode, "distribution": d, "seed": nil})
+		return obj("VarianceScaling", map[string]any{"scale": i.Scale, "mode": i.Mode, "distribution": i.Distribution, "seed": nil})
 	}
 	return obj("Constant", map[string]any{"value": i.Value})
 }
@@ -61,17 +67,18 @@ func stride(s int, def int) int {
 	return s
 }
 
-func conv2DLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
+func conv2DLayer(s nn.LayerSpec, lc layerContext) (string, map[string]any, error) {
 	c := s.(nn.Conv2D)
+	taps := c.Kernel * c.Kernel
 	return "Conv2D", kernelConfig(map[string]any{
 		"filters": c.Filters, "kernel_size": pair2(c.Kernel), "strides": pair2(stride(c.Strides, 1)), "padding": c.Padding.String(),
 		"data_format": "channels_last", "dilation_rate": pair2(1),
-	}, c.KernelInit, c.BiasInit), nil
+	}, c.KernelInit, c.BiasInit, lc.in.C*taps, c.Filters*taps), nil
 }
 
-func denseLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
+func denseLayer(s nn.LayerSpec, lc layerContext) (string, map[string]any, error) {
 	d := s.(nn.Dense)
-	return "Dense", kernelConfig(map[string]any{"units": d.Units}, d.KernelInit, d.BiasInit), nil
+	return "Dense", kernelConfig(map[string]any{"units": d.Units}, d.KernelInit, d.BiasInit, lc.in.Size(), d.Units), nil
 }
 
 func batchNormLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {

@@ -1,13 +1,16 @@
 package kerasio
 
 import (
+	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/meshtrain/meshtrain/nn"
+	"github.com/meshtrain/meshtrain/nn/keras"
 )
 
 // randomModel builds a and gives its parameters and buffers random
@@ -50,10 +53,15 @@ func state(m nn.Model) []float32 {
 // makes an image, same padding, pooling, and a residual graph.
 var archs = map[string]nn.Architecture{
 	"cnn": {Name: "cnn", Input: nn.Shape{H: 6, W: 6, C: 2}, Layers: []nn.LayerSpec{
-		nn.Conv2D{Filters: 3, Kernel: 3, Strides: 2, Padding: nn.Same}, nn.BatchNormalization{}, nn.Activation{Fn: "relu"},
-		nn.MaxPooling2D{Size: 2, Padding: nn.Same}, nn.Conv2D{Filters: 4, Kernel: 1}, nn.AveragePooling2D{Size: 2, Strides: 1},
+		nn.Conv2D{Filters: 3, Kernel: 3, Strides: 2, Padding: nn.Same,
+			KernelInit: &nn.Initializer{Kind: nn.InitVarianceScaling, Scale: 2, Mode: "fan_in", Distribution: "truncated_normal"}},
+		nn.BatchNormalization{}, nn.Activation{Fn: "relu"}, nn.MaxPooling2D{Size: 2, Padding: nn.Same},
+		nn.Conv2D{Filters: 4, Kernel: 1, KernelInit: &nn.Initializer{Kind: nn.InitVarianceScaling, Scale: 1, Mode: "fan_avg", Distribution: "untruncated_normal"},
+			BiasInit: &nn.Initializer{Kind: nn.InitConstant, Value: 0.1}},
+		nn.AveragePooling2D{Size: 2, Strides: 1},
 		nn.Flatten{}, nn.BatchNormalization{NoScale: true}, nn.Dropout{Rate: 0.3},
-		nn.Dense{Units: 12}, nn.Activation{Fn: "tanh"}, nn.Reshape{To: nn.Shape{H: 2, W: 2, C: 3}}, nn.Conv2D{Filters: 2, Kernel: 2},
+		nn.Dense{Units: 12, KernelInit: &nn.Initializer{Kind: nn.InitRandomUniform, Min: -0.1, Max: 0.1}},
+		nn.Activation{Fn: "tanh"}, nn.Reshape{To: nn.Shape{H: 2, W: 2, C: 3}}, nn.Conv2D{Filters: 2, Kernel: 2},
 		nn.Flatten{}, nn.Dense{Units: 3}, nn.Activation{Fn: "softmax"}}},
 	"mlp": {Name: "mlp", Input: nn.Shape{C: 5}, Layers: []nn.LayerSpec{
 		nn.Dense{Units: 4}, nn.Activation{Fn: "sigmoid"}, nn.Dense{Units: 1}, nn.Activation{Fn: "sigmoid"}}},
@@ -250,6 +258,41 @@ func TestEveryKindHasARow(t *testing.T) {
 	for _, k := range strings.Split(list[1], ", ") {
 		if _, ok := rules[k]; !ok {
 			t.Errorf("nn kind %q has no row in rules: add how it stands in Keras", k)
+		}
+	}
+}
+
+// TestInitializersWritten: a spec's initializers are written as Keras
+// classes nn/keras reads back to the same distribution, and TF.js loads
+// (an untruncated normal variance scaling, which TF.js lacks, as the
+// RandomNormal it is for the layer's fans).
+func TestInitializersWritten(t *testing.T) {
+	he := &nn.Initializer{Kind: nn.InitVarianceScaling, Scale: 2, Mode: "fan_in", Distribution: "truncated_normal"}
+	un := &nn.Initializer{Kind: nn.InitVarianceScaling, Scale: 2, Mode: "fan_in", Distribution: "untruncated_normal"}
+	one := &nn.Initializer{Kind: nn.InitConstant, Value: 1}
+	for _, tc := range []struct {
+		init *nn.Initializer
+		want *nn.Initializer
+	}{
+		{he, he},
+		{one, one},
+		{un, &nn.Initializer{Kind: nn.InitRandomNormal, Stddev: math.Sqrt(2.0 / 18)}}, // fan in 2 channels × 3×3
+		{&nn.Initializer{Kind: nn.InitRandomUniform, Min: -0.1, Max: 0.2}, &nn.Initializer{Kind: nn.InitRandomUniform, Min: -0.1, Max: 0.2}},
+	} {
+		a := nn.Architecture{Name: "i", Input: nn.Shape{H: 4, W: 4, C: 2}, Layers: []nn.LayerSpec{
+			nn.Conv2D{Filters: 3, Kernel: 3, KernelInit: tc.init, BiasInit: one}, nn.Flatten{}, nn.Dense{Units: 2}}}
+		m := randomModel(t, a, 1)
+		dir := t.TempDir()
+		if err := WriteTFJS(dir, a, m); err != nil {
+			t.Fatal(err)
+		}
+		km, err := keras.ReadFile(filepath.Join(dir, ModelJSON))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := km.Arch.Layers[0].(nn.Conv2D)
+		if c.KernelInit == nil || *c.KernelInit != *tc.want || c.BiasInit == nil || *c.BiasInit != *one {
+			t.Errorf("%+v written, read back as kernel %+v, bias %+v; want %+v", *tc.init, c.KernelInit, c.BiasInit, *tc.want)
 		}
 	}
 }
