@@ -201,11 +201,14 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 	t1 := time.Now()
 	l.lr = l.sched.At(int(total / uint64(l.world))) // the cluster's progress, as the ring's schedule
 	var loss float64
+	var correct int
+	var counted bool
 	if l.run.sparse {
 		loss, err = l.sparseStep(b)
 	} else {
 		gos.Read(rep.Params())
 		loss, err = rep.Gradient(b)
+		correct, counted = trainCorrect(rep) // its training accuracy, for TensorBoard as under the ring
 	}
 	if err != nil {
 		return fmt.Errorf("local step %d: %w", l.local+1, err)
@@ -245,8 +248,8 @@ func (l *gossipLoop) step(ctx context.Context, pipe *data.Pipeline, total uint64
 	l.compute += t4.Sub(t1) // the injected slowness emulates slower computing
 	l.comm += t5.Sub(t4)
 	l.trainTime += t5.Sub(t0)
-	l.stats = StepStats{Loss: loss, LR: l.lr, Examples: b.Size, BytesSent: bytesSent(l.c.Transport()),
-		Compute: t4.Sub(t1), Comm: t5.Sub(t4), Wait: t1.Sub(t0)}
+	l.stats = StepStats{Loss: loss, LR: l.lr, Examples: b.Size, BytesSent: bytesSent(l.c.Transport()), Correct: correct, Counted: counted,
+		Compute: t4.Sub(t1), Comm: t5.Sub(t4), Wait: t1.Sub(t0), Seconds: t5.Sub(t0).Seconds()}
 	if err := l.obs.emit(Event{Kind: EventStep, Step: l.local, Steps: l.job.Epochs * l.steps, Train: &l.stats}); err != nil {
 		return err
 	}

@@ -101,6 +101,11 @@ func TestLogDirEveryMode(t *testing.T) {
 					t.Errorf("no replica wrote %s (tags %v)", tag, seen)
 				}
 			}
+			// A dense model's training accuracy, under gossip as under the
+			// ring (the replica counts its batch's correct examples).
+			if strings.HasPrefix(mode.name, "dense") && seen["batch_accuracy"] == 0 {
+				t.Errorf("no replica wrote batch_accuracy (tags %v)", seen)
+			}
 			// (Under gossip a replica's first evaluation may come at epoch 2:
 			// the other one may have done most of the cluster's work.)
 			if out := progress[0].String(); !regexp.MustCompile(`epoch +\d`).MatchString(out) || !strings.Contains(out, "test accuracy") {

@@ -3,13 +3,12 @@ package nn
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 )
 
-// Add sums its inputs, two or more of one shape, element by element: a
-// graph's node of several inputs (Node.Inputs), as Keras's Add layer,
-// which joins a residual block's branch to its input. In a chain it has
-// only one input, and is refused.
+// Add sums its inputs, two or more of one shape (or broadcast, see
+// merge.go), element by element: a graph's node of several inputs
+// (Node.Inputs), as Keras's Add layer, which joins a residual block's
+// branch to its input. In a chain it has only one input, and is refused.
 type Add struct{}
 
 func (Add) kind() string { return "add" }
@@ -42,41 +41,9 @@ type joiner interface {
 	// forwardJoin writes y (n×OutSize) from xs.
 	forwardJoin(y []float32, xs [][]float32, n int)
 	// backwardJoin overwrites each dxs[k] that is not nil with the
-	// gradient with respect to input k.
-	backwardJoin(dxs [][]float32, dy []float32, n int)
+	// gradient with respect to input k; xs and y are the buffers of the
+	// matching forwardJoin.
+	backwardJoin(dxs [][]float32, dy []float32, xs [][]float32, y []float32, n int)
 }
 
-func (Add) buildJoin(ins []Shape) (joiner, Shape, error) {
-	if len(ins) < 2 {
-		return nil, Shape{}, errOneInput
-	}
-	for _, s := range ins[1:] {
-		if s != ins[0] {
-			return nil, Shape{}, fmt.Errorf("inputs of shapes %v: want one shape", ins)
-		}
-	}
-	return &add{Size: ins[0].Size()}, ins[0], nil
-}
-
-// add sums its inputs; each input's gradient is the output's.
-type add struct{ Size int }
-
-func (l *add) OutSize() int { return l.Size }
-
-func (l *add) forwardJoin(y []float32, xs [][]float32, n int) {
-	y = y[:n*l.Size]
-	copy(y, xs[0][:n*l.Size])
-	for _, x := range xs[1:] {
-		for i, v := range x[:n*l.Size] {
-			y[i] += v
-		}
-	}
-}
-
-func (l *add) backwardJoin(dxs [][]float32, dy []float32, n int) {
-	for _, dx := range dxs {
-		if dx != nil {
-			copy(dx[:n*l.Size], dy[:n*l.Size])
-		}
-	}
-}
+func (Add) buildJoin(ins []Shape) (joiner, Shape, error) { return elemJoin(opAdd, ins) }

@@ -154,16 +154,15 @@ func (a Architecture) bounds() error {
 		if s == nil {
 			return nil
 		}
-		if a.Inputs != nil { // a graph's node: its first input's shape
-			if i >= len(a.Inputs) || len(a.Inputs[i]) == 0 || a.Inputs[i][0] < -1 || a.Inputs[i][0] >= i {
-				return nil
-			}
-			in = a.Input
-			if j := a.Inputs[i][0]; j >= 0 {
-				in = outs[j]
-			}
+		var out Shape
+		var p int
+		var ok bool
+		var err error
+		if a.Inputs != nil { // a graph's node: its inputs' shapes
+			out, p, ok, err = a.nodeBound(i, outs)
+		} else {
+			out, p, ok, err = boundOf(s, in)
 		}
-		out, p, ok, err := boundOf(s, in)
 		if err != nil {
 			return tooLarge(i, s, "%v", err)
 		}

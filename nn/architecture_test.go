@@ -32,6 +32,28 @@ func testArchitectures() []Architecture {
 			Dense{Units: 10, Init: Torch, KernelInit: &Initializer{Kind: InitTruncatedNormal, Stddev: 0.05}, BiasInit: &Initializer{}},
 			Activation{"softmax"},
 		}},
+		{Name: "mobile", Input: Shape{H: 12, W: 10, C: 3}, Layers: []LayerSpec{
+			Rescaling{Scale: 1.0 / 255},
+			Normalization{Mean: []float64{0.5, 0.4, 0.3}, Variance: []float64{0.25, 0.2, 0.1}},
+			ZeroPadding2D{Top: 1, Bottom: 2, Left: 0, Right: 1},
+			Conv2D{Filters: 4, Kernel: 3, KernelW: 2, Strides: 2, StridesW: 1, NoBias: true, Padding: Same},
+			DepthwiseConv2D{Kernel: 3, Multiplier: 2, Padding: Same, Dilation: 2, KernelInit: he},
+			Conv2D{Filters: 6, Kernel: 1, Name: "pointwise"},
+			Cropping2D{Top: 1, Left: 1},
+			UpSampling2D{SizeH: 2, SizeW: 3},
+			DepthwiseConv2D{Kernel: 2, KernelW: 3, Strides: 2, StridesW: 3, DilationW: 1, NoBias: true, Init: Glorot},
+			Conv2D{Filters: 4, Kernel: 3, Dilation: 1, DilationW: 2},
+			GlobalAveragePooling2D{},
+			Dense{Units: 5},
+		}},
+		{Name: "keepdims", Input: Shape{H: 6, W: 6, C: 2}, Layers: []LayerSpec{
+			Normalization{Mean: []float64{1}, Variance: []float64{2}, Invert: true},
+			Conv2D{Filters: 3, Kernel: 3},
+			GlobalMaxPooling2D{KeepDims: true},
+			Flatten{},
+			Dense{Units: 4},
+			Activation{"softmax"},
+		}},
 		{Name: "binary", Input: Shape{C: 48}, Layers: []LayerSpec{
 			Reshape{To: Shape{H: 4, W: 4, C: -1}},
 			Conv2D{Filters: 2, Kernel: 4, KernelInit: &Initializer{Kind: InitRandomNormal, Mean: 0.01, Stddev: 0.1}},
@@ -118,6 +140,7 @@ func TestArchitectureDigestFollowsOptions(t *testing.T) {
 	same := []Architecture{
 		with(0, Conv2D{Filters: 2, Kernel: 3, Strides: 1}),
 		with(1, MaxPooling2D{Size: 2, Strides: 2}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, KernelW: 3, StridesW: 1, Dilation: 1, DilationW: 1}),
 	}
 	for _, a := range same {
 		if d := digest(a); d != d0 {
@@ -130,6 +153,12 @@ func TestArchitectureDigestFollowsOptions(t *testing.T) {
 		with(0, Conv2D{Filters: 2, Kernel: 3, Init: Glorot}),
 		with(0, Conv2D{Filters: 2, Kernel: 3, KernelInit: &Initializer{Kind: InitConstant, Value: 1}}),
 		with(0, Conv2D{Filters: 2, Kernel: 3, Name: "c"}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, NoBias: true}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, KernelW: 2}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, StridesW: 2}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, Dilation: 2}),
+		with(0, Conv2D{Filters: 2, Kernel: 3, DilationW: 2}),
+		with(0, DepthwiseConv2D{Kernel: 3}),
 		with(1, AveragePooling2D{Size: 2}),
 		with(3, Dropout{Rate: 0.25}),
 		with(4, Dense{Units: 4}),
@@ -203,6 +232,20 @@ func TestParseArchitectureErrors(t *testing.T) {
 		{"no classes", head + `{"type":"flatten"},{"type":"dense","units":1,"init":"he"}]}`, "layer 1 (dense): 1 class score", 1},
 		{"too many parameters", head + `{"type":"flatten"},{"type":"dense","units":16000000,"init":"he"}]}`, "layer 1 (dense): too large for meshtrain", 1},
 		{"too much scratch", head + `{"type":"conv2d","filters":8000000,"kernel":3,"strides":1,"padding":"same","init":"he"}]}`, "layer 0 (conv2d): too large for meshtrain", 0},
+		{"padding too large", head + `{"type":"zero_padding2d","top":16777216,"bottom":0,"left":0,"right":0},{"type":"flatten"},{"type":"dense","units":2,"init":"he"}]}`,
+			"layer 0 (zero_padding2d): too large for meshtrain: an output of", 0},
+		{"up-sampling too large", head + `{"type":"up_sampling2d","size_h":16777216,"size_w":2},{"type":"flatten"},{"type":"dense","units":2,"init":"he"}]}`,
+			"layer 0 (up_sampling2d): too large for meshtrain: an output of", 0},
+		{"depth multiplier too large", head + `{"type":"depthwise_conv2d","kernel":3,"strides":1,"multiplier":16777216,"padding":"same","init":"he"},{"type":"flatten"},{"type":"dense","units":2,"init":"he"}]}`,
+			"layer 0 (depthwise_conv2d): too large for meshtrain: a kernel of 3×3 and a depth multiplier of 16777216", 0},
+		{"dilation past the input", head + `{"type":"conv2d","filters":2,"kernel":3,"strides":1,"padding":"valid","init":"he","dilation":4},{"type":"flatten"},{"type":"dense","units":2,"init":"he"}]}`,
+			"layer 0 (conv2d): kernel 3×3 dilation 4×4 over 8×8×1: a window of 9 does not fit in 8 cells", 0},
+		{"normalization statistics", head + `{"type":"normalization","mean":[1,2],"variance":[1,2]},{"type":"flatten"},{"type":"dense","units":2,"init":"he"}]}`,
+			"layer 0 (normalization): 2 means and 2 variances for 1 channels", 0},
+		{"cropping everything", head + `{"type":"cropping2d","top":4,"bottom":4,"left":0,"right":0},{"type":"flatten"},{"type":"dense","units":2,"init":"he"}]}`,
+			"layer 0 (cropping2d): cropping (4, 4) rows and (0, 0) columns of 8×8×1 leaves nothing", 0},
+		{"conv option", head + `{"type":"conv2d","filters":2,"kernel":3,"strides":1,"padding":"valid","init":"he","dilation_w":-1},{"type":"flatten"},{"type":"dense","units":2,"init":"he"}]}`,
+			"want each ≥ 0", 0},
 		{"no parameters", head + `{"type":"flatten"},{"type":"reshape","to":[4,4,4]},{"type":"flatten"}]}`, "no layer has parameters", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -288,6 +331,12 @@ func FuzzParseArchitecture(f *testing.F) {
 	f.Add([]byte(`{"format":"meshtrain-graph/1","input":[4,4,2],"layers":[{"type":"conv2d","filters":2,"kernel":3,"strides":1,"padding":"same","init":"he","inputs":[-1]},` +
 		`{"type":"batch_normalization","momentum":0.99,"epsilon":0.001,"center":true,"scale":true,"inputs":[0]},{"type":"add","inputs":[1,-1]},` +
 		`{"type":"flatten","inputs":[2]},{"type":"dense","units":3,"init":"glorot","inputs":[3]}]}`))
+	// The merges: Concatenate on each axis, broadcasts, Subtract.
+	f.Add([]byte(`{"format":"meshtrain-graph/1","input":[2,3,2],"layers":[{"type":"conv2d","filters":2,"kernel":1,"strides":1,"padding":"valid","init":"he","inputs":[-1]},` +
+		`{"type":"concatenate","axis":-1,"inputs":[0,-1]},{"type":"concatenate","axis":1,"inputs":[1,1]},{"type":"concatenate","axis":2,"inputs":[2,2]},` +
+		`{"type":"flatten","inputs":[3]},{"type":"dense","units":4,"init":"glorot","inputs":[4]},{"type":"multiply","inputs":[3,5]},` +
+		`{"type":"dense","units":1,"init":"glorot","inputs":[4]},{"type":"subtract","inputs":[6,7]},{"type":"maximum","inputs":[8,7,8]},` +
+		`{"type":"minimum","inputs":[8,9]},{"type":"average","inputs":[10,9]},{"type":"flatten","inputs":[11]},{"type":"dense","units":3,"init":"glorot","inputs":[12]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := ParseArchitecture(b)
 		if err != nil {
@@ -305,8 +354,16 @@ func FuzzParseArchitecture(f *testing.F) {
 			t.Fatalf("JSON changed on a round trip:\n%s\n%s", j, j2)
 		}
 		if _, params, _ := a.Check(); params <= 1<<20 {
-			if _, err := a.Build(1, 1); err != nil {
+			m, err := a.Build(1, 1)
+			if err != nil {
 				t.Fatalf("Check passed it, Build refuses it: %v", err)
+			}
+			// A small model takes a training step (every kernel's
+			// indexing, the merges' broadcasts among them).
+			if buf, err := a.Buffers(2); err == nil && params <= 1<<14 && buf.Activations+buf.Scratch <= 1<<18 {
+				if _, err := m.ForwardBackward(make([]float32, 2*m.InputDim()), []int32{0, 1}, 2); err != nil {
+					t.Fatalf("a model that builds does not train: %v", err)
+				}
 			}
 		}
 	})

@@ -7,10 +7,20 @@ import (
 	"math/rand/v2"
 )
 
-// Conv2D is a 2-D convolution: Filters output channels, each a Kernel×Kernel
-// window over all input channels plus a bias, moved Strides cells at a
-// time (0 means 1), with Valid or Same padding. Its tensors are weight
-// [Filters InC Kernel Kernel] and bias [Filters], as PyTorch's Conv2d.
+// Conv2D is a 2-D convolution: Filters output channels, each a
+// Kernel×Kernel window over all input channels plus a bias, moved Strides
+// cells at a time (0 means 1), with Valid or Same padding. Its tensors
+// are weight [Filters InC KH KW] and bias [Filters], as PyTorch's Conv2d
+// (with NoBias, weight alone, as Conv2d(bias=False)).
+//
+// The window may be taller than wide, strided differently along each
+// axis and dilated (Keras's kernel_size (kh, kw), strides (sh, sw) and
+// dilation_rate): KernelW, StridesW and DilationW, when not 0, are the
+// width's, Kernel, Strides and Dilation then being the height's; a
+// dilation d spreads the taps d cells apart, so the kernel reaches
+// (k−1)·d+1 cells, and Same padding pads for that reach as TensorFlow
+// does. The options at their zero values are the square, undilated,
+// biased convolution, and are left out of its JSON.
 type Conv2D struct {
 	Filters, Kernel, Strides int
 	Padding                  Padding
@@ -20,6 +30,13 @@ type Conv2D struct {
 	// instead of Init's rule (Keras's kernel_initializer and
 	// bias_initializer; see Initializer).
 	KernelInit, BiasInit *Initializer
+
+	// KernelW and StridesW are the width's kernel size and stride (0:
+	// Kernel's and Strides'); Dilation and DilationW the dilation along
+	// the height (0 for 1) and the width (0: Dilation's).
+	KernelW, StridesW, Dilation, DilationW int
+	// NoBias drops the bias (Keras's use_bias false).
+	NoBias bool
 }
 
 func (Conv2D) kind() string   { return "conv2d" }
@@ -27,27 +44,41 @@ func (c Conv2D) name() string { return c.Name }
 
 func init() { register("conv2d", decodeConv2D) }
 
+// kernel is c's window with the defaults filled in.
+func (c Conv2D) kernel() kernel2D {
+	sh, dh := max(c.Strides, 1), max(c.Dilation, 1)
+	return kernel2D{kh: c.Kernel, kw: or(c.KernelW, c.Kernel), sh: sh, sw: or(c.StridesW, sh), dh: dh, dw: or(c.DilationW, dh)}
+}
+
+// checkOptions refuses options out of range, in the words of the spec's
+// fields.
+func (c Conv2D) checkOptions() error {
+	if c.Filters < 1 || c.Kernel < 1 || c.Strides < 0 {
+		return fmt.Errorf("%d filters of %d×%d with stride %d: want at least 1 filter of 1×1 and a stride ≥ 0 (0 for 1)", c.Filters, c.Kernel, c.Kernel, c.Strides)
+	}
+	if c.KernelW < 0 || c.StridesW < 0 || c.Dilation < 0 || c.DilationW < 0 {
+		return fmt.Errorf("kernel width %d, stride %d, dilation %d×%d: want each ≥ 0 (0 for the height's, or 1)", c.KernelW, c.StridesW, c.Dilation, c.DilationW)
+	}
+	return c.kernel().check()
+}
+
 func (c Conv2D) build(in Shape) (layer, Shape, error) {
 	if in.vector() {
 		return nil, Shape{}, errVector
 	}
-	if c.Filters < 1 || c.Kernel < 1 || c.Strides < 0 {
-		return nil, Shape{}, fmt.Errorf("%d filters of %d×%d with stride %d: want at least 1 filter of 1×1 and a stride ≥ 0 (0 for 1)", c.Filters, c.Kernel, c.Kernel, c.Strides)
+	if err := c.checkOptions(); err != nil {
+		return nil, Shape{}, err
 	}
-	s := max(c.Strides, 1)
-	oh, pt, pb, err := window(in.H, c.Kernel, s, c.Padding)
+	k := c.kernel()
+	oh, ow, pad, err := k.place(in, c.Padding)
 	if err != nil {
-		return nil, Shape{}, fmt.Errorf("kernel %d×%d over %v: %w", c.Kernel, c.Kernel, in, err)
-	}
-	ow, pl, pr, err := window(in.W, c.Kernel, s, c.Padding)
-	if err != nil {
-		return nil, Shape{}, fmt.Errorf("kernel %d×%d over %v: %w", c.Kernel, c.Kernel, in, err)
+		return nil, Shape{}, err
 	}
 	if err := checkInits(c.KernelInit, c.BiasInit); err != nil {
 		return nil, Shape{}, err
 	}
-	l := newConv(in.C, in.H, in.W, c.Filters, c.Kernel, s, [4]int{pt, pb, pl, pr})
-	l.WeightInit, l.KernelInit, l.BiasInit = c.Init, c.KernelInit, c.BiasInit
+	l := newConvK(in.C, in.H, in.W, c.Filters, k, pad)
+	l.WeightInit, l.KernelInit, l.BiasInit, l.NoBias = c.Init, c.KernelInit, c.BiasInit, c.NoBias
 	if l.OutH != oh || l.OutW != ow {
 		panic("nn: conv2D's output size disagrees with its spec's")
 	}
@@ -63,27 +94,33 @@ func (c Conv2D) bound(in Shape) (Shape, int, bool, error) {
 	if c.Filters > maxExample || c.Kernel > maxExample {
 		return Shape{}, 0, false, fmt.Errorf("%d filters of %d×%d", c.Filters, c.Kernel, c.Kernel)
 	}
-	st := max(c.Strides, 1)
-	oh, pt, pb, err := window(in.H, c.Kernel, st, c.Padding)
+	if err := c.checkOptions(); err != nil {
+		return Shape{}, 0, false, nil
+	}
+	k := c.kernel()
+	oh, ow, pad, err := k.place(in, c.Padding)
 	if err != nil {
 		return Shape{}, 0, false, nil
 	}
-	ow, pl, pr, err := window(in.W, c.Kernel, st, c.Padding)
-	if err != nil {
-		return Shape{}, 0, false, nil
-	}
-	taps := float64(in.C) * float64(c.Kernel) * float64(c.Kernel)
-	plane := float64(in.H+pt+pb) * float64(in.W+pl+pr)
+	taps := float64(in.C) * float64(k.kh) * float64(k.kw)
+	plane := float64(in.H+pad[0]+pad[1]) * float64(in.W+pad[2]+pad[3])
 	if scratch := (taps + float64(c.Filters) + 2) * plane; scratch > maxConvScratch {
-		return Shape{}, 0, false, fmt.Errorf("%d filters of %d×%d over %v need %.3g floats of scratch (%d at most)", c.Filters, c.Kernel, c.Kernel, in, scratch, maxConvScratch)
+		return Shape{}, 0, false, fmt.Errorf("%d filters of %v over %v need %.3g floats of scratch (%d at most)", c.Filters, k, in, scratch, maxConvScratch)
 	}
-	if w := taps*float64(c.Filters) + float64(c.Filters); w > MaxParams {
+	bias := c.Filters
+	if c.NoBias {
+		bias = 0
+	}
+	if w := taps*float64(c.Filters) + float64(bias); w > MaxParams {
 		return Shape{}, 0, false, fmt.Errorf("%.3g parameters (%d at most)", w, MaxParams)
 	}
-	return Shape{H: oh, W: ow, C: c.Filters}, int(taps)*c.Filters + c.Filters, true, nil
+	return Shape{H: oh, W: ow, C: c.Filters}, int(taps)*c.Filters + bias, true, nil
 }
 
-// conv2DJSON is Conv2D's JSON.
+// conv2DJSON is Conv2D's JSON. The fields after Name are written only
+// when they differ from the square, undilated, biased convolution's, so
+// that the JSON (and digest) of such a convolution is what it was before
+// they existed.
 type conv2DJSON struct {
 	Type       string       `json:"type"`
 	Filters    int          `json:"filters"`
@@ -94,6 +131,19 @@ type conv2DJSON struct {
 	KernelInit *Initializer `json:"kernel_initializer,omitempty"`
 	BiasInit   *Initializer `json:"bias_initializer,omitempty"`
 	Name       string       `json:"name,omitempty"`
+	KernelW    int          `json:"kernel_w,omitempty"`
+	StridesW   int          `json:"strides_w,omitempty"`
+	Dilation   int          `json:"dilation,omitempty"`
+	DilationW  int          `json:"dilation_w,omitempty"`
+	NoBias     bool         `json:"no_bias,omitempty"`
+}
+
+// unlessEqual is v, or 0 (left out) when it is def.
+func unlessEqual(v, def int) int {
+	if v == def {
+		return 0
+	}
+	return v
 }
 
 func (c Conv2D) encode() (any, error) {
@@ -101,8 +151,10 @@ func (c Conv2D) encode() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return conv2DJSON{Type: c.kind(), Filters: c.Filters, Kernel: c.Kernel, Strides: max(c.Strides, 1), Padding: c.Padding.String(),
-		Init: init, KernelInit: c.KernelInit, BiasInit: c.BiasInit, Name: c.Name}, nil
+	k := c.kernel()
+	return conv2DJSON{Type: c.kind(), Filters: c.Filters, Kernel: c.Kernel, Strides: k.sh, Padding: c.Padding.String(),
+		Init: init, KernelInit: c.KernelInit, BiasInit: c.BiasInit, Name: c.Name,
+		KernelW: unlessEqual(k.kw, k.kh), StridesW: unlessEqual(k.sw, k.sh), Dilation: unlessEqual(k.dh, 1), DilationW: unlessEqual(k.dw, k.dh), NoBias: c.NoBias}, nil
 }
 
 func decodeConv2D(raw json.RawMessage) (LayerSpec, error) {
@@ -115,21 +167,24 @@ func decodeConv2D(raw json.RawMessage) (LayerSpec, error) {
 		if err != nil {
 			return nil, err
 		}
-		return Conv2D{Filters: j.Filters, Kernel: j.Kernel, Strides: j.Strides, Padding: pad, Init: init, KernelInit: j.KernelInit, BiasInit: j.BiasInit, Name: j.Name}, nil
+		return Conv2D{Filters: j.Filters, Kernel: j.Kernel, Strides: j.Strides, Padding: pad, Init: init, KernelInit: j.KernelInit, BiasInit: j.BiasInit, Name: j.Name,
+			KernelW: j.KernelW, StridesW: j.StridesW, Dilation: j.Dilation, DilationW: j.DilationW, NoBias: j.NoBias}, nil
 	})
 }
 
-// conv2D is a 2-D convolution with a square K×K kernel, stride S and zero
-// padding: PadT rows above the input, PadL columns left of it, and below
-// and right as many as the constructor was given. Weights are
-// OutC×InC×K×K (PyTorch's layout), then OutC biases.
+// conv2D is a 2-D convolution with a KH×KW kernel whose taps are DH rows
+// and DW columns apart (dilation), strides SH and SW, and zero padding:
+// PadT rows above the input, PadL columns left of it, and below and right
+// as many as the constructor was given. Weights are OutC×InC×KH×KW
+// (PyTorch's layout), then OutC biases unless NoBias. Below, K stands for
+// the kernel's reach along an axis, (K−1)·D+1, and S for either stride.
 //
 // It is computed on a grid: each example's input is laid out with its
 // padding, GW floats a row, and the stride-1 output is computed at every
 // grid position p = oy·GW+ox, including the K−1 columns past the last
 // output column that wrap into the next row (junk, dropped). Kernel tap
-// (ci,ky,kx) then reads the input at the fixed offset ci·plane+ky·GW+kx
-// from p, so the products read shifted windows of the input through a
+// (ci,ky,kx) then reads the input at the fixed offset
+// ci·plane+ky·DH·GW+kx·DW from p, so the products read shifted windows of the input through a
 // table of offsets (kernConv6x16, kernConvNT3x4) instead of an im2col
 // matrix, whose copies cost more than the few wasted columns. For the
 // gradients, dy is placed on the same grid with zeros in the junk columns,
@@ -138,10 +193,12 @@ func decodeConv2D(raw json.RawMessage) (LayerSpec, error) {
 // products of a direct strided convolution, which the offset kernels
 // cannot read; LeNet's convolutions have stride 1.
 type conv2D struct {
-	InC, InH, InW, OutC, K, S int
-	PadT, PadL                int
-	OutH, OutW                int
-	WeightInit                Init
+	InC, InH, InW, OutC    int
+	KH, KW, SH, SW, DH, DW int
+	PadT, PadL             int
+	OutH, OutW             int
+	WeightInit             Init
+	NoBias                 bool // b and db are zeros of the layer's own, not parameters
 	// KernelInit and BiasInit, if set, draw the weights and the biases
 	// instead of WeightInit's rule (see initParams).
 	KernelInit, BiasInit *Initializer
@@ -157,7 +214,7 @@ type conv2D struct {
 	offs       []int // grid offsets of the kernel taps (padding taps 0)
 	rowOffs    []int // offsets of dyg's rows
 	wpad       []float32
-	wT         []float32 // InC·K·K × OutC, transposed weights for the input gradient
+	wT         []float32 // InC·KH·KW × OutC, transposed weights for the input gradient
 	yg, dyg    []float32 // mp × np and len(rowOffs) × np
 	dcolg, dxg []float32
 
@@ -168,7 +225,7 @@ type conv2D struct {
 	ntM, ntT  int
 	dwpad     []float32
 
-	// With K ≤ 8 and many taps the weight gradient can be taken from a
+	// With KW ≤ 8, no dilation and many taps the weight gradient can be taken from a
 	// sparse output gradient: its non-zero entries of one example are
 	// listed (pos, g, ch), grouped by channel, and each adds its input's
 	// K×K window, 8 floats per (ci, ky) row, times g onto its channel's
@@ -177,8 +234,8 @@ type conv2D struct {
 	// dense product, on conv1 (25 taps) slower. A max-pooling after the
 	// convolution leaves at most one gradient per window, a ReLU fewer.
 	sparse  bool
-	roffs   []int     // InC·K grid offsets of the (ci, ky) rows
-	dwp     []float32 // OutC × InC·K × 8: the weight gradient by row
+	roffs   []int     // InC·KH grid offsets of the (ci, ky) rows
+	dwp     []float32 // OutC × InC·KH × 8: the weight gradient by row
 	pos, ch []int32
 	g       []float32
 
@@ -205,23 +262,31 @@ func newConv2D(inC, inH, inW, outC, k, pad int) *conv2D {
 	return newConv(inC, inH, inW, outC, k, 1, [4]int{pad, pad, pad, pad})
 }
 
-// newConv returns a convolution of stride s for InC×InH×InW inputs with
-// pad[0], pad[1], pad[2], pad[3] zeros above, below, left and right. A
-// kernel larger than the padded input is a programmer error (the layer
-// specs check it first).
+// newConv returns a convolution of a square k×k kernel and stride s for
+// InC×InH×InW inputs with pad[0], pad[1], pad[2], pad[3] zeros above,
+// below, left and right.
 func newConv(inC, inH, inW, outC, k, s int, pad [4]int) *conv2D {
+	return newConvK(inC, inH, inW, outC, kernel2D{kh: k, kw: k, sh: s, sw: s, dh: 1, dw: 1}, pad)
+}
+
+// newConvK returns a convolution of kernel k for InC×InH×InW inputs with
+// pad[0], pad[1], pad[2], pad[3] zeros above, below, left and right. A
+// kernel reaching past the padded input is a programmer error (the layer
+// specs check it first).
+func newConvK(inC, inH, inW, outC int, kn kernel2D, pad [4]int) *conv2D {
 	gh, gw := inH+pad[0]+pad[1], inW+pad[2]+pad[3]
-	if k < 1 || s < 1 || k > gh || k > gw {
+	rh, rw := kn.reach()
+	if kn.check() != nil || rh > gh || rw > gw {
 		panic("nn: conv2D kernel larger than the padded input")
 	}
-	l := &conv2D{InC: inC, InH: inH, InW: inW, OutC: outC, K: k, S: s, PadT: pad[0], PadL: pad[2],
-		gw: gw, fh: gh - k + 1, fw: gw - k + 1, padded: pad != [4]int{}}
-	l.OutH, l.OutW = (l.fh-1)/s+1, (l.fw-1)/s+1
-	ckk := inC * k * k
+	l := &conv2D{InC: inC, InH: inH, InW: inW, OutC: outC, KH: kn.kh, KW: kn.kw, SH: kn.sh, SW: kn.sw, DH: kn.dh, DW: kn.dw,
+		PadT: pad[0], PadL: pad[2], gw: gw, fh: gh - rh + 1, fw: gw - rw + 1, padded: pad != [4]int{}}
+	l.OutH, l.OutW = (l.fh-1)/kn.sh+1, (l.fw-1)/kn.sw+1
+	ckk := inC * kn.kh * kn.kw
 	l.plane = gh * gw
 	// The pooling kernels read and write whole groups of 16 columns, and
 	// the input gradient reads K−1 zeros past the valid positions.
-	l.np = (l.fh-1)*l.gw + max((l.fw+15)&^15, l.fw+k-1)
+	l.np = (l.fh-1)*l.gw + max((l.fw+15)&^15, l.fw+rw-1)
 	l.np = (l.np + 15) &^ 15
 	l.mp = max(4, (outC+1)&^1)
 	r3, r4 := func(v int) int { return (v + 2) / 3 * 3 }, func(v int) int { return (v + 3) &^ 3 }
@@ -233,9 +298,9 @@ func newConv(inC, inH, inW, outC, k, s int, pad [4]int) *conv2D {
 	l.offs = make([]int, (ckk+11)/12*12)
 	r := 0
 	for ci := 0; ci < inC; ci++ {
-		for ky := 0; ky < k; ky++ {
-			for kx := 0; kx < k; kx++ {
-				l.offs[r] = ci*l.plane + ky*l.gw + kx
+		for ky := 0; ky < kn.kh; ky++ {
+			for kx := 0; kx < kn.kw; kx++ {
+				l.offs[r] = ci*l.plane + ky*kn.dh*l.gw + kx*kn.dw
 				r++
 			}
 		}
@@ -256,12 +321,12 @@ func newConv(inC, inH, inW, outC, k, s int, pad [4]int) *conv2D {
 		l.dxg = make([]float32, l.glen)
 	}
 	l.xg = make([]float32, l.glen)
-	if k <= 8 && ckk >= 64 {
+	if kn.kw <= 8 && kn.kh <= 8 && kn.dh == 1 && kn.dw == 1 && ckk >= 64 {
 		l.sparse = true
-		rows := inC * k
+		rows := inC * kn.kh
 		l.roffs = make([]int, rows)
 		for r := range l.roffs {
-			l.roffs[r] = r/k*l.plane + r%k*l.gw
+			l.roffs[r] = r/kn.kh*l.plane + r%kn.kh*l.gw
 		}
 		l.dwp = make([]float32, outC*rows*8)
 		// listNZ writes up to 8 entries past the last.
@@ -289,22 +354,43 @@ var packLUT = func() (t [256][8]int32) {
 	return t
 }()
 
-func (l *conv2D) InSize() int    { return l.InC * l.InH * l.InW }
-func (l *conv2D) OutSize() int   { return l.OutC * l.OutH * l.OutW }
-func (l *conv2D) NumParams() int { return l.OutC*l.InC*l.K*l.K + l.OutC }
+func (l *conv2D) InSize() int  { return l.InC * l.InH * l.InW }
+func (l *conv2D) OutSize() int { return l.OutC * l.OutH * l.OutW }
+func (l *conv2D) NumParams() int {
+	if l.NoBias {
+		return l.OutC * l.InC * l.KH * l.KW
+	}
+	return l.OutC*l.InC*l.KH*l.KW + l.OutC
+}
 
-// ParamShapes is PyTorch's Conv2d: weight [OutC InC K K], bias [OutC].
-func (l *conv2D) ParamShapes() [][]int { return [][]int{{l.OutC, l.InC, l.K, l.K}, {l.OutC}} }
+// ParamShapes is PyTorch's Conv2d: weight [OutC InC KH KW], bias [OutC]
+// (none with NoBias).
+func (l *conv2D) ParamShapes() [][]int {
+	if l.NoBias {
+		return [][]int{{l.OutC, l.InC, l.KH, l.KW}}
+	}
+	return [][]int{{l.OutC, l.InC, l.KH, l.KW}, {l.OutC}}
+}
 
 func (l *conv2D) Bind(params, grads []float32) {
-	nw := l.OutC * l.InC * l.K * l.K
-	l.w, l.b = params[:nw:nw], params[nw:l.NumParams()]
-	l.dw, l.db = grads[:nw:nw], grads[nw:l.NumParams()]
+	nw := l.OutC * l.InC * l.KH * l.KW
+	l.w, l.dw = params[:nw:nw], grads[:nw:nw]
+	if l.NoBias {
+		// A bias of zeros, whose gradient goes to scratch that
+		// backwardStart clears: the kernels stay those of a biased layer.
+		l.b, l.db = make([]float32, l.OutC), make([]float32, l.OutC)
+		return
+	}
+	l.b, l.db = params[nw:l.NumParams()], grads[nw:l.NumParams()]
 }
 
 func (l *conv2D) Init(rng *rand.Rand) {
-	kk := l.K * l.K
-	initParams(rng, l.w, l.b, l.WeightInit, l.KernelInit, l.BiasInit, l.InC*kk, l.OutC*kk)
+	kk := l.KH * l.KW
+	b := l.b
+	if l.NoBias {
+		b = nil
+	}
+	initParams(rng, l.w, b, l.WeightInit, l.KernelInit, l.BiasInit, l.InC*kk, l.OutC*kk)
 }
 
 // setTrain switches the keeping of the batch's grids for Backward on or
@@ -339,16 +425,16 @@ func (l *conv2D) Forward(y, x []float32, n int) {
 		for c, bc := range l.b {
 			yc := ye[c*hw : (c+1)*hw]
 			gc := l.yg[c*l.np:]
-			if l.S == 1 && useAsm {
+			if l.SH == 1 && l.SW == 1 && useAsm {
 				_ = gc[(l.OutH-1)*l.gw+l.OutW-1]
 				biasRows(&yc[0], l.OutW, &gc[0], l.gw, l.OutH, l.OutW, bc)
 				continue
 			}
 			for oy := 0; oy < l.OutH; oy++ {
-				src := gc[oy*l.S*l.gw : oy*l.S*l.gw+(l.OutW-1)*l.S+1]
+				src := gc[oy*l.SH*l.gw : oy*l.SH*l.gw+(l.OutW-1)*l.SW+1]
 				dst := yc[oy*l.OutW : (oy+1)*l.OutW]
 				for ox := range dst {
-					dst[ox] = src[ox*l.S] + bc
+					dst[ox] = src[ox*l.SW] + bc
 				}
 			}
 		}
@@ -384,7 +470,7 @@ func (l *conv2D) exampleGrid(xg []float32, e int) []float32 {
 // output without bias on the grid, into yg.
 func (l *conv2D) forwardGrid(g, x []float32) {
 	l.grid(g, x)
-	convNN(l.mp, l.np, l.InC*l.K*l.K, l.wpad, g, l.offs, l.yg)
+	convNN(l.mp, l.np, l.InC*l.KH*l.KW, l.wpad, g, l.offs, l.yg)
 }
 
 // sparseShare bounds the non-zero share of an example's output gradient
@@ -451,8 +537,8 @@ func (l *conv2D) Backward(dx, dy, x, y []float32, n int) {
 // sums to db, and returns how many there are and whether it also placed
 // the gradient on the grid dyg (as placeGrad does).
 func (l *conv2D) listGrad(dy []float32) (int, bool) {
-	hw, ow, gw, st := l.OutH*l.OutW, l.OutW, l.gw, l.S
-	if useAsm && st == 1 {
+	hw, ow, gw, sh, sw := l.OutH*l.OutW, l.OutW, l.gw, l.SH, l.SW
+	if useAsm && sh == 1 && sw == 1 {
 		cnt := 0
 		tail := ow - (ow-1)&^7
 		// listNZ writes the grid rows in whole chunks of 8.
@@ -474,16 +560,16 @@ func (l *conv2D) listGrad(dy []float32) (int, bool) {
 		var s0, s1 float32 // two sums: a single one is a latency chain
 		dc := dy[c*hw : (c+1)*hw]
 		for oy := 0; oy < l.OutH; oy++ {
-			base := int32(oy * st * gw)
+			base := int32(oy * sh * gw)
 			row := dc[oy*ow : (oy+1)*ow]
 			for ox := 0; ox+1 < len(row); ox += 2 {
 				// Written always, kept (cnt advanced) only when non-zero:
 				// no branch on the data.
 				v0, v1 := row[ox], row[ox+1]
-				pos[cnt], ch[cnt], gs[cnt] = base+int32(ox*st), int32(c), v0
+				pos[cnt], ch[cnt], gs[cnt] = base+int32(ox*sw), int32(c), v0
 				b := math.Float32bits(v0) << 1 // ±0 alike
 				cnt += int((b | -b) >> 31)
-				pos[cnt], ch[cnt], gs[cnt] = base+int32((ox+1)*st), int32(c), v1
+				pos[cnt], ch[cnt], gs[cnt] = base+int32((ox+1)*sw), int32(c), v1
 				b = math.Float32bits(v1) << 1
 				cnt += int((b | -b) >> 31)
 				s0 += v0
@@ -491,7 +577,7 @@ func (l *conv2D) listGrad(dy []float32) (int, bool) {
 			}
 			if ow%2 != 0 {
 				v := row[ow-1]
-				pos[cnt], ch[cnt], gs[cnt] = base+int32((ow-1)*st), int32(c), v
+				pos[cnt], ch[cnt], gs[cnt] = base+int32((ow-1)*sw), int32(c), v
 				b := math.Float32bits(v) << 1
 				cnt += int((b | -b) >> 31)
 				s0 += v
@@ -505,13 +591,13 @@ func (l *conv2D) listGrad(dy []float32) (int, bool) {
 // gatherGrad adds the weight gradient of the cnt listed entries, for the
 // example whose grid is g, to dwp.
 func (l *conv2D) gatherGrad(cnt int, g []float32) {
-	hiPos := (l.OutH-1)*l.S*l.gw + (l.OutW-1)*l.S
-	gatherRows(cnt, l.pos, l.g, l.ch, g, l.InC*l.K, l.roffs, l.dwp, hiPos, l.OutC-1)
+	hiPos := (l.OutH-1)*l.SH*l.gw + (l.OutW-1)*l.SW
+	gatherRows(cnt, l.pos, l.g, l.ch, g, l.InC*l.KH, l.roffs, l.dwp, hiPos, l.OutC-1)
 }
 
 // sparseEnd adds the weight gradient gathered in dwp to dw.
 func (l *conv2D) sparseEnd() {
-	k, ckk, rows := l.K, l.InC*l.K*l.K, l.InC*l.K
+	k, ckk, rows := l.KW, l.InC*l.KH*l.KW, l.InC*l.KH
 	for c := 0; c < l.OutC; c++ {
 		for r := 0; r < rows; r++ {
 			dwr := l.dw[c*ckk+r*k : c*ckk+(r+1)*k]
@@ -529,7 +615,7 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 	hw := l.OutH * l.OutW
 	for c := 0; c < l.OutC; c++ {
 		dc := dy[c*hw : (c+1)*hw]
-		if l.S == 1 && useAsm && bias {
+		if l.SH == 1 && l.SW == 1 && useAsm && bias {
 			var sum [8]float32
 			_ = l.dyg[c*l.np+(l.OutH-1)*l.gw+l.OutW-1]
 			copyRowsSum(&l.dyg[c*l.np], l.gw, &dc[0], l.OutW, l.OutH, l.OutW, &sum[0], &tailTab[l.OutW%8])
@@ -543,15 +629,15 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 			}
 			l.db[c] += s
 		}
-		if l.S == 1 {
+		if l.SH == 1 && l.SW == 1 {
 			copyRows(l.dyg[c*l.np:], l.gw, dc, l.OutW, l.OutH, l.OutW)
 			continue
 		}
 		gc := l.dyg[c*l.np : (c+1)*l.np]
 		for oy := 0; oy < l.OutH; oy++ {
-			row := gc[oy*l.S*l.gw : oy*l.S*l.gw+(l.OutW-1)*l.S+1]
+			row := gc[oy*l.SH*l.gw : oy*l.SH*l.gw+(l.OutW-1)*l.SW+1]
 			for ox, v := range dc[oy*l.OutW : (oy+1)*l.OutW] {
-				row[ox*l.S] = v
+				row[ox*l.SW] = v
 			}
 		}
 	}
@@ -560,8 +646,11 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 // backwardStart prepares a backward pass over n examples of x and returns
 // their grids, rebuilt unless they are the last training Forward's.
 func (l *conv2D) backwardStart(x []float32, n int, wantDx bool) []float32 {
-	in, ckk := l.InSize(), l.InC*l.K*l.K
+	in, ckk := l.InSize(), l.InC*l.KH*l.KW
 	xg := l.grids(n)
+	if l.NoBias {
+		clear(l.db)
+	}
 	if l.cBatch == 0 && (l.savedN != n || l.savedX != &x[0]) {
 		for e := 0; e < n; e++ {
 			l.grid(xg[e*l.glen:(e+1)*l.glen], x[e*in:(e+1)*in])
@@ -599,31 +688,32 @@ const dcolPad = 8
 
 // inputGrad writes one example's input gradient dx from dyg.
 func (l *conv2D) inputGrad(dx []float32) {
-	ckk := l.InC * l.K * l.K
+	ckk := l.InC * l.KH * l.KW
 	// The input gradient: dcol = Wᵀ·dy on the grid, then each tap's row
-	// added at its offset (the adjoint of reading shifted windows), the K
-	// taps of a kernel row at once: dst[o+p] += Σ_kx dcol[r0+kx, p−kx] for
-	// p < npv+K−1. Each dcol row is zero at its junk columns and its last
-	// K−1 positions and more (np ≥ npv+K−1), and dcolPad zeros precede
-	// the first, so reads outside a row's valid positions add zeros.
+	// added at its offset (the adjoint of reading shifted windows), the KW
+	// taps of a kernel row at once: dst[o+p] += Σ_kx dcol[r0+kx, p−kx·DW]
+	// for p < npv+K−1. Each dcol row is zero at its junk columns and its
+	// last K−1 positions and more (np ≥ npv+K−1), and dcolPad zeros
+	// precede the first, so reads outside a row's valid positions add
+	// zeros.
 	dcol := l.dcolg[dcolPad:]
 	gemmNN(ckk, l.np, l.OutC, l.wT, l.OutC, l.dyg, l.np, dcol, l.np, false)
-	w := (l.fh-1)*l.gw + l.fw + l.K - 1
+	w := (l.fh-1)*l.gw + l.fw + (l.KW-1)*l.DW
 	dst := dx
 	if l.padded {
 		dst = l.dxg
 	}
 	clear(dst)
-	if l.K > dcolPad+1 || !useAsm {
-		npv := w - l.K + 1
-		for r0 := 0; r0 < ckk; r0 += l.K {
-			addRows(dst[l.offs[r0]:], 1, dcol[r0*l.np:], l.np, l.K, npv)
+	if l.KW > dcolPad+1 || l.DW != 1 || !useAsm {
+		npv := (l.fh-1)*l.gw + l.fw
+		for r0 := 0; r0 < ckk; r0 += l.KW {
+			addRows(dst[l.offs[r0]:], l.DW, dcol[r0*l.np:], l.np, l.KW, npv)
 		}
 	} else {
 		_ = l.dcolg[dcolPad+(ckk-1)*l.np+w-1]
-		for r0 := 0; r0 < ckk; r0 += l.K {
+		for r0 := 0; r0 < ckk; r0 += l.KW {
 			_ = dst[l.offs[r0]+w-1]
-			shiftSum(&dst[l.offs[r0]], &l.dcolg[dcolPad+r0*l.np], l.np, l.K, w)
+			shiftSum(&dst[l.offs[r0]], &l.dcolg[dcolPad+r0*l.np], l.np, l.KW, w)
 		}
 	}
 	if l.padded {
@@ -635,7 +725,7 @@ func (l *conv2D) inputGrad(dx []float32) {
 
 // backwardEnd adds the weight gradient gathered in dwpad to dw.
 func (l *conv2D) backwardEnd() {
-	ckk := l.InC * l.K * l.K
+	ckk := l.InC * l.KH * l.KW
 	for c := 0; c < l.OutC; c++ {
 		dwc := l.dw[c*ckk : (c+1)*ckk]
 		if l.tapsMajor {
@@ -648,4 +738,11 @@ func (l *conv2D) backwardEnd() {
 			dwc[r] += v
 		}
 	}
+}
+
+// plain reports whether the convolution has a square, undilated kernel
+// and stride 1: the convolutions the fused conv → ReLU → max-pool layer
+// takes.
+func (l *conv2D) plain() bool {
+	return l.KH == l.KW && l.SH == 1 && l.SW == 1 && l.DH == 1 && l.DW == 1
 }

@@ -40,7 +40,7 @@ type hwcConv struct {
 
 // hwcUsable reports whether the layer's backward pass runs channels last.
 func (l *convPoolReLU) hwcUsable() bool {
-	return useAsm && useAVX512 && l.K == 3 && l.S == 1 && l.InC%16 == 0
+	return useAsm && useAVX512 && l.KH == 3 && l.KW == 3 && l.SH == 1 && l.SW == 1 && l.DH == 1 && l.DW == 1 && l.InC%16 == 0
 }
 
 // alignedFloats returns n zero floats starting on a 64-byte boundary, so

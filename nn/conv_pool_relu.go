@@ -24,7 +24,7 @@ type convPoolReLU struct {
 }
 
 func newConvPoolReLU(c *conv2D) *convPoolReLU {
-	if c.S != 1 || c.OutH%2 != 0 || c.OutW%2 != 0 {
+	if !c.plain() || c.OutH%2 != 0 || c.OutW%2 != 0 {
 		panic("nn: convPoolReLU needs a stride-1 convolution with an even output")
 	}
 	return &convPoolReLU{conv2D: c, ph: c.OutH / 2, pw: c.OutW / 2}
@@ -35,7 +35,7 @@ func (l *convPoolReLU) OutSize() int { return l.OutC * l.ph * l.pw }
 // backwardSparse is Backward from the list of routed gradients.
 func (l *convPoolReLU) backwardSparse(dx, dy, x []float32, n int) {
 	in, out := l.InSize(), l.OutSize()
-	rows := l.InC * l.K
+	rows := l.InC * l.KH
 	xg := l.backwardStart(x, n, dx != nil)
 	clear(l.dwp)
 	gw := l.gw

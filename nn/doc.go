@@ -9,20 +9,29 @@
 // as torch.nn.Sequential does (0.weight …).
 //
 // Layers. A LayerSpec describes a layer without its input size: Conv2D
-// (valid or same padding, any stride and kernel size), MaxPooling2D,
-// AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation (relu,
-// tanh, sigmoid, softmax, linear), BatchNormalization, and Add, which
-// takes several inputs. Each layer's shape is inferred from its input's
-// (H×W×C, written channels last as Keras does); a shape a layer cannot
-// take is a *LayerError naming the layer. A final softmax or sigmoid is
-// fused with its cross-entropy. Conv2D and Dense take Keras's
+// (valid or same padding, any kernel size and stride along each axis,
+// dilation, with or without a bias), DepthwiseConv2D (one group per input
+// channel, with a depth multiplier), MaxPooling2D, AveragePooling2D,
+// GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D, Cropping2D,
+// UpSampling2D (nearest), Flatten, Reshape, Dense, Dropout, Activation
+// (relu, tanh, sigmoid, softmax, linear), BatchNormalization, Rescaling
+// and Normalization (fixed per-channel affine maps, Keras's preprocessing
+// layers), and the merges of several inputs: Add, Subtract, Multiply,
+// Average, Maximum, Minimum (broadcasting sizes of 1 as Keras does) and
+// Concatenate (merge.go; Concatenate joins channels, rows or columns,
+// mapping Keras's channels-last axis onto the planar layout). Each
+// layer's shape is inferred from its input's (H×W×C, written channels
+// last as Keras does); a shape a layer cannot take is a *LayerError
+// naming the layer. A final softmax or sigmoid is fused with its
+// cross-entropy. Conv2D, DepthwiseConv2D and Dense take Keras's
 // initializers (Initializer) besides nn's own Init kinds.
 //
 // The registry. Each layer kind lives in one file (conv.go, pool.go,
-// dense.go, activation.go, reshape.go, dropout.go, batchnorm.go, add.go):
-// its spec, its kernels, its JSON (encode, and a decoder registered under
-// its "type" in registry.go's layerKinds), its bounds (bounder) and the
-// gradient check of its test file. Nothing else switches on the kinds, so
+// dense.go, activation.go, reshape.go, dropout.go, batchnorm.go, add.go,
+// merge.go, depthwise.go, global_pool.go, pad2d.go, upsampling.go,
+// rescaling.go): its spec, its kernels, its JSON (encode, and a decoder
+// registered under its "type" in registry.go's layerKinds), its bounds
+// (bounder) and the gradient check of its test file. Nothing else switches on the kinds, so
 // a new kind is one file; package nn/keras maps Keras's classes to these
 // specs through one table.
 //
@@ -110,9 +119,15 @@
 // a padded grid and the kernels read its shifted windows through a table
 // of offsets (see conv2D), for the output, the weight gradient and the
 // input gradient alike; the im2col copies had cost more than the GEMMs'
-// wasted junk columns. A Sequential runs a conv → ReLU → 2×2 max-pool
+// wasted junk columns; a dilated kernel is only a table of wider
+// offsets, and a stride keeps every S-th row and column of the stride-1
+// grid (along each axis its own). A depthwise convolution is, channel by
+// channel, a convolution of one input channel, and runs on one such
+// grid convolution pointed at each channel's kernels in turn
+// (depthwise.go). A Sequential runs a conv → ReLU → 2×2 max-pool
 // stage (either order: ReLU and max-pooling commute) as one layer
-// (convPoolReLU): the pooling, bias and ReLU run in one AVX2 pass over
+// (convPoolReLU; square, undilated and of stride 1, with or without a
+// bias): the pooling, bias and ReLU run in one AVX2 pass over
 // the convolution's grid and keep only a one-hot code per window, whose
 // gradient pass writes straight onto the grid. Max-pooling leaves at most
 // one gradient per window, so the weight gradient of a convolution with

@@ -79,3 +79,27 @@ func splitInputs(raw json.RawMessage) ([]int, json.RawMessage, error) {
 	rest, err := json.Marshal(fields)
 	return ins, rest, err
 }
+
+// nodeBound is boundOf for a graph's node i, whose inputs' shapes are
+// outs (the earlier nodes') or a.Input: a merge's output depends on all
+// of them (a Concatenate's is their sum). ok is false when the inputs
+// are not earlier nodes or do not compose; compile says why.
+func (a Architecture) nodeBound(i int, outs []Shape) (out Shape, params int, ok bool, err error) {
+	if i >= len(a.Inputs) || len(a.Inputs[i]) == 0 {
+		return Shape{}, 0, false, nil
+	}
+	ins := make([]Shape, len(a.Inputs[i]))
+	for k, j := range a.Inputs[i] {
+		if j < -1 || j >= i {
+			return Shape{}, 0, false, nil
+		}
+		if ins[k] = a.Input; j >= 0 {
+			ins[k] = outs[j]
+		}
+	}
+	if js, is := a.Layers[i].(joinSpec); is {
+		_, out, err := js.buildJoin(ins)
+		return out, 0, err == nil, nil
+	}
+	return boundOf(a.Layers[i], ins[0])
+}

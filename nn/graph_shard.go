@@ -178,7 +178,7 @@ func (s *graphShard) run() {
 			for k, src := range g.inputs[i] {
 				dxs[k] = s.into(src, k)
 			}
-			j.backwardJoin(dxs, dy, s.n)
+			j.backwardJoin(dxs, dy, s.ins[i], s.acts[i], s.n)
 			for k, src := range g.inputs[i] {
 				s.addInto(src, k)
 			}

@@ -25,12 +25,18 @@ func (a Architecture) Buffers(n int) (Buffers, error) {
 	shapes := make([]Shape, len(a.Layers))
 	in := a.Input
 	for i, s := range a.Layers {
-		if a.Inputs != nil {
+		var out Shape
+		var params int
+		var ok bool
+		var err error
+		if a.Inputs != nil { // a graph's node: in is its first input's shape
 			if in = a.Input; a.Inputs[i][0] >= 0 {
 				in = shapes[a.Inputs[i][0]]
 			}
+			out, params, ok, err = a.nodeBound(i, shapes)
+		} else {
+			out, params, ok, err = boundOf(s, in)
 		}
-		out, params, ok, err := boundOf(s, in)
 		if err != nil || !ok {
 			return Buffers{}, fmt.Errorf("nn: %s: layer %d: its shape cannot be inferred (%v)", a.Name, i, err)
 		}
@@ -38,11 +44,8 @@ func (a Architecture) Buffers(n int) (Buffers, error) {
 		if _, view := s.(Reshape); !view && !isFlatten(s) && !(i == len(a.Layers)-1 && lossActivation(s)) {
 			outs, most = outs+int64(out.Size()), max(most, int64(out.Size()))
 		}
-		if c, ok := s.(Conv2D); ok {
-			_, pt, pb, _ := window(in.H, c.Kernel, max(c.Strides, 1), c.Padding)
-			_, pl, pr, _ := window(in.W, c.Kernel, max(c.Strides, 1), c.Padding)
-			plane := int64(in.H+pt+pb) * int64(in.W+pl+pr)
-			b.Scratch += int64(n)*plane*int64(in.C) + (int64(in.C*c.Kernel*c.Kernel)+int64(c.Filters)+2)*plane
+		if sc, ok := s.(scratcher); ok {
+			b.Scratch += sc.scratch(in, n)
 		}
 		shapes[i], in = out, out
 	}
@@ -80,4 +83,19 @@ func isFlatten(s LayerSpec) bool { _, ok := s.(Flatten); return ok }
 func lossActivation(s LayerSpec) bool {
 	a, ok := s.(Activation)
 	return ok && (a.Fn == "softmax" || a.Fn == "sigmoid")
+}
+
+// scratcher is a spec whose layer holds scratch beyond its output:
+// scratch is how many floats, for a shard of n examples of shape in.
+type scratcher interface {
+	scratch(in Shape, n int) int64
+}
+
+// scratch: a convolution's padded input for n examples and its
+// per-image scratch (taps and output channels times the padded plane).
+func (c Conv2D) scratch(in Shape, n int) int64 {
+	k := c.kernel()
+	_, _, pad, _ := k.place(in, c.Padding)
+	plane := int64(in.H+pad[0]+pad[1]) * int64(in.W+pad[2]+pad[3])
+	return int64(n)*plane*int64(in.C) + (int64(in.C*k.kh*k.kw)+int64(c.Filters)+2)*plane
 }

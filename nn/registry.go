@@ -7,11 +7,13 @@ import (
 	"strings"
 )
 
-// A LayerSpec describes one layer of a model: Conv2D, MaxPooling2D,
-// AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation,
-// BatchNormalization, or Add (a graph's node of several inputs). It names
-// no input size: a model infers each layer's input shape from the layers
-// it takes.
+// A LayerSpec describes one layer of a model: Conv2D, DepthwiseConv2D,
+// MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D,
+// GlobalMaxPooling2D, ZeroPadding2D, Cropping2D, UpSampling2D, Flatten,
+// Reshape, Dense, Dropout, Activation, BatchNormalization, Rescaling,
+// Normalization, or a merge of several inputs in a graph (Add, Subtract,
+// Multiply, Average, Maximum, Minimum, Concatenate). It names no input
+// size: a model infers each layer's input shape from the layers it takes.
 //
 // Each kind lives in one file (conv.go, pool.go, dense.go …): its spec,
 // its kernels, its JSON and its bounds, registered by name in layerKinds,

@@ -328,7 +328,7 @@ func (l *convPoolReLU) outShape() Shape { return Shape{H: l.ph, W: l.pw, C: l.Ou
 // stride 1, an even output, windows side by side without padding.
 func fusable(conv layer, a, b LayerSpec, out Shape) (*convPoolReLU, bool) {
 	c, ok := conv.(*conv2D)
-	if !ok || c.S != 1 || out.H%2 != 0 || out.W%2 != 0 {
+	if !ok || !c.plain() || out.H%2 != 0 || out.W%2 != 0 {
 		return nil, false
 	}
 	relu := func(s LayerSpec) bool { r, ok := s.(Activation); return ok && r.Fn == "relu" }

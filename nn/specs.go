@@ -102,3 +102,59 @@ func checkInits(kernel, bias *Initializer) error {
 	}
 	return nil
 }
+
+// kernel2D is a convolution's window: its rows and columns, its stride
+// and its dilation (the gap between taps, 1 for adjacent) along the
+// height and the width.
+type kernel2D struct{ kh, kw, sh, sw, dh, dw int }
+
+// reach is the rows and columns a dilated kernel spans, (k−1)·d+1.
+func (k kernel2D) reach() (int, int) { return (k.kh-1)*k.dh + 1, (k.kw-1)*k.dw + 1 }
+
+// square reports whether k is one number for both axes and undilated:
+// the windows the fused and channels-last kernels take.
+func (k kernel2D) square() bool { return k.kh == k.kw && k.sh == k.sw && k.dh == 1 && k.dw == 1 }
+
+func (k kernel2D) String() string {
+	s := fmt.Sprintf("%d×%d", k.kh, k.kw)
+	if k.sh != 1 || k.sw != 1 {
+		s += fmt.Sprintf(" stride %d×%d", k.sh, k.sw)
+	}
+	if k.dh != 1 || k.dw != 1 {
+		s += fmt.Sprintf(" dilation %d×%d", k.dh, k.dw)
+	}
+	return s
+}
+
+// check refuses a size, stride or dilation below 1 or past maxExample.
+func (k kernel2D) check() error {
+	for _, v := range []int{k.kh, k.kw, k.sh, k.sw, k.dh, k.dw} {
+		if v < 1 || v > maxExample {
+			return fmt.Errorf("kernel %v: want sizes, strides and dilations of 1 … %d", k, maxExample)
+		}
+	}
+	return nil
+}
+
+// place returns the output rows and columns of k over in and the padding
+// above, below, left and right: with Same padding TensorFlow's, over the
+// dilated kernel's reach (the odd cell after).
+func (k kernel2D) place(in Shape, p Padding) (oh, ow int, pad [4]int, err error) {
+	rh, rw := k.reach()
+	if oh, pad[0], pad[1], err = window(in.H, rh, k.sh, p); err == nil {
+		ow, pad[2], pad[3], err = window(in.W, rw, k.sw, p)
+	}
+	if err != nil {
+		return 0, 0, pad, fmt.Errorf("kernel %v over %v: %w", k, in, err)
+	}
+	return oh, ow, pad, nil
+}
+
+// or is v, or def when v is 0: the spelling of an option whose zero
+// value stands for another's.
+func or(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

@@ -75,3 +75,26 @@ func TestSamplerBounded(t *testing.T) {
 		t.Fatalf("the newest sample is at %v s", last.Seconds)
 	}
 }
+
+// TestProgressRateSurvivesBursts: step events that reach the progress in
+// a burst (a launcher reading a worker's relayed lines late) show the rate
+// of the steps' own time, not of the microseconds between their arrival;
+// events without their time fall back to the clock.
+func TestProgressRateSurvivesBursts(t *testing.T) {
+	var out bytes.Buffer
+	p := NewStepProgress(&out, false, 10, 2, "")
+	for step := 1; step <= 10; step++ { // 10 steps of 64 examples, 20 ms each: 3,200 examples/s, ×2 replicas
+		p.Step(mirrored.Event{Kind: mirrored.EventStep, Step: step, Steps: 20, Train: &mirrored.StepStats{Loss: 1, Examples: 64, Seconds: 0.020}})
+	}
+	if !strings.Contains(out.String(), "  6400 examples/s") {
+		t.Errorf("a burst of timed steps: %q, want 6400 examples/s", out.String())
+	}
+	out.Reset()
+	time.Sleep(20 * time.Millisecond)
+	for step := 11; step <= 20; step++ { // untimed: the clock's ~20 ms for 1,280 examples
+		p.Step(mirrored.Event{Kind: mirrored.EventStep, Step: step, Steps: 20, Train: &mirrored.StepStats{Loss: 1, Examples: 64}})
+	}
+	if strings.Contains(out.String(), " 6400 examples/s") || !strings.Contains(out.String(), "examples/s") {
+		t.Errorf("untimed steps: %q, want the clock's rate", out.String())
+	}
+}

@@ -112,6 +112,11 @@ type StepProgress struct {
 		steps, examples int
 		loss            float64
 		since           time.Time
+		// seconds is the steps' own time where the events carry it
+		// (StepStats.Seconds), summed over all of them; timed is false once
+		// one did not.
+		seconds float64
+		timed   bool
 	}
 	start time.Time
 }
@@ -126,7 +131,7 @@ func NewStepProgress(w io.Writer, tty bool, every, replicas int, prefix string) 
 }
 
 // Restart starts the clock of elapsed time and ETA (at the run's start).
-func (p *StepProgress) Restart() { p.start, p.win.since = time.Now(), time.Now() }
+func (p *StepProgress) Restart() { p.start = time.Now(); p.resetWindow(p.start) }
 
 // Step adds e's steps and redraws the bar, or writes a line every p.every
 // steps.
@@ -139,6 +144,8 @@ func (p *StepProgress) Step(e mirrored.Event) {
 	w.steps += n
 	w.examples += e.Train.Examples
 	w.loss += e.Train.Loss * float64(n)
+	w.seconds += e.Train.Seconds
+	w.timed = w.timed && e.Train.Seconds > 0
 	if p.tty {
 		p.drawBar(e)
 		return
@@ -154,12 +161,22 @@ func (p *StepProgress) Step(e mirrored.Event) {
 	}
 	fmt.Fprintf(p.w, "%sstep %d/%d  loss %.4f  %.0f examples/s  elapsed %s  ETA %s\n", p.prefix, e.Step, e.Steps,
 		w.loss/float64(w.steps), p.rate(now), elapsed.Round(time.Second), eta)
-	p.win.steps, p.win.examples, p.win.loss, p.win.since = 0, 0, 0, now
+	p.resetWindow(now)
+}
+
+// resetWindow starts the next window of steps at now.
+func (p *StepProgress) resetWindow(now time.Time) {
+	w := &p.win
+	w.steps, w.examples, w.loss, w.since, w.seconds, w.timed = 0, 0, 0, now, 0, true
 }
 
 // rate is the examples per second of all counted replicas since the last
-// line.
+// line: over the steps' own time where the events carry it, else over the
+// time between the lines (which a burst of events makes absurd).
 func (p *StepProgress) rate(now time.Time) float64 {
+	if p.win.timed && p.win.seconds > 0 {
+		return float64(p.win.examples*p.replicas) / p.win.seconds
+	}
 	if d := now.Sub(p.win.since).Seconds(); d > 0 {
 		return float64(p.win.examples*p.replicas) / d
 	}
@@ -183,7 +200,7 @@ func (p *StepProgress) drawBar(e mirrored.Event) {
 	}
 	if now := time.Now(); now.Sub(p.win.since) >= 200*time.Millisecond {
 		p.bar.Describe(fmt.Sprintf("loss %.4f  %.0f examples/s", p.win.loss/float64(p.win.steps), p.rate(now)))
-		p.win.steps, p.win.examples, p.win.loss, p.win.since = 0, 0, 0, now
+		p.resetWindow(now)
 	}
 	_ = p.bar.Set(e.Step) // writes to p.w; a failed write is not the run's failure
 }

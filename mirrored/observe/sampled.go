@@ -49,6 +49,7 @@ func (s *stepSampler) Observe(e mirrored.Event) error {
 	n := float64(s.sum.Steps)
 	s.sum.Loss = (s.sum.Loss*n + st.Loss) / (n + 1)
 	s.sum.LR, s.sum.Examples, s.sum.Steps = st.LR, s.sum.Examples+st.Examples, s.sum.Steps+1
+	s.sum.Seconds += st.Seconds
 	if now := time.Now(); e.Step%s.every == 0 || e.Step >= e.Steps || now.Sub(s.last) >= SampleInterval {
 		sum := s.sum
 		e.Train = &sum

@@ -63,6 +63,11 @@ type StepStats struct {
 	Correct int  `json:"-"`
 	Counted bool `json:"-"`
 	Steps   int  `json:"steps,omitempty"` // steps covered; 0 means 1
+	// Seconds is the time the replica spent in the steps covered
+	// (computing, communicating and waiting), so that a rate over them
+	// does not depend on when the event reached whoever shows it (a
+	// launcher receives a worker's events in bursts).
+	Seconds float64 `json:"seconds,omitempty"`
 	// Compute, Comm and Wait split the step's time as PeerStats does.
 	Compute, Comm, Wait time.Duration `json:"-"`
 	// BytesSent is the bytes this replica has sent so far (-1: the

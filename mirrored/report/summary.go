@@ -236,10 +236,30 @@ func WriteSummary(path string, rep *Report) error {
 	for _, p := range out.Peers {
 		peers = append(peers, p.PeerStats)
 	}
-	if err := PlotResources(ResourcesPath(path), peers); err != nil {
+	opt := ResourcePlot{Label: runLabel(out)}
+	if r := out.Run; r != nil && len(r.EpochResults) > 0 && r.Steps > 0 {
+		opt.StepsPerEpoch = r.Steps / len(r.EpochResults)
+	}
+	if err := PlotResources(ResourcesPath(path), peers, opt); err != nil {
 		return fmt.Errorf("drawing the peers' resources: %w", err)
 	}
 	return nil
+}
+
+// runLabel names a run in one line for its figures: the model, the
+// peers, the batch, the strategy and when it started.
+func runLabel(out SummaryJSON) string {
+	s := fmt.Sprintf("%d peer(s)", out.Workers)
+	if r := out.Run; r != nil {
+		s = fmt.Sprintf("%s, %d peer(s) × batch %d", r.Model, out.Workers, r.BatchSize)
+	}
+	if out.Strategy != "" {
+		s += ", " + out.Strategy
+	}
+	if out.Security != "" {
+		s += ", " + out.Security
+	}
+	return s + ", started " + out.Started
 }
 
 // ResourcesPath is where WriteSummary draws the peers' resource history

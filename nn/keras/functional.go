@@ -60,12 +60,17 @@ func (m *Model) functional(model map[string]any) error {
 		return fmt.Errorf("output_layers: %w", err)
 	}
 	if len(ins) != 1 || len(outs) != 1 {
-		return fmt.Errorf("%d inputs and %d outputs: %s", len(ins), len(outs), oneGraph)
+		return fmt.Errorf("%s and %s: %s; give the model one Input and one output",
+			countRefs(len(ins), "input", ins), countRefs(len(outs), "output", outs), oneGraph)
 	}
 	// Each layer's inputs, by index in es.
 	from := make([][]int, len(es))
 	for i, e := range es {
 		fail := func(err error) error { return &LayerError{Index: e.index, Class: e.class, Name: e.name, Err: err} }
+		if nestedModel(e.class) {
+			return fail(fmt.Errorf("a %s model nested in this one is not supported: meshtrain reads one level of layers, each with its own weights "+
+				"(call the inner model's layers on the outer model's tensors instead of the model, or train it on its own)", e.class))
+		}
 		nodes, err := inboundNodes(e.obj["inbound_nodes"])
 		if err != nil {
 			return fail(fmt.Errorf("inbound_nodes: %w", err))
@@ -83,7 +88,8 @@ func (m *Model) functional(model map[string]any) error {
 		case len(nodes) == 0:
 			return fail(fmt.Errorf("not called on any tensor: %s", oneGraph))
 		case len(nodes) > 1:
-			return fail(fmt.Errorf("called %d times (a shared layer): %s", len(nodes), oneGraph))
+			return fail(fmt.Errorf("called %d times (a shared layer: one set of weights used at %d places) is not supported: %s; give each call a layer of its own",
+				len(nodes), len(nodes), oneGraph))
 		case len(nodes[0]) == 0:
 			return fail(fmt.Errorf("called on no tensor: %s", oneGraph))
 		}
@@ -129,6 +135,9 @@ func (m *Model) functional(model map[string]any) error {
 		}
 	}
 	es, from = es[:out+1], from[:out+1]
+	if err := rowsAxes(es, from); err != nil {
+		return err
+	}
 	if chain(from) {
 		return m.build(name, es, nil, nil)
 	}
@@ -155,6 +164,33 @@ func joinRefs(refs []ref) string {
 	return strings.Join(names, ", ")
 }
 
+// countRefs is "1 input (x)" or "2 outputs (a, b)".
+func countRefs(n int, what string, refs []ref) string {
+	if n != 1 {
+		what += "s"
+	}
+	if n == 0 {
+		return "no " + what
+	}
+	return fmt.Sprintf("%d %s (%s)", n, what, joinRefs(refs))
+}
+
+// sortedKeys are m's keys in order, so that a dict's tensors are read
+// (and named in errors) in one order.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// nestedModel says a layer's class is a model's.
+func nestedModel(class string) bool {
+	return class == "Sequential" || class == "Functional" || class == "Model"
+}
+
 // tensorRefs reads input_layers or output_layers: a list of [layer,
 // node, tensor] (Keras 2), or one such triple or a dict of them (Keras
 // 3).
@@ -178,8 +214,8 @@ func tensorRefs(v any) ([]ref, error) {
 		return out, nil
 	case map[string]any:
 		var out []ref
-		for _, x := range v {
-			r, err := tensorRef(x)
+		for _, k := range sortedKeys(v) {
+			r, err := tensorRef(v[k])
 			if err != nil {
 				return nil, err
 			}
@@ -272,8 +308,8 @@ func kerasTensors(v any, refs *[]ref, depth int) error {
 			*refs = append(*refs, r)
 			return nil
 		}
-		for _, x := range v {
-			if err := kerasTensors(x, refs, depth+1); err != nil {
+		for _, k := range sortedKeys(v) {
+			if err := kerasTensors(v[k], refs, depth+1); err != nil {
 				return err
 			}
 		}

@@ -40,8 +40,10 @@ func kernelLayer(o *options) (fn string, kernel, bias *nn.Initializer, err error
 	if fn, err = activation(v); err != nil {
 		return "", nil, nil, err
 	}
-	if v, ok := o.take("use_bias"); ok && v != nil && v != true {
-		return "", nil, nil, fmt.Errorf("use_bias = %s is not supported: meshtrain's Conv2D and Dense always have a bias", show(v))
+	if o.used["use_bias"] {
+		// Read by the caller, whose layer may go without a bias.
+	} else if v, ok := o.take("use_bias"); ok && v != nil && v != true {
+		return "", nil, nil, fmt.Errorf("use_bias = %s is not supported: meshtrain's Dense always has a bias", show(v))
 	}
 	ki, _ := o.take("kernel_initializer")
 	if kernel, err = initializer(ki, "GlorotUniform"); err != nil {
@@ -96,6 +98,21 @@ var classes = []kerasClass{
 	{[]string{"Softmax"}, readSoftmax},
 	{[]string{"BatchNormalization"}, readBatchNorm},
 	{[]string{"Add"}, readAdd},
+	{[]string{"DepthwiseConv2D"}, readDepthwiseConv2D},
+	{[]string{"SeparableConv2D", "SeparableConvolution2D"}, readSeparableConv2D},
+	{[]string{"GlobalAveragePooling2D", "GlobalAvgPool2D"}, readGlobalPool(false)},
+	{[]string{"GlobalMaxPooling2D", "GlobalMaxPool2D"}, readGlobalPool(true)},
+	{[]string{"ZeroPadding2D"}, readFrame(false)},
+	{[]string{"Cropping2D"}, readFrame(true)},
+	{[]string{"UpSampling2D"}, readUpSampling2D},
+	{[]string{"Rescaling"}, readRescaling},
+	{[]string{"Normalization"}, readNormalization},
+	{[]string{"Subtract"}, readMerge(nn.Subtract{})},
+	{[]string{"Multiply"}, readMerge(nn.Multiply{})},
+	{[]string{"Average"}, readMerge(nn.Average{})},
+	{[]string{"Maximum"}, readMerge(nn.Maximum{})},
+	{[]string{"Minimum"}, readMerge(nn.Minimum{})},
+	{[]string{"Concatenate"}, readConcatenate},
 }
 
 // Supported lists the layer classes this package reads.
@@ -143,43 +160,29 @@ func readConv2D(o *options) ([]nn.LayerSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := square(o, "kernel_size", 0)
+	w, err := window(o)
 	if err != nil {
-		return nil, err
-	}
-	if k < 1 {
-		return nil, fmt.Errorf("kernel_size %d: want at least 1", k)
-	}
-	s, err := square(o, "strides", 1)
-	if err != nil {
-		return nil, err
-	}
-	if s < 1 {
-		return nil, fmt.Errorf("strides %d: want at least 1", s)
-	}
-	if d, err := square(o, "dilation_rate", 1); err != nil || d != 1 {
-		if err == nil {
-			err = fmt.Errorf("dilation_rate %d is not supported: meshtrain's convolutions are not dilated", d)
-		}
 		return nil, err
 	}
 	if v, _ := o.take("groups"); v != nil {
 		if g, err := intOf(v); err != nil || g != 1 {
-			return nil, fmt.Errorf("groups %s is not supported: meshtrain's convolutions take every input channel", show(v))
+			return nil, fmt.Errorf("groups %s is not supported: meshtrain's convolutions take every input channel (DepthwiseConv2D for one group per channel)", show(v))
 		}
 	}
-	pad, err := padding(o)
+	bias, err := useBias(o)
 	if err != nil {
 		return nil, err
 	}
-	if err := channelsLast(o); err != nil {
-		return nil, err
-	}
-	fn, kernel, bias, err := kernelLayer(o)
+	fn, kernel, biasInit, err := kernelLayer(o)
 	if err != nil {
 		return nil, err
 	}
-	return withActivation([]nn.LayerSpec{nn.Conv2D{Filters: filters, Kernel: k, Strides: s, Padding: pad, KernelInit: kernel, BiasInit: bias}}, fn), nil
+	c := w.conv2D(filters)
+	c.NoBias, c.KernelInit = !bias, kernel
+	if bias {
+		c.BiasInit = biasInit
+	}
+	return withActivation([]nn.LayerSpec{c}, fn), nil
 }
 
 // readPool reads MaxPooling2D, or AveragePooling2D when avg.
