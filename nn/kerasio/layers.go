@@ -9,7 +9,10 @@ import (
 
 // layerContext is what a rule's keras function knows of the layer
 // besides its spec: its input and output shapes.
-type layerContext struct{ in, out nn.Shape }
+type layerContext struct {
+	in, out nn.Shape
+	inOrder order // the order of a vector input (see order.go)
+}
 
 // pair2 is Keras's [n, n] for a square window or stride.
 func pair2(n int) []int { return []int{n, n} }
@@ -69,11 +72,17 @@ func stride(s int, def int) int {
 
 func conv2DLayer(s nn.LayerSpec, lc layerContext) (string, map[string]any, error) {
 	c := s.(nn.Conv2D)
-	taps := c.Kernel * c.Kernel
-	return "Conv2D", kernelConfig(map[string]any{
-		"filters": c.Filters, "kernel_size": pair2(c.Kernel), "strides": pair2(stride(c.Strides, 1)), "padding": c.Padding.String(),
-		"data_format": "channels_last", "dilation_rate": pair2(1),
-	}, c.KernelInit, c.BiasInit, lc.in.C*taps, c.Filters*taps), nil
+	k, st, dl := window2D(c.Kernel, c.KernelW, c.Strides, c.StridesW, c.Dilation, c.DilationW)
+	taps := k[0] * k[1]
+	if err := kerasWindow(st, dl); err != nil {
+		return "", nil, err
+	}
+	cfg := kernelConfig(map[string]any{
+		"filters": c.Filters, "kernel_size": k, "strides": st, "padding": c.Padding.String(),
+		"data_format": "channels_last", "dilation_rate": dl,
+	}, c.KernelInit, c.BiasInit, lc.in.C*taps, c.Filters*taps)
+	cfg["use_bias"] = !c.NoBias
+	return "Conv2D", cfg, nil
 }
 
 func denseLayer(s nn.LayerSpec, lc layerContext) (string, map[string]any, error) {
@@ -143,4 +152,13 @@ func dims(s nn.Shape) []int {
 		return []int{s.C}
 	}
 	return []int{s.H, s.W, s.C}
+}
+
+// kerasWindow refuses what Keras's convolutions refuse and nn's take: a
+// stride and a dilation both above 1.
+func kerasWindow(strides, dilation []int) error {
+	if max(strides[0], strides[1]) > 1 && max(dilation[0], dilation[1]) > 1 {
+		return fmt.Errorf("strides %v with dilation %v: Keras's convolutions take one or the other above 1, not both", strides, dilation)
+	}
+	return nil
 }

@@ -43,12 +43,20 @@ type rule struct {
 	flow    flow
 	// layout gives a weight's Keras shape and where each of its Keras
 	// values is in nn's tensor: nnData[perm[k]] is Keras's value k (nil
-	// perm: the same order). nnShape is nn's tensor's shape; in and out
-	// are the orders of the layer's input and output vectors.
-	layout func(p pair, nnShape []int, in, out order) (kerasShape []int, perm []int)
+	// perm: the same order). nnShape is nn's tensor's shape.
+	layout func(p pair, nnShape []int, c layoutContext) (kerasShape []int, perm []int)
 	// keras is the Keras layer written for the spec: its class and
 	// config (without name, which the writer gives), for a TF.js model.
 	keras func(s nn.LayerSpec, c layerContext) (class string, cfg map[string]any, err error)
+}
+
+// layoutContext is what a layout knows of the layer besides a tensor's
+// shape: its spec, its input's shape, and the orders of its input and
+// output vectors.
+type layoutContext struct {
+	spec    nn.LayerSpec
+	inShape nn.Shape
+	in, out order
 }
 
 // rules is the one table: nn's kinds (nn.Kind's first word) and how
@@ -85,7 +93,7 @@ func ruleOf(i int, s nn.LayerSpec) (rule, error) {
 
 // convLayout: nn's [out, in, kh, kw] is Keras's [kh, kw, in, out]; the
 // bias is the same.
-func convLayout(p pair, s []int, _, _ order) ([]int, []int) {
+func convLayout(p pair, s []int, _ layoutContext) ([]int, []int) {
 	if p.keras != "kernel" {
 		return s, nil
 	}
@@ -95,7 +103,8 @@ func convLayout(p pair, s []int, _, _ order) ([]int, []int) {
 // denseLayout: nn's [out, in] is Keras's [in, out], its rows in the
 // input's order and its columns in the output's; the bias in the
 // output's.
-func denseLayout(p pair, s []int, in, out order) ([]int, []int) {
+func denseLayout(p pair, s []int, c layoutContext) ([]int, []int) {
+	in, out := c.in, c.out
 	if p.keras != "kernel" {
 		return s, out.perm(s[0])
 	}
@@ -110,7 +119,7 @@ func denseLayout(p pair, s []int, in, out order) ([]int, []int) {
 }
 
 // channelLayout: one value per channel; of a vector, in its order.
-func channelLayout(_ pair, s []int, in, _ order) ([]int, []int) { return s, in.perm(s[0]) }
+func channelLayout(_ pair, s []int, c layoutContext) ([]int, []int) { return s, c.in.perm(s[0]) }
 
 // transpose is the Keras shape of a tensor of nn's shape s whose axis d
 // is nn's axis axes[d], and where each Keras value is in nn's tensor.

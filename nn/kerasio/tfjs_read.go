@@ -303,6 +303,11 @@ func kerasLayerOf(km *keras.Model, i int) keras.Layer {
 	return keras.Layer{Index: -1, Name: fmt.Sprint(i), Class: "?"}
 }
 
+// aliases are Keras weights named after the Keras layer rather than the
+// nn layer that holds them: SeparableConv2D's pointwise_kernel is the
+// kernel of the 1×1 Conv2D after its depthwise convolution (nn/keras).
+var aliases = map[string]string{"pointwise_kernel": "kernel"}
+
 // locate finds the weight a manifest name ("conv2d/kernel", or with
 // scopes before: "sequential/conv2d/kernel") stands for: the nn layer of
 // the file's layer of that name that has the weight.
@@ -316,10 +321,12 @@ func locate(km *keras.Model, want [][]Weight, name string) (layer, weight int, e
 		if scope != l.Name && !strings.HasSuffix(scope, "/"+l.Name) {
 			continue
 		}
-		for i := l.First; i < l.End; i++ {
-			for j, w := range want[i] {
-				if w.Name == wname {
-					return i, j, nil
+		for _, name := range []string{wname, aliases[wname]} {
+			for i := l.First; i < l.End; i++ {
+				for j, w := range want[i] {
+					if w.Name == name {
+						return i, j, nil
+					}
 				}
 			}
 		}

@@ -51,7 +51,7 @@ func WriteTFJS(dir string, a nn.Architecture, m nn.Model) error {
 	input := "input_1"
 	for i, s := range a.Layers {
 		ins := p.inputs(i)
-		class, cfg, err := p.rules[i].keras(s, layerContext{in: p.shapeOf(ins[0]), out: p.shapes[i]})
+		class, cfg, err := p.rules[i].keras(s, layerContext{in: p.shapeOf(ins[0]), out: p.shapes[i], inOrder: p.in[i]})
 		if err != nil {
 			return fmt.Errorf("layer %d (%s): %w", i, nn.Kind(s), err)
 		}

@@ -62,7 +62,7 @@ func bind(a nn.Architecture, m nn.Model) (*plan, [][]binding, error) {
 				continue // a weight the layer does not have (BatchNormalization without center …)
 			}
 			s.bound = true
-			ks, perm := p.rules[i].layout(pr, s.t.Shape, p.in[i], p.out[i])
+			ks, perm := p.rules[i].layout(pr, s.t.Shape, layoutContext{spec: a.Layers[i], inShape: p.shapeOf(p.inputs(i)[0]), in: p.in[i], out: p.out[i]})
 			out[i] = append(out[i], binding{pair: pr, name: s.t.Name, data: s.data, kshape: ks, perm: perm})
 		}
 	}

@@ -168,7 +168,12 @@ func (b *builder) constant(name string, n int, v float32) string {
 }
 
 func (b *builder) add(i int, op string, ins []string, attrs ...attr) string {
-	out := b.name(i, strings.ToLower(op))
+	return b.addNamed(i, strings.ToLower(op), op, ins, attrs...)
+}
+
+// addNamed is add for a layer's second node of one op: what names it.
+func (b *builder) addNamed(i int, what, op string, ins []string, attrs ...attr) string {
+	out := b.name(i, what)
 	b.nodes = append(b.nodes, node{op: op, name: out, in: ins, out: []string{out}, attrs: attrs})
 	return out
 }
@@ -192,17 +197,39 @@ func window(in nn.Shape, k, s int, p nn.Padding) []attr {
 	return []attr{intsAttr("kernel_shape", k, k), intsAttr("strides", s, s), intsAttr("pads", t, l, bot, r)}
 }
 
-func convOp(b *builder, i int, s nn.LayerSpec, ins []string, in nn.Shape) (string, error) {
-	c := s.(nn.Conv2D)
+// convAttrs are a convolution's kernel_shape, strides, dilations and
+// explicit pads (nn's: TensorFlow's same padding over the dilated reach,
+// the odd cell after), from its options with nn's defaults filled in.
+func convAttrs(in nn.Shape, kernel, kernelW, strides, stridesW, dilation, dilationW int, p nn.Padding) []attr {
+	or := func(v, def int) int {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
+	kh, sh, dh := kernel, max(strides, 1), max(dilation, 1)
+	kw, sw, dw := or(kernelW, kh), or(stridesW, sh), or(dilationW, dh)
+	t, bot := pads(in.H, (kh-1)*dh+1, sh, p)
+	l, r := pads(in.W, (kw-1)*dw+1, sw, p)
+	return []attr{intsAttr("kernel_shape", kh, kw), intsAttr("strides", sh, sw), intsAttr("dilations", dh, dw), intsAttr("pads", t, l, bot, r)}
+}
+
+// conv writes a Conv of layer i's weight and bias (if it has one).
+func (b *builder) conv(i int, x string, attrs []attr) (string, error) {
 	w, ok := b.weight(i, "weight")
 	if !ok {
 		return "", fmt.Errorf("no weight tensor")
 	}
-	args := []string{ins[0], w}
+	args := []string{x, w}
 	if bias, ok := b.weight(i, "bias"); ok {
 		args = append(args, bias)
 	}
-	return b.add(i, "Conv", args, window(in, c.Kernel, max(c.Strides, 1), c.Padding)...), nil
+	return b.add(i, "Conv", args, attrs...), nil
+}
+
+func convOp(b *builder, i int, s nn.LayerSpec, ins []string, in nn.Shape) (string, error) {
+	c := s.(nn.Conv2D)
+	return b.conv(i, ins[0], convAttrs(in, c.Kernel, c.KernelW, c.Strides, c.StridesW, c.Dilation, c.DilationW, c.Padding))
 }
 
 func denseOp(b *builder, i int, _ nn.LayerSpec, ins []string, _ nn.Shape) (string, error) {

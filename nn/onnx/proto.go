@@ -31,14 +31,16 @@ const (
 	nodeOpType    = 4
 	nodeAttribute = 5
 
-	attrName  = 1 // AttributeProto
-	attrF     = 2
-	attrI     = 3
-	attrInts  = 8
-	attrType  = 20
-	attrFloat = 1 // AttributeProto.AttributeType
-	attrInt   = 2
-	attrIntsT = 7
+	attrName   = 1 // AttributeProto
+	attrF      = 2
+	attrI      = 3
+	attrS      = 4
+	attrInts   = 8
+	attrType   = 20
+	attrFloat  = 1 // AttributeProto.AttributeType
+	attrInt    = 2
+	attrString = 3
+	attrIntsT  = 7
 
 	tensorDims     = 1 // TensorProto
 	tensorDataType = 2
@@ -72,13 +74,17 @@ func appendVarint(b []byte, n protowire.Number, v int64) []byte {
 	return protowire.AppendVarint(protowire.AppendTag(b, n, protowire.VarintType), uint64(v))
 }
 
-// attr is one of a node's attributes: an int, a list of ints or a float.
+// attr is one of a node's attributes: an int, a list of ints, a float
+// or a string.
 type attr struct {
 	name string
 	i    *int64
 	ints []int64
 	f    *float32
+	s    *string
 }
+
+func strAttr(name, v string) attr { return attr{name: name, s: &v} }
 
 func intAttr(name string, v int) attr { x := int64(v); return attr{name: name, i: &x} }
 func floatAttr(name string, v float64) attr {
@@ -99,6 +105,9 @@ func (a attr) encode() []byte {
 	case a.i != nil:
 		b = appendVarint(b, attrI, *a.i)
 		b = appendVarint(b, attrType, attrInt)
+	case a.s != nil:
+		b = appendString(b, attrS, *a.s)
+		b = appendVarint(b, attrType, attrString)
 	case a.f != nil:
 		b = protowire.AppendFixed32(protowire.AppendTag(b, attrF, protowire.Fixed32Type), math.Float32bits(*a.f))
 		b = appendVarint(b, attrType, attrFloat)

@@ -66,7 +66,24 @@ function mlp() {
   return m;
 }
 
-async function save(name, model, n) {
+// mobile: the image layers of Keras's starting models.
+function mobile() {
+  const m = tf.sequential();
+  m.add(tf.layers.rescaling({inputShape: [7, 6, 3], scale: 1 / 255, offset: -0.5}));
+  m.add(tf.layers.zeroPadding2d({padding: [[1, 2], [0, 1]]}));
+  m.add(tf.layers.conv2d({filters: 4, kernelSize: [3, 2], strides: 2, padding: 'same', useBias: false}));
+  m.add(tf.layers.conv2d({filters: 4, kernelSize: 2, dilationRate: [2, 1], padding: 'same'}));
+  m.add(tf.layers.batchNormalization());
+  m.add(tf.layers.depthwiseConv2d({kernelSize: 3, depthMultiplier: 2, padding: 'same', activation: 'relu'}));
+  m.add(tf.layers.separableConv2d({filters: 5, kernelSize: 2, depthMultiplier: 1}));
+  m.add(tf.layers.upSampling2d({size: [2, 3]}));
+  m.add(tf.layers.cropping2D({cropping: [[1, 0], [2, 1]]}));
+  m.add(tf.layers.globalMaxPooling2d({}));
+  m.add(tf.layers.dense({units: 3, activation: 'softmax'}));
+  return m;
+}
+
+async function save(name, model, n, scale = 1) { // inputs in [0, scale)
   const dir = path.join(process.argv[2], name);
   fs.mkdirSync(dir, {recursive: true});
   randomize(model);
@@ -80,7 +97,7 @@ async function save(name, model, n) {
   const shape = [n, ...model.inputs[0].shape.slice(1)];
   const size = shape.reduce((a, b) => a * b, 1);
   const x = new Float32Array(size);
-  for (let i = 0; i < size; i++) x[i] = rand();
+  for (let i = 0; i < size; i++) x[i] = scale * rand();
   const y = model.predict(tf.tensor(x, shape));
   const p = await y.data();
   fs.writeFileSync(path.join(dir, 'inputs.bin'), Buffer.from(x.buffer));
@@ -93,4 +110,5 @@ async function save(name, model, n) {
   await save('cnn', cnn(), 5);
   await save('residual', residual(), 4);
   await save('mlp', mlp(), 6);
+  await save('mobile', mobile(), 4, 255); // pixels, which its Rescaling takes
 })().catch((e) => { console.error(e); process.exit(1); });
