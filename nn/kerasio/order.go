@@ -151,13 +151,25 @@ func (p *plan) orders(demand map[int]order) (int, order, error) {
 		}
 		ins := p.inputs(i)
 		in, inShape := p.orderOf(ins[0]), p.shapeOf(ins[0])
+		out := p.shapes[i]
+		if p.rules[i].flow == concat {
+			p.in[i] = in
+			if !isImage(out) {
+				var orders []order
+				var sizes []int
+				for _, j := range ins {
+					orders, sizes = append(orders, p.orderOf(j)), append(sizes, p.shapeOf(j).Size())
+				}
+				p.out[i] = concatOrder(orders, sizes)
+			}
+			continue
+		}
 		for _, j := range ins[1:] {
 			if !p.orderOf(j).same(in) {
 				return 0, nil, fail("its inputs are vectors in different orders (one flattened from an image, one not), which no weights can reconcile with Keras's")
 			}
 		}
 		p.in[i] = in
-		out := p.shapes[i]
 		switch p.rules[i].flow {
 		case keep:
 			p.out[i] = in

@@ -32,6 +32,7 @@ const (
 	fresh               // computes a new vector or image (Conv2D, Dense, pooling)
 	flatten             // an image becomes a vector
 	reshape             // either way (see plan.reshape)
+	concat              // joins its inputs (Concatenate): vectors' orders one after the other
 )
 
 // rule is how one nn kind stands in Keras.

@@ -83,6 +83,29 @@ function mobile() {
   return m;
 }
 
+// merges: the merge layers, broadcasting a channel gate as
+// squeeze-and-excitation blocks do, and Concatenate of channels, rows and
+// a flattened image with a Dense's output.
+function merges() {
+  const input = tf.input({shape: [4, 3, 2]});
+  const c0 = tf.layers.conv2d({filters: 2, kernelSize: 1}).apply(input);
+  const c1 = tf.layers.conv2d({filters: 2, kernelSize: 3, padding: 'same'}).apply(input);
+  const mul = tf.layers.multiply().apply([c0, c1, input]);
+  const avg = tf.layers.average().apply([mul, input, c0]);
+  const mx = tf.layers.maximum().apply([avg, c0]);
+  const mn = tf.layers.minimum().apply([mx, c1, input]);
+  const cat = tf.layers.concatenate({axis: -1}).apply([mn, mul]);
+  const gap = tf.layers.globalAveragePooling2d({}).apply(cat);
+  const gate = tf.layers.reshape({targetShape: [1, 1, 4]}).apply(tf.layers.dense({units: 4, activation: 'sigmoid'}).apply(gap));
+  const se = tf.layers.multiply().apply([cat, gate]);
+  const rows = tf.layers.concatenate({axis: 1}).apply([se, cat]);
+  const flat = tf.layers.flatten().apply(rows);
+  const d = tf.layers.dense({units: 3}).apply(flat);
+  const joined = tf.layers.concatenate().apply([flat, d]);
+  const out = tf.layers.dense({units: 3, activation: 'softmax'}).apply(joined);
+  return tf.model({inputs: input, outputs: out});
+}
+
 async function save(name, model, n, scale = 1) { // inputs in [0, scale)
   const dir = path.join(process.argv[2], name);
   fs.mkdirSync(dir, {recursive: true});
@@ -111,4 +134,5 @@ async function save(name, model, n, scale = 1) { // inputs in [0, scale)
   await save('residual', residual(), 4);
   await save('mlp', mlp(), 6);
   await save('mobile', mobile(), 4, 255); // pixels, which its Rescaling takes
+  await save('merges', merges(), 4);
 })().catch((e) => { console.error(e); process.exit(1); });
