@@ -138,8 +138,24 @@ func dropoutLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error
 	return "Dropout", map[string]any{"rate": s.(nn.Dropout).Rate, "noise_shape": nil, "seed": nil}, nil
 }
 
+// kerasActivations are nn's functions Keras names otherwise (tf.keras
+// 2's and TF.js's hard_sigmoid, 0.2x + 0.5), and those no file of the
+// TF.js form holds, with why.
+var kerasActivations = map[string]struct{ name, refused string }{
+	"hard_sigmoid_tf": {name: "hard_sigmoid"},
+	"hard_sigmoid":    {refused: "Keras 3's relu6(x + 3)/6, which TF.js and tf.keras 2 (tensorflowjs_converter's Keras) read as 0.2x + 0.5"},
+	"gelu_tanh":       {refused: "gelu's tanh approximation, which Keras names by no string and TF.js 4.22 fails to load as gelu_new"},
+}
+
 func activationLayer(s nn.LayerSpec, _ layerContext) (string, map[string]any, error) {
-	return "Activation", map[string]any{"activation": s.(nn.Activation).Fn}, nil
+	fn := s.(nn.Activation).Fn
+	if k, ok := kerasActivations[fn]; ok {
+		if k.refused != "" {
+			return "", nil, fmt.Errorf("activation %s: %s; export it as ONNX", fn, k.refused)
+		}
+		fn = k.name
+	}
+	return "Activation", map[string]any{"activation": fn}, nil
 }
 
 func addLayer(nn.LayerSpec, layerContext) (string, map[string]any, error) {

@@ -149,15 +149,30 @@ func TestTFJSWeightsOut(t *testing.T) {
 			}
 			n := 5
 			rng := rand.New(rand.NewPCG(8, 9))
-			x := make([]float32, n*a.Input.Size()) // channels last, as TF.js takes them
-			for i := range x {
-				x[i] = float32(rng.Float64())
-			}
+			x := testInputs(name, a, n, rng) // channels last, as TF.js takes them
 			writeFloats(t, filepath.Join(dir, "x.bin"), x)
-			shape, _ := json.Marshal(append([]int{n}, dims(a.Input)...))
+			shape, _ := json.Marshal(append([]int{n}, inputDims(a)...))
 			nodetest.Run(t, []string{tfjs}, filepath.Join("testdata", "tfjs_predict.js"),
 				filepath.Join(dir, ModelJSON), filepath.Join(dir, "x.bin"), string(shape), filepath.Join(dir, "y.bin"))
 			compare(t, name, predict(t, m, planar(x, a.Input, n), n), readFloats(t, filepath.Join(dir, "y.bin")))
 		})
 	}
+}
+
+// vocabulary is the token ids of the test models that take them (an
+// Embedding first), by name.
+var vocabulary = map[string]int{}
+
+// testInputs are n examples for the test model name: token ids below its
+// vocabulary, or floats in [0, 1), channels last.
+func testInputs(name string, a nn.Architecture, n int, rng *rand.Rand) []float32 {
+	x := make([]float32, n*a.Input.Size())
+	for i := range x {
+		if v := vocabulary[name]; v > 0 {
+			x[i] = float32(rng.IntN(v))
+		} else {
+			x[i] = float32(rng.Float64())
+		}
+	}
+	return x
 }

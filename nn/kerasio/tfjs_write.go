@@ -68,7 +68,7 @@ func WriteTFJS(dir string, a nn.Architecture, m nn.Model) error {
 			}
 			layer["name"], layer["inbound_nodes"] = names[i], []any{inbound}
 		} else if i == 0 {
-			cfg["batch_input_shape"] = append([]any{nil}, toAny(dims(a.Input))...)
+			cfg["batch_input_shape"] = append([]any{nil}, toAny(inputDims(a))...)
 		}
 		layers = append(layers, layer)
 		for _, w := range weights[i] {
@@ -83,7 +83,7 @@ func WriteTFJS(dir string, a nn.Architecture, m nn.Model) error {
 		topo["class_name"], topo["config"] = "Sequential", map[string]any{"name": a.Name, "layers": layers}
 	} else {
 		in := map[string]any{"class_name": "InputLayer", "name": input, "inbound_nodes": []any{}, "config": map[string]any{
-			"batch_input_shape": append([]any{nil}, toAny(dims(a.Input))...), "dtype": "float32", "sparse": false, "name": input}}
+			"batch_input_shape": append([]any{nil}, toAny(inputDims(a))...), "dtype": "float32", "sparse": false, "name": input}}
 		last := names[len(names)-1]
 		topo["class_name"], topo["config"] = "Model", map[string]any{"name": a.Name, "layers": append([]map[string]any{in}, layers...),
 			"input_layers": []any{[]any{input, 0, 0}}, "output_layers": []any{[]any{last, 0, 0}}}
@@ -126,4 +126,36 @@ func toAny(d []int) []any {
 		out[i] = v
 	}
 	return out
+}
+
+// inputDims is a's input as Keras's shape without the batch: a
+// sequence's L×C, else dims.
+func inputDims(a nn.Architecture) []int {
+	if SequenceInput(a) {
+		return []int{a.Input.W, a.Input.C}
+	}
+	return dims(a.Input)
+}
+
+// SequenceInput reports whether a's input, 1×L×C, is a sequence a 1-D
+// layer takes (Keras's L×C), rather than an image of one row.
+func SequenceInput(a nn.Architecture) bool {
+	if a.Input.H != 1 {
+		return false
+	}
+	for i, s := range a.Layers {
+		from := []int{i - 1}
+		if a.Inputs != nil {
+			from = a.Inputs[i]
+		}
+		for _, j := range from {
+			if j == -1 {
+				switch kindOf(s) {
+				case "conv1d", "max_pooling1d", "average_pooling1d", "global_max_pooling1d", "global_average_pooling1d":
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -16,6 +16,7 @@ package onnx
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/meshtrain/meshtrain/nn"
@@ -76,7 +77,14 @@ func Encode(a nn.Architecture, m nn.Model) ([]byte, error) {
 	}
 	input := "input"
 	inDims := []int{a.Input.C}
-	if image(a.Input) {
+	switch {
+	case kerasio.SequenceInput(a): // Keras's N×L×C, nn's N×C×1×L
+		inDims = []int{a.Input.W, a.Input.C}
+		b.nodes = append(b.nodes, node{op: "Transpose", name: "input_ncl", in: []string{input}, out: []string{"input_ncl"}, attrs: []attr{intsAttr("perm", 0, 2, 1)}})
+		axes := b.int64s("input_axes", 2)
+		b.nodes = append(b.nodes, node{op: "Unsqueeze", name: "input_nchw", in: []string{"input_ncl", axes}, out: []string{"input_nchw"}})
+		input = "input_nchw"
+	case image(a.Input):
 		inDims = []int{a.Input.H, a.Input.W, a.Input.C}
 		b.nodes = append(b.nodes, node{op: "Transpose", name: "input_nchw", in: []string{input}, out: []string{"input_nchw"}, attrs: []attr{intsAttr("perm", 0, 3, 1, 2)}})
 		input = "input_nchw"
@@ -320,6 +328,32 @@ func activationOp(b *builder, i int, s nn.LayerSpec, ins []string, _ nn.Shape) (
 		return b.add(i, "Softmax", ins, intAttr("axis", -1)), nil
 	case "linear":
 		return b.add(i, "Identity", ins), nil
+	case "elu":
+		return b.add(i, "Elu", ins, floatAttr("alpha", 1)), nil
+	case "selu": // ONNX's default α and γ are Keras's constants
+		return b.add(i, "Selu", ins), nil
+	case "softplus":
+		return b.add(i, "Softplus", ins), nil
+	case "softsign":
+		return b.add(i, "Softsign", ins), nil
+	case "hard_sigmoid": // Keras 3's: relu6(x + 3)/6
+		return b.add(i, "HardSigmoid", ins, floatAttr("alpha", 1.0/6), floatAttr("beta", 0.5)), nil
+	case "hard_sigmoid_tf": // tf.keras 2's and TF.js's: clip(0.2x + 0.5, 0, 1)
+		return b.add(i, "HardSigmoid", ins, floatAttr("alpha", 0.2), floatAttr("beta", 0.5)), nil
+	case "swish":
+		return b.addNamed(i, "swish", "Mul", []string{ins[0], b.add(i, "Sigmoid", ins)}), nil
+	case "gelu": // x·Φ(x) = ½x(1 + erf(x/√2)); ONNX's Gelu is opset 20's
+		half, rt2 := b.floats(b.name(i, "half"), nil, []float32{0.5}), b.floats(b.name(i, "sqrt2"), nil, []float32{float32(math.Sqrt2)})
+		erf := b.add(i, "Erf", []string{b.add(i, "Div", []string{ins[0], rt2})})
+		one := b.floats(b.name(i, "one"), nil, []float32{1})
+		return b.addNamed(i, "gelu", "Mul", []string{b.addNamed(i, "halfx", "Mul", []string{ins[0], half}), b.add(i, "Add", []string{erf, one})}), nil
+	case "gelu_tanh": // ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
+		c := func(what string, v float64) string { return b.floats(b.name(i, what), nil, []float32{float32(v)}) }
+		x := ins[0]
+		x3 := b.addNamed(i, "x3", "Mul", []string{b.addNamed(i, "x2", "Mul", []string{x, x}), x})
+		inner := b.addNamed(i, "inner", "Add", []string{x, b.addNamed(i, "cx3", "Mul", []string{x3, c("c", 0.044715)})})
+		t := b.add(i, "Tanh", []string{b.addNamed(i, "scaled", "Mul", []string{inner, c("k", math.Sqrt(2/math.Pi))})})
+		return b.addNamed(i, "gelu", "Mul", []string{b.addNamed(i, "halfx", "Mul", []string{x, c("half", 0.5)}), b.addNamed(i, "onet", "Add", []string{t, c("one", 1)})}), nil
 	}
 	return "", fmt.Errorf("activation %s: meshtrain has no ONNX form of it yet", fn)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/internal/nodetest"
 	"github.com/meshtrain/meshtrain/nn"
+	"github.com/meshtrain/meshtrain/nn/kerasio"
 )
 
 // archs are models of every kind nn has: same padding at strides 1 and
@@ -133,13 +134,13 @@ func TestOnnxruntime(t *testing.T) {
 			}
 			n := 6
 			rng := rand.New(rand.NewPCG(4, 5))
-			x := make([]float32, n*a.Input.Size()) // channels last, the model's input
-			for i := range x {
-				x[i] = float32(rng.Float64())
-			}
+			x := testInputs(name, a, n, rng) // channels last, the model's input
 			writeFloats(t, filepath.Join(dir, "x.bin"), x)
 			dims := []int{n, a.Input.C}
-			if image(a.Input) {
+			switch {
+			case kerasio.SequenceInput(a):
+				dims = []int{n, a.Input.W, a.Input.C}
+			case image(a.Input):
 				dims = []int{n, a.Input.H, a.Input.W, a.Input.C}
 			}
 			shape, _ := json.Marshal(dims)
@@ -219,4 +220,22 @@ func TestEveryKindHasAnOp(t *testing.T) {
 			t.Errorf("nn kind %q has no row in ops: add the ONNX nodes it becomes", k)
 		}
 	}
+}
+
+// vocabulary is the token ids of the test models that take them (an
+// Embedding first), by name.
+var vocabulary = map[string]int{}
+
+// testInputs are n examples for the test model name: token ids below its
+// vocabulary, or floats in [0, 1), channels last.
+func testInputs(name string, a nn.Architecture, n int, rng *rand.Rand) []float32 {
+	x := make([]float32, n*a.Input.Size())
+	for i := range x {
+		if v := vocabulary[name]; v > 0 {
+			x[i] = float32(rng.IntN(v))
+		} else {
+			x[i] = float32(rng.Float64())
+		}
+	}
+	return x
 }
