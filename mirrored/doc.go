@@ -62,6 +62,8 @@
 //     through loopHook (loophook.go): at its start, before and after
 //     each step, at each commit and at its end, where a plain ring run
 //     has ringHook.
+//   - callbacks.go drives package mirrored/callbacks (Keras's early
+//     stopping, plateau and save-best, a pure machine) at every epoch's end.
 //   - package mirrored/faults: one hook (Faults.At) both loops call at
 //     named Points of every step: after the gradient, before the combine,
 //     after the update.

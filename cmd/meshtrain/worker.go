@@ -196,6 +196,9 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if job.Sparse, err = sparseFromFlags(c); err != nil {
 		return job, "", err
 	}
+	if job.Callbacks, err = callbacksFromFlags(c); err != nil {
+		return job, "", err
+	}
 	file, err := modelFromFile(c, &job)
 	if err != nil {
 		return job, "", err
@@ -259,7 +262,7 @@ const slurmHelp = "With no TF_CONFIG, under srun (SLURM_PROCID set), the cluster
 	"  srun meshtrain worker --secret-file ~/.meshtrain-secret --model lenet --epochs 10 --summary summary.json\n\n"
 
 func init() {
-	flags := append(append(append(append(withModelFile(jobFlags()), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
+	flags := append(append(append(append(append(withModelFile(jobFlags()), sparseFlags()...), strategyFlags()...), linkFaultFlags()...), callbackFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable, else Slurm's environment under srun)"},
 		&cli.IntFlag{Name: "slurm-base-port", EnvVars: []string{cluster.SlurmBasePortEnv}, Usage: "under srun: task i on a node listens on this port plus i",
 			DefaultText: fmt.Sprintf("the step's reserved ports (%s, from srun --resv-ports), else %d + %d × (%s mod %d), so that jobs sharing a node do not meet",

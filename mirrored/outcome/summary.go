@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/mirrored/callbacks"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
 )
@@ -113,6 +114,9 @@ type Result struct {
 	BuffersSHA256 string `json:"buffers_sha256,omitempty"`
 	// Stopped, if set, says the run stopped early, on request (Job.Stop).
 	Stopped *EarlyStop `json:"stopped,omitempty"`
+	// Callbacks is what Keras's callbacks (Job.Callbacks) did, if any
+	// was on: early stopping, plateaus, the save-best file.
+	Callbacks *callbacks.Report `json:"callbacks,omitempty"`
 }
 
 // PeerStats are one replica's own figures: what users of TensorFlow's
