@@ -106,7 +106,37 @@ function merges() {
   return tf.model({inputs: input, outputs: out});
 }
 
-async function save(name, model, n, scale = 1) { // inputs in [0, scale)
+// text: a classifier of token ids through the 1-D layers.
+function text() {
+  const m = tf.sequential();
+  m.add(tf.layers.embedding({inputShape: [12], inputDim: 20, outputDim: 6}));
+  m.add(tf.layers.conv1d({filters: 8, kernelSize: 3, padding: 'same'}));
+  m.add(tf.layers.layerNormalization());
+  m.add(tf.layers.activation({activation: 'gelu'}));
+  m.add(tf.layers.maxPooling1d({poolSize: 2}));
+  m.add(tf.layers.conv1d({filters: 4, kernelSize: 2, padding: 'same', dilationRate: 2, useBias: false}));
+  m.add(tf.layers.prelu({sharedAxes: [1]}));
+  m.add(tf.layers.averagePooling1d({poolSize: 2, padding: 'same'}));
+  m.add(tf.layers.conv1d({filters: 4, kernelSize: 2, strides: 2, activation: 'selu'}));
+  m.add(tf.layers.globalMaxPooling1d());
+  m.add(tf.layers.dense({units: 6, activation: 'swish'}));
+  m.add(tf.layers.leakyReLU({alpha: 0.2}));
+  m.add(tf.layers.dense({units: 3, activation: 'softmax'}));
+  return m;
+}
+
+// series: a sequence of floats (a time series) into Conv1D.
+function series() {
+  const m = tf.sequential();
+  m.add(tf.layers.conv1d({inputShape: [10, 2], filters: 3, kernelSize: 3, activation: 'softplus'}));
+  m.add(tf.layers.globalAveragePooling1d());
+  m.add(tf.layers.dense({units: 4, activation: 'softsign'}));
+  m.add(tf.layers.elu());
+  m.add(tf.layers.dense({units: 2, activation: 'softmax'}));
+  return m;
+}
+
+async function save(name, model, n, scale = 1, ids = 0) { // inputs in [0, scale), or token ids below ids
   const dir = path.join(process.argv[2], name);
   fs.mkdirSync(dir, {recursive: true});
   randomize(model);
@@ -120,7 +150,7 @@ async function save(name, model, n, scale = 1) { // inputs in [0, scale)
   const shape = [n, ...model.inputs[0].shape.slice(1)];
   const size = shape.reduce((a, b) => a * b, 1);
   const x = new Float32Array(size);
-  for (let i = 0; i < size; i++) x[i] = scale * rand();
+  for (let i = 0; i < size; i++) x[i] = ids > 0 ? Math.floor(ids * rand()) : scale * rand();
   const y = model.predict(tf.tensor(x, shape));
   const p = await y.data();
   fs.writeFileSync(path.join(dir, 'inputs.bin'), Buffer.from(x.buffer));
@@ -135,4 +165,6 @@ async function save(name, model, n, scale = 1) { // inputs in [0, scale)
   await save('mlp', mlp(), 6);
   await save('mobile', mobile(), 4, 255); // pixels, which its Rescaling takes
   await save('merges', merges(), 4);
+  await save('text', text(), 5, 1, 20);
+  await save('series', series(), 4);
 })().catch((e) => { console.error(e); process.exit(1); });
