@@ -81,12 +81,12 @@ func compare(t testing.TB, what string, got, want []float32) {
 	}
 	worst := 0.0
 	for i := range got {
-		worst = max(worst, math.Abs(float64(got[i]-want[i])))
+		worst = max(worst, math.Abs(float64(got[i]-want[i]))/max(1, math.Abs(float64(want[i])))) // relative past 1: scores
 	}
 	if worst > tolerance || math.IsNaN(worst) {
 		t.Errorf("%s: outputs differ by up to %.3g (tolerance %g)\n got %v\nwant %v", what, worst, tolerance, got, want)
 	}
-	t.Logf("%s: %d outputs, largest difference %.2g", what, len(got), worst)
+	t.Logf("%s: %d outputs (the first %v), largest difference (relative past 1) %.2g", what, len(got), got[:min(4, len(got))], worst)
 }
 
 // TestTFJSWeightsIn: TF.js builds a CNN (same padding at strides 1 and

@@ -22,15 +22,18 @@ func randomModel(t testing.TB, a nn.Architecture, seed uint64) nn.Model {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 1))
+	// The initial values (Keras's initializers, which keep a deep
+	// network's outputs from saturating) and noise, so that no bias or γ
+	// is its constant.
 	for i := range m.Params() {
-		m.Params()[i] = float32(rng.NormFloat64() * 0.5)
+		m.Params()[i] += float32(rng.NormFloat64() * 0.1)
 	}
 	if st, ok := m.(nn.Stateful); ok {
 		for _, bt := range st.BufferTensors() {
 			for k := range bt.Size() {
-				v := float32(rng.NormFloat64() * 0.3)
+				v := float32(rng.NormFloat64() * 0.1)
 				if strings.HasSuffix(bt.Name, "running_var") {
-					v = 0.5 + float32(rng.Float64())
+					v = 1 + float32(rng.Float64())
 				}
 				st.Buffers()[bt.Offset+k] = v
 			}
