@@ -32,7 +32,13 @@ type Config struct {
 	// if it records another. Otherwise the model is the one the
 	// checkpoint records, by name or by architecture.
 	Architecture *nn.Architecture
-	Logger       *zap.Logger
+	// Weights, with no Checkpoint, sets the weights of the model
+	// Architecture builds (a TF.js model.json's, see Weights).
+	Weights func(nn.Model) error
+	// Predictions, if set, is a .npy file to write the outputs of every
+	// test example to (see WritePredictions).
+	Predictions string
+	Logger      *zap.Logger
 }
 
 // Result is a checkpoint's test loss and accuracy.
@@ -64,6 +70,9 @@ func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.TestExamples < 0 {
 		return nil, fmt.Errorf("test examples %d: want ≥ 0 (0: all)", cfg.TestExamples)
 	}
+	if cfg.Checkpoint == "" {
+		return weights(ctx, cfg)
+	}
 	ck, err := checkpoint.Read(cfg.Checkpoint)
 	if err != nil {
 		return nil, err
@@ -84,15 +93,8 @@ func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 		warning = w[0]
 		log.Warn(warning)
 	}
-	set := cfg.MNIST
-	if set == nil {
-		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}}
-		if set, err = data.OpenImages(ctx, cfg.Data, opts); err != nil {
-			return nil, err
-		}
-	}
-	test := set.Test.Head(cfg.TestExamples)
-	if err := replica.Greyscale(test); err != nil {
+	test, err := testImages(ctx, cfg, log)
+	if err != nil {
 		return nil, err
 	}
 	if err := sameNormalization(ck, cfg.Checkpoint, test.Norm); err != nil {
@@ -106,6 +108,9 @@ func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 	lossSum, correct, err := model.Evaluate(x, y, test.N)
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", cfg.Checkpoint, err)
+	}
+	if err := predictions(cfg, model, x, test.N); err != nil {
+		return nil, err
 	}
 	epoch := max(0, ck.Epoch-1) // the pipeline position's epoch is not complete yet
 	return &Result{
