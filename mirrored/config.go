@@ -1,16 +1,13 @@
 package mirrored
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
 	"slices"
-	"unsafe"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/internal/paramhash"
 	"github.com/meshtrain/meshtrain/nn"
 	"go.uber.org/zap"
 )
@@ -144,39 +141,12 @@ func (c *Config) validateCommon() error {
 // accuracyMarks are the accuracies whose time-to is recorded.
 var accuracyMarks = []float64{0.975, 0.985, 0.99}
 
-// ParamsHash is the SHA-256 of params as little-endian float32 bytes, hex.
-func ParamsHash(params []float32) string {
-	sum := paramsSum(params)
-	return hex.EncodeToString(sum[:])
-}
+// ParamsHash is the SHA-256 of params as little-endian float32 bytes, hex
+// (package paramhash).
+func ParamsHash(params []float32) string { return paramhash.Hex(params) }
 
-// paramsSum is the SHA-256 of params as little-endian float32 bytes: on a
-// little-endian host the vector's own memory (faster than through a
-// conversion buffer: BENCHMARKS.md, "Figures behind the code": hashing the
-// parameters), elsewhere through a small buffer rather than one copy of
-// the whole vector.
-func paramsSum(params []float32) [32]byte {
-	if littleEndian {
-		return sha256.Sum256(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(params))), 4*len(params)))
-	}
-	h := sha256.New()
-	var b [4096]byte
-	for len(params) > 0 {
-		n := min(len(params), len(b)/4)
-		for i, v := range params[:n] {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-		}
-		h.Write(b[:4*n])
-		params = params[n:]
-	}
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
-}
-
-// littleEndian is whether float32s sit in memory as their little-endian
-// bytes.
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+// paramsSum is the SHA-256 of params as little-endian float32 bytes.
+var paramsSum = paramhash.Sum
 
 // NonFiniteError reports a NaN or Inf training loss.
 type NonFiniteError struct {

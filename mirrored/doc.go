@@ -30,7 +30,7 @@
 //   - package mirrored/replica: a replica's model and optimizer, the
 //     arithmetic of a step with no loop: its parameters and optimizer
 //     state, the gradient of a batch, the combination across the group
-//     (a Combiner, Mean by default), the update, settling deferred work,
+//     (a Combiner: Mean by default, Half for --wire bf16|fp16), the update, settling deferred work,
 //     evaluation. Dense wraps an nn.Model and sends its gradient in
 //     buckets during the backward pass; Sparse is sparse logistic
 //     regression, whose exchange carries the touched coordinates. It
@@ -62,6 +62,8 @@
 //     through loopHook (loophook.go): at its start, before and after
 //     each step, at each commit and at its end, where a plain ring run
 //     has ringHook.
+//   - callbacks.go drives package mirrored/callbacks (Keras's early
+//     stopping, plateau and save-best, a pure machine) at every epoch's end.
 //   - package mirrored/faults: one hook (Faults.At) both loops call at
 //     named Points of every step: after the gradient, before the combine,
 //     after the update.

@@ -1,15 +1,14 @@
 package mirrored
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/settings"
 )
 
@@ -75,7 +74,11 @@ func (j *Job) driverSettings() []setting {
 	if j.Timeline != nil {
 		tl = fmt.Sprintf("last %d steps", j.Timeline.Steps()) // the peers gather their spans at the end
 	}
-	return []setting{{Name: "cluster", Value: j.Cluster}, {Name: "allreduce_algo", Value: j.AllReduceAlgo}, {Name: "timeline", Value: tl}}
+	out := []setting{{Name: "cluster", Value: j.Cluster}, {Name: "allreduce_algo", Value: j.AllReduceAlgo}, {Name: "timeline", Value: tl}}
+	if cb := j.Callbacks.String(); cb != "" { // unset: as before the callbacks
+		out = append(out, setting{Name: "callbacks", Value: cb})
+	}
+	return out
 }
 
 // The settings' judging lives in mirrored/settings; these names keep the
@@ -101,36 +104,6 @@ func dataDigest(train, test *data.Images) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// compareParamHashes all-gathers the SHA-256 of every replica's parameters
-// (sum: this replica's, paramsSum) and fails, naming the ranks, if they
-// differ.
-func compareParamHashes(ctx context.Context, g Group, sum [32]byte, what string) error {
-	all, err := g.AllGather(ctx, sum[:])
-	if err != nil {
-		return fmt.Errorf("comparing parameter hashes at %s: %w", what, err)
-	}
-	var order []string
-	ranks := map[string][]string{}
-	for r, h := range all {
-		k := hex.EncodeToString(h)
-		if _, ok := ranks[k]; !ok {
-			order = append(order, k)
-		}
-		ranks[k] = append(ranks[k], fmt.Sprintf("rank %d", r))
-	}
-	if len(order) == 1 {
-		return nil
-	}
-	parts := make([]string, len(order))
-	for i, k := range order {
-		parts[i] = fmt.Sprintf("%s %s sha256 %.16s…", settings.JoinParties(ranks[k]), haveHas(len(ranks[k])), k)
-	}
-	return fmt.Errorf("replicas diverged at %s: %s: their parameters should be bitwise identical (a bug, or memory corruption on a peer)", what, strings.Join(parts, ", "))
-}
-
-func haveHas(n int) string {
-	if n == 1 {
-		return "has"
-	}
-	return "have"
-}
+// compareParamHashes fails, naming the ranks, if the replicas' parameter
+// hashes differ (replica.CompareHashes).
+var compareParamHashes = replica.CompareHashes

@@ -14,6 +14,7 @@ const (
 	EventEpoch      = outcome.EventEpoch
 	EventCheckpoint = outcome.EventCheckpoint
 	EventMembership = outcome.EventMembership
+	EventCallback   = outcome.EventCallback
 	EventDone       = outcome.EventDone
 	EventResources  = outcome.EventResources
 )

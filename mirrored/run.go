@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/mirrored/callbacks"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
@@ -75,6 +76,11 @@ type Job struct {
 	// strategy (experiments and tests). Under Elastic, their ranks are
 	// cluster indices and their steps count every generation's.
 	Faults Faults
+	// Callbacks are Keras's EarlyStopping, ReduceLROnPlateau and
+	// ModelCheckpoint(save_best_only) on the test loss or accuracy (see
+	// package callbacks), under the ring, elastic or not (not gossip).
+	Callbacks callbacks.Config
+	cbRun     *callbacks.Run // the last generation's (startCallbacks)
 
 	// CheckpointDir, if set, is where the chief writes checkpoints and
 	// where a run looks for one to resume from (the newest). Only the chief
@@ -178,10 +184,12 @@ func (j *Job) validateJob() error {
 		return fmt.Errorf("keep %d checkpoints: want ≥ 0 (0: all)", j.KeepCheckpoints)
 	case j.HashEvery < 0:
 		return fmt.Errorf("hash comparison every %d steps: want ≥ 0 (0: only at the end)", j.HashEvery)
+	case j.Callbacks.Enabled() && !j.strategy().Lockstep():
+		return errors.New("--early-stop-patience, --reduce-lr-on-plateau and --save-best act at the epochs every replica of the ring ends together: gossip's replicas end theirs apart (--strategy gossip is not supported); train with the ring")
 	case j.Combiner != nil && j.Sparse != nil:
 		return fmt.Errorf("combiner %s: it combines a dense model's gradients; sparse logistic regression exchanges its own (--exchange): leave it unset", j.Combiner.Name())
 	}
-	return nil
+	return j.Callbacks.Validate()
 }
 
 // Run trains job as replica g.Rank() of g.Size(), with job's strategy,

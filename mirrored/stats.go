@@ -2,11 +2,9 @@ package mirrored
 
 import (
 	"fmt"
-	"os"
-	"runtime"
 	"time"
 
-	"github.com/meshtrain/meshtrain/internal/rusage"
+	"github.com/meshtrain/meshtrain/mirrored/outcome"
 )
 
 // syncTimes adds up where a synchronous run's time went.
@@ -43,41 +41,17 @@ func (s *syncTimes) finish(p *PeerStats, counted any) {
 	p.InputSeconds = s.input.Seconds()
 }
 
-// splitExchange divides the time a run spent in its gradient exchanges
-// into communicating and waiting for slower peers. The sampled steps'
-// barrier measured their wait (sampledWait of sampledPhase, over sampled
-// steps); each of the other steps (phase, over unsampled steps) is taken
-// to have waited as long as a sampled step did on average, but never
-// longer than its whole exchange phase. The wait is time, not a share of
-// the exchange: a step whose exchange mostly ran during its backward pass
-// (gradient buckets) has a short phase, and waited no less for that.
-// Without samples all of it counts as communication.
-func splitExchange(phase time.Duration, unsampled int, sampledWait, sampledPhase time.Duration, sampled int) (comm, wait time.Duration) {
-	if sampled == 0 {
-		return phase + sampledPhase, 0
-	}
-	wait = sampledWait + min(phase, time.Duration(float64(sampledWait)/float64(sampled)*float64(unsampled)))
-	return phase + sampledPhase - wait, wait
-}
+// splitExchange divides the exchanges' time into communicating and
+// waiting (outcome.SplitExchange).
+var splitExchange = outcome.SplitExchange
 
-// finishPeer fills the end-of-run figures every strategy reports: the bytes
-// moved (when counted implements Traffic), the process's CPU time and peak
-// memory, the split of step time and the throughput over it (Examples
-// must be set).
+// finishPeer fills the end-of-run figures every strategy reports: the
+// bytes moved (when counted implements Traffic), then PeerStats.Finish.
 func finishPeer(p *PeerStats, counted any, compute, comm, wait time.Duration) {
 	if tr, ok := counted.(Traffic); ok {
 		p.BytesSent, p.BytesReceived = tr.Traffic()
 	}
-	p.CPUSeconds, p.PeakRSSBytes = rusage.CPUTime().Seconds(), rusage.PeakRSS()
-	p.Host, _ = os.Hostname()
-	p.Cores, p.PID = runtime.NumCPU(), os.Getpid()
-	host, life := rusage.HostCPUSinceStart()
-	p.HostCPUSeconds, p.ProcessSeconds, p.Load1 = host.Seconds(), life.Seconds(), max(0, rusage.Load1())
-	p.ComputeSeconds, p.CommSeconds, p.WaitSeconds = compute.Seconds(), comm.Seconds(), wait.Seconds()
-	if total := compute + comm + wait; total > 0 {
-		p.ComputeShare, p.CommShare, p.WaitShare = float64(compute)/float64(total), float64(comm)/float64(total), float64(wait)/float64(total)
-		p.ExamplesPerSec = float64(p.Examples) / total.Seconds()
-	}
+	p.Finish(compute, comm, wait)
 }
 
 // targetMet says whether the last epoch reached a target of cfg.

@@ -3,9 +3,7 @@ package mirrored
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 )
@@ -56,42 +54,20 @@ func (l *syncLoop) stopNow(ranks []int, epoch, stepInEpoch int) error {
 
 // newestSeen is what this replica finds newest in Job.CheckpointDir, for
 // the handshake to compare ("" when there is no directory to compare, or
-// the chief resumes from --restore): "none", or the file's name and size.
+// the chief resumes from --restore): see checkpoint.NewestSeen.
 func (j *Job) newestSeen() string {
 	if j.CheckpointDir == "" || j.Restore != "" {
 		return ""
 	}
-	path, err := checkpoint.Latest(j.CheckpointDir)
-	if err != nil {
-		return "unreadable (" + err.Error() + ")"
-	}
-	if path == "" {
-		return "none"
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "unreadable (" + err.Error() + ")"
-	}
-	return fmt.Sprintf("%s (%d bytes)", filepath.Base(path), fi.Size())
+	return checkpoint.NewestSeen(j.CheckpointDir)
 }
 
 // compareCheckpointDirs fails when the replicas see different newest
-// checkpoints in their --checkpoint-dir: the directory is not shared, and
-// a restart would resume from whatever the chief's node holds (or start
-// afresh) while a newer state sits elsewhere.
+// checkpoints in their --checkpoint-dir (checkpoint.CompareSeen).
 func compareCheckpointDirs(hellos []hello) error {
-	chief := hellos[0].Checkpoints
-	var differ []string
-	for r, h := range hellos[1:] {
-		if h.Checkpoints != "" && chief != "" && h.Checkpoints != chief {
-			differ = append(differ, fmt.Sprintf("rank %d sees %s", r+1, h.Checkpoints))
-		}
+	seen := make([]string, len(hellos))
+	for r, h := range hellos {
+		seen[r] = h.Checkpoints
 	}
-	if len(differ) == 0 {
-		return nil
-	}
-	return fmt.Errorf("--checkpoint-dir differs between the peers: rank 0 (the chief) sees %s as the newest checkpoint, %s: "+
-		"it is not one shared directory, and resuming from the chief's alone could lose or mix up progress; "+
-		"put --checkpoint-dir on storage every peer mounts (NFS, a ReadWriteMany PersistentVolume), or copy the newest checkpoint there and pass --restore FILE",
-		chief, strings.Join(differ, ", "))
+	return checkpoint.CompareSeen(seen)
 }

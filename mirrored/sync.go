@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/callbacks"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
@@ -51,8 +52,9 @@ type syncLoop struct {
 	trainTime  time.Duration
 	evalTime   time.Duration
 	ckTime     time.Duration
-	stats      StepStats // the last step's, for its event (no allocation per step)
-	hook       loopHook  // the run's part at the loop's seams (ringHook, elastic)
+	stats      StepStats      // the last step's, for its event (no allocation per step)
+	hook       loopHook       // the run's part at the loop's seams (ringHook, elastic)
+	cb         *callbacks.Run // Job.Callbacks (nil: none)
 }
 
 // runSync is the synchronous strategy, for any Replica (see Job): the
@@ -112,6 +114,7 @@ func (l *syncLoop) start(ctx context.Context) error {
 		l.obs.close()
 		return err
 	}
+	l.startCallbacks()
 	if err := l.hook.started(l, cl.resume); err != nil {
 		l.obs.close()
 		return err
@@ -181,7 +184,7 @@ func (l *syncLoop) resume(ctx context.Context, pos *resumePos, ck *checkpoint.Ch
 // train runs the epochs left.
 func (l *syncLoop) train(ctx context.Context) error {
 	cfg := &l.job.Config
-	if l.startEpoch > cfg.Epochs || l.global >= l.total || targetMet(cfg, l.res.EpochResults) {
+	if l.startEpoch > cfg.Epochs || l.global >= l.total || targetMet(cfg, l.res.EpochResults) || l.cb != nil && l.cb.Stopped() {
 		return nil
 	}
 	pipe, err := l.run.pipeline(ctx, l.startEpoch, max(1, cfg.Epochs-l.startEpoch+1), l.steps)
@@ -316,7 +319,7 @@ func (l *syncLoop) step(ctx context.Context, pipe *data.Pipeline, epoch, step in
 	if err != nil {
 		return fmt.Errorf("epoch %d step %d: reading the next batch: %w", epoch, step, err)
 	}
-	lr := l.sched.At(l.global)
+	lr := l.rate(l.global)
 	sample := job.MeasureWait && l.global%WaitSampleEvery == 0
 	var clk stepClock
 	clk[0] = t0
@@ -432,7 +435,7 @@ func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elaps
 	if err := l.g.AllReduceSum(ctx, agg); err != nil {
 		return false, fmt.Errorf("epoch %d: all-reducing the epoch loss: %w", epoch, err)
 	}
-	ep := Epoch{Epoch: epoch, LR: l.sched.At(l.global - 1), ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(),
+	ep := Epoch{Epoch: epoch, LR: l.rate(l.global - 1), ExamplesPerSec: float64(agg[2]) / elapsed.Seconds(),
 		EpochSeconds: elapsed.Seconds(), TrainSeconds: l.trainTime.Seconds()}
 	if agg[4] > 0 { // counts of whole examples: exact in float32 below 2^24
 		ep.Accuracy = float64(agg[3]) / float64(agg[4])
@@ -467,6 +470,10 @@ func (l *syncLoop) endEpoch(ctx context.Context, epoch int, complete bool, elaps
 		return false, err
 	}
 	reached := targetMet(cfg, l.res.EpochResults)
+	stop, err := l.callbacks(ep, m.Examples > 0, reached || epoch == cfg.Epochs || l.global >= l.total)
+	if reached = reached || stop; err != nil {
+		return false, err
+	}
 	if complete && (l.job.CheckpointEvery == 0 || l.global%l.job.CheckpointEvery == 0 || epoch == cfg.Epochs || reached) {
 		if err := l.checkpoint(epoch+1, 0); err != nil {
 			return false, err
@@ -487,22 +494,27 @@ func (l *syncLoop) checkpoint(epoch, stepInEpoch int) error {
 		return nil
 	}
 	t := time.Now()
-	rep := l.run.rep
-	hist, _ := json.Marshal(l.res.EpochResults) // plain numbers: cannot fail
-	var state []float32
-	for _, a := range rep.OptState() {
-		state = append(state, a...)
-	}
-	ck := l.checkpointTemplate()
-	ck.Params, ck.OptState, ck.Step, ck.Epoch, ck.StepInEpoch, ck.StepsPerEpoch = rep.Params(), state, l.global, epoch, stepInEpoch, l.steps
-	ck.History, ck.SavedAt = string(hist), time.Now()
-	path, err := checkpoint.Write(l.job.CheckpointDir, ck, l.job.KeepCheckpoints)
+	path, err := checkpoint.Write(l.job.CheckpointDir, l.state(epoch, stepInEpoch), l.job.KeepCheckpoints)
 	l.ckTime += time.Since(t)
 	l.job.Timeline.Add(timeline.Checkpoint, "", l.global, t, time.Now())
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint at step %d: %w", l.global, err)
 	}
 	return l.obs.emit(Event{Kind: EventCheckpoint, Step: l.global, Steps: l.total, Path: path})
+}
+
+// state is the run's state now as a checkpoint at pipeline position
+// (epoch, stepInEpoch).
+func (l *syncLoop) state(epoch, stepInEpoch int) *checkpoint.Checkpoint {
+	hist, _ := json.Marshal(l.res.EpochResults) // plain numbers: cannot fail
+	var state []float32
+	for _, a := range l.run.rep.OptState() {
+		state = append(state, a...)
+	}
+	ck := l.checkpointTemplate()
+	ck.Params, ck.OptState, ck.Step, ck.Epoch, ck.StepInEpoch, ck.StepsPerEpoch = l.run.rep.Params(), state, l.global, epoch, stepInEpoch, l.steps
+	ck.History, ck.SavedAt = string(hist), time.Now()
+	return ck
 }
 
 // checkpointTemplate is what every checkpoint of this run says besides
@@ -555,6 +567,12 @@ func (l *syncLoop) finish(ctx context.Context, wallStart time.Time) (*Summary, e
 	l.hook.finish(res)
 	if n := len(res.EpochResults); n > 0 {
 		res.FinalAccuracy = res.EpochResults[n-1].TestAccuracy
+	}
+	if l.cb != nil { // a restored epoch's accuracy is the final one
+		r := l.cb.Report()
+		if res.Callbacks = &r; r.RestoredEpoch > 0 {
+			res.FinalAccuracy = res.EpochResults[r.RestoredEpoch-1].TestAccuracy
+		}
 	}
 	res.ParamsSHA256 = hex.EncodeToString(sum[:])
 	if l.run.done != nil {

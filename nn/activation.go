@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// Activation applies Fn: "relu", "tanh", "sigmoid" or "linear" element by
+// Activation applies Fn: "relu", "tanh", "sigmoid", "linear" or one of
+// the functions of pointwiseFns (elu, selu, gelu, swish …) element by
 // element, or "softmax" over a vector. As a model's last layer, softmax
 // and sigmoid choose its loss (see NewSequential).
 type Activation struct{ Fn string }
@@ -30,7 +31,7 @@ func init() {
 func (a Activation) encode() (any, error) { return activationJSON{Type: "activation", Fn: a.Fn}, nil }
 
 // activations are the functions Activation takes.
-var activations = []string{"relu", "tanh", "sigmoid", "softmax", "linear"}
+var activations = append([]string{"relu", "tanh", "sigmoid", "softmax", "linear"}, pointwiseFns...)
 
 func (a Activation) build(in Shape) (layer, Shape, error) {
 	switch a.Fn {
@@ -41,6 +42,10 @@ func (a Activation) build(in Shape) (layer, Shape, error) {
 		}
 	case "linear":
 		return &reshape{Size: in.Size()}, in, nil
+	case "elu":
+		return &pointwise{Size: in.Size(), Fn: a.Fn, Alpha: 1}, in, nil
+	case "selu", "gelu", "gelu_tanh", "swish", "softplus", "softsign", "hard_sigmoid", "hard_sigmoid_tf":
+		return &pointwise{Size: in.Size(), Fn: a.Fn}, in, nil
 	default:
 		return nil, Shape{}, fmt.Errorf("unknown function %q: want one of %s", a.Fn, strings.Join(activations, ", "))
 	}

@@ -15,7 +15,7 @@ import (
 // without initializers.
 func testArchitectures() []Architecture {
 	he := &Initializer{Kind: InitVarianceScaling, Scale: 2, Mode: "fan_in", Distribution: "truncated_normal"}
-	return []Architecture{
+	return append([]Architecture{
 		{Name: "lenet", Input: Shape{H: 28, W: 28, C: 1}, Layers: lenetLayers(10)},
 		{Name: "softmax", Input: Shape{H: 28, W: 28, C: 1}, Layers: softmaxLayers(10)},
 		{Name: "cnn", Input: Shape{H: 28, W: 28, C: 1}, Layers: []LayerSpec{
@@ -62,7 +62,7 @@ func testArchitectures() []Architecture {
 			Dense{Units: 1},
 			Activation{"sigmoid"},
 		}},
-	}
+	}, moreArchitectures...)
 }
 
 // TestArchitectureRoundTrip: an Architecture's JSON reads back as the same

@@ -14,24 +14,43 @@
 // channel, with a depth multiplier), MaxPooling2D, AveragePooling2D,
 // GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D, Cropping2D,
 // UpSampling2D (nearest), Flatten, Reshape, Dense, Dropout, Activation
-// (relu, tanh, sigmoid, softmax, linear), BatchNormalization, Rescaling
-// and Normalization (fixed per-channel affine maps, Keras's preprocessing
-// layers), and the merges of several inputs: Add, Subtract, Multiply,
-// Average, Maximum, Minimum (broadcasting sizes of 1 as Keras does) and
-// Concatenate (merge.go; Concatenate joins channels, rows or columns,
-// mapping Keras's channels-last axis onto the planar layout). Each
-// layer's shape is inferred from its input's (H×W×C, written channels
-// last as Keras does); a shape a layer cannot take is a *LayerError
-// naming the layer. A final softmax or sigmoid is fused with its
-// cross-entropy. Conv2D, DepthwiseConv2D and Dense take Keras's
-// initializers (Initializer) besides nn's own Init kinds.
+// (relu, tanh, sigmoid, softmax, linear, and elu, selu, gelu, swish,
+// softplus, softsign, hard_sigmoid …: see pointwiseFns), LeakyReLU, ELU,
+// PReLU, BatchNormalization, LayerNormalization, Rescaling and
+// Normalization (fixed per-channel affine maps, Keras's preprocessing
+// layers); for text, Embedding, Conv1D, MaxPooling1D, AveragePooling1D,
+// GlobalMaxPooling1D and GlobalAveragePooling1D; and the merges of several
+// inputs: Add, Subtract, Multiply, Average, Maximum, Minimum
+// (broadcasting sizes of 1 as Keras does) and Concatenate (merge.go;
+// Concatenate joins channels, rows or columns, mapping Keras's
+// channels-last axis onto the planar layout). Each layer's shape is
+// inferred from its input's (H×W×C, written channels last as Keras does);
+// a shape a layer cannot take is a *LayerError naming the layer. A final
+// softmax or sigmoid is fused with its cross-entropy. Conv2D,
+// DepthwiseConv2D and Dense take Keras's initializers (Initializer)
+// besides nn's own Init kinds.
+//
+// Sequences. A sequence of L steps of C channels is the image 1×L×C
+// (Shape{H: 1, W: L, C: C}), planar as every image: C×L, channel by
+// channel, as PyTorch's Conv1d takes N×C×L. A text model's input is a
+// vector of L token ids (Shape{C: L}), each id an integer in float32, as
+// the data sets of token sequences give them; an Embedding turns it into
+// the sequence 1×L×D. The 1-D layers take sequences only (H = 1); the
+// element-wise layers, LayerNormalization (over C at each step), PReLU
+// (a slope per channel), BatchNormalization and Dropout take them as any
+// image. A model whose first layer is an Embedding checks every batch's
+// ids before any pass: an id that is not an integer in [0, input_dim) is
+// ForwardBackward's or Evaluate's error, naming the example and position,
+// as Keras fails on it.
 //
 // The registry. Each layer kind lives in one file (conv.go, pool.go,
 // dense.go, activation.go, reshape.go, dropout.go, batchnorm.go, add.go,
 // merge.go, depthwise.go, global_pool.go, pad2d.go, upsampling.go,
-// rescaling.go): its spec, its kernels, its JSON (encode, and a decoder
-// registered under its "type" in registry.go's layerKinds), its bounds
-// (bounder) and the gradient check of its test file. Nothing else switches on the kinds, so
+// rescaling.go; pointwise.go, prelu.go, layernorm.go, embedding.go,
+// conv1d.go, pool1d.go, globalpool1d.go): its spec, its kernels, its JSON
+// (encode, and a decoder registered under its "type" in registry.go's
+// layerKinds), its bounds (bounder) and the gradient check of its test
+// file. Nothing else switches on the kinds, so
 // a new kind is one file; package nn/keras maps Keras's classes to these
 // specs through one table.
 //

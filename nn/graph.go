@@ -43,6 +43,7 @@ type Graph struct {
 	seed    int64
 	nc      int // the nodes computed (all but a final softmax or sigmoid)
 	scores  int // the node whose output is the class scores
+	vocab   int // the least input_dim of the Embeddings (on the input): ids are checked
 
 	params, grads []float32
 	bufs          bufferSet
@@ -203,6 +204,14 @@ func (g *Graph) compile() (*graphShard, error) {
 		if err != nil {
 			return fail(i, err)
 		}
+		if t, ok := l.(tokenReader); ok {
+			if ins[0] != -1 {
+				return fail(i, errors.New("an Embedding takes token ids, the model's input (−1)"))
+			}
+			if g.vocab == 0 || t.vocab() < g.vocab {
+				g.vocab = t.vocab()
+			}
+		}
 		if i < nc {
 			s.layers[i] = l
 		}
@@ -332,7 +341,10 @@ func (g *Graph) dispatch(x []float32, labels []int32, n int, train bool, scale f
 }
 
 func (g *Graph) checkBatch(x []float32, labels []int32, n int) error {
-	return checkBatch(g.name, g.InputDim(), g.classes, x, labels, n)
+	if err := checkBatch(g.name, g.InputDim(), g.classes, x, labels, n); err != nil || g.vocab == 0 {
+		return err
+	}
+	return checkIDs(g.name, g.vocab, g.InputDim(), x, n)
 }
 
 func (g *Graph) ForwardBackward(x []float32, labels []int32, n int) (float64, error) {

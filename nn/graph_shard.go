@@ -28,6 +28,7 @@ type graphShard struct {
 	scale   float32
 	lossSum float64
 	right   int
+	keep    []float32 // if set, where the scores go (Predict)
 
 	start, done chan struct{}
 }
@@ -147,6 +148,9 @@ func (s *graphShard) run() {
 		s.layers[i].Forward(s.acts[i], s.in(g.inputs[i][0]), s.n)
 	}
 	scores := s.in(g.scores)
+	if s.keep != nil {
+		copy(s.keep, scores[:len(s.keep)])
+	}
 	var dl []float32
 	if s.train && g.scores >= 0 {
 		dl = s.dacts[g.scores]

@@ -47,6 +47,10 @@ func (a Architecture) Buffers(n int) (Buffers, error) {
 		if sc, ok := s.(scratcher); ok {
 			b.Scratch += sc.scratch(in, n)
 		}
+		if c, ok := s.(Conv1D); ok { // the unrolled input, its gradient, the weights transposed
+			taps := int64(in.C) * int64(c.Kernel)
+			b.Scratch += 2*taps*int64(out.W) + taps*int64(c.Filters)
+		}
 		shapes[i], in = out, out
 	}
 	b.Activations = int64(n) * (outs + 2*most)

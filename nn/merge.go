@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 )
@@ -102,12 +103,8 @@ func (c Concatenate) encode() (any, error) {
 	return concatJSON{Type: c.kind(), Axis: &a}, nil
 }
 
-func (c Concatenate) axis() int {
-	if c.Axis == 0 {
-		return -1
-	}
-	return c.Axis
-}
+// axis is Axis, 0 standing for Keras's default, −1.
+func (c Concatenate) axis() int { return cmp.Or(c.Axis, -1) }
 
 func (c Concatenate) check() error {
 	if a := c.axis(); a < -3 || a > 3 {
@@ -150,14 +147,32 @@ func elemJoin(op elemOp, ins []Shape) (joiner, Shape, error) {
 	if !ok {
 		return nil, Shape{}, fmt.Errorf("inputs of shapes %v: want one shape, or sizes of 1 where they differ (broadcast as Keras does)", ins)
 	}
-	l := &elementwise{op: op, Size: out.Size(), sizes: make([]int, len(ins)), index: make([][]int32, len(ins))}
+	l := &elementwise{op: op, Size: out.Size(), sizes: make([]int, len(ins)), ins: ins, out: out}
 	for k, s := range ins {
 		l.sizes[k] = s.Size()
-		if s != out {
-			l.index[k] = broadcastIndex(s, out)
-		}
+		l.wide = l.wide || s != out
 	}
 	return l, out, nil
+}
+
+// plan makes the broadcast inputs' index maps, once, on the first
+// forward pass: a model that is only checked never allocates them, and
+// inputs of one shape share one.
+func (l *elementwise) plan() {
+	if !l.wide || l.index != nil {
+		return
+	}
+	l.index = make([][]int32, len(l.ins))
+	byShape := map[Shape][]int32{}
+	for k, s := range l.ins {
+		if s == l.out {
+			continue
+		}
+		if byShape[s] == nil {
+			byShape[s] = broadcastIndex(s, l.out)
+		}
+		l.index[k] = byShape[s]
+	}
 }
 
 // dims is s as channels, rows and columns, a vector being 1×1×C.
@@ -210,27 +225,21 @@ func broadcastIndex(s, out Shape) []int32 {
 	return idx
 }
 
-// elementwise computes an element-wise merge of Size floats an example.
-// Input k has sizes[k] floats an example; index[k], when not nil, maps
-// each output float to the one of input k it takes (a broadcast).
+// elementwise computes an element-wise merge of Size floats an example,
+// of shape out, from inputs of shapes ins (sizes[k] floats an example).
+// When wide (some input is broadcast), index[k], if not nil, maps each
+// output float to the one of input k it takes (see plan).
 type elementwise struct {
 	op    elemOp
 	Size  int
 	sizes []int
+	ins   []Shape
+	out   Shape
+	wide  bool
 	index [][]int32
 }
 
 func (l *elementwise) OutSize() int { return l.Size }
-
-// broadcast reports whether some input is broadcast.
-func (l *elementwise) broadcast() bool {
-	for _, ix := range l.index {
-		if ix != nil {
-			return true
-		}
-	}
-	return false
-}
 
 // combine folds v into the running value a.
 func (op elemOp) combine(a, v float32) float32 {
@@ -256,7 +265,8 @@ func (op elemOp) combine(a, v float32) float32 {
 func (l *elementwise) forwardJoin(y []float32, xs [][]float32, n int) {
 	m := n * l.Size
 	y = y[:m]
-	if l.broadcast() {
+	if l.wide {
+		l.plan()
 		for e := 0; e < n; e++ {
 			row := y[e*l.Size : (e+1)*l.Size]
 			for i := range row {
@@ -309,6 +319,9 @@ func (l *elementwise) forwardJoin(y []float32, xs [][]float32, n int) {
 
 // at is input k's float for output float i of example e.
 func (l *elementwise) at(xs [][]float32, k, e, i int) float32 {
+	if !l.wide {
+		return xs[k][e*l.Size+i]
+	}
 	if ix := l.index[k]; ix != nil {
 		return xs[k][e*l.sizes[k]+int(ix[i])]
 	}
@@ -351,7 +364,7 @@ func (l *elementwise) grad(xs [][]float32, k, e, i int, g float32) float32 {
 func (l *elementwise) backwardJoin(dxs [][]float32, dy []float32, xs [][]float32, _ []float32, n int) {
 	m := n * l.Size
 	dy = dy[:m]
-	if l.broadcast() {
+	if l.wide {
 		// A broadcast input's gradient sums its output floats'.
 		for k, dx := range dxs {
 			if dx == nil {

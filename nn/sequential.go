@@ -31,6 +31,7 @@ type Sequential struct {
 	classes int
 	seed    int64
 	fused   []int // the first spec of each fused stage
+	vocab   int   // an Embedding's input_dim when it reads the input: ids are checked
 
 	params, grads []float32
 	bufs          bufferSet // BatchNormalization's moving statistics …
@@ -254,6 +255,14 @@ func (m *Sequential) compile(fuse bool) (compiled, error) {
 			c.dropouts, c.dropSpec = append(c.dropouts, d), append(c.dropSpec, i)
 		}
 		c.layers, c.spec = append(c.layers, l), append(c.spec, i)
+	}
+	for i, l := range c.layers {
+		if t, ok := l.(tokenReader); ok {
+			if i > 0 {
+				return fail(c.spec[i], errors.New("an Embedding takes token ids, the model's input: make it the first layer"))
+			}
+			m.vocab = t.vocab()
+		}
 	}
 	for _, l := range c.layers {
 		ch, ok := l.(chunker)
@@ -522,7 +531,10 @@ func (m *Sequential) dispatch(x []float32, labels []int32, n int, train bool, sc
 }
 
 func (m *Sequential) check(x []float32, labels []int32, n int) error {
-	return checkBatch(m.name, m.InputDim(), m.classes, x, labels, n)
+	if err := checkBatch(m.name, m.InputDim(), m.classes, x, labels, n); err != nil || m.vocab == 0 {
+		return err
+	}
+	return checkIDs(m.name, m.vocab, m.InputDim(), x, n)
 }
 
 // checkBatch checks a batch of n examples of dim floats and labels in

@@ -86,7 +86,7 @@ func TestSequentialErrors(t *testing.T) {
 		{"dense on an image", img, 0, []LayerSpec{Dense{Units: 3}}, "layer 0 (dense): the input is an image, 6×6×1: put a Flatten before it"},
 		{"no units", img, 0, []LayerSpec{Flatten{}, Dense{}}, "layer 1 (dense): 0 units"},
 		{"softmax on an image", img, 0, with(Activation{"softmax"}), "layer 0 (activation softmax): softmax takes a vector"},
-		{"unknown activation", img, 0, with(Activation{"gelu"}), `layer 0 (activation gelu): unknown function "gelu"`},
+		{"unknown activation", img, 0, with(Activation{"mish"}), `layer 0 (activation mish): unknown function "mish"`},
 		{"dropout rate 1", img, 0, with(Dropout{Rate: 1}), "layer 0 (dropout): rate 1"},
 		{"dropout rate NaN", img, 0, with(Dropout{Rate: math.NaN()}), "layer 0 (dropout)"},
 		{"reshape to another size", img, 0, with(Reshape{To: Shape{H: 5, W: 5, C: 1}}), "layer 0 (reshape): 6×6×1 (36 floats) cannot become 5×5×1"},

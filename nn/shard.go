@@ -27,6 +27,7 @@ type shard struct {
 	scale   float32
 	lossSum float64
 	right   int
+	keep    []float32 // if set, where the scores go (Predict)
 
 	start, done chan struct{}
 
@@ -168,6 +169,9 @@ func (s *shard) run() {
 		dl = s.dacts[last]
 	}
 	k := s.scores
+	if s.keep != nil {
+		copy(s.keep, in[:s.n*k])
+	}
 	if s.kind == sigmoidBCE {
 		for i, y := range s.labels[:s.n] {
 			s.yf[i] = float32(y)

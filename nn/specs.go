@@ -61,6 +61,8 @@ func (p Padding) String() string {
 		return "valid"
 	case Same:
 		return "same"
+	case Causal:
+		return "causal"
 	}
 	return fmt.Sprintf("Padding(%d)", int(p))
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	shared := append(append(append(withModelFile(jobFlags()), sparseFlags()...), strategyFlags()...), linkFaultFlags()...)
+	shared := append(append(append(append(withModelFile(jobFlags()), sparseFlags()...), strategyFlags()...), linkFaultFlags()...), callbackFlags()...)
 	flags := append([]cli.Flag{
 		&cli.IntFlag{Name: "n", Aliases: []string{"workers"}, Value: 2, Usage: "number of worker processes"},
 		&cli.StringFlag{Name: "run-dir", Usage: "keep the workers' TF_CONFIG files and reports here (default: a temporary directory)"},
@@ -118,7 +118,7 @@ func init() {
 				Gossip:    mirrored.IsGossip(job.Strategy), TolerateLoss: c.Bool("tolerate-loss"),
 				Elastic: mirrored.ElasticOf(job.Strategy) != nil, MaxRestarts: c.Int("max-restarts"),
 				Stdout: screen.Stdout(), Stderr: screen.Stderr(), LogEvery: c.Int("log-every"), Logger: logger(c, "launch"),
-				Info: report.RunInfo{Strategy: job.Strategy.Name(), Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String()},
+				Info: report.RunInfo{Strategy: job.Strategy.Name(), Security: c.String("security"), AllReduceAlgo: algo.String(), LinkFaults: faults.String(), Wire: wireInfo(job)},
 			})
 			if rep != nil && len(rep.Peers) > 0 && c.Context.Err() == nil { // after Ctrl-C: no table of dashes
 				rep.Cost = costParams

@@ -12,6 +12,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/nn/keras"
+	"github.com/meshtrain/meshtrain/nn/kerasio"
 )
 
 // A model file is its own flag, --model-file FILE, rather than a value of
@@ -35,17 +36,47 @@ const modelKeras = "keras"
 func modelFileFlag(eval bool) cli.Flag {
 	usage := "train the model a Keras file defines instead of --model: model.to_json() of tf.keras 2.x or Keras 3, or a TensorFlow.js model.json " +
 		"(layers InputLayer, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation, ReLU, Softmax; the loss follows the last activation); " +
-		"lenet's recipe unless the flags say otherwise; the peers compare its architecture"
+		"lenet's recipe unless the flags say otherwise; the peers compare its architecture; " +
+		"a TF.js model.json whose weightsManifest lists weight files starts training from those weights (see --ignore-weights)"
 	if eval {
-		usage = "the Keras file (as train's --model-file) the checkpoint must hold the model of (the checkpoint records its architecture, so eval needs no file)"
+		usage = "the Keras file (as train's --model-file) the checkpoint must hold the model of (the checkpoint records its architecture, so eval needs no file); " +
+			"without --checkpoint, a TF.js model.json whose weightsManifest lists weight files, to score with those weights"
 	}
 	return &cli.StringFlag{Name: "model-file", Category: catTraining, Usage: usage}
 }
 
-// withModelFile inserts --model-file after --model in flags.
+// withModelFile inserts --model-file and --ignore-weights after --model
+// in flags.
 func withModelFile(flags []cli.Flag) []cli.Flag {
 	i := slices.IndexFunc(flags, func(f cli.Flag) bool { return f.Names()[0] == "model" })
-	return slices.Insert(slices.Clone(flags), i+1, modelFileFlag(false))
+	return slices.Insert(slices.Clone(flags), i+1, modelFileFlag(false), ignoreWeightsFlag())
+}
+
+// ignoreWeightsFlag is --ignore-weights: a model.json whose
+// weightsManifest lists weight files starts training from them
+// (fine-tuning) unless it is set.
+func ignoreWeightsFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "ignore-weights", Category: catTraining,
+		Usage: "with a TF.js model.json whose weightsManifest lists weight files: train from fresh initial values (--seed) instead of starting from those weights"}
+}
+
+// modelWeights reads the weights a TF.js model.json's manifest lists
+// for m (nil when it lists none): a weight file missing, short or long,
+// a weight the model lacks or lacks, a shape other than the model's, is
+// a usage error naming the weight and the file.
+// Train's commands say how to train without them (hint).
+func modelWeights(path string, m *keras.Model, hint bool) ([][]kerasio.Weight, error) {
+	if m.Form != keras.FormTFJS {
+		return nil, nil
+	}
+	w, err := kerasio.ReadTFJSWeights(path, m)
+	if err != nil {
+		if hint {
+			err = fmt.Errorf("%w (to train the architecture alone, from fresh values: --ignore-weights)", err)
+		}
+		return nil, usageError{fmt.Errorf("--model-file: weights: %w", err)}
+	}
+	return w, nil
 }
 
 // readModelFile reads --model-file: nil if it is not given. A file that
@@ -82,8 +113,30 @@ func modelFromFile(c *cli.Context, job *mirrored.Job) (*keras.Model, error) {
 		}
 	}
 	job.Model, job.NewModel = modelKeras, m.NewModel
-	logger(c, c.Command.Name).Info("model file", zap.String("path", c.String("model-file")), zap.String("form", m.Form),
+	log := logger(c, c.Command.Name)
+	log.Info("model file", zap.String("path", c.String("model-file")), zap.String("form", m.Form),
 		zap.String("class", m.Class), zap.String("name", m.Arch.Name), zap.Int("params", m.Params))
+	if !c.Bool("ignore-weights") {
+		w, err := modelWeights(c.String("model-file"), m, true)
+		if err != nil {
+			return nil, err
+		}
+		if w != nil {
+			job.NewModel = func(spec nn.Spec, seed int64, shards int) (nn.Model, error) {
+				model, err := m.NewModel(spec, seed, shards)
+				if err != nil {
+					return nil, err
+				}
+				return model, kerasio.Import(m.Arch, model, w)
+			}
+			msg := fmt.Sprintf("starting from the weights of %s (%d parameters; --ignore-weights to train from fresh values)", c.String("model-file"), m.Params)
+			if c.Command.Name == "worker" {
+				log.Info(msg)
+			} else {
+				fmt.Fprintln(screen.Stdout(), msg)
+			}
+		}
+	}
 	logger(c, c.Command.Name).Debug("model file's layers\n" + m.Table())
 	return m, nil
 }

@@ -18,7 +18,8 @@ func kerasFixture(name string) string {
 }
 
 // TestModelFileFlag: --model-file is where a model is taken (train,
-// launch, worker, compare, eval), right after --model, and not on sweep.
+// launch, worker, compare, eval, export), right after --model, and not
+// on sweep.
 func TestModelFileFlag(t *testing.T) {
 	for _, c := range newApp().Commands {
 		names := flagNames(c.Flags)
@@ -28,9 +29,9 @@ func TestModelFileFlag(t *testing.T) {
 			if i < 1 || names[i-1] != "model" {
 				t.Errorf("%s: --model-file at %d, after %v", c.Name, i, names[max(0, i-1):i])
 			}
-		case "eval":
+		case "eval", "export":
 			if i < 0 {
-				t.Errorf("eval has no --model-file")
+				t.Errorf("%s has no --model-file", c.Name)
 			}
 		default:
 			if i >= 0 {

@@ -17,7 +17,7 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:  "train",
-		Usage: "train LeNet-5 or softmax regression on MNIST on one worker (no network)",
+		Usage: "train on one worker (no network): LeNet-5, softmax regression, sparse logistic regression or a Keras model file, on MNIST or your data",
 		Description: "With no flags this is the recipe that reaches ≥ 97.5% test accuracy after one epoch\n" +
 			"and ≥ 99.0% within 10: LeNet-5, SGD momentum 0.9, batch 64, lr 0.05 halved every epoch\n" +
 			"(in four steps per epoch) after a warm-up over the first tenth of an epoch. Softmax and\n" +
@@ -27,7 +27,7 @@ func init() {
 		CustomHelpTemplate: withExample("meshtrain train --model softmax --epochs 3 --summary run.json"),
 		Flags: append(append(append(withModelFile(trainingFlags("examples per step")),
 			&cli.StringFlag{Name: "summary", Usage: "write the run's figures as JSON to this file"}),
-			sparseFlags()...), trainStrategyFlags()...),
+			sparseFlags()...), append(trainStrategyFlags(), callbackFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Errorf("train takes no arguments, got %q", c.Args().Slice())}
@@ -64,9 +64,15 @@ func init() {
 			if job.Sparse, err = sparseFromFlags(c); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
+			if job.Callbacks, err = callbacksFromFlags(c); err != nil {
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
 			file, err := modelFromFile(c, &job)
 			if err != nil {
 				return fmt.Errorf("train: %w", err)
+			}
+			if err := wireFromFlags(c, &job); err != nil { // alone, it rounds as the wire would
+				return usageError{fmt.Errorf("train: %w", err)}
 			}
 			if err := job.Validate(); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}

@@ -51,6 +51,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "warmup-epochs", Value: d.WarmupEpochs, Usage: "linear learning-rate warm-up, in epochs"},
 		&cli.Float64Flag{Name: "min-lr", Value: d.MinLR, Usage: "cosine schedule: final learning rate"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
+		wireFlag(),
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
 		allowUnverifiedFlag(),
 	), inCategory(catTraining, dataFlags()...)...), inCategory(catTraining,
@@ -201,6 +202,9 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if job.Sparse, err = sparseFromFlags(c); err != nil {
 		return job, "", err
 	}
+	if job.Callbacks, err = callbacksFromFlags(c); err != nil {
+		return job, "", err
+	}
 	file, err := modelFromFile(c, &job)
 	if err != nil {
 		return job, "", err
@@ -210,6 +214,9 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	}
 	el, err := elasticFromFlags(c, workers)
 	if err != nil {
+		return job, "", err
+	}
+	if err := wireFromFlags(c, &job); err != nil {
 		return job, "", err
 	}
 	if el != nil && mirrored.IsGossip(job.Strategy) {
@@ -264,7 +271,7 @@ const slurmHelp = "With no TF_CONFIG, under srun (SLURM_PROCID set), the cluster
 	"  srun meshtrain worker --secret-file ~/.meshtrain-secret --model lenet --epochs 10 --summary summary.json\n\n"
 
 func init() {
-	flags := append(append(append(append(withModelFile(jobFlags()), sparseFlags()...), strategyFlags()...), linkFaultFlags()...),
+	flags := append(append(append(append(append(withModelFile(jobFlags()), sparseFlags()...), strategyFlags()...), linkFaultFlags()...), callbackFlags()...),
 		&cli.StringFlag{Name: "tf-config", Usage: "cluster spec file (default: the TF_CONFIG environment variable, else Slurm's environment under srun)"},
 		&cli.IntFlag{Name: "slurm-base-port", EnvVars: []string{cluster.SlurmBasePortEnv}, Usage: "under srun: task i on a node listens on this port plus i",
 			DefaultText: fmt.Sprintf("the step's reserved ports (%s, from srun --resv-ports), else %d + %d × (%s mod %d), so that jobs sharing a node do not meet",

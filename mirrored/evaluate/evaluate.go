@@ -37,7 +37,13 @@ type Config struct {
 	// if it records another. Otherwise the model is the one the
 	// checkpoint records, by name or by architecture.
 	Architecture *nn.Architecture
-	Logger       *zap.Logger
+	// Weights, with no Checkpoint, sets the weights of the model
+	// Architecture builds (a TF.js model.json's, see Weights).
+	Weights func(nn.Model) error
+	// Predictions, if set, is a .npy file to write the outputs of every
+	// test example to (see WritePredictions).
+	Predictions string
+	Logger      *zap.Logger
 }
 
 // Result is a checkpoint's test loss and accuracy.
@@ -73,6 +79,9 @@ func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.TestExamples < 0 {
 		return nil, fmt.Errorf("test examples %d: want ≥ 0 (0: all)", cfg.TestExamples)
 	}
+	if cfg.Checkpoint == "" {
+		return weights(ctx, cfg)
+	}
 	ck, err := checkpoint.Read(cfg.Checkpoint)
 	if err != nil {
 		return nil, err
@@ -93,25 +102,8 @@ func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 		warning = w[0]
 		log.Warn(warning)
 	}
-	set := cfg.MNIST
-	if set == nil {
-		read := cfg.DataRead
-		if read.SplitSeed == 0 {
-			read.SplitSeed = uint64(ck.Seed)
-		}
-		if ck.Features != "" && read.Features == nil {
-			read.Features = new(data.Features)
-			if err := json.Unmarshal([]byte(ck.Features), read.Features); err != nil {
-				return nil, fmt.Errorf("checkpoint %s: metadata input_features: %w", cfg.Checkpoint, err)
-			}
-		}
-		opts := data.ImageOptions{Format: cfg.DataFormat, MNIST: data.MNISTOptions{Dir: cfg.DataDir, AllowUnverified: cfg.AllowUnverified, Logger: log.Named("data")}, Read: read}
-		if set, err = data.OpenImages(ctx, cfg.Data, opts); err != nil {
-			return nil, err
-		}
-	}
-	test := set.Test.Head(cfg.TestExamples)
-	if err := replica.CheckImages(test); err != nil {
+	test, err := testImages(ctx, cfg, log, ck)
+	if err != nil {
 		return nil, err
 	}
 	// The rule training applied (data.InputNorm), then the check that it
@@ -135,6 +127,9 @@ func Checkpoint(ctx context.Context, cfg Config) (*Result, error) {
 	lossSum, correct, err := model.Evaluate(x, y, test.N)
 	if err != nil {
 		return nil, fmt.Errorf("evaluating %s: %w", cfg.Checkpoint, err)
+	}
+	if err := predictions(cfg, model, x, test.N); err != nil {
+		return nil, err
 	}
 	epoch := max(0, ck.Epoch-1) // the pipeline position's epoch is not complete yet
 	return &Result{

@@ -764,6 +764,10 @@ func (s *status) update(m Message) string {
 		}
 	case "checkpoint":
 		return fmt.Sprintf("[launch] checkpoint at step %d: %s", m.Step, m.Path)
+	case mirrored.EventCallback: // every replica decided the same: the chief says it
+		if m.Rank == 0 {
+			return "[launch] " + m.Info
+		}
 	case mirrored.EventMembership:
 		if m.Rank == 0 {
 			s.elastic = true // the members change: the chief's epochs are the cluster's

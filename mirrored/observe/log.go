@@ -47,6 +47,8 @@ func (l *Log) Observe(e mirrored.Event) error {
 		l.log.Debug("checkpoint", rank, zap.String("path", e.Path), zap.Int("step", e.Step))
 	case mirrored.EventMembership:
 		l.log.Warn("membership changed", rank, zap.String("change", e.Info), zap.Int("step", e.Step))
+	case mirrored.EventCallback:
+		l.log.Log(shown, "callback", rank, zap.String("did", e.Info), zap.Int("step", e.Step))
 	case mirrored.EventEpoch:
 		ep := e.Epoch
 		fields := []zap.Field{rank, zap.Int("epoch", ep.Epoch), zap.Int("step", e.Step), zap.Float64("loss", ep.Loss),

@@ -148,3 +148,21 @@ func TestStandard(t *testing.T) {
 		t.Errorf("LogEvery -1: %v, want refused", err)
 	}
 }
+
+// TestProgressCallbackLines: what a callback did is one line of its own,
+// the chief's (every replica decided the same).
+func TestProgressCallbackLines(t *testing.T) {
+	const line = "epoch 1: test loss did not improve for 1 epoch (best 0.5 at epoch 1): stopping"
+	for rank, want := range []string{line + "\n", ""} {
+		var out bytes.Buffer
+		p := NewProgress(&out, 2, false)
+		for _, e := range append(run(rank)[:4], mirrored.Event{Kind: mirrored.EventCallback, Rank: rank, Step: 2, Steps: 2, Info: line}) {
+			if err := p.Observe(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := out.String(); !strings.HasSuffix(got, want) || (want == "" && strings.Contains(got, "stopping")) {
+			t.Errorf("rank %d wrote %q: want it to end with %q", rank, got, want)
+		}
+	}
+}

@@ -77,7 +77,7 @@ func (p *Progress) Observe(e mirrored.Event) error {
 				fmt.Fprintf(p.w, "warning: %s\n", w)
 			}
 		}
-	case mirrored.EventMembership:
+	case mirrored.EventMembership, mirrored.EventCallback:
 		p.steps.Clear()
 		fmt.Fprintln(p.w, e.Info)
 	case mirrored.EventStep:

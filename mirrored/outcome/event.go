@@ -18,7 +18,10 @@ const (
 	// EventMembership: an elastic run's new generation started (Info
 	// says who left or joined, from which step, how long it paused).
 	EventMembership = "membership"
-	EventDone       = "done"
+	// EventCallback: a callback (Job.Callbacks) acted at an epoch's end:
+	// Info is the line that says what it did.
+	EventCallback = "callback"
+	EventDone     = "done"
 	// EventResources carries a resource sample (with the step events,
 	// when the Job has a ResourceSampler).
 	EventResources = "resources"

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/mirrored/callbacks"
 	"github.com/meshtrain/meshtrain/mirrored/gossip"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
 )
@@ -116,6 +117,9 @@ type Result struct {
 	// ClassNames names the classes by id when the data set does (an
 	// image folder's class folders, a table's label values).
 	ClassNames []string `json:"class_names,omitempty"`
+	// Callbacks is what Keras's callbacks (Job.Callbacks) did, if any
+	// was on: early stopping, plateaus, the save-best file.
+	Callbacks *callbacks.Report `json:"callbacks,omitempty"`
 }
 
 // PeerStats are one replica's own figures: what users of TensorFlow's

@@ -22,11 +22,14 @@
 //     2: [[[layer, node, tensor, kwargs], …]]; Keras 3: [{"args": [a
 //     "__keras_tensor__" with "keras_history": [layer, node, tensor]],
 //     "kwargs"}]), "input_layers", "output_layers"
-//     (keras/src/models/functional.py: get_config, serialize_node). A
-//     chain (each layer taking the one before it) becomes a chain
-//     nn.Architecture, as a Sequential does; another graph (one input,
-//     one output, each layer called once, such as a residual block's Add)
-//     an nn.Architecture with Inputs, which builds an nn.Graph.
+//     (keras/src/models/functional.py: get_config, serialize_node; a
+//     merge's args[0] is the list of its tensors). A chain (each layer
+//     taking the one before it) becomes a chain nn.Architecture, as a
+//     Sequential does; any other DAG (one input, one output, each layer
+//     called once, such as a residual block's Add or an Inception
+//     block's Concatenate) an nn.Architecture with Inputs, which builds
+//     an nn.Graph. TensorFlow.js's model.toJSON() is this form, with
+//     class "Model" and keras_version "tfjs-layers …".
 //   - A TensorFlow.js layers model, model.json: {"format": "layers-model",
 //     "modelTopology": {"model_config": <the model as above>,
 //     "keras_version", "backend", "training_config"}, "weightsManifest"}
@@ -55,15 +58,16 @@
 // epsilon, center, scale, Keras's initial values); Rescaling (scale,
 // offset); Normalization (axis −1 or null, mean and variance given in
 // the config, invert); the merges Add, Subtract, Multiply, Average,
-// Maximum, Minimum and Concatenate (axis; see merge.go). The one table from Keras's classes to nn's
-// layers is classes (layers.go). Activations: relu, tanh, sigmoid,
-// softmax, linear. Initializers: see nn.Initializer. Anything else
-// (another layer, such as LSTM or Embedding; channels_first; a
-// regularizer or constraint; a Dense without bias; groups; bilinear
-// up-sampling; a Normalization adapted with adapt(), whose mean and
-// variance are in the weights file, not in the config; a dtype other
-// than float32; a shared layer, a nested model, a second input or output) is refused
-// with a LayerError naming the layer, its index and name, and what is
+// Maximum, Minimum and Concatenate (axis; see merge.go); and the text
+// layers, LeakyReLU, ELU, PReLU, LayerNormalization and the activations
+// of layers1d.go. The one table from Keras's classes to nn's layers is
+// classes (layers.go). Initializers: see nn.Initializer. Anything else
+// (another layer, such as LSTM; channels_first; a regularizer or
+// constraint; a Dense without bias; groups; bilinear up-sampling; a
+// Normalization adapted with adapt(), whose mean and variance are in the
+// weights file, not in the config; a dtype other than float32; a shared
+// layer, a nested model, a second input or output) is refused with a
+// LayerError naming the layer, its index and name, and what is
 // supported. An option this package does not know is refused unless it
 // has its off value (null, false, 0, empty).
 //

@@ -293,7 +293,7 @@ func (m *Model) build(name string, es []entry, buildShape any, from [][]int) err
 				input = &s
 			}
 		}
-		got, err := layerSpecs(e)
+		got, err := layerSpecs(e, m.keras3())
 		if err != nil {
 			return fail(err)
 		}
@@ -324,7 +324,7 @@ func (m *Model) build(name string, es []entry, buildShape any, from [][]int) err
 	if len(specs) == 0 {
 		return errors.New("no layers besides the input")
 	}
-	m.Arch = nn.Architecture{Name: name, Input: *input, Layers: specs, Inputs: inputs}
+	m.Arch = nn.Architecture{Name: name, Input: sequenceInput(*input, es), Layers: specs, Inputs: inputs}
 	classes, params, err := m.Arch.Check()
 	var le *nn.LayerError
 	if errors.As(err, &le) {
@@ -367,7 +367,7 @@ func (m *Model) lastActivation() error {
 
 // inputLayer reads an InputLayer's shape.
 func inputLayer(cfg map[string]any) (nn.Shape, error) {
-	o := options{cfg: cfg, used: map[string]bool{}}
+	o := options{cfg: tokenInput(cfg), used: map[string]bool{}}
 	var s nn.Shape
 	var err error
 	found := false
@@ -498,8 +498,9 @@ func show(v any) string {
 // options reads a layer's config, remembering which keys were read so
 // that rest can refuse the others.
 type options struct {
-	cfg  map[string]any
-	used map[string]bool
+	cfg    map[string]any
+	used   map[string]bool
+	keras3 bool // the file is Keras 3's (see Model.keras3)
 }
 
 func (o *options) take(key string) (any, bool) {

@@ -8,13 +8,20 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// activationNames are the activations nn has.
-var activationNames = []string{"relu", "tanh", "sigmoid", "softmax", "linear"}
+// activationNames are the activations read, and activationAliases
+// the other names Keras and TensorFlow.js give some of them (Keras 3
+// serialises swish as silu; TF.js's gelu_new is the tanh approximation).
+var (
+	activationNames   = []string{"relu", "tanh", "sigmoid", "softmax", "linear", "elu", "selu", "gelu", "swish", "silu", "softplus", "softsign", "hard_sigmoid", "gelu_new"}
+	activationAliases = map[string]string{"silu": "swish", "gelu_new": "gelu_tanh"}
+)
 
 // activation reads an activation: a name, or Keras 3's serialised
 // function ({"class_name": "function", "config": "relu"}); null is
-// linear.
-func activation(v any) (string, error) {
+// linear. hard_sigmoid is Keras 3's, relu6(x + 3)/6, when keras3, else
+// tf.keras 2's and TensorFlow.js's, clip(0.2x + 0.5, 0, 1) (see
+// Model.keras3).
+func activation(v any, keras3 bool) (string, error) {
 	name := ""
 	switch v := v.(type) {
 	case nil:
@@ -28,6 +35,12 @@ func activation(v any) (string, error) {
 		}
 	}
 	if slices.Contains(activationNames, name) {
+		if a, ok := activationAliases[name]; ok {
+			return a, nil
+		}
+		if name == "hard_sigmoid" && !keras3 {
+			return "hard_sigmoid_tf", nil
+		}
 		return name, nil
 	}
 	return "", fmt.Errorf("activation %s is not supported: meshtrain has %s", show(v), andList(activationNames))
@@ -37,7 +50,7 @@ func activation(v any) (string, error) {
 // activation, use_bias, initializers, regularizers and constraints.
 func kernelLayer(o *options) (fn string, kernel, bias *nn.Initializer, err error) {
 	v, _ := o.take("activation")
-	if fn, err = activation(v); err != nil {
+	if fn, err = activation(v, o.keras3); err != nil {
 		return "", nil, nil, err
 	}
 	if o.used["use_bias"] {
@@ -113,6 +126,18 @@ var classes = []kerasClass{
 	{[]string{"Maximum"}, readMerge(nn.Maximum{})},
 	{[]string{"Minimum"}, readMerge(nn.Minimum{})},
 	{[]string{"Concatenate"}, readConcatenate},
+	// The text layers, the activation layers and LayerNormalization
+	// (layers1d.go).
+	{[]string{"Embedding"}, readEmbedding},
+	{[]string{"Conv1D", "Convolution1D"}, readConv1D},
+	{[]string{"MaxPooling1D", "MaxPool1D"}, readPool1D(false)},
+	{[]string{"AveragePooling1D", "AvgPool1D"}, readPool1D(true)},
+	{[]string{"GlobalMaxPooling1D", "GlobalMaxPool1D"}, readGlobalPool1D(false)},
+	{[]string{"GlobalAveragePooling1D", "GlobalAvgPool1D"}, readGlobalPool1D(true)},
+	{[]string{"LayerNormalization"}, readLayerNorm},
+	{[]string{"LeakyReLU"}, readLeakyReLU},
+	{[]string{"ELU"}, readELU},
+	{[]string{"PReLU"}, readPReLU},
 }
 
 // Supported lists the layer classes this package reads.
@@ -135,8 +160,8 @@ func classOf(name string) (kerasClass, bool) {
 }
 
 // layerSpecs reads one layer (not an InputLayer) as nn layers.
-func layerSpecs(e entry) ([]nn.LayerSpec, error) {
-	o := &options{cfg: e.cfg, used: map[string]bool{}}
+func layerSpecs(e entry, keras3 bool) ([]nn.LayerSpec, error) {
+	o := &options{cfg: e.cfg, used: map[string]bool{}, keras3: keras3}
 	if err := o.common(); err != nil {
 		return nil, err
 	}
@@ -273,7 +298,7 @@ func readDropout(o *options) ([]nn.LayerSpec, error) {
 
 func readActivation(o *options) ([]nn.LayerSpec, error) {
 	v, _ := o.take("activation")
-	fn, err := activation(v)
+	fn, err := activation(v, o.keras3)
 	if err != nil {
 		return nil, err
 	}

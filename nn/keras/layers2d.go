@@ -173,7 +173,7 @@ func readDepthwiseConv2D(o *options) ([]nn.LayerSpec, error) {
 		return nil, err
 	}
 	v, _ := o.take("activation")
-	fn, err := activation(v)
+	fn, err := activation(v, o.keras3)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func readSeparableConv2D(o *options) ([]nn.LayerSpec, error) {
 		return nil, err
 	}
 	v, _ := o.take("activation")
-	fn, err := activation(v)
+	fn, err := activation(v, o.keras3)
 	if err != nil {
 		return nil, err
 	}

@@ -421,7 +421,9 @@ def main():
     }
     for name, v in files.items():
         with open(os.path.join(out, name), "w") as f:
-            json.dump(v, f, indent=2)
+            # ResNet-20 on one line, as to_json() writes it by default;
+            # the small ones as to_json(indent=2), for reading.
+            json.dump(v, f, indent=None if name.startswith("resnet20") else 2)
             f.write("\n")
         print("wrote", name)
 

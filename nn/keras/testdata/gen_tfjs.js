@@ -132,8 +132,10 @@ function resnet20() {
   return tf.model({inputs: x, outputs: y, name: 'resnet20'});
 }
 
-function writeJSON(name, v) {
-  fs.writeFileSync(path.join(dir, name), JSON.stringify(v, null, 2) + '\n');
+// writeJSON writes v indented, or on one line (as toJSON's string) when
+// compact.
+function writeJSON(name, v, compact) {
+  fs.writeFileSync(path.join(dir, name), JSON.stringify(v, null, compact ? undefined : 2) + '\n');
   console.log('wrote', name);
 }
 
@@ -163,5 +165,5 @@ async function saveLayersModel(model, base) {
   writeJSON('tfjs_depthwise_branches.json', depthwiseBranches().toJSON(null, false));
   const r = resnet20();
   console.log('resnet20 parameters', r.countParams());
-  writeJSON('tfjs_resnet20.json', r.toJSON(null, false));
+  writeJSON('tfjs_resnet20.json', r.toJSON(null, false), true);
 })();

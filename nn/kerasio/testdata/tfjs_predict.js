@@ -1,0 +1,35 @@
+// tfjs_predict.js MODEL_JSON INPUTS_BIN SHAPE OUT_BIN: loads a TF.js
+// layers model with tf.loadLayersModel (its model.json read as a file
+// handler would, the weight files beside it through the manifest's
+// paths), runs model.predict on the float32 inputs of SHAPE (a JSON list,
+// N first, channels last) and writes the outputs as float32 to OUT_BIN,
+// their shape on stdout. Run by nn/kerasio's tests on models meshtrain
+// exported.
+const tf = require('@tensorflow/tfjs');
+const fs = require('fs');
+const path = require('path');
+
+(async () => {
+  await tf.setBackend('cpu');
+  const [modelPath, inputsPath, shapeJSON, outPath] = process.argv.slice(2);
+  const dir = path.dirname(modelPath);
+  const handler = {
+    load: async () => tf.io.getModelArtifactsForJSON(JSON.parse(fs.readFileSync(modelPath, 'utf8')), async (manifest) => {
+      const specs = [];
+      const buffers = [];
+      for (const group of manifest) {
+        specs.push(...group.weights);
+        for (const p of group.paths) buffers.push(fs.readFileSync(path.join(dir, p)));
+      }
+      const all = Buffer.concat(buffers);
+      return [specs, all.buffer.slice(all.byteOffset, all.byteOffset + all.length)];
+    }),
+  };
+  const model = await tf.loadLayersModel(handler);
+  const shape = JSON.parse(shapeJSON);
+  const b = fs.readFileSync(inputsPath);
+  const x = new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length));
+  const y = model.predict(tf.tensor(x, shape));
+  fs.writeFileSync(outPath, Buffer.from(new Float32Array(await y.data()).buffer));
+  console.log(JSON.stringify(y.shape));
+})().catch((e) => { console.error(e); process.exit(1); });

@@ -1,0 +1,178 @@
+package kerasio
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/meshtrain/meshtrain/internal/nodetest"
+	"github.com/meshtrain/meshtrain/nn"
+	"github.com/meshtrain/meshtrain/nn/keras"
+)
+
+// The TF.js comparisons: models TF.js builds and saves predict in
+// meshtrain as model.predict does in TF.js (weights in), and models
+// meshtrain writes load in tf.loadLayersModel and predict there as in
+// meshtrain (weights out). Both to 1e-4.
+
+const tolerance = 1e-4
+
+func readFloats(t testing.TB, path string) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+func writeFloats(t testing.TB, path string, x []float32) {
+	t.Helper()
+	b := make([]byte, 0, 4*len(x))
+	for _, v := range x {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// planar reorders n examples of shape s from Keras's H×W×C to nn's
+// C×H×W (see nn.Shape); a vector or one channel is unchanged.
+func planar(x []float32, s nn.Shape, n int) []float32 {
+	if !isImage(s) || s.C == 1 {
+		return x
+	}
+	out := make([]float32, len(x))
+	hw := s.H * s.W
+	for e := range n {
+		src, dst := x[e*s.Size():], out[e*s.Size():]
+		for p := range hw {
+			for c := range s.C {
+				dst[c*hw+p] = src[p*s.C+c]
+			}
+		}
+	}
+	return out
+}
+
+func predict(t testing.TB, m nn.Model, x []float32, n int) []float32 {
+	t.Helper()
+	p := m.(nn.Predictor)
+	out := make([]float32, n*p.Outputs())
+	if err := p.Predict(x, n, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func compare(t testing.TB, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d outputs, want %d", what, len(got), len(want))
+	}
+	worst := 0.0
+	for i := range got {
+		worst = max(worst, math.Abs(float64(got[i]-want[i]))/max(1, math.Abs(float64(want[i])))) // relative past 1: scores
+	}
+	if worst > tolerance || math.IsNaN(worst) {
+		t.Errorf("%s: outputs differ by up to %.3g (tolerance %g)\n got %v\nwant %v", what, worst, tolerance, got, want)
+	}
+	t.Logf("%s: %d outputs (the first %v), largest difference (relative past 1) %.2g", what, len(got), got[:min(4, len(got))], worst)
+}
+
+// TestTFJSWeightsIn: TF.js builds a CNN (same padding at strides 1 and
+// 2, batch normalization, pooling, a Flatten of several channels, a
+// Dense reshaped to an image), a residual graph and a binary MLP, sets
+// random weights and saves them; meshtrain reads model.json and its
+// weights and predicts what model.predict does.
+func TestTFJSWeightsIn(t *testing.T) {
+	tfjs := nodetest.Modules(t, "@tensorflow/tfjs")
+	dir := t.TempDir()
+	nodetest.Run(t, []string{tfjs}, filepath.Join("testdata", "tfjs_build.js"), dir)
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("tfjs_build.js wrote no models (%v)", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, name, ModelJSON)
+			km, err := keras.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := ReadTFJSWeights(path, km)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := km.Arch.Build(1, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Import(km.Arch, m, w); err != nil {
+				t.Fatal(err)
+			}
+			var meta struct{ Inputs, Outputs []int }
+			b, err := os.ReadFile(filepath.Join(dir, name, "meta.json"))
+			if err != nil || json.Unmarshal(b, &meta) != nil {
+				t.Fatalf("meta.json: %v", err)
+			}
+			n := meta.Inputs[0]
+			x := planar(readFloats(t, filepath.Join(dir, name, "inputs.bin")), km.Arch.Input, n)
+			compare(t, name, predict(t, m, x, n), readFloats(t, filepath.Join(dir, name, "predictions.bin")))
+		})
+	}
+}
+
+// TestTFJSWeightsOut: models meshtrain writes (WriteTFJS) load in
+// tf.loadLayersModel and predict as meshtrain does.
+func TestTFJSWeightsOut(t *testing.T) {
+	tfjs := nodetest.Modules(t, "@tensorflow/tfjs")
+	for name, a := range archs {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := tfjsLacks[name]; ok {
+				t.Skip(why)
+			}
+			m := randomModel(t, a, 7)
+			dir := t.TempDir()
+			if err := WriteTFJS(dir, a, m); err != nil {
+				t.Fatal(err)
+			}
+			n := 5
+			rng := rand.New(rand.NewPCG(8, 9))
+			x := testInputs(name, a, n, rng) // channels last, as TF.js takes them
+			writeFloats(t, filepath.Join(dir, "x.bin"), x)
+			shape, _ := json.Marshal(append([]int{n}, inputDims(a)...))
+			nodetest.Run(t, []string{tfjs}, filepath.Join("testdata", "tfjs_predict.js"),
+				filepath.Join(dir, ModelJSON), filepath.Join(dir, "x.bin"), string(shape), filepath.Join(dir, "y.bin"))
+			compare(t, name, predict(t, m, planar(x, a.Input, n), n), readFloats(t, filepath.Join(dir, "y.bin")))
+		})
+	}
+}
+
+// vocabulary is the token ids of the test models that take them (an
+// Embedding first), by name.
+var vocabulary = map[string]int{}
+
+// testInputs are n examples for the test model name: token ids below its
+// vocabulary, or floats in [0, 1), channels last.
+func testInputs(name string, a nn.Architecture, n int, rng *rand.Rand) []float32 {
+	x := make([]float32, n*a.Input.Size())
+	for i := range x {
+		if v := vocabulary[name]; v > 0 {
+			x[i] = float32(rng.IntN(v))
+		} else {
+			x[i] = float32(rng.Float64())
+		}
+	}
+	return x
+}
