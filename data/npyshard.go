@@ -63,14 +63,11 @@ func readNPYHead(name string, r io.Reader, size int64, limit int) (*npyHead, err
 	if err != nil {
 		return nil, err
 	}
-	if int64(prefix+hlen) > size {
-		return nil, fmt.Errorf("%s: .npy header of %d bytes at byte offset %d: want at most %d, within the file's %d bytes", name, hlen, prefix, maxNPYHeader, size)
-	}
 	head := make([]byte, prefix+hlen)
 	copy(head, fixed[:k])
 	if k < len(head) {
 		if _, err := io.ReadFull(r, head[k:]); err != nil {
-			return nil, fmt.Errorf("%s: reading the .npy header: %w", name, err)
+			return nil, fmt.Errorf("%s: .npy header of %d bytes at byte offset %d: want at most %d, within the file's %d bytes (%w)", name, hlen, prefix, maxNPYHeader, size, err)
 		}
 	} else {
 		head = fixed[:prefix+hlen] // a header shorter than 2 bytes: malformed below
@@ -168,12 +165,6 @@ func intAt(dtype string, b []byte) int64 {
 	return int64(u)
 }
 
-// xLimit is the largest images array (all rows) a peer of shard reads:
-// maxNPYBytes of rows held, whatever the whole array's size.
-func xLimit(shard Shard) int {
-	return maxNPYBytes * max(1, shard.World)
-}
-
 // readNPZFile is ReadNPZ of path, reading only the training rows of
 // ro.Shard.
 func readNPZFile(path string, ro ReadOptions) (*ImageSet, error) {
@@ -215,7 +206,7 @@ func readZipRows(path string, r io.ReaderAt, m *zip.File, shard Shard) (*npyArra
 	default:
 		return nil, fmt.Errorf("%s: zip compression method %d: want stored or deflated (np.savez, np.savez_compressed)", name, m.Method)
 	}
-	h, err := readNPYHead(name, hr, size, xLimit(shard))
+	h, err := readNPYHead(name, hr, size, maxNPYBytes*max(1, shard.World)) // the rows held are checked again
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +229,7 @@ func readNPYRows(p string, shard Shard) (*npyArray, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	h, err := readNPYHead(p, f, st.Size(), xLimit(shard))
+	h, err := readNPYHead(p, f, st.Size(), maxNPYBytes*max(1, shard.World))
 	if err != nil {
 		return nil, err
 	}

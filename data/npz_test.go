@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"codeberg.org/sbinet/npyio/npy"
+	"codeberg.org/sbinet/npyio/npz"
 )
 
 // npyBytes is the .npy file npyio writes for v (nested slices give the
@@ -340,6 +341,27 @@ func TestNPZRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// npyio, another reader, reads the same arrays.
+			r, err := npz.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var labels []uint8
+			if err := r.Read("y_train.npy", &labels); err != nil || !bytes.Equal(labels, want.Train.Labels) {
+				t.Errorf("npyio reads y_train as %v (%v), want %v", labels, err, want.Train.Labels)
+			}
+			if want.Train.Floats != nil {
+				var x []float32
+				if err := r.Read("x_train.npy", &x); err != nil || !slices.Equal(x, want.Train.Floats) {
+					t.Errorf("npyio reads x_train as %v (%v)", x, err)
+				}
+			} else {
+				var x []uint8
+				if err := r.Read("x_train.npy", &x); err != nil || !bytes.Equal(x, want.Train.Pixels) {
+					t.Errorf("npyio reads x_train as %v (%v)", x, err)
+				}
+			}
 			for j, im := range []*Images{got.Train, got.Test} {
 				w := []*Images{want.Train, want.Test}[j]
 				if im.N != w.N || im.Rows != w.Rows || im.Cols != w.Cols || im.C() != w.C() || !bytes.Equal(im.Pixels, w.Pixels) ||
@@ -400,4 +422,37 @@ func FuzzParseNPY(f *testing.F) {
 			t.Fatalf("shape %v but %d/%d/%d elements", a.shape, len(a.u8), len(a.f32), len(a.ints))
 		}
 	})
+}
+
+// nest views flat pixels as the nested slices npyio writes with their
+// shape: N×H×W, or N×H×W×C for more than one channel.
+func nest[T uint8 | float32](im *Images, flat []T) any {
+	c := im.C()
+	rows := func(img []T) [][]T {
+		out := make([][]T, im.Rows)
+		for r := range out {
+			out[r] = img[r*im.Cols : (r+1)*im.Cols]
+		}
+		return out
+	}
+	if c == 1 {
+		out := make([][][]T, im.N)
+		for n := range out {
+			out[n] = rows(flat[n*im.Rows*im.Cols : (n+1)*im.Rows*im.Cols])
+		}
+		return out
+	}
+	out := make([][][][]T, im.N)
+	d := im.Dim()
+	for n := range out {
+		out[n] = make([][][]T, im.Rows)
+		for r := range out[n] {
+			out[n][r] = make([][]T, im.Cols)
+			for col := range out[n][r] {
+				o := n*d + (r*im.Cols+col)*c
+				out[n][r][col] = flat[o : o+c]
+			}
+		}
+	}
+	return out
 }

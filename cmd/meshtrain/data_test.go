@@ -538,7 +538,9 @@ func TestNPZTrainsAsIDX(t *testing.T) {
 				t.Skipf("%s's IDX files are in none of %v", name, dirs)
 			}
 			path := filepath.Join(t.TempDir(), "set.npz")
-			writeRawNPZ(t, path, set)
+			if err := data.WriteNPZ(path, set); err != nil {
+				t.Fatal(err)
+			}
 			accuracy := func(fromNPZ bool) float64 {
 				cfg := mirrored.DefaultConfigFor("softmax")
 				cfg.Model, cfg.Epochs, cfg.Logger = "softmax", 1, zaptest.NewLogger(t)
@@ -559,36 +561,6 @@ func TestNPZTrainsAsIDX(t *testing.T) {
 				t.Errorf("the .npz trains to %.4f, the IDX files to %.4f", npz, idx)
 			}
 		})
-	}
-}
-
-// writeRawNPZ writes a byte image set as np.savez does (members stored,
-// version 1.0 headers), the pixels copied as they are: data.WriteNPZ
-// goes through npyio's reflection, a minute for MNIST.
-func writeRawNPZ(t *testing.T, path string, set *data.ImageSet) {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	member := func(name, shape string, b []byte) {
-		h := fmt.Sprintf("{'descr': '|u1', 'fortran_order': False, 'shape': %s, }", shape)
-		h += strings.Repeat(" ", 63-(10+len(h))%64) + "\n"
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: name + ".npy", Method: zip.Store})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8)))
-		w.Write([]byte(h))
-		w.Write(b)
-	}
-	for i, im := range []*data.Images{set.Train, set.Test} {
-		member([]string{"x_train", "x_test"}[i], fmt.Sprintf("(%d, %d, %d)", im.N, im.Rows, im.Cols), im.Pixels)
-		member([]string{"y_train", "y_test"}[i], fmt.Sprintf("(%d,)", im.N), im.Labels)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
