@@ -54,6 +54,14 @@
 // on every rank. Broadcast is a pipelined chain, Barrier a dissemination barrier,
 // AllGatherV a ring over per-rank blocks after a ring exchange of lengths.
 //
+// AllReduceFloat32Half is the ring with 16-bit frames (package half: bf16,
+// or fp16 with a power-of-two scale per frame), half the bytes: each hop
+// of the reduce-scatter adds the received values to its own in float32
+// and rounds once to send on, the owner rounds the total, and the
+// all-gather forwards that frame's bytes unchanged, so every rank, the
+// owner too, ends with the same bits. Its frames' dtype (bf16, fp16) is in
+// the header, so a rank sending another format is a mismatch naming both.
+//
 // Payloads are the in-memory bytes of the slices (little-endian hosts only;
 // New refuses a big-endian host), so no element is encoded one by one. On
 // the receiving side the executor offers its own buffer for the next frame

@@ -48,11 +48,15 @@ const (
 	Float64
 	Int64
 	Bytes
+	// BFloat16 and Float16 are float32 gradients travelling in 16 bits
+	// (AllReduceFloat32Half): a payload is a package half frame.
+	BFloat16
+	Float16
 	dtypeEnd
 )
 
-var dtypeNames = [...]string{"none", "float32", "float64", "int64", "bytes"}
-var dtypeSizes = [...]int{1, 4, 8, 8, 1}
+var dtypeNames = [...]string{"none", "float32", "float64", "int64", "bytes", "bf16", "fp16"}
+var dtypeSizes = [...]int{1, 4, 8, 8, 1, 2, 2}
 
 func (d DType) String() string {
 	if d < dtypeEnd {

@@ -1,5 +1,7 @@
 package mirrored
 
+import "github.com/meshtrain/meshtrain/mirrored/replica"
+
 // The Job's side of the Combiner seam (replica.Combiner): which one a
 // run uses, and what the replicas compare of it.
 
@@ -11,12 +13,6 @@ func (j *Job) combiner() Combiner {
 	return j.Combiner
 }
 
-// combinerSettings is the Combiner the replicas must share: nothing for
-// the default, so that runs and checkpoints from before the seam compare
-// equal.
-func (j *Job) combinerSettings() []setting {
-	if c := j.combiner(); c.Name() != MeanName {
-		return []setting{{Name: "combiner", Value: c.Name(), Resume: true}}
-	}
-	return nil
-}
+// combinerSettings is the Combiner the replicas must share (see
+// replica.CombinerSettings).
+func (j *Job) combinerSettings() []setting { return replica.CombinerSettings(j.combiner()) }

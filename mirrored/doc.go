@@ -30,7 +30,7 @@
 //   - package mirrored/replica: a replica's model and optimizer, the
 //     arithmetic of a step with no loop: its parameters and optimizer
 //     state, the gradient of a batch, the combination across the group
-//     (a Combiner, Mean by default), the update, settling deferred work,
+//     (a Combiner: Mean by default, Half for --wire bf16|fp16), the update, settling deferred work,
 //     evaluation. Dense wraps an nn.Model and sends its gradient in
 //     buckets during the backward pass; Sparse is sparse logistic
 //     regression, whose exchange carries the touched coordinates. It

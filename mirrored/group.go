@@ -29,6 +29,11 @@ type Combiner = replica.Combiner
 // Mean is the default Combiner: the all-reduced sum times 1/N.
 type Mean = replica.Mean
 
+// Half is the Combiner of --wire bf16 and fp16: Mean with the gradient
+// travelling in 16 bits (see replica.Half); the replicas compare its
+// format as the setting "wire".
+type Half = replica.Half
+
 // MeanName is Mean's Name, the default that settings leave out.
 const MeanName = replica.MeanName
 

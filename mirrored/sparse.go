@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/collective/half"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/data/criteo"
 	"github.com/meshtrain/meshtrain/internal/rusage"
@@ -55,6 +56,8 @@ type SparseConfig struct {
 	Exchange sparse.Exchange
 	// Gather is the sparse all-gather: GatherDirect (default) or GatherRing.
 	Gather string
+	// Wire is the dense exchange's format (FP32, or 16 bits: see replica.Exchanger.UseDenseWire).
+	Wire half.Format
 	// Optimizer is sgd, adagrad or ftrl; L1, L2 and Beta as in
 	// sparse.OptimizerConfig (the learning rate is Job.LR).
 	Optimizer    string
@@ -281,7 +284,7 @@ func (j *sparseBuilder) settings(replicas int) ([]setting, error) {
 		v("target_accuracy", f64(c.TargetAccuracy)),
 		v("hash_every", strconv.Itoa(j.HashEvery)),
 		v("measure_wait", strconv.FormatBool(j.MeasureWait)),
-	}, (*Job)(j).driverSettings()...), nil
+	}, append(replica.WireSettings(s.Wire), (*Job)(j).driverSettings()...)...), nil
 }
 
 // optState returns the optimizer's state arrays and their total length.
@@ -379,7 +382,9 @@ func (j *sparseBuilder) build(ctx context.Context, rank, world int) (*plan, erro
 	}
 	st, gossiping := (*Job)(j).strategy().(Gossip)
 	if !gossiping {
-		return p, rep.UseExchanger(rank, world, sc.Exchange, sc.Gather, sc.Features, log)
+		err := rep.UseExchanger(rank, world, sc.Exchange, sc.Gather, sc.Features, log)
+		rep.UseDenseWire(sc.Wire)
+		return p, err
 	}
 	rep.UseMean()
 	p.header = func(steps, _ int) string {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/half"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
@@ -72,6 +74,7 @@ func init() {
 			&cli.IntFlag{Name: "chunk-bytes", Usage: "ring pipelining chunk (0: default)"},
 			&cli.IntFlag{Name: "small-bytes", Usage: "auto threshold: sizes up to it use tree (0: default)"},
 			&cli.DurationFlag{Name: "min-time", Value: bench.DefaultMinTime, Usage: "time spent per size"},
+			&cli.StringFlag{Name: "wire", Value: "fp32", Usage: "the values' format on the wire: fp32, or bf16 | fp16 (16-bit frames, every hop adding in float32, always a ring; sizes and bandwidths stay the float32 buffer's)"},
 		),
 		Action: func(c *cli.Context) error {
 			cl, err := benchCluster(c)
@@ -86,9 +89,13 @@ func init() {
 			if err != nil {
 				return err
 			}
+			wire, err := half.ParseFormat(c.String("wire"))
+			if err != nil {
+				return fmt.Errorf("--wire: %w", err)
+			}
 			return bench.AllReduce(c.Context, bench.AllReduceConfig{
 				Cluster: cl, Sizes: sizes, Algo: algo, ChunkBytes: c.Int("chunk-bytes"), SmallBytes: c.Int("small-bytes"),
-				MinTime: c.Duration("min-time"), JSON: c.Bool("json"),
+				MinTime: c.Duration("min-time"), JSON: c.Bool("json"), Wire: wire,
 			}, c.App.Writer)
 		},
 	})

@@ -71,6 +71,9 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
+			if err := wireFromFlags(c, &job); err != nil { // alone, it rounds as the wire would
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
 			if err := job.Validate(); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}

@@ -51,6 +51,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "warmup-epochs", Value: d.WarmupEpochs, Usage: "linear learning-rate warm-up, in epochs"},
 		&cli.Float64Flag{Name: "min-lr", Value: d.MinLR, Usage: "cosine schedule: final learning rate"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
+		wireFlag(),
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
 		allowUnverifiedFlag(),
 		&cli.StringFlag{Name: "logdir", Usage: "write TensorBoard event files under this directory (worker-N/train and worker-N/validation, as Keras lays them out)"},
@@ -208,6 +209,9 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	}
 	el, err := elasticFromFlags(c, workers)
 	if err != nil {
+		return job, "", err
+	}
+	if err := wireFromFlags(c, &job); err != nil {
 		return job, "", err
 	}
 	if el != nil && mirrored.IsGossip(job.Strategy) {

@@ -22,6 +22,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/mirrored/observe"
+	"github.com/meshtrain/meshtrain/mirrored/replica"
 	"github.com/meshtrain/meshtrain/mirrored/report"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
@@ -294,6 +295,9 @@ func (cfg *WorkerConfig) writeClusterSummary(all []*mirrored.Summary, start time
 	info := report.RunInfo{Strategy: mirrored.StrategyRing, Security: string(cfg.Security), AllReduceAlgo: cfg.Algo.String(), LinkFaults: cfg.LinkFaults.String()}
 	if st := cfg.Job.Strategy; st != nil {
 		info.Strategy = st.Name()
+	}
+	if f := replica.WireOf(cfg.Job.Combiner); f.Half() {
+		info.Wire = f.String()
 	}
 	if info.Security == "" {
 		info.Security = string(p2p.SecurityTLS)

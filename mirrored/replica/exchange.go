@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/meshtrain/meshtrain/collective/half"
 	"github.com/meshtrain/meshtrain/sparse"
 )
 
@@ -63,6 +64,18 @@ type Exchanger struct {
 	nnzMean      float64         // mean gradient pairs per replica, previous step
 	bytesPerPair float64         // measured wire bytes per pair, last sparse step
 	steps        [3]int          // steps run in each mode, indexed by sparse.Exchange
+	wire         half.Format     // the dense exchange's format (UseDenseWire)
+}
+
+// UseDenseWire makes the dense exchange send the gradient sum in f
+// (Comm.AllReduceFloat32Half; bf16 or fp16, the Group must be a
+// HalfReducer), its example and pair counts still in float32, exact;
+// auto then counts a dense step's bytes at 2 a value. The sparse
+// all-gather is unchanged: its values are few and carry their indices.
+func (r *Sparse) UseDenseWire(f half.Format) {
+	if r.xch != nil {
+		r.xch.wire = f
+	}
 }
 
 // NewExchanger is the exchange of rank of world's gradient sums over dim
@@ -114,6 +127,22 @@ func faultedIn(n int) []float32 {
 	return s
 }
 
+// allReduceDense sums x.dense over the group: whole in float32, or the
+// gradient in x.wire and then the two counts in float32.
+func (x *Exchanger) allReduceDense(ctx context.Context) error {
+	if !x.wire.Half() {
+		return x.g.AllReduceSum(ctx, x.dense)
+	}
+	hr, ok := x.g.(HalfReducer)
+	if !ok {
+		return fmt.Errorf("this group cannot send %s frames (%T): use --wire fp32", x.wire, x.g)
+	}
+	if err := hr.AllReduceSumHalf(ctx, x.dense, 0, x.dim, x.wire); err != nil {
+		return err
+	}
+	return x.g.AllReduceSum(ctx, x.dense[x.dim:])
+}
+
 // choose resolves the mode of the next step from figures every replica
 // holds identically (the previous step's exchange), so all replicas pick
 // the same mode without another round trip. The first step of an auto run
@@ -125,7 +154,11 @@ func (x *Exchanger) choose() sparse.Exchange {
 	if x.last < 0 {
 		return sparse.ExchangeSparse
 	}
-	return sparse.ChooseExchange(sparse.ExchangeAuto, int(math.Ceil(x.nnzMean)), x.dim, x.world, x.bytesPerPair)
+	perPair := x.bytesPerPair
+	if x.wire.Half() {
+		perPair *= 2 // dense values cost half: as if sparse pairs cost double
+	}
+	return sparse.ChooseExchange(sparse.ExchangeAuto, int(math.Ceil(x.nnzMean)), x.dim, x.world, perPair)
 }
 
 // Exchange combines this replica's gradient sum over its examples with
@@ -244,7 +277,7 @@ func (x *Exchanger) exchangeDense(ctx context.Context, local sparse.Vector, exam
 	x.denseDirty = true
 	local.AddScaledTo(x.dense[:x.dim], 1)
 	x.dense[x.dim], x.dense[x.dim+1] = float32(examples), float32(local.Len())
-	if err := x.g.AllReduceSum(ctx, x.dense); err != nil {
+	if err := x.allReduceDense(ctx); err != nil {
 		return 0, fmt.Errorf("dense all-reduce of the gradients: %w", err)
 	}
 	total := int(x.dense[x.dim])

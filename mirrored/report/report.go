@@ -13,6 +13,9 @@ type RunInfo struct {
 	Security      string `json:"security"`
 	AllReduceAlgo string `json:"allreduce_algo"`
 	LinkFaults    string `json:"link_faults"`
+	// Wire is the dense gradient's format between peers when it is not
+	// fp32 (bf16, fp16: replica.WireOf), which halves its bytes.
+	Wire string `json:"wire,omitempty"`
 }
 
 // Peer is one worker's outcome.

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/meshtrain/meshtrain/collective/half"
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
@@ -108,7 +109,7 @@ func (rep *Report) Verdict() (Verdict, bool) {
 		// The ring's dense exchange of an nn model's gradient is what the
 		// cost model prices here.
 		if s := p.Summary; s != nil && rep.Cost != nil && !rep.Gossip && s.Run.Model != mirrored.SparseModel {
-			run.Cost, run.GradientBytes = rep.Cost, 4*float64(s.Run.Params)
+			run.Cost, run.GradientBytes = rep.Cost, bytesPerValue(rep.Info.Wire)*float64(s.Run.Params)
 			break
 		}
 	}
@@ -298,4 +299,12 @@ func joinInts(v []int) string {
 		s[i] = strconv.Itoa(x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// bytesPerValue is what a gradient value costs on the wire (RunInfo.Wire).
+func bytesPerValue(wire string) float64 {
+	if f, err := half.ParseFormat(wire); err == nil && f.Half() {
+		return 2
+	}
+	return 4
 }

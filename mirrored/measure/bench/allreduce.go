@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/half"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 )
 
@@ -21,6 +22,10 @@ type AllReduceConfig struct {
 	SmallBytes int           // 0: collective.DefaultSmallBytes
 	MinTime    time.Duration // per size and placement; iterations are chosen to last about this long
 	JSON       bool
+	// Wire is the format the values travel in: half.BF16 or half.FP16
+	// time collective.Comm.AllReduceFloat32Half (a ring whatever Algo
+	// says), half.FP32 (the zero value) AllReduceFloat32.
+	Wire half.Format
 }
 
 // DefaultMinTime is how long each size is timed (in place, and again out
@@ -93,7 +98,7 @@ func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 	err := cfg.run(ctx, opts, func(ctx context.Context, c *collective.Comm, addrs []string) error {
 		var rows []Row
 		for _, size := range cfg.Sizes {
-			row, err := measure(ctx, c, size, cfg.MinTime, cfg.InProcess)
+			row, err := measure(ctx, c, size, cfg.MinTime, cfg.InProcess, cfg.Wire)
 			if err != nil {
 				return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
 			}
@@ -147,8 +152,12 @@ var allReduceColumns = []column{
 // allReduceTable writes the text header: what runs (all known before it
 // runs), the placements and the columns.
 func (cfg AllReduceConfig) allReduceTable(w io.Writer) (*table, error) {
-	_, err := fmt.Fprintf(w, "# meshtrain all-reduce: N=%d, security %s, algo %s, %s, link faults %s; time = median of %d reps; GB/s = 10^9 B/s\n",
-		cfg.size(), cfg.Security, cfg.Algo, cfg.mode(), cfg.LinkFaults, Reps)
+	wire := ""
+	if cfg.Wire.Half() {
+		wire = fmt.Sprintf(", %s on the wire (bytes and GB/s: the float32 buffer's)", cfg.Wire)
+	}
+	_, err := fmt.Fprintf(w, "# meshtrain all-reduce: N=%d, security %s, algo %s, %s, link faults %s%s; time = median of %d reps; GB/s = 10^9 B/s\n",
+		cfg.size(), cfg.Security, cfg.Algo, cfg.mode(), cfg.LinkFaults, wire, Reps)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +174,17 @@ func writeJSON(w io.Writer, v any) error {
 type sizedBufs struct {
 	c        *collective.Comm
 	src, dst []float32
+	wire     half.Format
+}
+
+// allReduce sums b in the wire format. The inputs are small integers
+// (fill), whose partial sums bf16 and scaled fp16 carry exactly, so the
+// check stays exact.
+func (s sizedBufs) allReduce(ctx context.Context, b []float32) error {
+	if s.wire.Half() {
+		return s.c.AllReduceFloat32Half(ctx, b, 0, len(b), s.wire)
+	}
+	return s.c.AllReduceFloat32(ctx, b, collective.Sum)
 }
 
 // fill writes this rank's input into b: small integers, whose sums are
@@ -192,7 +212,7 @@ func (s sizedBufs) wrong(b []float32) int64 {
 func (s sizedBufs) check(ctx context.Context) (outOfPlace, inPlace int64, err error) {
 	s.fill(s.src)
 	copy(s.dst, s.src)
-	if err := s.c.AllReduceFloat32(ctx, s.dst, collective.Sum); err != nil {
+	if err := s.allReduce(ctx, s.dst); err != nil {
 		return 0, 0, err
 	}
 	bad := s.wrong(s.dst)
@@ -202,7 +222,7 @@ func (s sizedBufs) check(ctx context.Context) (outOfPlace, inPlace int64, err er
 			bad++
 		}
 	}
-	if err := s.c.AllReduceFloat32(ctx, s.src, collective.Sum); err != nil {
+	if err := s.allReduce(ctx, s.src); err != nil {
 		return 0, 0, err
 	}
 	counts := []float64{float64(bad), float64(s.wrong(s.src))}
@@ -215,17 +235,17 @@ func (s sizedBufs) check(ctx context.Context) (outOfPlace, inPlace int64, err er
 // op is one all-reduce in a placement.
 func (s sizedBufs) op(ctx context.Context, inPlace bool) error {
 	if inPlace {
-		return s.c.AllReduceFloat32(ctx, s.src, collective.Sum)
+		return s.allReduce(ctx, s.src)
 	}
 	copy(s.dst, s.src)
-	return s.c.AllReduceFloat32(ctx, s.dst, collective.Sum)
+	return s.allReduce(ctx, s.dst)
 }
 
 // measure times one size on every rank; all ranks return the same row.
-func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.Duration, inProcess bool) (Row, error) {
+func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.Duration, inProcess bool, wire half.Format) (Row, error) {
 	n := c.Size()
 	count := int(size / 4)
-	s := sizedBufs{c: c, src: make([]float32, count), dst: make([]float32, count)}
+	s := sizedBufs{c: c, src: make([]float32, count), dst: make([]float32, count), wire: wire}
 	wrongOut, wrongIn, err := s.check(ctx)
 	if err != nil {
 		return Row{}, err
@@ -245,6 +265,9 @@ func measure(ctx context.Context, c *collective.Comm, size int64, minTime time.D
 	k := int(minTime.Seconds() / Reps / max(one[0], 1e-7))
 	k = min(max(k, 1), 1000)
 	row := Row{N: n, Bytes: size, Count: count, Type: "float", RedOp: "sum", Algo: c.AlgoFor(int(size)).String(), Iters: Reps * k}
+	if wire.Half() {
+		row.Type, row.Algo = "float/"+wire.String(), collective.Ring.String()
+	}
 	s.fill(s.src)
 	out, _, err := timeReps(ctx, s, k, false, inProcess)
 	if err != nil {

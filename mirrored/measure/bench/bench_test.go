@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/half"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 )
 
@@ -225,5 +226,29 @@ func TestSparseRowsAsMeasured(t *testing.T) {
 	}
 	if f := strings.Fields(ls[3]); len(f) != 13 || f[0] != "2" || f[1] != "sparse" || f[12] != "yes" {
 		t.Fatalf("first row %q", ls[3])
+	}
+}
+
+// TestAllReduceWire: with a 16-bit wire the bench times the 16-bit ring,
+// its rows say so, and its exact check still finds nothing wrong.
+func TestAllReduceWire(t *testing.T) {
+	for _, f := range []half.Format{half.BF16, half.FP16} {
+		var out bytes.Buffer
+		cfg := AllReduceConfig{
+			Cluster: Cluster{N: 3, Security: p2p.SecurityPlaintext, InProcess: true, Timeout: 20 * time.Second},
+			Sizes:   []int64{4 << 10, 300 << 10}, Algo: collective.Auto, MinTime: 20 * time.Millisecond, JSON: true, Wire: f,
+		}
+		if err := AllReduce(context.Background(), cfg, &out); err != nil {
+			t.Fatal(err)
+		}
+		var res AllReduceResult
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatalf("%v in %s", err, out.String())
+		}
+		for _, r := range res.Rows {
+			if r.Type != "float/"+f.String() || r.Algo != "ring" || r.InPlace.Wrong != 0 || r.OutOfPlace.Wrong != 0 || r.InPlace.BusBW <= 0 {
+				t.Errorf("%s: row %+v", f, r)
+			}
+		}
 	}
 }
