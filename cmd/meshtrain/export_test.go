@@ -144,7 +144,7 @@ func TestWeightsInAndOut(t *testing.T) {
 	ckHash := mirrored.ParamsHash(trained.Params())
 	summary := filepath.Join(dir, "summary.json")
 	for _, ignore := range []bool{false, true} {
-		args := append([]string{"train", "--model-file", filepath.Join(web, "model.json"), "--epochs", "1", "--batch", "32", "--lr", "1e-12", "--summary", summary}, dataArgs...)
+		args := append([]string{"train", "--model-file", filepath.Join(web, "model.json"), "--epochs", "1", "--batch", "32", "--lr", "1e-20", "--summary", summary}, dataArgs...)
 		if ignore {
 			args = append(args, "--ignore-weights")
 		}
