@@ -87,6 +87,9 @@ func init() {
 				return fmt.Errorf("export: %w", err)
 			}
 			fmt.Printf("%s: %s (%d parameters) written as %s to %s\n", c.String("checkpoint"), arch.Name, len(model.Params()), format, out)
+			if norm, err := evaluate.Inputs(c.String("checkpoint")); err == nil {
+				fmt.Printf("it takes inputs normalised as in training, %s, as meshtrain eval feeds them\n", norm)
+			}
 			return nil
 		},
 	})

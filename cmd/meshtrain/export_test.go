@@ -17,6 +17,7 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/internal/nodetest"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/evaluate"
 	"github.com/meshtrain/meshtrain/mirrored/replica"
 )
@@ -144,7 +145,7 @@ func TestWeightsInAndOut(t *testing.T) {
 	ckHash := mirrored.ParamsHash(trained.Params())
 	summary := filepath.Join(dir, "summary.json")
 	for _, ignore := range []bool{false, true} {
-		args := append([]string{"train", "--model-file", filepath.Join(web, "model.json"), "--epochs", "1", "--batch", "32", "--lr", "1e-12", "--summary", summary}, dataArgs...)
+		args := append([]string{"train", "--model-file", filepath.Join(web, "model.json"), "--epochs", "1", "--batch", "32", "--lr", "1e-20", "--summary", summary}, dataArgs...)
 		if ignore {
 			args = append(args, "--ignore-weights")
 		}
@@ -166,7 +167,16 @@ func TestWeightsInAndOut(t *testing.T) {
 
 	onnxFile := filepath.Join(dir, "band.onnx")
 	run(t, "export", "--checkpoint", ck, "--format", "onnx", "--out", onnxFile)
-	x, _ := replica.Examples(set.Test, 0, set.Test.N) // normalised as eval's; one channel, so nn's order is Keras's
+	// The test images normalised as the checkpoint's model was trained,
+	// which eval checks it feeds; one channel, so nn's order is Keras's.
+	rec, err := checkpoint.Read(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.InputStd != 0 {
+		set.Test.Norm = data.Normalization{Scale: rec.InputScale, Mean: rec.InputMean, Std: rec.InputStd}
+	}
+	x, _ := replica.Examples(set.Test, 0, set.Test.N)
 	xb := make([]byte, 0, 4*len(x))
 	for _, v := range x {
 		xb = binary.LittleEndian.AppendUint32(xb, math.Float32bits(v))

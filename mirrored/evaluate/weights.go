@@ -142,6 +142,21 @@ func WritePredictions(path string, out []float32, n, k int) error {
 	return f.Commit()
 }
 
+// Inputs says how the inputs of a checkpoint's model were normalised in
+// training ("(x/255 - 0.1307)/0.3081"): what an exported model must be
+// fed for eval's predictions. A checkpoint of formats 1 and 2 records
+// none; they were all MNIST's, normalised as data.MNISTNorm.
+func Inputs(path string) (string, error) {
+	ck, err := checkpoint.Read(path)
+	if err != nil {
+		return "", err
+	}
+	if ck.InputStd == 0 {
+		return data.MNISTNorm.String(), nil
+	}
+	return data.Normalization{Scale: ck.InputScale, Mean: ck.InputMean, Std: ck.InputStd}.String(), nil
+}
+
 // Load reads a checkpoint as evaluation does (verified, its model built
 // from the architecture it records, or want's, or its built-in name) and
 // returns the model with its parameters and buffers, and its

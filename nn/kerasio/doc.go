@@ -20,13 +20,17 @@
 // image of several channels into another shape), Export and Import
 // refuse, naming the layer.
 //
-// The one table of this is rules (table.go), keyed by nn's kind
-// (nn.Kind's first word): each kind's weights (nn's tensor, Keras's
-// weight, in Keras's order), how the layer passes on a vector's order,
-// and the Keras layer it is written as. A kind nn learns is one row; a
-// kind without one is refused by name, not converted wrongly.
+// The one table of this is rules (table.go, with the rows of the image
+// layers in table2d.go, the text layers in table1d.go and the merges in
+// tablemerge.go), keyed by nn's kind (nn.Kind's first word): each kind's
+// weights (nn's tensor, Keras's weight, in Keras's order), how the layer
+// passes on a vector's order, and the Keras layer it is written as. A
+// kind nn learns is one row; a kind without one is refused by name, not
+// converted wrongly, and TestEveryKindHasARow fails until it has one.
 //
 // Invariants: Import after Export gives back the same floats, bit for
-// bit (every conversion is a permutation); nothing is read from a file
-// before its size is checked against what the manifest says it holds.
+// bit (every conversion is a permutation); a manifest's weights are
+// matched to the model's by name and shape before any file is opened,
+// and nothing is read from a file before its size is checked against
+// what the manifest says it holds.
 package kerasio

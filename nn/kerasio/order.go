@@ -21,8 +21,9 @@ func (o order) at(i int) int {
 	return o[i]
 }
 
-// perm is o as a layout's perm for a tensor of n values (nn's value
-// o[k]... is Keras's k): nil for the same order.
+// perm is o as a layout's perm for a tensor of n values, one per value
+// of the vector (perm[k] is the nn index of Keras's value k): nil for
+// the same order.
 func (o order) perm(n int) []int {
 	if o == nil || len(o) != n {
 		return nil

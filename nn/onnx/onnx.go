@@ -5,13 +5,16 @@
 // (probabilities after a final softmax or sigmoid).
 //
 // The model's input, "input", is what a Keras user feeds: a batch of
-// N×H×W×C images (channels last) or N×C vectors; a first Transpose makes
-// an image N×C×H×W, ONNX's layout and nn's, so the convolutions' weights
-// are nn's own ([out, in, kh, kw], as ONNX's Conv takes them) and Flatten
+// N×H×W×C images (channels last), N×L×C sequences, or N×C vectors (token
+// ids for an Embedding); a first Transpose makes an image N×C×H×W, ONNX's
+// layout and nn's (a sequence N×C×1×L), so the convolutions' weights are
+// nn's own ([out, in, kh, kw], as ONNX's Conv takes them) and Flatten
 // flattens as nn does. Its output, "output", is N × outputs.
 //
 // The one table is ops, keyed by nn's kind: the ONNX nodes each kind
-// becomes. A kind without a row is refused by name.
+// becomes (with the image layers' rows in ops2d.go, the text layers' in
+// ops1d.go, the merges' in opsmerge.go). A kind without a row is refused
+// by name, and TestEveryKindHasAnOp fails until it has one.
 package onnx
 
 import (
