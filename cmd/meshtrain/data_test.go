@@ -507,8 +507,9 @@ func TestTrainTokenSequences(t *testing.T) {
 // dataset-fashion-mnist (Fashion-MNIST), and meshtrain's MNIST cache.
 func idxDirs() map[string][]string {
 	cache, _ := os.UserCacheDir()
-	fashion, _ := filepath.Glob("/usr/share/dataset-fashion-mnist*")
-	more, _ := filepath.Glob("/usr/share/dataset-fashion-mnist*/*/*")
+	// The package installs /usr/share/datasets/fashion-mnist.
+	fashion, _ := filepath.Glob("/usr/share/datasets/fashion-mnist*")
+	more, _ := filepath.Glob("/usr/share/dataset-fashion-mnist*")
 	return map[string][]string{
 		"Fashion-MNIST": append(fashion, more...),
 		"MNIST":         {filepath.Join(cache, "meshtrain", "mnist")},
