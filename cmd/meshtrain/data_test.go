@@ -644,3 +644,60 @@ func TestImageFolderTrainsAsIDX(t *testing.T) {
 		})
 	}
 }
+
+// sklearnBreastCancer is where Debian's python3-sklearn keeps the
+// Wisconsin breast-cancer table: a first line "569,30,malignant,benign"
+// (its counts and class names), then 569 rows of 30 measurements and the
+// class, 0 malignant or 1 benign.
+const sklearnBreastCancer = "/usr/lib/python3/dist-packages/sklearn/datasets/data/breast_cancer.csv"
+
+// TestTrainRealBreastCancer: the real table (skipped where scikit-learn's
+// copy is not installed), given the header row a pandas user writes
+// (to_csv of load_breast_cancer(as_frame=True)), trains the Keras MLP
+// file to at least 95% test accuracy, as the generated table does.
+func TestTrainRealBreastCancer(t *testing.T) {
+	raw, err := os.ReadFile(sklearnBreastCancer)
+	if err != nil {
+		t.Skipf("scikit-learn's breast-cancer table is not installed (apt-get install python3-sklearn): %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	var b strings.Builder
+	for j := range 30 {
+		fmt.Fprintf(&b, "feature_%02d,", j)
+	}
+	b.WriteString("diagnosis\n")
+	for _, l := range lines[1:] {
+		i := strings.LastIndexByte(l, ',')
+		b.WriteString(l[:i+1] + map[string]string{"0": "malignant", "1": "benign"}[l[i+1:]] + "\n")
+	}
+	dir := t.TempDir()
+	table, model, summary := filepath.Join(dir, "breast_cancer.csv"), filepath.Join(dir, "mlp.json"), filepath.Join(dir, "run.json")
+	if err := os.WriteFile(table, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(model, []byte(mlpJSON(30, 2)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = newApp().RunContext(context.Background(), []string{"meshtrain", "--log-level", "error", "train",
+		"--data", table, "--label-column", "diagnosis", "--validation-split", "0.2", "--model-file", model,
+		"--epochs", "15", "--batch", "32", "--lr", "0.05", "--summary", summary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Accuracy float64  `json:"final_test_accuracy"`
+		Test     int      `json:"test_examples"`
+		Classes  []string `json:"class_names"`
+	}
+	if err := json.Unmarshal(sb, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("scikit-learn's breast-cancer table: test accuracy %.4f on %d rows, classes %v", res.Accuracy, res.Test, res.Classes)
+	if res.Accuracy < 0.95 || len(lines) != 570 {
+		t.Errorf("test accuracy %.3f on %d rows of %d; want ≥ 0.95", res.Accuracy, res.Test, len(lines)-1)
+	}
+}
