@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/internal/longtest"
+
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
 	"github.com/meshtrain/meshtrain/tests/netns"
@@ -473,11 +475,12 @@ func TestElasticLossDuringCheckpoint(t *testing.T) {
 	}
 }
 
-// TestEmulatedHostsElasticPartition: 3 hosts, and host 2 is cut off the
+// TestLongEmulatedHostsElasticPartition: 3 hosts, and host 2 is cut off the
 // others in mid-run (its port on the bridge goes down): a partition. The
 // minority (host 2 alone) stops, saying it has no majority; the majority
 // (hosts 0 and 1) goes on without it and finishes.
-func TestEmulatedHostsElasticPartition(t *testing.T) {
+func TestLongEmulatedHostsElasticPartition(t *testing.T) {
+	longtest.Require(t, "an elastic partition of emulated hosts")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	h, c := emulatedElasticCluster(t, ctx, 3)
@@ -495,12 +498,13 @@ func TestEmulatedHostsElasticPartition(t *testing.T) {
 	}
 }
 
-// TestEmulatedHostsElasticRestart: the path every scheduler's restart
+// TestLongEmulatedHostsElasticRestart: the path every scheduler's restart
 // takes (launch --max-restarts, a Kubernetes pod recreated at its index,
 // a Slurm task's own retry loop): the worker on host 1 dies and a new
 // process starts on the same host, at the same address and index; it
 // rejoins at the next commit and the three hosts finish identical.
-func TestEmulatedHostsElasticRestart(t *testing.T) {
+func TestLongEmulatedHostsElasticRestart(t *testing.T) {
+	longtest.Require(t, "an elastic restart across emulated hosts")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	_, c := emulatedElasticCluster(t, ctx, 3)

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/internal/longtest"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -536,7 +538,7 @@ func (p *podProc) String() string {
 // stoppedAt reads the step all peers stopped after from a worker's stderr.
 var stoppedAt = regexp.MustCompile(`every peer stopped after step (\d+)`)
 
-// TestKubernetesRescheduled runs the README's Indexed Job on emulated
+// TestLongKubernetesRescheduled runs the README's Indexed Job on emulated
 // hosts with --checkpoint-dir on storage they all mount, evicts pod 1
 // (SIGTERM) mid-run, then reschedules the job with every pod on another
 // host: every peer stops after the same step, pod 1 first saying it was
@@ -544,7 +546,8 @@ var stoppedAt = regexp.MustCompile(`every peer stopped after step (\d+)`)
 // the restarted job resumes from that step on every rank. Restarted with
 // each pod its own directory (not shared: the chief's holding the newest
 // checkpoint, the others empty), every pod fails naming that.
-func TestKubernetesRescheduled(t *testing.T) {
+func TestLongKubernetesRescheduled(t *testing.T) {
+	longtest.Require(t, "a Kubernetes job rescheduled onto other emulated hosts")
 	_, pods := readmePods(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -745,11 +748,12 @@ func TestWorkerSIGTERM(t *testing.T) {
 	}
 }
 
-// TestKubernetesLatePod: the Indexed Job's last pod is scheduled late, and
+// TestLongKubernetesLatePod: the Indexed Job's last pod is scheduled late, and
 // its name resolves only from then on (its DNS record appears with its
 // IP): the others keep dialling its name until it resolves, and the run
 // ends as usual.
-func TestKubernetesLatePod(t *testing.T) {
+func TestLongKubernetesLatePod(t *testing.T) {
+	longtest.Require(t, "a late pod on emulated hosts")
 	_, pods := readmePods(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -839,14 +843,15 @@ func TestWorkerSIGTERMGossip(t *testing.T) {
 	}
 }
 
-// TestKubernetesElasticPodRestart runs the README's Indexed Job with
+// TestLongKubernetesElasticPodRestart runs the README's Indexed Job with
 // --elastic on emulated hosts whose pod names resolve, kills pod 1's
 // worker mid-run (fault injection: its host closes without a goodbye),
 // and starts it again in the same pod, as the kubelet does under
 // restartPolicy OnFailure (same index, name and address; MESHTRAIN_RESTART
 // is launch's mark that drops the kill of its first life): the others
 // go on without it, it rejoins at a commit, and all three end identical.
-func TestKubernetesElasticPodRestart(t *testing.T) {
+func TestLongKubernetesElasticPodRestart(t *testing.T) {
+	longtest.Require(t, "an elastic pod restart on emulated hosts")
 	_, pods := readmePods(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -71,7 +71,7 @@ func TestLongEmulatedHostsCostModel(t *testing.T) {
 	}
 }
 
-// TestEmulatedHostsBucket: each timed repetition starts with tbf's bucket
+// TestLongEmulatedHostsBucket: each timed repetition starts with tbf's bucket
 // full (netns.Rate.Refill), and only the bytes beyond it take the link's
 // rate, as the model (cost.Params.Burst) says. At 100 Mbit, where the CPU
 // and the latency are small beside the transfer: a 64 KiB tree all-reduce
@@ -80,7 +80,8 @@ func TestLongEmulatedHostsCostModel(t *testing.T) {
 // of them); a 256 KiB one takes its bytes beyond the bucket at β (15.9 ms,
 // not the 21.9 ms of all of them) within -10% to +15%: quiet, it takes
 // 17.0 ms, its CPU and latency adding about 1 ms to the model's transfer.
-func TestEmulatedHostsBucket(t *testing.T) {
+func TestLongEmulatedHostsBucket(t *testing.T) {
+	longtest.Require(t, "gradient buckets timed on emulated hosts")
 	sizes := []int64{64 << 10, 256 << 10}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -143,11 +143,12 @@ func TestEmulatedHostsTrain(t *testing.T) {
 	}
 }
 
-// TestEmulatedHostsLateWorker starts one of 3 workers 12 s after the
+// TestLongEmulatedHostsLateWorker starts one of 3 workers 12 s after the
 // others, past libp2p's 10 s protocol negotiation timeout: the two early
 // ones connect at once and open their streams, which sit idle until the
 // late one joins. It must still join and the run end as usual.
-func TestEmulatedHostsLateWorker(t *testing.T) {
+func TestLongEmulatedHostsLateWorker(t *testing.T) {
+	longtest.Require(t, "a late worker on emulated hosts")
 	const late = 12 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
