@@ -65,6 +65,12 @@ func init() {
 			if err != nil {
 				return usageError{fmt.Errorf("export: %w", err)}
 			}
+			// The exported model takes the data as stored: the training
+			// normalisation becomes its first layer.
+			arch, model, added, err := evaluate.WithInputNorm(c.String("checkpoint"), arch, model)
+			if err != nil {
+				return usageError{fmt.Errorf("export: %w", err)}
+			}
 			// A model the format cannot hold is refused (exit 2) before
 			// anything is written; a failed write is an error of its own.
 			var onnxModel []byte
@@ -87,8 +93,14 @@ func init() {
 				return fmt.Errorf("export: %w", err)
 			}
 			fmt.Printf("%s: %s (%d parameters) written as %s to %s\n", c.String("checkpoint"), arch.Name, len(model.Params()), format, out)
-			if norm, err := evaluate.Inputs(c.String("checkpoint")); err == nil {
-				fmt.Printf("it takes inputs normalised as in training, %s, as meshtrain eval feeds them\n", norm)
+			norm, _ := evaluate.Inputs(c.String("checkpoint"))
+			switch added {
+			case "rescaling":
+				fmt.Printf("its first layer is a Rescaling that applies the training normalisation, %s: feed it the data as stored\n", norm)
+			case "normalization":
+				fmt.Printf("its first layer is a Normalization that standardises the table's numeric columns as in training: feed it their values as read, string columns one-hot in the checkpoint's order\n")
+			default:
+				fmt.Printf("it takes its inputs as meshtrain eval feeds them (%s)\n", norm)
 			}
 			return nil
 		},

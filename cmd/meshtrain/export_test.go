@@ -167,15 +167,17 @@ func TestWeightsInAndOut(t *testing.T) {
 
 	onnxFile := filepath.Join(dir, "band.onnx")
 	run(t, "export", "--checkpoint", ck, "--format", "onnx", "--out", onnxFile)
-	// The test images normalised as the checkpoint's model was trained,
-	// which eval checks it feeds; one channel, so nn's order is Keras's.
+	// The test images as stored: the exported models' first layer applies
+	// the normalisation the checkpoint's model was trained with (which
+	// the checkpoint records); one channel, so nn's order is Keras's.
 	rec, err := checkpoint.Read(ck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.InputStd != 0 {
-		set.Test.Norm = data.Normalization{Scale: rec.InputScale, Mean: rec.InputMean, Std: rec.InputStd}
+	if rec.InputStd == 0 {
+		t.Fatal("the checkpoint records no input normalisation")
 	}
+	set.Test.Norm = data.NoNorm
 	x, _ := replica.Examples(set.Test, 0, set.Test.N)
 	xb := make([]byte, 0, 4*len(x))
 	for _, v := range x {
