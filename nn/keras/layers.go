@@ -53,10 +53,10 @@ func kernelLayer(o *options) (fn string, kernel, bias *nn.Initializer, err error
 	if fn, err = activation(v, o.keras3); err != nil {
 		return "", nil, nil, err
 	}
-	if o.used["use_bias"] {
-		// Read by the caller, whose layer may go without a bias.
-	} else if v, ok := o.take("use_bias"); ok && v != nil && v != true {
-		return "", nil, nil, fmt.Errorf("use_bias = %s is not supported: meshtrain's Dense always has a bias", show(v))
+	if !o.used["use_bias"] { // unless read by a caller whose layer may go without a bias
+		if v, ok := o.take("use_bias"); ok && v != nil && v != true {
+			return "", nil, nil, fmt.Errorf("use_bias = %s is not supported: meshtrain's Dense always has a bias", show(v))
+		}
 	}
 	ki, _ := o.take("kernel_initializer")
 	if kernel, err = initializer(ki, "GlorotUniform"); err != nil {
