@@ -10,10 +10,12 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/evaluate"
+	"github.com/meshtrain/meshtrain/nn"
 	"github.com/meshtrain/meshtrain/nn/keras"
 )
 
@@ -135,6 +138,72 @@ func TestTrainCSVKerasMLP(t *testing.T) {
 	}
 	if ev.Accuracy != sum.Run.FinalAccuracy || !slices.Equal(ev.ClassNames, []string{"B", "M"}) {
 		t.Errorf("eval: accuracy %v, classes %v; the run's %v, want [B M]", ev.Accuracy, ev.ClassNames, sum.Run.FinalAccuracy)
+	}
+	exportedTakesRawRows(t, cks[len(cks)-1], table)
+}
+
+// exportedTakesRawRows: the model an export writes from a table's
+// checkpoint starts with a Normalization of the standardised columns, so
+// that fed a row's numbers as read (and its strings one-hot) it predicts
+// what the checkpoint's model predicts from the row as training encoded
+// it.
+func exportedTakesRawRows(t *testing.T, ck, table string) {
+	t.Helper()
+	model, arch, err := evaluate.Load(ck, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch2, model2, added, err := evaluate.WithInputNorm(ck, arch, model)
+	if err != nil || added != "normalization" || len(arch2.Layers) != len(arch.Layers)+1 {
+		t.Fatalf("the export's model: %v, added %q, %d layers after %d", err, added, len(arch2.Layers), len(arch.Layers))
+	}
+	rec, err := checkpoint.Read(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f data.Features
+	if err := json.Unmarshal([]byte(rec.Features), &f); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	header := strings.Split(lines[0], ",")
+	var raw, coded []float32
+	for _, line := range lines[1:6] {
+		cells := strings.Split(line, ",")
+		for _, c := range f.Columns {
+			cell := cells[slices.Index(header, c.Name)]
+			if len(c.Values) > 0 {
+				for _, v := range c.Values {
+					x := float32(0)
+					if v == cell {
+						x = 1
+					}
+					raw, coded = append(raw, x), append(coded, x)
+				}
+				continue
+			}
+			v, err := strconv.ParseFloat(cell, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, coded = append(raw, float32(v)), append(coded, float32((v-c.Mean)/c.Std))
+		}
+	}
+	p1, p2 := make([]float32, 5*2), make([]float32, 5*2)
+	if err := model.(nn.Predictor).Predict(coded, 5, p1); err != nil {
+		t.Fatal(err)
+	}
+	if err := model2.(nn.Predictor).Predict(raw, 5, p2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range p1 {
+		if math.Abs(float64(p1[i]-p2[i])) > 1e-5 {
+			t.Fatalf("the exported model on raw rows predicts %v, the checkpoint's on encoded rows %v", p2, p1)
+		}
 	}
 }
 
