@@ -168,7 +168,7 @@ func TestEvalOtherImageSize(t *testing.T) {
 	}
 	path, _ := checkpoint.Latest(job.CheckpointDir)
 	_, err := evaluate.Checkpoint(context.Background(), evaluate.Config{Checkpoint: path, MNIST: synthMNIST(10, 10, 1)})
-	if err == nil || !strings.Contains(err.Error(), "the test images have 784 pixels (28×28): evaluate it on the data set it was trained on") {
+	if err == nil || !strings.Contains(err.Error(), "was trained on 10×12×1 inputs, the test set's are 28×28×1: evaluate it on the data set it was trained on") {
 		t.Errorf("got %v", err)
 	}
 }
