@@ -426,16 +426,7 @@ func (l *conv2D) setTrain(on bool) { l.train = on }
 func (l *conv2D) grid(g, x []float32) {
 	hw := l.InH * l.InW
 	if l.phased {
-		for ci := 0; ci < l.InC; ci++ {
-			for iy := 0; iy < l.InH; iy++ {
-				gy := iy + l.PadT
-				base := ci*l.plane + gy%2*2*l.pplane + gy/2*l.pgw
-				for ix, v := range x[ci*hw+iy*l.InW : ci*hw+(iy+1)*l.InW] {
-					gx := ix + l.PadL
-					g[base+gx%2*l.pplane+gx/2] = v
-				}
-			}
-		}
+		l.phase(g, x)
 		return
 	}
 	for ci := 0; ci < l.InC; ci++ {
@@ -790,21 +781,4 @@ func (l *conv2D) backwardEnd() {
 // takes.
 func (l *conv2D) plain() bool {
 	return l.KH == l.KW && l.SH == 1 && l.SW == 1 && l.DH == 1 && l.DW == 1
-}
-
-// unphase writes dx, C×InH×InW, from the phased grid g (the inverse of
-// grid's layout).
-func (l *conv2D) unphase(dx, g []float32) {
-	hw := l.InH * l.InW
-	for ci := 0; ci < l.InC; ci++ {
-		for iy := 0; iy < l.InH; iy++ {
-			gy := iy + l.PadT
-			base := ci*l.plane + gy%2*2*l.pplane + gy/2*l.pgw
-			row := dx[ci*hw+iy*l.InW : ci*hw+(iy+1)*l.InW]
-			for ix := range row {
-				gx := ix + l.PadL
-				row[ix] = g[base+gx%2*l.pplane+gx/2]
-			}
-		}
-	}
 }
