@@ -226,8 +226,12 @@ type conv2D struct {
 	rowOffs     []int // offsets of dyg's rows
 	wpad        []float32
 	wT          []float32 // InC·KH·KW × OutC, transposed weights for the input gradient
-	yg, dyg     []float32 // mp × np and len(rowOffs) × np
-	dcolg, dxg  []float32
+	full        *fullGrad // the input gradient as a full correlation (conv_full.go), or nil
+	// dyg holds channel c's output gradient from dyOff+c·dyStride on
+	// (dyOff 0 and dyStride np unless full).
+	dyOff, dyStride int
+	yg, dyg         []float32 // mp × np and len(rowOffs) × np
+	dcolg, dxg      []float32
 
 	// The weight gradient is one product per example, gathered in dwpad
 	// (ntM × ntT, padded to the 3×4 tiles): channels × taps, or taps ×
@@ -338,6 +342,7 @@ func newConvK(inC, inH, inW, outC int, kn kernel2D, pad [4]int) *conv2D {
 		l.rowOffs[i] = i * l.np
 	}
 	l.dyg = make([]float32, len(l.rowOffs)*l.np)
+	l.dyStride = l.np
 	l.dwpad = make([]float32, l.ntM*l.ntT)
 	l.dcolg = make([]float32, dcolPad+ckk*l.np)
 	if l.padded {
@@ -644,8 +649,9 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 		dc := dy[c*hw : (c+1)*hw]
 		if l.ocol == 1 && useAsm && bias {
 			var sum [8]float32
-			_ = l.dyg[c*l.np+(l.OutH-1)*l.orow+l.OutW-1]
-			copyRowsSum(&l.dyg[c*l.np], l.orow, &dc[0], l.OutW, l.OutH, l.OutW, &sum[0], &tailTab[l.OutW%8])
+			at := l.dyOff + c*l.dyStride
+			_ = l.dyg[at+(l.OutH-1)*l.orow+l.OutW-1]
+			copyRowsSum(&l.dyg[at], l.orow, &dc[0], l.OutW, l.OutH, l.OutW, &sum[0], &tailTab[l.OutW%8])
 			l.db[c] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))
 			continue
 		}
@@ -657,10 +663,10 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 			l.db[c] += s
 		}
 		if l.ocol == 1 {
-			copyRows(l.dyg[c*l.np:], l.orow, dc, l.OutW, l.OutH, l.OutW)
+			copyRows(l.dyg[l.dyOff+c*l.dyStride:], l.orow, dc, l.OutW, l.OutH, l.OutW)
 			continue
 		}
-		gc := l.dyg[c*l.np : (c+1)*l.np]
+		gc := l.dyg[l.dyOff+c*l.dyStride:]
 		for oy := 0; oy < l.OutH; oy++ {
 			row := gc[oy*l.orow : oy*l.orow+(l.OutW-1)*l.ocol+1]
 			for ox, v := range dc[oy*l.OutW : (oy+1)*l.OutW] {
@@ -683,7 +689,9 @@ func (l *conv2D) backwardStart(x []float32, n int, wantDx bool) []float32 {
 			l.grid(xg[e*l.glen:(e+1)*l.glen], x[e*in:(e+1)*in])
 		}
 	}
-	if wantDx {
+	if wantDx && l.full != nil {
+		l.full.flip(l)
+	} else if wantDx {
 		for c := 0; c < l.OutC; c++ {
 			for r := 0; r < ckk; r++ {
 				l.wT[r*l.OutC+c] = l.w[c*ckk+r]
@@ -715,6 +723,10 @@ const dcolPad = 8
 
 // inputGrad writes one example's input gradient dx from dyg.
 func (l *conv2D) inputGrad(dx []float32) {
+	if l.full != nil {
+		l.full.inputGrad(l, dx)
+		return
+	}
 	ckk := l.InC * l.KH * l.KW
 	// The input gradient: dcol = Wᵀ·dy on the grid, then each tap's row
 	// added at its offset (the adjoint of reading shifted windows), the KW

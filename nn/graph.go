@@ -262,6 +262,7 @@ func (g *Graph) compile() (*graphShard, error) {
 	for i, l := range s.layers {
 		if c, ok := l.(*conv2D); ok && normed[i] && used[i] {
 			c.sparse = false
+			c.useFull()
 		}
 	}
 	for i, l := range s.layers {
