@@ -215,17 +215,12 @@ func (l *batchNorm) Forward(y, x []float32, n int) {
 		if l.train {
 			for e := 0; e < n; e++ {
 				o := (e*l.C + c) * l.Plane
-				for _, v := range x[o : o+l.Plane] {
-					mean += float64(v)
-				}
+				mean += bnSum(x[o : o+l.Plane])
 			}
 			mean /= m
 			for e := 0; e < n; e++ {
 				o := (e*l.C + c) * l.Plane
-				for _, v := range x[o : o+l.Plane] {
-					d := float64(v) - mean
-					vr += d * d
-				}
+				vr += bnSqDev(x[o:o+l.Plane], mean)
 			}
 			vr /= m
 			l.bvar[c] = vr
@@ -235,12 +230,10 @@ func (l *batchNorm) Forward(y, x []float32, n int) {
 		l.bmean[c] = mean
 		inv := 1 / math.Sqrt(vr+l.Eps)
 		l.invstd[c] = inv
-		g, b := l.g(c), l.b(c)
+		a, b, mean32 := float32(l.g(c)*inv), float32(l.b(c)), float32(mean)
 		for e := 0; e < n; e++ {
 			o := (e*l.C + c) * l.Plane
-			for i, v := range x[o : o+l.Plane] {
-				y[o+i] = float32(g*(float64(v)-mean)*inv + b)
-			}
+			bnAffine(y[o:o+l.Plane], x[o:o+l.Plane], mean32, a, b)
 		}
 	}
 	if l.train {
@@ -250,7 +243,9 @@ func (l *batchNorm) Forward(y, x []float32, n int) {
 
 // Backward is the gradient of the training pass's normalisation (through
 // the batch's mean and variance) or of the evaluation pass's (an affine
-// map per channel).
+// map per channel). With x̂ = (x−μ)·inv, the training pass's
+// dx = γ·inv·(dy − (Σdy + x̂·Σdy·x̂)/m) is one affine map of dy and x−μ per
+// channel, which bnBwdDx applies in float32; the sums are float64.
 func (l *batchNorm) Backward(dx, dy, x, _ []float32, n int) {
 	if n == 0 {
 		return
@@ -261,11 +256,11 @@ func (l *batchNorm) Backward(dx, dy, x, _ []float32, n int) {
 		var sdy, sdyx float64
 		for e := 0; e < n; e++ {
 			o := (e*l.C + c) * l.Plane
-			for i, g := range dy[o : o+l.Plane] {
-				sdy += float64(g)
-				sdyx += float64(g) * (float64(x[o+i]) - mean) * inv
-			}
+			s, sx := bnBwdSums(dy[o:o+l.Plane], x[o:o+l.Plane], mean)
+			sdy += s
+			sdyx += sx
 		}
+		sdyx *= inv
 		if l.dgamma != nil {
 			l.dgamma[c] += float32(sdyx)
 		}
@@ -276,17 +271,84 @@ func (l *batchNorm) Backward(dx, dy, x, _ []float32, n int) {
 			continue
 		}
 		k := l.g(c) * inv
+		var bx, cx float64
+		if l.train {
+			bx, cx = -k*inv*sdyx/m, -k*sdy/m
+		}
+		a, b, cc, mean32 := float32(k), float32(bx), float32(cx), float32(mean)
 		for e := 0; e < n; e++ {
 			o := (e*l.C + c) * l.Plane
-			for i, g := range dy[o : o+l.Plane] {
-				d := float64(g)
-				if l.train {
-					xh := (float64(x[o+i]) - mean) * inv
-					d -= (sdy + xh*sdyx) / m
-				}
-				dx[o+i] = float32(k * d)
-			}
+			bnBwdDx(dx[o:o+l.Plane], dy[o:o+l.Plane], x[o:o+l.Plane], mean32, a, b, cc)
 		}
+	}
+}
+
+// bnSum is the float64 sum of x.
+func bnSum(x []float32) float64 {
+	s, i := float64(0), 0
+	if useAsm && len(x) >= 8 {
+		i = len(x) &^ 7
+		s = bnSum8(i, &x[0])
+	}
+	for _, v := range x[i:] {
+		s += float64(v)
+	}
+	return s
+}
+
+// bnSqDev is the float64 sum of (x−mean)².
+func bnSqDev(x []float32, mean float64) float64 {
+	s, i := float64(0), 0
+	if useAsm && len(x) >= 8 {
+		i = len(x) &^ 7
+		s = bnSqDev8(i, &x[0], mean)
+	}
+	for _, v := range x[i:] {
+		d := float64(v) - mean
+		s += d * d
+	}
+	return s
+}
+
+// bnBwdSums are the float64 sums of dy and of dy·(x−mean).
+func bnBwdSums(dy, x []float32, mean float64) (sdy, sdyx float64) {
+	i := 0
+	x = x[:len(dy)]
+	if useAsm && len(dy) >= 8 {
+		i = len(dy) &^ 7
+		sdy, sdyx = bnBwdSums8(i, &dy[0], &x[0], mean)
+	}
+	for j, g := range dy[i:] {
+		sdy += float64(g)
+		sdyx += float64(g) * (float64(x[i+j]) - mean)
+	}
+	return sdy, sdyx
+}
+
+// bnAffine writes y = (x−mean)·a + b.
+func bnAffine(y, x []float32, mean, a, b float32) {
+	i := 0
+	y = y[:len(x)]
+	if useAsm && len(x) >= 8 {
+		i = len(x) &^ 7
+		bnAffine8(i, &x[0], &y[0], mean, a, b)
+	}
+	for j, v := range x[i:] {
+		y[i+j] = float32(math.FMA(float64(v-mean), float64(a), float64(b)))
+	}
+}
+
+// bnBwdDx writes dx = a·dy + (b·(x−mean) + c).
+func bnBwdDx(dx, dy, x []float32, mean, a, b, c float32) {
+	i := 0
+	dy, x = dy[:len(dx)], x[:len(dx)]
+	if useAsm && len(dx) >= 8 {
+		i = len(dx) &^ 7
+		bnBwdDx8(i, &dy[0], &x[0], &dx[0], mean, a, b, c)
+	}
+	for j, g := range dy[i:] {
+		t := float32(math.FMA(float64(b), float64(x[i+j]-mean), float64(c)))
+		dx[i+j] = float32(math.FMA(float64(a), float64(g), float64(t)))
 	}
 }
 

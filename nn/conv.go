@@ -205,18 +205,33 @@ type conv2D struct {
 
 	w, b, dw, db []float32
 
-	gw, plane  int   // grid row width and plane size
-	fh, fw     int   // rows and columns of the stride-1 output
-	padded     bool  // any padding: the input gradient goes through dxg
-	np         int   // grid positions computed, a multiple of 16
-	glen       int   // floats per example grid, covering every read
-	mp         int   // rows of wpad and yg: OutC rounded up to even, ≥ 4
-	offs       []int // grid offsets of the kernel taps (padding taps 0)
-	rowOffs    []int // offsets of dyg's rows
-	wpad       []float32
-	wT         []float32 // InC·KH·KW × OutC, transposed weights for the input gradient
-	yg, dyg    []float32 // mp × np and len(rowOffs) × np
-	dcolg, dxg []float32
+	gw, plane  int // grid row width and plane size
+	orow, ocol int // grid distance between output rows and columns
+	// A convolution of stride 2 along both axes and no dilation is
+	// phased: each channel's padded input is laid out as its four
+	// phases (even rows' even columns, even rows' odd columns, odd rows'
+	// even, odd rows' odd), pplane floats each, pgw a row. Tap (ky, kx)
+	// then reads phase (ky mod 2, kx mod 2) at (ky/2, kx/2) cells from
+	// output (oy, ox), a stride-1 window: the output grid is dense
+	// (ocol 1, orow pgw) and computes a quarter of the positions the
+	// stride-1 grid would.
+	phased      bool
+	pgw, pplane int
+	fh, fw      int   // rows and columns of the stride-1 output
+	padded      bool  // any padding: the input gradient goes through dxg
+	np          int   // grid positions computed, a multiple of 16
+	glen        int   // floats per example grid, covering every read
+	mp          int   // rows of wpad and yg: OutC rounded up to even, ≥ 4
+	offs        []int // grid offsets of the kernel taps (padding taps 0)
+	rowOffs     []int // offsets of dyg's rows
+	wpad        []float32
+	wT          []float32 // InC·KH·KW × OutC, transposed weights for the input gradient
+	full        *fullGrad // the input gradient as a full correlation (conv_full.go), or nil
+	// dyg holds channel c's output gradient from dyOff+c·dyStride on
+	// (dyOff 0 and dyStride np unless full).
+	dyOff, dyStride int
+	yg, dyg         []float32 // mp × np and len(rowOffs) × np
+	dcolg, dxg      []float32
 
 	// The weight gradient is one product per example, gathered in dwpad
 	// (ntM × ntT, padded to the 3×4 tiles): channels × taps, or taps ×
@@ -284,10 +299,19 @@ func newConvK(inC, inH, inW, outC int, kn kernel2D, pad [4]int) *conv2D {
 	l.OutH, l.OutW = (l.fh-1)/kn.sh+1, (l.fw-1)/kn.sw+1
 	ckk := inC * kn.kh * kn.kw
 	l.plane = gh * gw
+	l.orow, l.ocol = kn.sh*gw, kn.sw
+	l.phased = kn.sh == 2 && kn.sw == 2 && kn.dh == 1 && kn.dw == 1
 	// The pooling kernels read and write whole groups of 16 columns, and
 	// the input gradient reads K−1 zeros past the valid positions.
 	l.np = (l.fh-1)*l.gw + max((l.fw+15)&^15, l.fw+rw-1)
 	l.np = (l.np + 15) &^ 15
+	if l.phased {
+		l.padded = true // the input gradient goes through dxg
+		l.pgw, l.pplane = (gw+1)/2, (gh+1)/2*((gw+1)/2)
+		l.plane = 4 * l.pplane
+		l.orow, l.ocol = l.pgw, 1
+		l.np = ((l.OutH-1)*l.pgw + l.OutW + 15) &^ 15
+	}
 	l.mp = max(4, (outC+1)&^1)
 	r3, r4 := func(v int) int { return (v + 2) / 3 * 3 }, func(v int) int { return (v + 3) &^ 3 }
 	l.tapsMajor = r3(ckk)*r4(outC) < r3(outC)*r4(ckk)
@@ -301,6 +325,9 @@ func newConvK(inC, inH, inW, outC int, kn kernel2D, pad [4]int) *conv2D {
 		for ky := 0; ky < kn.kh; ky++ {
 			for kx := 0; kx < kn.kw; kx++ {
 				l.offs[r] = ci*l.plane + ky*kn.dh*l.gw + kx*kn.dw
+				if l.phased {
+					l.offs[r] = ci*l.plane + (ky%2*2+kx%2)*l.pplane + ky/2*l.pgw + kx/2
+				}
 				r++
 			}
 		}
@@ -315,13 +342,14 @@ func newConvK(inC, inH, inW, outC int, kn kernel2D, pad [4]int) *conv2D {
 		l.rowOffs[i] = i * l.np
 	}
 	l.dyg = make([]float32, len(l.rowOffs)*l.np)
+	l.dyStride = l.np
 	l.dwpad = make([]float32, l.ntM*l.ntT)
 	l.dcolg = make([]float32, dcolPad+ckk*l.np)
 	if l.padded {
 		l.dxg = make([]float32, l.glen)
 	}
 	l.xg = make([]float32, l.glen)
-	if kn.kw <= 8 && kn.kh <= 8 && kn.dh == 1 && kn.dw == 1 && ckk >= 64 {
+	if kn.kw <= 8 && kn.kh <= 8 && kn.dh == 1 && kn.dw == 1 && ckk >= 64 && !l.phased {
 		l.sparse = true
 		rows := inC * kn.kh
 		l.roffs = make([]int, rows)
@@ -402,6 +430,10 @@ func (l *conv2D) setTrain(on bool) { l.train = on }
 // are never written, so they stay zero from allocation.
 func (l *conv2D) grid(g, x []float32) {
 	hw := l.InH * l.InW
+	if l.phased {
+		l.phase(g, x)
+		return
+	}
 	for ci := 0; ci < l.InC; ci++ {
 		copyRows(g[ci*l.plane+l.PadT*l.gw+l.PadL:], l.gw, x[ci*hw:(ci+1)*hw], l.InW, l.InH, l.InW)
 	}
@@ -425,16 +457,16 @@ func (l *conv2D) Forward(y, x []float32, n int) {
 		for c, bc := range l.b {
 			yc := ye[c*hw : (c+1)*hw]
 			gc := l.yg[c*l.np:]
-			if l.SH == 1 && l.SW == 1 && useAsm {
-				_ = gc[(l.OutH-1)*l.gw+l.OutW-1]
-				biasRows(&yc[0], l.OutW, &gc[0], l.gw, l.OutH, l.OutW, bc)
+			if l.ocol == 1 && useAsm {
+				_ = gc[(l.OutH-1)*l.orow+l.OutW-1]
+				biasRows(&yc[0], l.OutW, &gc[0], l.orow, l.OutH, l.OutW, bc)
 				continue
 			}
 			for oy := 0; oy < l.OutH; oy++ {
-				src := gc[oy*l.SH*l.gw : oy*l.SH*l.gw+(l.OutW-1)*l.SW+1]
+				src := gc[oy*l.orow : oy*l.orow+(l.OutW-1)*l.ocol+1]
 				dst := yc[oy*l.OutW : (oy+1)*l.OutW]
 				for ox := range dst {
-					dst[ox] = src[ox*l.SW] + bc
+					dst[ox] = src[ox*l.ocol] + bc
 				}
 			}
 		}
@@ -615,10 +647,11 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 	hw := l.OutH * l.OutW
 	for c := 0; c < l.OutC; c++ {
 		dc := dy[c*hw : (c+1)*hw]
-		if l.SH == 1 && l.SW == 1 && useAsm && bias {
+		if l.ocol == 1 && useAsm && bias {
 			var sum [8]float32
-			_ = l.dyg[c*l.np+(l.OutH-1)*l.gw+l.OutW-1]
-			copyRowsSum(&l.dyg[c*l.np], l.gw, &dc[0], l.OutW, l.OutH, l.OutW, &sum[0], &tailTab[l.OutW%8])
+			at := l.dyOff + c*l.dyStride
+			_ = l.dyg[at+(l.OutH-1)*l.orow+l.OutW-1]
+			copyRowsSum(&l.dyg[at], l.orow, &dc[0], l.OutW, l.OutH, l.OutW, &sum[0], &tailTab[l.OutW%8])
 			l.db[c] += ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]))
 			continue
 		}
@@ -629,15 +662,15 @@ func (l *conv2D) placeGrad(dy []float32, bias bool) {
 			}
 			l.db[c] += s
 		}
-		if l.SH == 1 && l.SW == 1 {
-			copyRows(l.dyg[c*l.np:], l.gw, dc, l.OutW, l.OutH, l.OutW)
+		if l.ocol == 1 {
+			copyRows(l.dyg[l.dyOff+c*l.dyStride:], l.orow, dc, l.OutW, l.OutH, l.OutW)
 			continue
 		}
-		gc := l.dyg[c*l.np : (c+1)*l.np]
+		gc := l.dyg[l.dyOff+c*l.dyStride:]
 		for oy := 0; oy < l.OutH; oy++ {
-			row := gc[oy*l.SH*l.gw : oy*l.SH*l.gw+(l.OutW-1)*l.SW+1]
+			row := gc[oy*l.orow : oy*l.orow+(l.OutW-1)*l.ocol+1]
 			for ox, v := range dc[oy*l.OutW : (oy+1)*l.OutW] {
-				row[ox*l.SW] = v
+				row[ox*l.ocol] = v
 			}
 		}
 	}
@@ -656,7 +689,9 @@ func (l *conv2D) backwardStart(x []float32, n int, wantDx bool) []float32 {
 			l.grid(xg[e*l.glen:(e+1)*l.glen], x[e*in:(e+1)*in])
 		}
 	}
-	if wantDx {
+	if wantDx && l.full != nil {
+		l.full.flip(l)
+	} else if wantDx {
 		for c := 0; c < l.OutC; c++ {
 			for r := 0; r < ckk; r++ {
 				l.wT[r*l.OutC+c] = l.w[c*ckk+r]
@@ -688,6 +723,10 @@ const dcolPad = 8
 
 // inputGrad writes one example's input gradient dx from dyg.
 func (l *conv2D) inputGrad(dx []float32) {
+	if l.full != nil {
+		l.full.inputGrad(l, dx)
+		return
+	}
 	ckk := l.InC * l.KH * l.KW
 	// The input gradient: dcol = Wᵀ·dy on the grid, then each tap's row
 	// added at its offset (the adjoint of reading shifted windows), the KW
@@ -704,7 +743,14 @@ func (l *conv2D) inputGrad(dx []float32) {
 		dst = l.dxg
 	}
 	clear(dst)
-	if l.KW > dcolPad+1 || l.DW != 1 || !useAsm {
+	if l.phased {
+		// Each tap's row at its own offset: a kernel row's taps are in
+		// two phases.
+		npv := (l.OutH-1)*l.orow + l.OutW
+		for r := 0; r < ckk; r++ {
+			addRows(dst[l.offs[r]:], 0, dcol[r*l.np:], l.np, 1, npv)
+		}
+	} else if l.KW > dcolPad+1 || l.DW != 1 || !useAsm {
 		npv := (l.fh-1)*l.gw + l.fw
 		for r0 := 0; r0 < ckk; r0 += l.KW {
 			addRows(dst[l.offs[r0]:], l.DW, dcol[r0*l.np:], l.np, l.KW, npv)
@@ -716,7 +762,9 @@ func (l *conv2D) inputGrad(dx []float32) {
 			shiftSum(&dst[l.offs[r0]], &l.dcolg[dcolPad+r0*l.np], l.np, l.KW, w)
 		}
 	}
-	if l.padded {
+	if l.phased {
+		l.unphase(dx, l.dxg)
+	} else if l.padded {
 		for ci := 0; ci < l.InC; ci++ {
 			copyRows(dx[ci*l.InH*l.InW:], l.InW, l.dxg[ci*l.plane+l.PadT*l.gw+l.PadL:], l.gw, l.InH, l.InW)
 		}

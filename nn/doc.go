@@ -140,7 +140,18 @@
 // input gradient alike; the im2col copies had cost more than the GEMMs'
 // wasted junk columns; a dilated kernel is only a table of wider
 // offsets, and a stride keeps every S-th row and column of the stride-1
-// grid (along each axis its own). A depthwise convolution is, channel by
+// grid (along each axis its own), except a stride of 2 along both axes
+// without dilation (ResNet's downsampling): its grid is laid out as the
+// input's four phases (even and odd rows by even and odd columns), on
+// which every tap is a stride-1 window, so it computes only its outputs
+// (conv_phase.go). In a Graph, a convolution that only batch
+// normalizations take (whose output gradient is dense) computes its
+// input gradient as the full correlation of that gradient with the
+// flipped kernels on the forward kernels (conv_full.go), instead of the
+// product Wᵀ·dy written out and summed back; BatchNormalization's passes
+// are AVX2 kernels of their own (batchnorm_amd64.s: float64 sums,
+// float32 affine maps). ResNet-20's step: BenchmarkResNet20TrainStep in
+// nn/keras, figures in BENCHMARKS.md ("ResNet-20 in nn.Graph"). A depthwise convolution is, channel by
 // channel, a convolution of one input channel, and runs on one such
 // grid convolution pointed at each channel's kernels in turn
 // (depthwise.go). A Sequential runs a conv → ReLU → 2×2 max-pool

@@ -247,6 +247,24 @@ func (g *Graph) compile() (*graphShard, error) {
 		classes = last.C
 	}
 	g.outs, g.loss, g.classes, g.nc, g.scores = outs, loss, classes, nc, scores
+	// A convolution that only batch normalizations take gets a dense
+	// output gradient (theirs): listing it for the sparse weight gradient
+	// (see conv2D's sparse) would be wasted.
+	normed := slices.Repeat([]bool{true}, n)
+	for i, ins := range g.inputs {
+		_, bn := g.specs[i].(BatchNormalization)
+		for _, j := range ins {
+			if j >= 0 && !bn {
+				normed[j] = false
+			}
+		}
+	}
+	for i, l := range s.layers {
+		if c, ok := l.(*conv2D); ok && normed[i] && used[i] {
+			c.sparse = false
+			c.useFull()
+		}
+	}
 	for i, l := range s.layers {
 		if m, ok := l.(modal); ok {
 			s.modal = append(s.modal, m)

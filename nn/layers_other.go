@@ -22,3 +22,16 @@ func copyRowsSum(dst *float32, ldd int, src *float32, lds, rows, w int, sum *flo
 func listNZ(rows, w int, src *float32, lds int, dst *float32, ldd int, ch int32, pos, chs *int32, gv *float32, mask, lut *int32, sum *float32) int {
 	panic("nn: no assembly kernels on this platform")
 }
+func bnSum8(n int, x *float32) float64 { panic("nn: no assembly kernels on this platform") }
+func bnSqDev8(n int, x *float32, mean float64) float64 {
+	panic("nn: no assembly kernels on this platform")
+}
+func bnBwdSums8(n int, dy, x *float32, mean float64) (sdy, sdyx float64) {
+	panic("nn: no assembly kernels on this platform")
+}
+func bnAffine8(n int, x, y *float32, mean, a, b float32) {
+	panic("nn: no assembly kernels on this platform")
+}
+func bnBwdDx8(n int, dy, x, dx *float32, mean, a, b, c float32) {
+	panic("nn: no assembly kernels on this platform")
+}

@@ -1,0 +1,82 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestConvFullGrad: the input gradient as a full correlation (fullGrad,
+// which Graph uses for convolutions that batch normalizations take)
+// equals the product path's to rounding, and the weight and bias
+// gradients, read from its shifted dyg, too; kernels square or not, even
+// or odd, padded evenly, unevenly or not at all.
+func TestConvFullGrad(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Shape
+		spec Conv2D
+	}{
+		{"k3_same_16ch", imageShape(8, 8, 16), Conv2D{Filters: 16, Kernel: 3, Padding: Same, NoBias: true}},
+		{"k3_same_odd", imageShape(7, 9, 3), Conv2D{Filters: 5, Kernel: 3, Padding: Same}},
+		{"k3_valid", imageShape(9, 8, 2), Conv2D{Filters: 3, Kernel: 3}},
+		{"k4_same_uneven", imageShape(6, 5, 2), Conv2D{Filters: 2, Kernel: 4, Padding: Same}},
+		{"k2x3_same", imageShape(6, 7, 3), Conv2D{Filters: 7, Kernel: 2, KernelW: 3, Padding: Same}},
+		{"k1", imageShape(5, 4, 3), Conv2D{Filters: 2, Kernel: 1}},
+		{"k5_same_wide", imageShape(4, 11, 1), Conv2D{Filters: 4, Kernel: 5, Padding: Same}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(7, uint64(len(tc.name))))
+			var ls [2]*conv2D
+			var grads [2][]float32
+			var dxs [2][]float32
+			var params []float32
+			const n = 3
+			x := make([]float32, n*tc.in.Size())
+			for i := range x {
+				x[i] = r.Float32()*2 - 1
+			}
+			var dy []float32
+			for k := range ls {
+				l, _, err := tc.spec.build(tc.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := l.(*conv2D)
+				c.sparse = false
+				if k == 1 {
+					c.useFull()
+					if c.full == nil {
+						t.Fatal("useFull left the convolution as it was")
+					}
+				}
+				if k == 0 {
+					params = make([]float32, c.NumParams())
+					for i := range params {
+						params[i] = r.Float32()*2 - 1
+					}
+					dy = make([]float32, n*c.OutSize())
+					for i := range dy {
+						dy[i] = r.Float32()*2 - 1
+					}
+				}
+				grads[k] = make([]float32, c.NumParams())
+				c.Bind(params, grads[k])
+				dxs[k] = make([]float32, len(x))
+				y := make([]float32, n*c.OutSize())
+				c.Forward(y, x, n)
+				c.Backward(dxs[k], dy, x, y, n)
+				ls[k] = c
+			}
+			near := func(what string, a, b []float32) {
+				for i := range a {
+					if d := math.Abs(float64(a[i] - b[i])); d > 1e-5*(1+math.Abs(float64(a[i]))) {
+						t.Fatalf("%s[%d]: full %v, product %v", what, i, b[i], a[i])
+					}
+				}
+			}
+			near("dx", dxs[0], dxs[1])
+			near("grads", grads[0], grads[1])
+		})
+	}
+}
