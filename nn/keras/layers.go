@@ -213,22 +213,8 @@ func readConv2D(o *options) ([]nn.LayerSpec, error) {
 // readPool reads MaxPooling2D, or AveragePooling2D when avg.
 func readPool(avg bool) func(o *options) ([]nn.LayerSpec, error) {
 	return func(o *options) ([]nn.LayerSpec, error) {
-		size, err := square(o, "pool_size", 2)
+		size, strides, pad, err := poolWindow(o, square)
 		if err != nil {
-			return nil, err
-		}
-		strides, err := square(o, "strides", size)
-		if err != nil {
-			return nil, err
-		}
-		if size < 1 || strides < 1 {
-			return nil, fmt.Errorf("pool_size %d, strides %d: want at least 1", size, strides)
-		}
-		pad, err := padding(o)
-		if err != nil {
-			return nil, err
-		}
-		if err := channelsLast(o); err != nil {
 			return nil, err
 		}
 		if avg {
@@ -236,6 +222,25 @@ func readPool(avg bool) func(o *options) ([]nn.LayerSpec, error) {
 		}
 		return []nn.LayerSpec{nn.MaxPooling2D{Size: size, Strides: strides, Padding: pad}}, nil
 	}
+}
+
+// poolWindow reads a pooling layer's pool_size (default 2), strides
+// (default the size), padding and data_format, each size read by size
+// (square for 2-D, single for 1-D).
+func poolWindow(o *options, size func(o *options, key string, def int) (int, error)) (n, strides int, pad nn.Padding, err error) {
+	if n, err = size(o, "pool_size", 2); err != nil {
+		return 0, 0, 0, err
+	}
+	if strides, err = size(o, "strides", n); err != nil {
+		return 0, 0, 0, err
+	}
+	if n < 1 || strides < 1 {
+		return 0, 0, 0, fmt.Errorf("pool_size %d, strides %d: want at least 1", n, strides)
+	}
+	if pad, err = padding(o); err != nil {
+		return 0, 0, 0, err
+	}
+	return n, strides, pad, channelsLast(o)
 }
 
 func readFlatten(o *options) ([]nn.LayerSpec, error) {

@@ -194,22 +194,8 @@ func readConv1D(o *options) ([]nn.LayerSpec, error) {
 // readPool1D reads MaxPooling1D, or AveragePooling1D when avg.
 func readPool1D(avg bool) func(o *options) ([]nn.LayerSpec, error) {
 	return func(o *options) ([]nn.LayerSpec, error) {
-		size, err := single(o, "pool_size", 2)
+		size, strides, pad, err := poolWindow(o, single)
 		if err != nil {
-			return nil, err
-		}
-		strides, err := single(o, "strides", size)
-		if err != nil {
-			return nil, err
-		}
-		if size < 1 || strides < 1 {
-			return nil, fmt.Errorf("pool_size %d, strides %d: want at least 1", size, strides)
-		}
-		pad, err := padding(o)
-		if err != nil {
-			return nil, err
-		}
-		if err := channelsLast(o); err != nil {
 			return nil, err
 		}
 		if avg {
