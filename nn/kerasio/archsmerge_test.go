@@ -1,48 +1,16 @@
 package kerasio
 
-import "github.com/meshtrain/meshtrain/nn"
+import "github.com/meshtrain/meshtrain/nn/internal/testmodels"
 
-// The merge layers, in a test graph: every element-wise merge (n-ary
-// ones of three inputs), a squeeze-and-excitation product of an image by
-// its 1×1×C pooling and by its pooled vector (broadcast), Concatenate
-// along channels and rows, and of a flattened image with a Dense's
-// output.
+// The merge layers and ResNet-20, in the test models (testmodels.Merges,
+// testmodels.ResNet20Scores).
 func init() {
-	archs["merges"] = mergeArch(false)
-	archs["subtract"] = mergeArch(true)
+	archs["merges"] = testmodels.Merges(false)
+	archs["subtract"] = testmodels.Merges(true)
 	tfjsLacks["subtract"] = "TF.js has no Subtract layer"
-}
-
-// mergeArch is that graph, with a Subtract (which TF.js lacks) or an
-// Add in its place.
-func mergeArch(subtract bool) nn.Architecture {
-	a := nn.Architecture{Name: "merges", Input: nn.Shape{H: 4, W: 3, C: 2}}
-	add := func(s nn.LayerSpec, in ...int) int {
-		a.Layers, a.Inputs = append(a.Layers, s), append(a.Inputs, in)
-		return len(a.Layers) - 1
+	a, err := testmodels.ResNet20Scores("../keras/testdata")
+	if err != nil {
+		panic(err)
 	}
-	c0 := add(nn.Conv2D{Filters: 2, Kernel: 1}, -1)
-	c1 := add(nn.Conv2D{Filters: 2, Kernel: 3, Padding: nn.Same}, -1)
-	var sub int
-	if subtract {
-		sub = add(nn.Subtract{}, c0, c1)
-	} else {
-		sub = add(nn.Add{}, c0, c1)
-	}
-	mul := add(nn.Multiply{}, sub, c0, c1)
-	avg := add(nn.Average{}, mul, -1, c0)
-	mx := add(nn.Maximum{}, avg, c0)
-	mn := add(nn.Minimum{}, mx, c1, -1)
-	cat := add(nn.Concatenate{Axis: -1}, mn, sub) // 4×3×4
-	gap := add(nn.GlobalAveragePooling2D{KeepDims: true}, cat)
-	se := add(nn.Multiply{}, cat, gap)
-	gmp := add(nn.GlobalMaxPooling2D{}, se) // a vector of 4
-	se2 := add(nn.Multiply{}, se, gmp)
-	rows := add(nn.Concatenate{Axis: 1}, se2, cat) // 8×3×4
-	flat := add(nn.Flatten{}, rows)
-	d := add(nn.Dense{Units: 3}, flat)
-	joined := add(nn.Concatenate{}, flat, d)
-	out := add(nn.Dense{Units: 3}, joined)
-	add(nn.Activation{Fn: "softmax"}, out)
-	return a
+	archs["resnet20"] = a
 }
