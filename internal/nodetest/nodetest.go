@@ -9,6 +9,8 @@ package nodetest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,4 +84,32 @@ func Run(t testing.TB, modules []string, script string, args ...string) []byte {
 func lastLines(b []byte, n int) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// ReadFloats reads a file of little-endian float32s, as the node scripts
+// write their outputs.
+func ReadFloats(t testing.TB, path string) []float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// WriteFloats writes x as little-endian float32s, as the node scripts
+// read their inputs.
+func WriteFloats(t testing.TB, path string, x []float32) {
+	t.Helper()
+	b := make([]byte, 0, 4*len(x))
+	for _, v := range x {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

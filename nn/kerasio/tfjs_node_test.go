@@ -1,7 +1,6 @@
 package kerasio
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -20,30 +19,6 @@ import (
 // meshtrain (weights out). Both to 1e-4.
 
 const tolerance = 1e-4
-
-func readFloats(t testing.TB, path string) []float32 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
-
-func writeFloats(t testing.TB, path string, x []float32) {
-	t.Helper()
-	b := make([]byte, 0, 4*len(x))
-	for _, v := range x {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // planar reorders n examples of shape s from Keras's H×W×C to nn's
 // C×H×W (see nn.Shape); a vector or one channel is unchanged.
@@ -127,8 +102,8 @@ func TestTFJSWeightsIn(t *testing.T) {
 				t.Fatalf("meta.json: %v", err)
 			}
 			n := meta.Inputs[0]
-			x := planar(readFloats(t, filepath.Join(dir, name, "inputs.bin")), km.Arch.Input, n)
-			compare(t, name, predict(t, m, x, n), readFloats(t, filepath.Join(dir, name, "predictions.bin")))
+			x := planar(nodetest.ReadFloats(t, filepath.Join(dir, name, "inputs.bin")), km.Arch.Input, n)
+			compare(t, name, predict(t, m, x, n), nodetest.ReadFloats(t, filepath.Join(dir, name, "predictions.bin")))
 		})
 	}
 }
@@ -150,11 +125,11 @@ func TestTFJSWeightsOut(t *testing.T) {
 			n := 5
 			rng := rand.New(rand.NewPCG(8, 9))
 			x := testInputs(name, a, n, rng) // channels last, as TF.js takes them
-			writeFloats(t, filepath.Join(dir, "x.bin"), x)
+			nodetest.WriteFloats(t, filepath.Join(dir, "x.bin"), x)
 			shape, _ := json.Marshal(append([]int{n}, inputDims(a)...))
 			nodetest.Run(t, []string{tfjs}, filepath.Join("testdata", "tfjs_predict.js"),
 				filepath.Join(dir, ModelJSON), filepath.Join(dir, "x.bin"), string(shape), filepath.Join(dir, "y.bin"))
-			compare(t, name, predict(t, m, planar(x, a.Input, n), n), readFloats(t, filepath.Join(dir, "y.bin")))
+			compare(t, name, predict(t, m, planar(x, a.Input, n), n), nodetest.ReadFloats(t, filepath.Join(dir, "y.bin")))
 		})
 	}
 }

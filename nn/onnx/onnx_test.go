@@ -1,7 +1,6 @@
 package onnx
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -138,7 +137,7 @@ func TestOnnxruntime(t *testing.T) {
 			n := 6
 			rng := rand.New(rand.NewPCG(4, 5))
 			x := testInputs(name, a, n, rng) // channels last, the model's input
-			writeFloats(t, filepath.Join(dir, "x.bin"), x)
+			nodetest.WriteFloats(t, filepath.Join(dir, "x.bin"), x)
 			dims := []int{n, a.Input.C}
 			switch {
 			case kerasio.SequenceInput(a):
@@ -148,7 +147,7 @@ func TestOnnxruntime(t *testing.T) {
 			}
 			shape, _ := json.Marshal(dims)
 			nodetest.Run(t, []string{ort}, filepath.Join("testdata", "ort_predict.js"), path, filepath.Join(dir, "x.bin"), string(shape), filepath.Join(dir, "y.bin"))
-			got := readFloats(t, filepath.Join(dir, "y.bin"))
+			got := nodetest.ReadFloats(t, filepath.Join(dir, "y.bin"))
 			p := m.(nn.Predictor)
 			want := make([]float32, n*p.Outputs())
 			if err := p.Predict(planar(x, a.Input, n), n, want); err != nil {
@@ -184,30 +183,6 @@ func planar(x []float32, s nn.Shape, n int) []float32 {
 		}
 	}
 	return out
-}
-
-func readFloats(t testing.TB, path string) []float32 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
-}
-
-func writeFloats(t testing.TB, path string, x []float32) {
-	t.Helper()
-	b := make([]byte, 0, 4*len(x))
-	for _, v := range x {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestEveryKindHasAnOp: every layer kind nn registers (listed by
