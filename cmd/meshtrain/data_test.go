@@ -395,6 +395,14 @@ func TestTrainColourFolderKerasCNN(t *testing.T) {
 	if err == nil || exitCode(ctx, err) != exitUsage || !strings.Contains(err.Error(), want) {
 		t.Errorf("a greyscale model on colour data: %v (exit %d), want exit 2 naming %q", err, exitCode(ctx, err), want)
 	}
+	// The built-in LeNet-5 takes 28×28 greyscale images: colour ones are
+	// the user's to fix, exit 2 before any step, as a model file's are.
+	err = newApp().RunContext(ctx, []string{"meshtrain", "--log-level", "error", "train",
+		"--data", filepath.Join(dir, "photos"), "--validation-split", "0.25", "--image-size", "8x8", "--model", "lenet"})
+	const lenet = "lenet takes 28×28 greyscale images, these are 8×8×3"
+	if err == nil || exitCode(ctx, err) != exitUsage || !strings.Contains(err.Error(), lenet) {
+		t.Errorf("LeNet-5 on colour data: %v (exit %d), want exit 2 naming %q", err, exitCode(ctx, err), lenet)
+	}
 }
 
 // colourNPZ writes a Keras-layout .npz of n training and m test h×w×3

@@ -128,11 +128,16 @@ func NewDense(cfg DenseConfig) (*Dense, error) {
 	}
 	model, err := newModel(spec, cfg.Seed, shards)
 	if err != nil {
+		if !custom {
+			// A built-in model that cannot take the data (LeNet and
+			// colour or 32×32 images): the user's to fix, before any step.
+			return nil, data.BadData(err)
+		}
 		return nil, err
 	}
 	if model.InputDim() != spec.InputDim() || model.Classes() != spec.Classes {
-		return nil, fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d×%d images and %d classes",
-			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, spec.C(), spec.Classes)
+		return nil, data.BadData(fmt.Errorf("model %s takes %d inputs and has %d classes; the data set has %d×%d×%d images and %d classes",
+			model.Name(), model.InputDim(), model.Classes(), spec.Rows, spec.Cols, spec.C(), spec.Classes))
 	}
 	var features string
 	if cfg.Features != nil {
