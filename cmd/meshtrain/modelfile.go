@@ -116,6 +116,17 @@ func modelFromFile(c *cli.Context, job *mirrored.Job) (*keras.Model, error) {
 	log := logger(c, c.Command.Name)
 	log.Info("model file", zap.String("path", c.String("model-file")), zap.String("form", m.Form),
 		zap.String("class", m.Class), zap.String("name", m.Arch.Name), zap.Int("params", m.Params))
+	line, notes, err := applyCompile(c, &job.Config, m)
+	if err != nil {
+		return nil, err
+	}
+	for _, msg := range append([]string{line}, notes...) {
+		if c.Command.Name == "worker" {
+			log.Info(msg)
+		} else {
+			fmt.Fprintln(screen.Stdout(), msg)
+		}
+	}
 	if !c.Bool("ignore-weights") {
 		w, err := modelWeights(c.String("model-file"), m, true)
 		if err != nil {
