@@ -18,14 +18,13 @@ func kerasFixture(name string) string {
 }
 
 // TestModelFileFlag: --model-file is where a model is taken (train,
-// launch, worker, compare, eval, export), right after --model, and not
-// on sweep.
+// launch, worker, compare, sweep, eval, export), right after --model.
 func TestModelFileFlag(t *testing.T) {
 	for _, c := range newApp().Commands {
 		names := flagNames(c.Flags)
 		i := slices.Index(names, "model-file")
 		switch c.Name {
-		case "train", "launch", "worker", "compare":
+		case "train", "launch", "worker", "compare", "sweep":
 			if i < 1 || names[i-1] != "model" {
 				t.Errorf("%s: --model-file at %d, after %v", c.Name, i, names[max(0, i-1):i])
 			}
