@@ -15,12 +15,8 @@ import (
 // value (a file's recorded settings changed, or added).
 func withField(t *testing.T, file, key, value string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil {
+	if err := json.Unmarshal(readFixture(t, file), &obj); err != nil {
 		t.Fatal(err)
 	}
 	obj[key] = json.RawMessage(value)
@@ -36,11 +32,7 @@ func withField(t *testing.T, file, key, value string) []byte {
 // "training_config".
 func h5Attrs(t *testing.T, file, training string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []byte(`{"model_config": ` + string(b) + `, "training_config": ` + training + `}`)
+	return []byte(`{"model_config": ` + string(readFixture(t, file)) + `, "training_config": ` + training + `}`)
 }
 
 func readFixture(t *testing.T, file string) []byte {
