@@ -36,7 +36,7 @@ const modelKeras = "keras"
 func modelFileFlag(eval bool) cli.Flag {
 	usage := "train the model a Keras file defines instead of --model: model.to_json() of tf.keras 2.x or Keras 3, or a TensorFlow.js model.json " +
 		"(layers InputLayer, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation, ReLU, Softmax; the loss follows the last activation); " +
-		"lenet's recipe unless the flags say otherwise; the peers compare its architecture; " +
+		"the optimizer, learning rate and loss its compile settings record (compile_config, training_config, trainingConfig), else lenet's recipe, unless the flags say otherwise; the peers compare its architecture; " +
 		"a TF.js model.json whose weightsManifest lists weight files starts training from those weights (see --ignore-weights)"
 	if eval {
 		usage = "the Keras file (as train's --model-file) the checkpoint must hold the model of (the checkpoint records its architecture, so eval needs no file); " +
