@@ -36,12 +36,16 @@ func applyCompile(c *cli.Context, cfg *mirrored.Config, m *keras.Model) (line st
 			given = append(given, "--"+name)
 		}
 	}
+	recipe := "lenet's recipe"
+	if len(given) > 0 {
+		recipe += " with " + strings.Join(given, ", ")
+	}
 	var source string
 	switch {
 	case tr.Field == "":
-		source = "lenet's recipe: the model file records no compile settings"
+		source = recipe + ": the model file records no compile settings"
 	case tr.Optimizer == "":
-		source = "lenet's recipe: the model file's optimizer " + tr.Class + " is not one meshtrain has"
+		source = recipe + ": the model file's optimizer " + tr.Class + " is not one meshtrain knows"
 	default:
 		if !c.IsSet("optimizer") {
 			cfg.Optimizer = tr.Optimizer

@@ -117,6 +117,16 @@ func TestModelFileSetsTheJob(t *testing.T) {
 // them, and the line printed says which; a loss meshtrain cannot honour
 // is a usage error.
 func TestModelFileCompileSettings(t *testing.T) {
+	// A Keras 3 file whose optimizer meshtrain does not know.
+	b, err := os.ReadFile(kerasFixture("mnist_cnn_keras3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom := filepath.Join(t.TempDir(), "custom_optimizer.json")
+	i := strings.LastIndex(string(b), `"compile_config"`)
+	if err := os.WriteFile(custom, []byte(string(b[:i])+`"compile_config": {"optimizer": {"class_name": "Custom>Shampoo", "config": {"learning_rate": 0.3}}, "loss": "categorical_crossentropy"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, file string
 		flags      []string
@@ -141,6 +151,10 @@ func TestModelFileCompileSettings(t *testing.T) {
 			"optimizer: adam lr 0.001, constant schedule; loss categorical_crossentropy (the model file's compile settings (compile_config): Adam lr 0.001", 0, ""},
 		{"none recorded", "mnist_cnn_tfkeras2.json", nil, "sgd", 0.05, 0.9, "step",
 			"optimizer: sgd momentum 0.9 lr 0.05, step schedule after 0.1 epochs of warm-up (lenet's recipe: the model file records no compile settings)", 0, ""},
+		{"none recorded, --lr given", "mnist_cnn_tfkeras2.json", []string{"--lr", "0.1"}, "sgd", 0.1, 0.9, "step",
+			"optimizer: sgd momentum 0.9 lr 0.1, step schedule after 0.1 epochs of warm-up (lenet's recipe with --lr: the model file records no compile settings)", 0, ""},
+		{"an optimizer meshtrain does not know", custom, nil, "sgd", 0.05, 0.9, "step",
+			"optimizer: sgd momentum 0.9 lr 0.05, step schedule after 0.1 epochs of warm-up; loss categorical_crossentropy (lenet's recipe: the model file's optimizer Shampoo is not one meshtrain knows)", 1, ""},
 		{"mean squared error", "compile_rmsprop_mse_tfjs_model.json", nil, "", 0, 0, "", "", 0,
 			"its compile settings: \"trainingConfig\": loss: mean_squared_error: meshtrain trains classifiers with cross-entropy"},
 	} {
@@ -168,7 +182,11 @@ func TestModelFileCompileSettings(t *testing.T) {
 				return nil
 			}
 			app := &cli.App{Commands: []*cli.Command{&cmd}}
-			err := app.Run(append([]string{"meshtrain", "launch", "--model-file", kerasFixture(tc.file)}, tc.flags...))
+			file := tc.file
+			if !filepath.IsAbs(file) {
+				file = kerasFixture(file)
+			}
+			err := app.Run(append([]string{"meshtrain", "launch", "--model-file", file}, tc.flags...))
 			if tc.err != "" {
 				var ue usageError
 				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.err) {
