@@ -2,10 +2,12 @@ package kerasio
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/meshtrain/meshtrain/internal/nodetest"
@@ -112,24 +114,40 @@ func TestTFJSWeightsIn(t *testing.T) {
 // tf.loadLayersModel and predict as meshtrain does.
 func TestTFJSWeightsOut(t *testing.T) {
 	tfjs := nodetest.Modules(t, "@tensorflow/tfjs")
-	for name, a := range archs {
-		t.Run(name, func(t *testing.T) {
-			if why, ok := tfjsLacks[name]; ok {
-				t.Skip(why)
-			}
-			m := randomModel(t, a, 7)
-			dir := t.TempDir()
-			if err := WriteTFJS(dir, a, m); err != nil {
-				t.Fatal(err)
-			}
-			n := 5
-			rng := rand.New(rand.NewPCG(8, 9))
-			x := testInputs(name, a, n, rng) // channels last, as TF.js takes them
-			nodetest.WriteFloats(t, filepath.Join(dir, "x.bin"), x)
-			shape, _ := json.Marshal(append([]int{n}, inputDims(a)...))
-			nodetest.Run(t, []string{tfjs}, filepath.Join("testdata", "tfjs_predict.js"),
-				filepath.Join(dir, ModelJSON), filepath.Join(dir, "x.bin"), string(shape), filepath.Join(dir, "y.bin"))
-			compare(t, name, predict(t, m, planar(x, a.Input, n), n), nodetest.ReadFloats(t, filepath.Join(dir, "y.bin")))
+	// Every model is written first and predicted in one node process:
+	// loading TF.js is most of the time a model takes.
+	type job struct {
+		name string
+		mine []float32 // meshtrain's prediction
+		y    string    // TF.js's, once node ran
+	}
+	var jobs []job
+	var args []string
+	for _, name := range slices.Sorted(maps.Keys(archs)) {
+		if _, ok := tfjsLacks[name]; ok {
+			continue
+		}
+		a := archs[name]
+		m := randomModel(t, a, 7)
+		dir := filepath.Join(t.TempDir(), name)
+		if err := WriteTFJS(dir, a, m); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n := 5
+		rng := rand.New(rand.NewPCG(8, 9))
+		x := testInputs(name, a, n, rng) // channels last, as TF.js takes them
+		nodetest.WriteFloats(t, filepath.Join(dir, "x.bin"), x)
+		shape, _ := json.Marshal(append([]int{n}, inputDims(a)...))
+		jobs = append(jobs, job{name: name, mine: predict(t, m, planar(x, a.Input, n), n), y: filepath.Join(dir, "y.bin")})
+		args = append(args, filepath.Join(dir, ModelJSON), filepath.Join(dir, "x.bin"), string(shape), filepath.Join(dir, "y.bin"))
+	}
+	nodetest.Run(t, []string{tfjs}, filepath.Join("testdata", "tfjs_predict.js"), args...)
+	for name, why := range tfjsLacks {
+		t.Run(name, func(t *testing.T) { t.Skip(why) })
+	}
+	for _, j := range jobs {
+		t.Run(j.name, func(t *testing.T) {
+			compare(t, j.name, j.mine, nodetest.ReadFloats(t, j.y))
 		})
 	}
 }

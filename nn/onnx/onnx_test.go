@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -122,37 +123,52 @@ func field(t *testing.T, b []byte, num protowire.Number) [][]byte {
 // predicts what nn.Predictor does, to 1e-4.
 func TestOnnxruntime(t *testing.T) {
 	ort := nodetest.Modules(t, "onnxruntime-web")
-	for name, a := range archs {
-		t.Run(name, func(t *testing.T) {
-			m := randomModel(t, a, 3)
-			b, err := Encode(a, m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			path := filepath.Join(dir, "model.onnx")
-			if err := os.WriteFile(path, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			n := 6
-			rng := rand.New(rand.NewPCG(4, 5))
-			x := testInputs(name, a, n, rng) // channels last, the model's input
-			nodetest.WriteFloats(t, filepath.Join(dir, "x.bin"), x)
-			dims := []int{n, a.Input.C}
-			switch {
-			case kerasio.SequenceInput(a):
-				dims = []int{n, a.Input.W, a.Input.C}
-			case image(a.Input):
-				dims = []int{n, a.Input.H, a.Input.W, a.Input.C}
-			}
-			shape, _ := json.Marshal(dims)
-			nodetest.Run(t, []string{ort}, filepath.Join("testdata", "ort_predict.js"), path, filepath.Join(dir, "x.bin"), string(shape), filepath.Join(dir, "y.bin"))
-			got := nodetest.ReadFloats(t, filepath.Join(dir, "y.bin"))
-			p := m.(nn.Predictor)
-			want := make([]float32, n*p.Outputs())
-			if err := p.Predict(planar(x, a.Input, n), n, want); err != nil {
-				t.Fatal(err)
-			}
+	// Every model is written first and run in one node process: starting
+	// onnxruntime is most of the time a model takes.
+	type job struct {
+		name string
+		want []float32
+		y    string
+	}
+	var jobs []job
+	var args []string
+	dir := t.TempDir()
+	for _, name := range slices.Sorted(maps.Keys(archs)) {
+		a := archs[name]
+		m := randomModel(t, a, 3)
+		b, err := Encode(a, m)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		path := filepath.Join(dir, name+".onnx")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		n := 6
+		rng := rand.New(rand.NewPCG(4, 5))
+		x := testInputs(name, a, n, rng) // channels last, the model's input
+		xPath, yPath := filepath.Join(dir, name+".x.bin"), filepath.Join(dir, name+".y.bin")
+		nodetest.WriteFloats(t, xPath, x)
+		dims := []int{n, a.Input.C}
+		switch {
+		case kerasio.SequenceInput(a):
+			dims = []int{n, a.Input.W, a.Input.C}
+		case image(a.Input):
+			dims = []int{n, a.Input.H, a.Input.W, a.Input.C}
+		}
+		shape, _ := json.Marshal(dims)
+		p := m.(nn.Predictor)
+		want := make([]float32, n*p.Outputs())
+		if err := p.Predict(planar(x, a.Input, n), n, want); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		jobs = append(jobs, job{name: name, want: want, y: yPath})
+		args = append(args, path, xPath, string(shape), yPath)
+	}
+	nodetest.Run(t, []string{ort}, filepath.Join("testdata", "ort_predict.js"), args...)
+	for _, j := range jobs {
+		t.Run(j.name, func(t *testing.T) {
+			got, want := nodetest.ReadFloats(t, j.y), j.want
 			if len(got) != len(want) {
 				t.Fatalf("onnxruntime gave %d outputs, meshtrain %d", len(got), len(want))
 			}
@@ -163,7 +179,7 @@ func TestOnnxruntime(t *testing.T) {
 			if !(worst <= 1e-4) {
 				t.Errorf("outputs differ by up to %.3g\nonnxruntime %v\n   meshtrain %v", worst, got, want)
 			}
-			t.Logf("%s: %d outputs (the first %v), largest difference (relative past 1) %.2g", name, len(got), got[:min(4, len(got))], worst)
+			t.Logf("%s: %d outputs (the first %v), largest difference (relative past 1) %.2g", j.name, len(got), got[:min(4, len(got))], worst)
 		})
 	}
 }
