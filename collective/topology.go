@@ -107,14 +107,29 @@ func plural(n int, what string) string {
 // leaders)".
 func (c *Comm) Describe(nbytes int) string {
 	a := c.AlgoFor(nbytes)
-	s := "all-reduce: " + a.String()
+	how := ""
 	if a == Hierarchical && c.topo != nil {
-		s += fmt.Sprintf(" (reduce in host, ring over %d leaders)", c.topo.Hosts())
+		how = fmt.Sprintf(" (reduce in host, ring over %d leaders)", c.topo.Hosts())
 	}
+	return c.describe(a.String() + how)
+}
+
+// DescribeHalf is Describe for AllReduceFloat32Half, which runs the ring
+// whatever the hosts: its frames carry 16-bit partial sums that each hop
+// rounds once, an order of rounding the hierarchical all-reduce would
+// change.
+func (c *Comm) DescribeHalf() string {
+	if c.topo != nil && c.topo.Hierarchical() {
+		return c.describe("ring (16-bit frames: the hierarchical all-reduce is float32 only)")
+	}
+	return c.describe("ring (16-bit frames)")
+}
+
+func (c *Comm) describe(algo string) string {
 	if c.topo == nil {
-		return s
+		return "all-reduce: " + algo
 	}
-	return "topology: " + c.topo.String() + "; " + s
+	return "topology: " + c.topo.String() + "; all-reduce: " + algo
 }
 
 // Topology returns the hosts the Comm knows (SetHosts, LearnHosts,

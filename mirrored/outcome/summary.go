@@ -75,6 +75,9 @@ type Result struct {
 	Membership     []membership.Change `json:"membership,omitempty"`
 	Model          string              `json:"model"`
 	Params         int                 `json:"params"`
+	// Topology is the peers' hosts and the gradient's all-reduce
+	// (collective.Comm.Describe), set by the worker; "" where unknown.
+	Topology string `json:"topology,omitempty"`
 	Replicas       int                 `json:"replicas"`
 	BatchSize      int                 `json:"batch_size"` // per replica
 	Epochs         int                 `json:"epochs"`     // requested
