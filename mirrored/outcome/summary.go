@@ -72,30 +72,31 @@ type Result struct {
 	Started string `json:"started"`
 	// Membership is an elastic run's changes of membership, in order
 	// (Elastic.Schedule replays them).
-	Membership []membership.Change `json:"membership,omitempty"`
-	Model      string              `json:"model"`
-	Params     int                 `json:"params"`
+	Membership     []membership.Change `json:"membership,omitempty"`
+	Model          string              `json:"model"`
+	Params         int                 `json:"params"`
+	Replicas       int                 `json:"replicas"`
+	BatchSize      int                 `json:"batch_size"` // per replica
+	Epochs         int                 `json:"epochs"`     // requested
+	Optimizer      string              `json:"optimizer"`
+	LR             float64             `json:"lr"`
+	Momentum       float64             `json:"momentum"`
+	WeightDecay    float64             `json:"weight_decay"`
+	Schedule       string              `json:"lr_schedule"`
+	LRGamma        float64             `json:"lr_gamma,omitempty"`
+	LRDecayEpochs  float64             `json:"lr_decay_epochs,omitempty"`
+	WarmupEpochs   float64             `json:"warmup_epochs,omitempty"`
+	Seed           int64               `json:"seed"`
+	TrainExamples  int                 `json:"train_examples"`
+	TestExamples   int                 `json:"test_examples"`
+	StepsPerEpoch  int                 `json:"steps_per_epoch"`
+	Steps          int                 `json:"steps"`
+	TargetAccuracy float64             `json:"target_accuracy,omitempty"`
+	TargetLoss     float64             `json:"target_loss,omitempty"`
+
 	// Topology is the peers' hosts and the gradient's all-reduce
 	// (collective.Comm.Describe), set by the worker; "" where unknown.
-	Topology       string  `json:"topology,omitempty"`
-	Replicas       int     `json:"replicas"`
-	BatchSize      int     `json:"batch_size"` // per replica
-	Epochs         int     `json:"epochs"`     // requested
-	Optimizer      string  `json:"optimizer"`
-	LR             float64 `json:"lr"`
-	Momentum       float64 `json:"momentum"`
-	WeightDecay    float64 `json:"weight_decay"`
-	Schedule       string  `json:"lr_schedule"`
-	LRGamma        float64 `json:"lr_gamma,omitempty"`
-	LRDecayEpochs  float64 `json:"lr_decay_epochs,omitempty"`
-	WarmupEpochs   float64 `json:"warmup_epochs,omitempty"`
-	Seed           int64   `json:"seed"`
-	TrainExamples  int     `json:"train_examples"`
-	TestExamples   int     `json:"test_examples"`
-	StepsPerEpoch  int     `json:"steps_per_epoch"`
-	Steps          int     `json:"steps"`
-	TargetAccuracy float64 `json:"target_accuracy,omitempty"`
-	TargetLoss     float64 `json:"target_loss,omitempty"`
+	Topology string `json:"topology,omitempty"`
 
 	EpochResults []Epoch `json:"per_epoch"`
 	// TargetReached says whether a target stopped the run, after
