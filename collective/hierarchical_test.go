@@ -165,44 +165,6 @@ func hierRun(t *testing.T, hosts []string, algo Algo, inputs [][]float32, op Op)
 	return bufs
 }
 
-// TestHierarchicalRangeBitsOfTheWhole: reduced in pieces (a backward
-// pass's buckets), the hierarchical all-reduce gives the bits of the
-// whole buffer reduced at once.
-func TestHierarchicalRangeBitsOfTheWhole(t *testing.T) {
-	hosts := []string{"a", "a", "b", "b", "b"}
-	n, length := len(hosts), 20011
-	rng := rand.New(rand.NewPCG(5, 5))
-	inputs := normalInputs(rng, n, length)
-	for r := range inputs {
-		for i := range inputs[r] {
-			inputs[r][i] *= float32(math.Pow(10, float64(rng.IntN(7)-3)))
-		}
-	}
-	whole := hierRun(t, hosts, Hierarchical, inputs, Sum)
-	comms, _ := newMemComms(t, n, Options{Algo: Hierarchical, Hosts: hosts, ChunkBytes: 1024})
-	pieces := make([][]float32, n)
-	for r := range pieces {
-		pieces[r] = slices.Clone(inputs[r])
-	}
-	noErrors(t, onAll(comms, func(c *Comm) error {
-		hi := length
-		for _, lo := range []int{15000, 10006, 10005, 3, 0} {
-			if err := c.AllReduceFloat32Range(context.Background(), pieces[c.Rank()], lo, hi, Sum); err != nil {
-				return err
-			}
-			hi = lo
-		}
-		return nil
-	}))
-	for r := range pieces {
-		for i := range pieces[r] {
-			if math.Float32bits(pieces[r][i]) != math.Float32bits(whole[0][i]) {
-				t.Fatalf("rank %d element %d: %v in pieces, %v whole", r, i, pieces[r][i], whole[0][i])
-			}
-		}
-	}
-}
-
 // TestHierarchicalLinkBytes: on 2 hosts × 2 peers a member sends only to
 // its leader, and each host's traffic to the other host is the leaders'
 // ring's: 2(H-1)/H of the buffer, a third less than the flat ring's
