@@ -62,11 +62,12 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 // reduce inside the host, and its broadcast back): send i first waits for
 // ready to pass send[i], receive i for ready to pass recv[i] (-1, or nil
 // slices: no wait), and recvd, if set, counts the plan's receives for
-// whoever waits on them.
+// whoever waits on them. of names what ready counts, for errors.
 type gates struct {
 	ready      *progress
 	send, recv []int
 	recvd      *progress
+	of         string
 }
 
 func (g gates) wait(ctx context.Context, at []int, i int) error {
@@ -101,7 +102,7 @@ func (o *op) runGated(ctx context.Context, p linearPlan, buf []byte, esize int, 
 					}
 				}
 				if err := g.wait(ctx, g.send, i); err != nil {
-					sendErr = fmt.Errorf("waiting for the host's own sum to send on: %w", err)
+					sendErr = fmt.Errorf("waiting for %s to send on: %w", g.of, err)
 					return
 				}
 				if err := o.send(ctx, p.to, s.span, buf[s.span.off*esize:(s.span.off+s.span.n)*esize]); err != nil {
@@ -122,7 +123,7 @@ func (o *op) runGated(ctx context.Context, p linearPlan, buf []byte, esize int, 
 			}
 		}
 		if err := g.wait(ctx, g.recv, i); err != nil {
-			recvErr = fmt.Errorf("waiting for the host's own sum to add to: %w", err)
+			recvErr = fmt.Errorf("waiting for %s to add to: %w", g.of, err)
 			break
 		}
 		dst := buf[r.span.off*esize : (r.span.off+r.span.n)*esize]

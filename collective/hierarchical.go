@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -186,7 +187,8 @@ func (o *op) runHier(ctx context.Context, p hierPlan, buf []byte, esize int, fn 
 			return nil
 		})
 		run(func() error {
-			return ring.runGated(ctx, p.ring, buf, esize, fn, gates{ready: reduced, send: p.sendGate, recv: p.recvGate, recvd: recvd})
+			g := gates{ready: reduced, send: p.sendGate, recv: p.recvGate, recvd: recvd, of: fmt.Sprintf("the sum of this host's members (ranks %v)", p.members)}
+			return ring.runGated(ctx, p.ring, buf, esize, fn, g)
 		})
 		if len(p.members) > 0 {
 			run(func() error {
