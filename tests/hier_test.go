@@ -46,7 +46,10 @@ func TestWorkersOnTwoHosts(t *testing.T) {
 			}
 		}
 		s := readSummary(t, summary)
-		if !s.ParamsIdentical || s.Run == nil || s.Run.Topology != tc.want {
+		if s.Run == nil {
+			t.Fatalf("hosts %q: the summary has no run:\n%s", tc.hosts, results[0])
+		}
+		if !s.ParamsIdentical || s.Run.Topology != tc.want {
 			t.Fatalf("hosts %q: identical %v, topology %q; want identical, %q", tc.hosts, s.ParamsIdentical, s.Run.Topology, tc.want)
 		}
 		if s.Verdict == nil || s.Verdict.Topology != tc.want || !strings.Contains(results[0].stdout, tc.want) {

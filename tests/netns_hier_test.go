@@ -2,7 +2,12 @@ package tests
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,5 +51,43 @@ func TestLongEmulatedHierarchical(t *testing.T) {
 			}
 			return ""
 		})
+	}
+}
+
+// TestEmulatedHostsHierarchicalTrain trains LeNet-5 with 2 workers on each
+// of 2 emulated hosts: the workers find from their network namespaces
+// (hostid) which of them share a host, take the hierarchical all-reduce
+// for the gradient, end with identical parameters, and the chief's
+// summary says so.
+func TestEmulatedHostsHierarchicalTrain(t *testing.T) {
+	const perHost = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	h := emulatedHosts(t, ctx, 2, netns.Gbit)
+	dir := t.TempDir()
+	peers := make([]string, h.N*perHost)
+	for r := range peers {
+		peers[r] = net.JoinHostPort(h.IP(r/perHost), strconv.Itoa(7000+r%perHost))
+	}
+	secret := "MESHTRAIN_CLUSTER_SECRET=" + hex.EncodeToString([]byte("emulated hosts' secret, 32 bytes"))
+	summary := filepath.Join(dir, "summary.json")
+	res, err := h.RunPerHost(ctx, perHost, func(r int) netns.Proc {
+		spec := filepath.Join(dir, fmt.Sprintf("tf_config%d.json", r))
+		if err := os.WriteFile(spec, []byte(tfConfig(peers, r)), 0o644); err != nil {
+			t.Error(err)
+		}
+		return netns.Proc{Env: []string{secret, "TF_CONFIG="}, Args: []string{binary, "worker", "--tf-config", spec, "--summary", summary,
+			"--model", "lenet", "--epochs", "1", "--batch", "32", "--train-examples", "640", "--test-examples", "200", "--collective-timeout", "40s"}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := readSummary(t, summary)
+	const want = "topology: 2 hosts × 2 peers; all-reduce: hierarchical (reduce in host, ring over 2 leaders)"
+	if s.Run == nil {
+		t.Fatalf("the summary has no run:\n%s", res[0])
+	}
+	if !s.ParamsIdentical || s.Run.Topology != want {
+		t.Fatalf("identical %v, topology %q; want identical, %q\n%s", s.ParamsIdentical, s.Run.Topology, want, res[0])
 	}
 }
