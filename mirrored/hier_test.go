@@ -13,20 +13,6 @@ import (
 	"github.com/meshtrain/meshtrain/nn"
 )
 
-// kindCounter counts the frames a rank sends, by kind.
-type kindCounter struct {
-	collective.Transport
-	mu    sync.Mutex
-	kinds map[collective.Kind]int
-}
-
-func (k *kindCounter) Send(ctx context.Context, to int, h collective.Header, payload []byte) error {
-	k.mu.Lock()
-	k.kinds[h.Kind]++
-	k.mu.Unlock()
-	return k.Transport.Send(ctx, to, h, payload)
-}
-
 // TestHierarchicalTrain: four replicas of an in-memory cluster told they
 // run on two hosts (two each) take the hierarchical all-reduce for every
 // gradient, as Auto chooses, and end with identical parameters, within
@@ -43,10 +29,10 @@ func TestHierarchicalTrain(t *testing.T) {
 		net := collective.NewMemNetwork(4)
 		dir := t.TempDir()
 		sums, errs := make([]*Summary, 4), make([]error, 4)
-		counters := make([]*kindCounter, 4)
+		counters := make([]*kindLog, 4)
 		var wg sync.WaitGroup
 		for r := range 4 {
-			counters[r] = &kindCounter{Transport: net.Transport(r), kinds: map[collective.Kind]int{}}
+			counters[r] = &kindLog{Transport: net.Transport(r), kinds: map[collective.Kind]int{}}
 			// SmallBytes -1: the softmax's 31 KB gradient takes the large
 			// buffers' algorithm.
 			c, err := collective.New(counters[r], collective.Options{Timeout: 30 * time.Second, Hosts: hosts, SmallBytes: -1})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/meshtrain/meshtrain/tests/netns"
@@ -32,15 +31,11 @@ func hier(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "meshtrain-netbench-")
+	bin, remove, err := buildNetbench(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin, err := netns.Build(ctx, dir, netns.NetbenchPackage)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	h, err := netns.Up(ctx, netns.TagForProcess(), *n, rate)
 	if err != nil {
 		return err

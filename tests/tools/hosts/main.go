@@ -156,15 +156,11 @@ func bench(ctx context.Context, args []string) error {
 		}
 		sizes = append(sizes, int64(v)<<20)
 	}
-	dir, err := os.MkdirTemp("", "meshtrain-netbench-")
+	bin, remove, err := buildNetbench(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin, err := netns.Build(ctx, dir, netns.NetbenchPackage)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	head := "rate\tN\trun\tsize\tbusbw(MB/s)\treps(MB/s)\trawTCP(MB/s)\tratio\tcpu(s)\tload"
 	if *rawTLS {
 		head += "\trawTLS(MB/s)\tratio to rawTLS"
@@ -235,4 +231,18 @@ func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes
 		}
 	}
 	return h.Down()
+}
+
+// buildNetbench builds the measuring program into a temporary directory,
+// which remove deletes.
+func buildNetbench(ctx context.Context) (bin string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "meshtrain-netbench-")
+	if err != nil {
+		return "", nil, err
+	}
+	if bin, err = netns.Build(ctx, dir, netns.NetbenchPackage); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
 }
