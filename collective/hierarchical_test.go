@@ -88,6 +88,19 @@ func TestAutoChoosesHierarchical(t *testing.T) {
 			t.Errorf("hosts %q, %s, %d bytes: %s, %q; want %s, %q", tc.hosts, tc.algo, tc.nbytes, got, desc, tc.want, tc.desc)
 		}
 	}
+	for _, tc := range []struct {
+		hosts []string
+		want  string
+	}{
+		{[]string{"a", "a", "b", "b"}, "topology: 2 hosts × 2 peers; all-reduce: ring (16-bit frames: the hierarchical all-reduce is float32 only)"},
+		{[]string{"a", "b", "c", "d"}, "topology: 4 hosts × 1 peer; all-reduce: ring (16-bit frames)"},
+		{nil, "all-reduce: ring (16-bit frames)"},
+	} {
+		comms, _ := newMemComms(t, 4, Options{Hosts: tc.hosts})
+		if got := comms[0].DescribeHalf(); got != tc.want {
+			t.Errorf("hosts %q: DescribeHalf %q, want %q", tc.hosts, got, tc.want)
+		}
+	}
 	if a, err := ParseAlgo("hierarchical"); err != nil || a != Hierarchical || a.String() != "hierarchical" {
 		t.Errorf("ParseAlgo(hierarchical) = %v, %v", a, err)
 	}
