@@ -30,6 +30,9 @@ func (c *Comm) AlgoFor(nbytes int) Algo {
 		}
 		return Tree
 	}
+	if c.topo != nil && c.topo.Hierarchical() {
+		return Hierarchical
+	}
 	return Ring
 }
 
@@ -75,6 +78,14 @@ func allReduceRange[T number](ctx context.Context, c *Comm, buf []T, lo, hi int,
 		kind = KindAllReduceTree
 	case Star:
 		kind = KindAllReduceStar
+	case Hierarchical:
+		if c.topo == nil {
+			return fmt.Errorf("collective: hierarchical all-reduce on rank %d without the ranks' hosts: call LearnHosts or SetHosts first, or choose another algorithm", c.Rank())
+		}
+		if err := c.agreeHosts(ctx); err != nil {
+			return err
+		}
+		kind = KindAllReduceHier
 	}
 	o, octx, cancel, err := c.begin(ctx, kind, dt, rop, hi-lo)
 	if err != nil {
@@ -92,6 +103,9 @@ func allReduceRange[T number](ctx context.Context, c *Comm, buf []T, lo, hi int,
 			segs[i] = span{a, max(0, b-a)}
 		}
 		err = o.runLinear(octx, planRing(n, rank, segs, chunk, true), asBytes(buf), esize, folder[T](rop))
+	case kind == KindAllReduceHier:
+		o.hdr.Tag = c.topo.digest << 2
+		err = o.runHier(octx, planHier(*c.topo, rank, len(buf), lo, hi, chunk), asBytes(buf), esize, folder[T](rop))
 	case kind == KindAllReduceStar:
 		err = o.runStar(octx, asBytes(part), len(part), min(c.opts.ChunkBytes, treeChunkBytes)/esize, esize, folder[T](rop))
 	default:

@@ -26,9 +26,15 @@ const (
 	// back: two hops like recursive doubling at N=4, but 2(N-1) messages
 	// instead of N log2 N, and one wake-up per op on the other ranks.
 	Star
+	// Hierarchical reduces inside each host to its leader, runs the ring
+	// among the leaders and sends the result back inside each host
+	// (hierarchical.go): 2(H-1)/H of the buffer over each host's link for
+	// H hosts instead of the flat ring's 2(N-1)/N. It needs the ranks'
+	// hosts (Options.Hosts, Comm.SetHosts or LearnHosts).
+	Hierarchical
 )
 
-// ParseAlgo parses "auto", "ring", "tree" or "star".
+// ParseAlgo parses "auto", "ring", "tree", "star" or "hierarchical".
 func ParseAlgo(s string) (Algo, error) {
 	switch s {
 	case "auto", "":
@@ -39,11 +45,15 @@ func ParseAlgo(s string) (Algo, error) {
 		return Tree, nil
 	case "star":
 		return Star, nil
+	case "hierarchical":
+		return Hierarchical, nil
 	}
-	return 0, fmt.Errorf("collective: unknown algorithm %q: want auto, ring, tree or star", s)
+	return 0, fmt.Errorf("collective: unknown algorithm %q: want auto, ring, tree, star or hierarchical", s)
 }
 
-func (a Algo) String() string { return [...]string{"auto", "ring", "tree", "star"}[a] }
+func (a Algo) String() string {
+	return [...]string{"auto", "ring", "tree", "star", "hierarchical"}[a]
+}
 
 // Defaults. DefaultSmallBytes is Auto's threshold between recursive
 // doubling (latency-bound sizes) and the ring (bandwidth-bound ones);
@@ -87,6 +97,11 @@ type Options struct {
 	// Phase), on the collective's goroutine: it must be quick (a
 	// timeline's append). Nil reads no clock.
 	Phases func(Phase)
+	// Hosts, if set, names each rank's host (Hosts[r] for rank r; see
+	// Topology): with several hosts and several ranks on some host, Auto
+	// chooses Hierarchical for the ring's sizes. A worker learns them at
+	// start-up (LearnHosts) rather than here.
+	Hosts []string
 }
 
 func (o *Options) fill() {
@@ -123,6 +138,7 @@ type Comm struct {
 	mu     sync.Mutex // serialises collectives
 	seq    uint64
 	broken error
+	topo   *Topology // nil: hosts unknown (the flat algorithms)
 
 	p2p p2pLocks
 }
@@ -142,7 +158,13 @@ func New(t Transport, opts Options) (*Comm, error) {
 	if opts.ChunkBytes%8 != 0 {
 		return nil, fmt.Errorf("collective: ChunkBytes %d must be a multiple of 8", opts.ChunkBytes)
 	}
-	return &Comm{t: t, opts: opts, log: opts.Logger.With(zap.Int("rank", t.Rank()))}, nil
+	c := &Comm{t: t, opts: opts, log: opts.Logger.With(zap.Int("rank", t.Rank()))}
+	if opts.Hosts != nil {
+		if err := c.SetHosts(opts.Hosts); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // Rank is this process's rank.

@@ -54,6 +54,17 @@
 // on every rank. Broadcast is a pipelined chain, Barrier a dissemination barrier,
 // AllGatherV a ring over per-rank blocks after a ring exchange of lengths.
 //
+// When the Comm knows each rank's host (Options.Hosts, SetHosts, or
+// LearnHosts at start-up: a Topology) and there are several hosts with
+// several ranks on some host, Auto picks Hierarchical instead of the ring
+// (hierarchical.go): the ranks of a host send their buffers to its leader
+// (lowest rank), which folds them in rank order; the leaders run the ring;
+// each leader sends the result back. The three run at once a chunk at a
+// time on disjoint links, so each host's link carries 2(H-1)/H of the
+// buffer for H hosts, not 2(N-1)/N; every rank ends with the leaders'
+// bits. Ranks that disagree on the hosts fail before the first one
+// (agreeHosts), naming the ranks that differ.
+//
 // AllReduceFloat32Half is the ring with 16-bit frames (package half: bf16,
 // or fp16 with a power-of-two scale per frame), half the bytes: each hop
 // of the reduce-scatter adds the received values to its own in float32
@@ -61,6 +72,8 @@
 // all-gather forwards that frame's bytes unchanged, so every rank, the
 // owner too, ends with the same bits. Its frames' dtype (bf16, fp16) is in
 // the header, so a rank sending another format is a mismatch naming both.
+// It stays a ring whatever the hosts (DescribeHalf says so): the
+// hierarchical all-reduce would change where the 16-bit roundings happen.
 //
 // Payloads are the in-memory bytes of the slices (little-endian hosts only;
 // New refuses a big-endian host), so no element is encoded one by one. On

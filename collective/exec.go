@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -54,25 +55,56 @@ type op struct {
 // depends on, while this goroutine walks p.recvs, folding or copying each
 // frame into buf as it is read (see recvInto).
 func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int, fn foldFunc) error {
+	return o.runGated(ctx, p, buf, esize, fn, gates{})
+}
+
+// gates tie a linear plan to work beside it (the hierarchical all-reduce's
+// reduce inside the host, and its broadcast back): send i first waits for
+// ready to pass send[i], receive i for ready to pass recv[i] (-1, or nil
+// slices: no wait), and recvd, if set, counts the plan's receives for
+// whoever waits on them. of names what ready counts, for errors.
+type gates struct {
+	ready      *progress
+	send, recv []int
+	recvd      *progress
+	of         string
+}
+
+func (g gates) wait(ctx context.Context, at []int, i int) error {
+	if at == nil || at[i] < 0 {
+		return nil
+	}
+	return g.ready.waitFor(ctx, at[i])
+}
+
+// runGated is runLinear with gates.
+func (o *op) runGated(ctx context.Context, p linearPlan, buf []byte, esize int, fn foldFunc, g gates) error {
 	if len(p.sends) == 0 && len(p.recvs) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	clock := o.ringClock(p)
-	recvd, sent := newProgress(), newProgress()
+	recvd, sent := g.recvd, newProgress()
+	if recvd == nil {
+		recvd = newProgress()
+	}
 	var wg sync.WaitGroup
 	var sendErr error
 	if len(p.sends) > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, s := range p.sends {
+			for i, s := range p.sends {
 				if s.dep >= 0 {
 					if err := recvd.waitFor(ctx, s.dep); err != nil {
 						sendErr = o.wrapPeer(ctx, "waiting for the data to forward from", p.from, err)
 						return
 					}
+				}
+				if err := g.wait(ctx, g.send, i); err != nil {
+					sendErr = fmt.Errorf("waiting for %s to send on: %w", g.of, err)
+					return
 				}
 				if err := o.send(ctx, p.to, s.span, buf[s.span.off*esize:(s.span.off+s.span.n)*esize]); err != nil {
 					sendErr = err
@@ -90,6 +122,10 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 				recvErr = o.wrapPeer(ctx, "finishing sending to", p.to, err)
 				break
 			}
+		}
+		if err := g.wait(ctx, g.recv, i); err != nil {
+			recvErr = fmt.Errorf("waiting for %s to add to: %w", g.of, err)
+			break
 		}
 		dst := buf[r.span.off*esize : (r.span.off+r.span.n)*esize]
 		into := fn

@@ -26,10 +26,11 @@ const (
 	KindAbort // the sender's communicator failed; payload is the reason
 	KindBye   // the sender closes the link on purpose
 	KindAllReduceStar
+	KindAllReduceHier
 	kindEnd
 )
 
-var kindNames = [...]string{"invalid", "allreduce(ring)", "allreduce(tree)", "broadcast", "barrier", "allgather-lengths", "allgatherv", "p2p", "abort", "bye", "allreduce(star)"}
+var kindNames = [...]string{"invalid", "allreduce(ring)", "allreduce(tree)", "broadcast", "barrier", "allgather-lengths", "allgatherv", "p2p", "abort", "bye", "allreduce(star)", "allreduce(hierarchical)"}
 
 func (k Kind) String() string {
 	if k < kindEnd {
@@ -120,6 +121,9 @@ func (h Header) shape() string {
 	s := fmt.Sprintf("%s #%d %s×%d", h.Kind, h.Seq, h.DType, h.Count)
 	if h.Kind == KindAllReduceRing || h.Kind == KindAllReduceTree || h.Kind == KindAllReduceStar {
 		s += " (" + h.Op.String() + ")"
+	}
+	if h.Kind == KindAllReduceHier {
+		s += fmt.Sprintf(" (%s, %s, host grouping %08x)", h.Op, hierPhase(h.Tag&3), h.Tag>>2)
 	}
 	return s
 }

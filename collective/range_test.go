@@ -21,18 +21,21 @@ func TestAllReduceRangeBitsOfTheWhole(t *testing.T) {
 		algo   Algo
 		length int
 		cuts   []int // piece boundaries, reduced from the end of the buffer down
+		hosts  []string
 	}{
-		{"ring n2", 2, Ring, 1001, []int{700, 300}},
-		{"ring n3 a piece in one segment", 3, Ring, 3000, []int{2500, 2400, 100}},
-		{"ring n4 pieces across segments", 4, Ring, 10007, []int{9000, 5001, 5000, 17, 1}},
-		{"ring n5 empty piece", 5, Ring, 999, []int{600, 600, 10}},
-		{"ring n7 one element pieces", 7, Ring, 50, []int{49, 48, 47, 20}},
-		{"tree n3", 3, Tree, 5000, []int{4000, 123}},
-		{"tree n4", 4, Tree, 5000, []int{2500}},
-		{"star n4", 4, Star, 5000, []int{4999, 1000}},
-		{"star n5", 5, Star, 777, []int{500, 1}},
-		{"auto picks for the whole (ring) though pieces are small", 4, Auto, 200000, []int{199990, 100000, 64}},
-		{"auto small buffer", 3, Auto, 1000, []int{500}},
+		{"ring n2", 2, Ring, 1001, []int{700, 300}, nil},
+		{"ring n3 a piece in one segment", 3, Ring, 3000, []int{2500, 2400, 100}, nil},
+		{"ring n4 pieces across segments", 4, Ring, 10007, []int{9000, 5001, 5000, 17, 1}, nil},
+		{"ring n5 empty piece", 5, Ring, 999, []int{600, 600, 10}, nil},
+		{"ring n7 one element pieces", 7, Ring, 50, []int{49, 48, 47, 20}, nil},
+		{"tree n3", 3, Tree, 5000, []int{4000, 123}, nil},
+		{"tree n4", 4, Tree, 5000, []int{2500}, nil},
+		{"star n4", 4, Star, 5000, []int{4999, 1000}, nil},
+		{"star n5", 5, Star, 777, []int{500, 1}, nil},
+		{"auto picks for the whole (ring) though pieces are small", 4, Auto, 200000, []int{199990, 100000, 64}, nil},
+		{"auto small buffer", 3, Auto, 1000, []int{500}, nil},
+		{"hierarchical 2+3 hosts", 5, Hierarchical, 20011, []int{15000, 10006, 10005, 3}, []string{"a", "a", "b", "b", "b"}},
+		{"auto picks hierarchical for the whole", 4, Auto, 200000, []int{199990, 100000, 64}, []string{"a", "a", "b", "b"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,7 +46,7 @@ func TestAllReduceRangeBitsOfTheWhole(t *testing.T) {
 					inputs[r][i] *= float32(math.Pow(10, float64(rng.IntN(7)-3)))
 				}
 			}
-			opts := Options{Algo: tc.algo, ChunkBytes: 1024}
+			opts := Options{Algo: tc.algo, ChunkBytes: 1024, Hosts: tc.hosts}
 			whole := make([][]float32, tc.n)
 			for r := range whole {
 				whole[r] = slices.Clone(inputs[r])

@@ -169,7 +169,8 @@ func jobFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "measure-wait", Value: true, Usage: "barrier before each gradient all-reduce, to tell waiting for slower peers from communicating"},
 		&cli.StringFlag{Name: "gradient-bucket", Value: "1M", Usage: "all-reduce the gradient in buckets of at least this size (K, M suffixes) while the backward pass computes the rest, as DDP's bucket_cap_mb; 0 or off: the whole gradient after the pass (the bits are the same)"},
 		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
-		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size) | ring | tree (recursive doubling) | star (rank 0 reduces; small buffers at 3-8 ranks)"},
+		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size, and hierarchical where some host runs several peers) | ring | tree (recursive doubling) | star (rank 0 reduces; small buffers at 3-8 ranks) | hierarchical (reduce in each host, ring over one leader per host, broadcast back)"},
+		&cli.StringFlag{Name: "host-id", Usage: "the host this peer counts as for the hierarchical all-reduce (default: this machine, boot and network namespace); peers given the same are one host"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
 	)...), elasticFlags()...)
 }
@@ -339,6 +340,10 @@ func init() {
 			if err != nil {
 				return usageError{fmt.Errorf("worker: --allreduce-algo: %w", err)}
 			}
+			host := c.String("host-id")
+			if c.IsSet("host-id") && (strings.TrimSpace(host) != host || host == "" || len(host) > 256) {
+				return usageError{fmt.Errorf("worker: --host-id %q: want a name of 1 to 256 characters without surrounding spaces, the same on every peer of one host", host)}
+			}
 			costParams, err := costFromFlags(c)
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
@@ -378,7 +383,7 @@ func init() {
 			}
 			wc := launch.WorkerConfig{
 				Job: job, Cluster: cl, Security: sec, Secret: secret, PSK: psk, Identity: identity,
-				Timeout: c.Duration("collective-timeout"), Algo: algo, Report: c.String("report"), Logger: log,
+				Timeout: c.Duration("collective-timeout"), Algo: algo, Host: host, Report: c.String("report"), Logger: log,
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 				Cost: costParams, LogEvery: c.Int("log-every"),
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/internal/atomicfile"
+	"github.com/meshtrain/meshtrain/internal/hostid"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/mirrored/observe"
@@ -70,9 +71,14 @@ type WorkerConfig struct {
 	Identity crypto.PrivKey
 	// Timeout bounds connecting to the peers and every collective.
 	Timeout time.Duration
-	// Algo is the all-reduce algorithm (collective.Auto chooses by size);
-	// every peer must use the same.
+	// Algo is the all-reduce algorithm (collective.Auto chooses by size
+	// and, from the peers' hosts, collective.Hierarchical where some host
+	// runs several peers); every peer must use the same.
 	Algo collective.Algo
+	// Host is the host this peer counts as for the hierarchical
+	// all-reduce; "" is hostid.Self (machine, boot and network
+	// namespace). Tests give peers of one machine different hosts.
+	Host string
 	// LinkFaults delays and paces this peer's outgoing frames (fault
 	// injection, see collective.DelayLinks); peers may differ.
 	LinkFaults collective.LinkFaults
@@ -103,6 +109,15 @@ type WorkerConfig struct {
 	// OnListening, if set, is called once this peer listens, before it
 	// connects to the others (a pod's readiness, see Health).
 	OnListening func()
+}
+
+// learnHosts tells c every peer's host (host, or hostid.Self), so that
+// Auto can choose the hierarchical all-reduce.
+func learnHosts(ctx context.Context, c *collective.Comm, host string) error {
+	if host == "" {
+		host = hostid.Self()
+	}
+	return c.LearnHosts(ctx, host)
 }
 
 // SecretFromEnv reads the cluster secret and the optional PSK from the
@@ -202,8 +217,19 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		f.Kill = func() { _ = t.Host().Close() } // the peers see the links reset, not a goodbye
 	}
 	gossip := mirrored.IsGossip(job.Strategy)
+	if !gossip { // gossip runs no all-reduce
+		if err := learnHosts(ctx, m.Comm, cfg.Host); err != nil {
+			return nil, m.Leave(ctx, err, false)
+		}
+	}
 	sum, err = mirrored.Run(ctx, job, mirrored.NewGroup(m.Comm))
 	var all []*mirrored.Summary
+	if err == nil && !gossip {
+		sum.Run.Topology = m.Comm.Describe(4 * sum.Run.Params)
+		if replica.WireOf(job.Combiner).Half() {
+			sum.Run.Topology = m.Comm.DescribeHalf()
+		}
+	}
 	if err == nil {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
 		sum.Peer.Links = m.Links()

@@ -94,6 +94,10 @@ type Result struct {
 	TargetAccuracy float64             `json:"target_accuracy,omitempty"`
 	TargetLoss     float64             `json:"target_loss,omitempty"`
 
+	// Topology is the peers' hosts and the gradient's all-reduce
+	// (collective.Comm.Describe), set by the worker; "" where unknown.
+	Topology string `json:"topology,omitempty"`
+
 	EpochResults []Epoch `json:"per_epoch"`
 	// TargetReached says whether a target stopped the run, after
 	// TimeToTarget seconds of training (evaluation excluded).

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/meshtrain/meshtrain/mirrored"
@@ -22,6 +23,38 @@ func TestIdenticalSkipsPeersThatLeft(t *testing.T) {
 	} {
 		if got := Identical(tc.peers); got != tc.want {
 			t.Errorf("%+v: identical %v, want %v", tc.peers, got, tc.want)
+		}
+	}
+}
+
+// TestTopologyShown: the hosts and the all-reduce chosen appear in the
+// table's verdict line and in the verdict's JSON, and on a line of their
+// own when there is no verdict (no peer took a step).
+func TestTopologyShown(t *testing.T) {
+	const topo = "topology: 2 hosts × 2 peers; all-reduce: hierarchical (reduce in host, ring over 2 leaders)"
+	for _, steps := range []int{100, 0} {
+		var peers []Peer
+		for r := range 4 {
+			s := &mirrored.Summary{Run: &mirrored.Result{ParamsSHA256: "a", Topology: topo}, Peer: *stats(0.010, 0.030, 0, 0, 1e6, 1)}
+			s.Peer.Steps = steps
+			peers = append(peers, Peer{Rank: r, Summary: s})
+		}
+		rep := &Report{Peers: peers, Identical: true}
+		var b strings.Builder
+		WriteTable(&b, rep)
+		v, ok := rep.Verdict()
+		line := topo
+		if steps > 0 {
+			if !ok || v.Topology != topo {
+				t.Fatalf("%d steps: verdict %+v (ok %v) without the topology", steps, v, ok)
+			}
+			line = v.String()
+			if !strings.Contains(line, "; "+topo) {
+				t.Fatalf("verdict line %q does not name the topology", line)
+			}
+		}
+		if !strings.Contains(b.String(), line+"\n") || strings.Count(b.String(), topo) != 1 {
+			t.Fatalf("%d steps: the table shows the topology other than once on the line %q:\n%s", steps, line, b.String())
 		}
 	}
 }

@@ -71,8 +71,10 @@ func WriteTable(w io.Writer, rep *Report) {
 	if line := hostLine(rep); line != "" {
 		fmt.Fprintln(w, line)
 	}
-	if v, ok := rep.Verdict(); ok {
+	if v, ok := rep.Verdict(); ok { // the verdict names the topology
 		fmt.Fprintln(w, v)
+	} else if topo := rep.topology(); topo != "" {
+		fmt.Fprintln(w, topo)
 	}
 }
 
@@ -113,7 +115,20 @@ func (rep *Report) Verdict() (Verdict, bool) {
 			break
 		}
 	}
-	return VerdictOf(run)
+	v, ok := VerdictOf(run)
+	v.Topology = rep.topology()
+	return v, ok
+}
+
+// topology is the peers' hosts and all-reduce as the first peer with a
+// summary recorded them (only the workers know their hosts).
+func (rep *Report) topology() string {
+	for _, p := range rep.Peers {
+		if p.Summary != nil && p.Summary.Run != nil && p.Summary.Run.Topology != "" {
+			return p.Summary.Run.Topology
+		}
+	}
+	return ""
 }
 
 // writeLinks prints the bytes each peer sent over each link, one row per

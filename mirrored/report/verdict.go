@@ -77,12 +77,18 @@ type Verdict struct {
 	// cost model's, 0 if none.
 	StepSeconds          float64 `json:"step_seconds"`
 	PredictedStepSeconds float64 `json:"predicted_step_seconds,omitempty"`
+	// Topology is the peers' hosts and the all-reduce (Result.Topology), which
+	// a network verdict depends on.
+	Topology string `json:"topology,omitempty"`
 }
 
 func (v Verdict) String() string {
 	s := fmt.Sprintf("bottleneck: %s — %s", v.Resource, v.Evidence)
 	if v.PredictedStepSeconds > 0 {
 		s += fmt.Sprintf("; the cost model predicted %s a step, measured %s", dur(v.PredictedStepSeconds), dur(v.StepSeconds))
+	}
+	if v.Topology != "" {
+		s += "; " + v.Topology
 	}
 	if v.Next != "" {
 		s += " (" + v.Next + ")"

@@ -113,21 +113,30 @@ func MeanRate(rs []TCPResult) float64 {
 // plaintext), reps timed repetitions per size. extra goes to every
 // netbench process (e.g. -window N, -muxer yamux, -algo ring).
 func MeasureAllReduce(ctx context.Context, h *Hosts, netbench, sec string, sizes []int64, reps int, extra ...string) ([]AllReduceResult, error) {
+	return MeasureAllReducePerHost(ctx, h, 1, netbench, sec, sizes, reps, extra...)
+}
+
+// MeasureAllReducePerHost is MeasureAllReduce with perHost peers on every
+// host (listening on AllReducePort, AllReducePort+1, …): the peers learn
+// each other's host (hostid: each namespace is a host), so with several
+// a host netbench's -algo auto takes the hierarchical all-reduce.
+func MeasureAllReducePerHost(ctx context.Context, h *Hosts, perHost int, netbench, sec string, sizes []int64, reps int, extra ...string) ([]AllReduceResult, error) {
 	sz := make([]string, len(sizes))
 	for i, s := range sizes {
 		sz[i] = strconv.FormatInt(s, 10)
 	}
-	return runNetbench[AllReduceResult](ctx, h, netbench, "allreduce", len(sizes),
+	return runNetbench[AllReduceResult](ctx, h, perHost, netbench, "allreduce", len(sizes),
 		append([]string{"-security", sec, "-sizes", strings.Join(sz, ","), "-reps", strconv.Itoa(reps)}, extra...)...)
 }
 
-// runNetbench runs netbench's mode on every host with args and returns the
-// want results host 0 printed, one JSON object each (every rank took part
-// in the same timings; rank 0 reports). Every timed repetition starts
-// after the links idled for h.Rate.Refill(), with tbf's bucket full.
-func runNetbench[T any](ctx context.Context, h *Hosts, netbench, mode string, want int, args ...string) ([]T, error) {
-	res, err := h.RunOnAll(ctx, func(i int) Proc {
-		return Proc{Args: append([]string{netbench, mode, "-rank", strconv.Itoa(i), "-hosts", h.hostList(),
+// runNetbench runs netbench's mode with args as perHost processes on
+// every host and returns the want results rank 0 printed, one JSON
+// object each (every rank took part in the same timings; rank 0
+// reports). Every timed repetition starts after the links idled for
+// h.Rate.Refill(), with tbf's bucket full.
+func runNetbench[T any](ctx context.Context, h *Hosts, perHost int, netbench, mode string, want int, args ...string) ([]T, error) {
+	res, err := h.RunPerHost(ctx, perHost, func(i int) Proc {
+		return Proc{Args: append([]string{netbench, mode, "-rank", strconv.Itoa(i), "-hosts", h.hostList(), "-per-host", strconv.Itoa(perHost),
 			"-port", strconv.Itoa(AllReducePort), "-idle", h.Rate.Refill().String()}, args...)}
 	})
 	if err != nil {

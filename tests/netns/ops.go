@@ -36,7 +36,7 @@ func (r OpResult) Median() float64 {
 // (TLS): for each count in touched, every rank encodes that many random
 // features, all-gathers the encodings in one round and decodes them.
 func MeasureGather(ctx context.Context, h *Hosts, netbench string, touched []int, reps int) ([]OpResult, error) {
-	return runNetbench[OpResult](ctx, h, netbench, "gather", len(touched), "-touched", joinInts(touched), "-reps", strconv.Itoa(reps))
+	return runNetbench[OpResult](ctx, h, 1, netbench, "gather", len(touched), "-touched", joinInts(touched), "-reps", strconv.Itoa(reps))
 }
 
 // MeasureGossip times one pairwise gossip round (TLS) of each vector size
@@ -46,7 +46,7 @@ func MeasureGossip(ctx context.Context, h *Hosts, netbench string, sizes []int64
 	for i, s := range sizes {
 		sz[i] = int(s)
 	}
-	return runNetbench[OpResult](ctx, h, netbench, "gossip", len(sizes), "-sizes", joinInts(sz), "-reps", strconv.Itoa(reps))
+	return runNetbench[OpResult](ctx, h, 1, netbench, "gossip", len(sizes), "-sizes", joinInts(sz), "-reps", strconv.Itoa(reps))
 }
 
 func joinInts(v []int) string {

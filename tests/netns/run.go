@@ -22,14 +22,23 @@ type Proc struct {
 
 // Result is a finished process.
 type Result struct {
-	Host           int
+	// Host is the host it ran on; Rank its index among all the processes
+	// (Host itself with one process a host).
+	Host, Rank     int
 	Stdout, Stderr string
 	Err            error
 	Elapsed        time.Duration
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("host %d: exit %v after %v\n--- stdout\n%s--- stderr\n%s", r.Host, r.Err, r.Elapsed.Round(time.Millisecond), r.Stdout, r.Stderr)
+	return fmt.Sprintf("%s: exit %v after %v\n--- stdout\n%s--- stderr\n%s", r.who(), r.Err, r.Elapsed.Round(time.Millisecond), r.Stdout, r.Stderr)
+}
+
+func (r Result) who() string {
+	if r.Rank == r.Host {
+		return fmt.Sprintf("host %d", r.Host)
+	}
+	return fmt.Sprintf("rank %d (host %d)", r.Rank, r.Host)
 }
 
 // RunOnAll runs proc(i) on every host i at once and waits for all of them.
@@ -37,17 +46,27 @@ func (r Result) String() string {
 // timeouts for it); the error names every host that failed, the first
 // one's output included. It also fails when ctx ends first.
 func (h *Hosts) RunOnAll(ctx context.Context, proc func(i int) Proc) ([]Result, error) {
+	return h.RunPerHost(ctx, 1, proc)
+}
+
+// RunPerHost is RunOnAll with perHost processes on every host (peers
+// that share a host): proc(rank) runs on host rank/perHost, for rank in
+// [0, N·perHost).
+func (h *Hosts) RunPerHost(ctx context.Context, perHost int, proc func(rank int) Proc) ([]Result, error) {
+	if perHost < 1 {
+		return nil, fmt.Errorf("netns: %d processes a host: want at least 1", perHost)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	res := make([]Result, h.N)
+	res := make([]Result, h.N*perHost)
 	first := -1
 	var once sync.Once
 	var wg sync.WaitGroup
-	for i := range h.N {
+	for i := range res {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = h.runOne(ctx, i, proc(i))
+			res[i] = h.runOne(ctx, i/perHost, i, proc(i))
 			if res[i].Err != nil {
 				once.Do(func() { first = i; cancel() })
 			}
@@ -59,16 +78,16 @@ func (h *Hosts) RunOnAll(ctx context.Context, proc func(i int) Proc) ([]Result, 
 	}
 	errs := []error{fmt.Errorf("first failure: %s", res[first])}
 	for _, r := range res {
-		if r.Err != nil && r.Host != first {
-			errs = append(errs, fmt.Errorf("host %d (stopped once host %d failed): %w", r.Host, first, r.Err))
+		if r.Err != nil && r.Rank != first {
+			errs = append(errs, fmt.Errorf("%s (stopped once %s failed): %w", r.who(), res[first].who(), r.Err))
 		}
 	}
 	return res, errors.Join(errs...)
 }
 
-// runOne runs p on host i, after p.Delay.
-func (h *Hosts) runOne(ctx context.Context, i int, p Proc) Result {
-	r := Result{Host: i}
+// runOne runs p on host i as process rank, after p.Delay.
+func (h *Hosts) runOne(ctx context.Context, i, rank int, p Proc) Result {
+	r := Result{Host: i, Rank: rank}
 	if p.Delay > 0 {
 		select {
 		case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/half"
+	"github.com/meshtrain/meshtrain/internal/hostid"
 	"github.com/meshtrain/meshtrain/internal/rusage"
 )
 
@@ -96,6 +97,11 @@ func AllReduce(ctx context.Context, cfg AllReduceConfig, w io.Writer) error {
 	var res *AllReduceResult
 	opts := collective.Options{Algo: cfg.Algo, ChunkBytes: cfg.ChunkBytes, SmallBytes: cfg.SmallBytes}
 	err := cfg.run(ctx, opts, func(ctx context.Context, c *collective.Comm, addrs []string) error {
+		// As a worker does: with several benches on some of several hosts,
+		// auto is the hierarchical all-reduce.
+		if err := c.LearnHosts(ctx, hostid.Self()); err != nil {
+			return err
+		}
 		var rows []Row
 		for _, size := range cfg.Sizes {
 			row, err := measure(ctx, c, size, cfg.MinTime, cfg.InProcess, cfg.Wire)

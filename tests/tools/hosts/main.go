@@ -4,6 +4,7 @@
 //	go run ./tests/tools/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
 //	go run ./tests/tools/hosts down        # removes them (and clusters left by killed tests)
 //	go run ./tests/tools/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
+//	go run ./tests/tools/hosts hier [-n 2] [-per-host 2] [-rate 1gbit] [-mib 64] [-pairs 5]
 //	go run ./tests/tools/hosts validate [-n 2,3,4] [-rate 1.8gbit,1gbit,100mbit] [-params meshtrain-cost.json] [-out DIR] [-replot POINTS] [-fits K] [-fit-only]
 //	go run ./tests/tools/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json] [-gamma NS] [-dense-runs 5]
 //
@@ -23,6 +24,12 @@
 // framing, no fold) after raw TCP, and adds its rate and the all-reduce's
 // ratio to it: the most any TLS all-reduce could reach on these hosts
 // with this machine's CPUs.
+//
+// hier runs -per-host peers on each of -n hosts and compares the flat
+// ring with what Auto chooses there (the hierarchical all-reduce): -pairs
+// alternating pairs of runs, one line a run (its median busbw of -reps,
+// each rep, the CPU of all peers per all-reduce, the load average), then
+// the medians over the pairs and their ratio.
 //
 // validate checks the cost model (collective/cost) against the hosts: for
 // each rate and N it times the ring, recursive doubling and star
@@ -77,7 +84,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: hosts up N RATE | down | bench [flags] | validate [flags] | course [flags]")
+		return errors.New("usage: hosts up N RATE | down | bench [flags] | hier [flags] | validate [flags] | course [flags]")
 	}
 	if err := netns.Available(); err != nil {
 		return err
@@ -89,12 +96,14 @@ func run(ctx context.Context, args []string) error {
 		return errors.Join(netns.Remove(tag), netns.RemoveStale())
 	case "bench":
 		return bench(ctx, args[1:])
+	case "hier":
+		return hier(ctx, args[1:])
 	case "validate":
 		return validate(ctx, args[1:])
 	case "course":
 		return course(ctx, args[1:])
 	}
-	return fmt.Errorf("unknown command %q: want up, down, bench, validate or course", args[0])
+	return fmt.Errorf("unknown command %q: want up, down, bench, hier, validate or course", args[0])
 }
 
 func up(ctx context.Context, args []string) error {
@@ -147,15 +156,11 @@ func bench(ctx context.Context, args []string) error {
 		}
 		sizes = append(sizes, int64(v)<<20)
 	}
-	dir, err := os.MkdirTemp("", "meshtrain-netbench-")
+	bin, remove, err := buildNetbench(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	bin, err := netns.Build(ctx, dir, netns.NetbenchPackage)
-	if err != nil {
-		return err
-	}
+	defer remove()
 	head := "rate\tN\trun\tsize\tbusbw(MB/s)\treps(MB/s)\trawTCP(MB/s)\tratio\tcpu(s)\tload"
 	if *rawTLS {
 		head += "\trawTLS(MB/s)\tratio to rawTLS"
@@ -226,4 +231,18 @@ func benchCluster(ctx context.Context, bin string, rate netns.Rate, n int, sizes
 		}
 	}
 	return h.Down()
+}
+
+// buildNetbench builds the measuring program into a temporary directory,
+// which remove deletes.
+func buildNetbench(ctx context.Context) (bin string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "meshtrain-netbench-")
+	if err != nil {
+		return "", nil, err
+	}
+	if bin, err = netns.Build(ctx, dir, netns.NetbenchPackage); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
 }

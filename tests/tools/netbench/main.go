@@ -2,7 +2,7 @@
 // (one process per namespace) by package netns:
 //
 //	netbench tcp -rank R -hosts IP0,IP1,… -port P -duration D [-tls]
-//	netbench allreduce -rank R -hosts IP0,IP1,… -port P -security tls -sizes 16777216,67108864 -reps 3 [-algo ring]
+//	netbench allreduce -rank R -hosts IP0,IP1,… -port P -security tls -sizes 16777216,67108864 -reps 3 [-algo ring] [-per-host K]
 //	netbench gather -rank R -hosts IP0,IP1,… -port P -touched 100,1000 -reps 9
 //	netbench gossip -rank R -hosts IP0,IP1,… -port P -sizes 4096,1048576 -reps 9
 //
@@ -40,6 +40,7 @@ import (
 
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
+	"github.com/meshtrain/meshtrain/internal/hostid"
 	"github.com/meshtrain/meshtrain/internal/rawtls"
 	"github.com/meshtrain/meshtrain/tests/netns"
 )
@@ -74,20 +75,25 @@ func run(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 3, "allreduce: timed repetitions per size")
 	window := fs.Int("window", 0, "stream window in bytes (0: p2p's default; for experiments)")
 	muxer := fs.String("muxer", "", "stream multiplexer: mesh or yamux (default p2p's)")
-	algoName := fs.String("algo", "auto", "allreduce: ring, tree, star or auto")
+	algoName := fs.String("algo", "auto", "allreduce: ring, tree, star, hierarchical or auto")
 	chunk := fs.Int("chunk", 0, "allreduce: ring chunk in bytes (0: collective's default)")
+	perHost := fs.Int("per-host", 1, "allreduce, gather, gossip: processes on each host, listening on -port, -port+1, …; rank R is host R/per-host's")
 	idle := fs.Duration("idle", 0, "allreduce, gather, gossip: how long to wait after each barrier before a timed repetition (netns.Rate.Refill: tbf's bucket refills)")
 	touchedList := fs.String("touched", "1000", "gather: touched features per rank, comma-separated")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	hosts := strings.Split(*hostList, ",")
-	if *rank < 0 || *rank >= len(hosts) || len(hosts) < 2 {
-		return fmt.Errorf("rank %d of hosts %q: want at least 2 hosts and a rank among them", *rank, *hostList)
+	k := *perHost
+	if k < 1 || (k > 1 && args[0] == "tcp") {
+		return fmt.Errorf("-per-host %d: want at least 1 (and 1 for tcp)", k)
 	}
-	addrs := make([]string, len(hosts))
-	for i, h := range hosts {
-		addrs[i] = net.JoinHostPort(h, strconv.Itoa(*port))
+	if *rank < 0 || *rank >= len(hosts)*k || len(hosts) < 2 {
+		return fmt.Errorf("rank %d of hosts %q with %d a host: want at least 2 hosts and a rank among their processes", *rank, *hostList, k)
+	}
+	addrs := make([]string, len(hosts)*k)
+	for i := range addrs {
+		addrs[i] = net.JoinHostPort(hosts[i/k], strconv.Itoa(*port+i%k))
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+*duration)
 	defer cancel()
@@ -120,6 +126,11 @@ func run(ctx context.Context, args []string) error {
 	defer tr.Close()
 	c, err := collective.New(tr, collective.Options{Timeout: timeout, Algo: algo, ChunkBytes: *chunk})
 	if err != nil {
+		return err
+	}
+	// Each namespace is a host: with several processes on one, Auto takes
+	// the hierarchical all-reduce, as a worker's would.
+	if err := c.LearnHosts(ctx, hostid.Self()); err != nil {
 		return err
 	}
 	switch args[0] {

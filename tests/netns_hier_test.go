@@ -1,0 +1,93 @@
+package tests
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/meshtrain/meshtrain/internal/longtest"
+	"github.com/meshtrain/meshtrain/tests/netns"
+)
+
+// TestLongEmulatedHierarchical: on 2 emulated hosts × 2 peers at 1 Gbit,
+// the peers learn that they share hosts and -algo auto takes the
+// hierarchical all-reduce, whose 64 MiB median busbw over 5 alternating
+// pairs is ≥ 1.3× the flat ring's (issue 31's goal; 1.5× is the bytes'
+// bound: M instead of 1.5M over each host's link). The links are
+// plaintext: with TLS inside each host too, the four peers' ciphers need
+// more than this machine's 2 cores (BENCHMARKS.md, "Hierarchical
+// all-reduce"), which the same-host path without a cipher (issue 31 item
+// 2) is for; the TLS pairs are measured and logged beside.
+func TestLongEmulatedHierarchical(t *testing.T) {
+	longtest.Require(t, "the hierarchical all-reduce against the flat ring on 2 emulated hosts × 2 peers")
+	const size, pairs, reps, want = 64 << 20, 5, 3, 1.3
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h := emulatedHosts(t, ctx, 2, netns.Gbit)
+	bin := netbenchBinary(t, ctx)
+	for _, sec := range []string{"plaintext", "tls"} {
+		meetsTiming(t, func() string {
+			res, err := netns.MeasureAlgoPairs(ctx, h, 2, bin, sec, size, pairs, reps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range res {
+				t.Logf("%s pair %d: ring %.1f MB/s (reps %.0f, %.2f CPU s), %s %.1f MB/s (reps %.0f, %.2f CPU s); load %s",
+					sec, i+1, p.Ring.Median()/1e6, p.Ring.BusBW, p.Ring.CPUSeconds, p.Auto.Algo, p.Auto.Median()/1e6, p.Auto.BusBW, p.Auto.CPUSeconds, p.Load)
+				if p.Auto.Algo != "hierarchical" || p.Ring.Algo != "ring" {
+					t.Fatalf("pair %d ran %q and %q: want ring and, chosen by auto, hierarchical", i+1, p.Ring.Algo, p.Auto.Algo)
+				}
+			}
+			ring, hier, ratio := netns.PairMedians(res)
+			t.Logf("%s: median busbw ring %.1f MB/s, hierarchical %.1f MB/s: %.2f×", sec, ring/1e6, hier/1e6, ratio)
+			if sec == "plaintext" && ratio < want {
+				return fmt.Sprintf("plaintext: hierarchical busbw %.1f MB/s is %.2f× the ring's %.1f MB/s, want ≥ %.1f×", hier/1e6, ratio, ring/1e6, want)
+			}
+			return ""
+		})
+	}
+}
+
+// TestEmulatedHostsHierarchicalTrain trains LeNet-5 with 2 workers on each
+// of 2 emulated hosts: the workers find from their network namespaces
+// (hostid) which of them share a host, take the hierarchical all-reduce
+// for the gradient, end with identical parameters, and the chief's
+// summary says so.
+func TestEmulatedHostsHierarchicalTrain(t *testing.T) {
+	const perHost = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	h := emulatedHosts(t, ctx, 2, netns.Gbit)
+	dir := t.TempDir()
+	peers := make([]string, h.N*perHost)
+	for r := range peers {
+		peers[r] = net.JoinHostPort(h.IP(r/perHost), strconv.Itoa(7000+r%perHost))
+	}
+	secret := "MESHTRAIN_CLUSTER_SECRET=" + hex.EncodeToString([]byte("emulated hosts' secret, 32 bytes"))
+	summary := filepath.Join(dir, "summary.json")
+	res, err := h.RunPerHost(ctx, perHost, func(r int) netns.Proc {
+		spec := filepath.Join(dir, fmt.Sprintf("tf_config%d.json", r))
+		if err := os.WriteFile(spec, []byte(tfConfig(peers, r)), 0o644); err != nil {
+			t.Error(err)
+		}
+		return netns.Proc{Env: []string{secret, "TF_CONFIG="}, Args: []string{binary, "worker", "--tf-config", spec, "--summary", summary,
+			"--model", "lenet", "--epochs", "1", "--batch", "32", "--train-examples", "640", "--test-examples", "200", "--collective-timeout", "40s"}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := readSummary(t, summary)
+	const want = "topology: 2 hosts × 2 peers; all-reduce: hierarchical (reduce in host, ring over 2 leaders)"
+	if s.Run == nil {
+		t.Fatalf("the summary has no run:\n%s", res[0])
+	}
+	if !s.ParamsIdentical || s.Run.Topology != want {
+		t.Fatalf("identical %v, topology %q; want identical, %q\n%s", s.ParamsIdentical, s.Run.Topology, want, res[0])
+	}
+}
