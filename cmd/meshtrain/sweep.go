@@ -26,7 +26,7 @@ var sweepDropped = []string{"batch", "checkpoint-dir", "checkpoint-every", "keep
 
 func init() {
 	var shared []cli.Flag
-	for _, f := range append(withoutWire(jobFlags()), gossipFlags()...) {
+	for _, f := range append(withoutRingOnly(jobFlags()), gossipFlags()...) {
 		if !slices.Contains(sweepDropped, f.Names()[0]) {
 			shared = append(shared, f)
 		}
