@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -290,5 +291,65 @@ func TestSyncBatchNormRefused(t *testing.T) {
 	}
 	if !slices.Equal(before, g.(Stateful).Buffers()) {
 		t.Error("a failed pass moved the moving statistics")
+	}
+}
+
+// TestSyncBatchNormIdle: a replica with no examples (ForwardBackward of
+// 0) and shards with none (3 examples over 4 shards) still meet the
+// others at every batch normalization, forward and backward, with a
+// gradient notifier armed as the bucketed exchange arms it: the replica
+// with the batch gets the gradient of one replica on it alone, the idle
+// one a zero gradient, and both the moving statistics of the batch.
+func TestSyncBatchNormIdle(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, tc := range syncModels {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 3
+			whole := tc.build(t, 1)
+			x, labels := testBatch(9, n, whole.InputDim(), 3)
+			wantLoss, err := whole.ForwardBackward(x, labels, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reducers := statsync.InMemory(2, 10*time.Second)
+			reps := [2]Model{tc.build(t, 2), tc.build(t, 4)}
+			for r, m := range reps {
+				if gn, ok := m.(GradNotifier); ok {
+					gn.NotifyGrads(func(int) {})
+				}
+				if err := m.(BatchNormSyncer).SyncBatchNorm(reducers[r]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var losses [2]float64
+			errs := make([]error, 2)
+			onReplicas(2, func(r int) {
+				if r == 0 {
+					losses[r], errs[r] = reps[r].ForwardBackward(nil, nil, 0)
+					return
+				}
+				losses[r], errs[r] = reps[r].ForwardBackward(x, labels, n)
+			})
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			if losses[0] != 0 || math.Abs(losses[1]-wantLoss) > 1e-6 {
+				t.Errorf("losses %v, want 0 and the batch's %v", losses, wantLoss)
+			}
+			for i, g := range whole.Grads() {
+				if reps[0].Grads()[i] != 0 || math.Abs(float64(reps[1].Grads()[i]-g)) > 1e-5*(1+math.Abs(float64(g))) {
+					t.Fatalf("gradient %d: idle replica %v, the other %v; want 0 and %v", i, reps[0].Grads()[i], reps[1].Grads()[i], g)
+				}
+			}
+			b0, b1, want := reps[0].(Stateful).Buffers(), reps[1].(Stateful).Buffers(), whole.(Stateful).Buffers()
+			if !slices.Equal(b0, b1) {
+				t.Errorf("moving statistics: idle replica %v, the other %v", b0, b1)
+			}
+			for i, v := range want {
+				if math.Abs(float64(b1[i]-v)) > 1e-5 {
+					t.Errorf("moving statistic %d: %v, the batch's %v", i, b1[i], v)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,118 @@
+package mirrored
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshtrain/meshtrain/data"
+	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
+	"github.com/meshtrain/meshtrain/nn/keras"
+)
+
+// kerasJob is a job training the Keras file name (nn/keras/testdata) on
+// set, batch examples per replica, one epoch in data-set order.
+func kerasJob(t *testing.T, name string, set *data.ImageSet, batch int) Job {
+	t.Helper()
+	m, err := keras.ReadFile(filepath.Join("..", "nn", "keras", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := testJob(t, "", set, batch, 1)
+	job.NewModel, job.HashEvery, job.NoShuffle = m.NewModel, 1, true
+	return job
+}
+
+// runCheckpointed runs jobs, each writing checkpoints to its own
+// folder, and returns their summaries and rank 0's last checkpoint.
+func runCheckpointed(t *testing.T, jobs []Job) ([]*Summary, *checkpoint.Checkpoint) {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range jobs {
+		jobs[i].CheckpointDir = dir
+	}
+	sums, errs := runGroup(t, jobs)
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	path, err := checkpoint.Latest(dir)
+	if err != nil || path == "" {
+		t.Fatalf("no final checkpoint: %v", err)
+	}
+	ck, err := checkpoint.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sums, ck
+}
+
+// TestSyncBatchNormOnTwoPeers: ResNet-20 from its Keras file on two
+// replicas with synchronized batch normalization (over the in-memory
+// transport) ends with the same parameters and moving statistics, bit
+// for bit, on both, which no broadcast of the buffers now enforces; it
+// ends where one replica on the whole global batch ends (normalising
+// the same batch) to rounding, and unsynchronized replicas end
+// elsewhere. The checkpoint records the setting; the default's does not.
+func TestSyncBatchNormOnTwoPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("ResNet-20, four runs: seconds of CPU")
+	}
+	const batch = 8
+	set := synthColour(32, 16, 3)
+	job := kerasJob(t, "resnet20_keras3.json", set, batch)
+	job.SyncBatchNorm = true
+	sums, ck := runCheckpointed(t, same(2, job))
+	a, b := sums[0].Run, sums[1].Run
+	if a.ParamsSHA256 == "" || a.ParamsSHA256 != b.ParamsSHA256 || a.BuffersSHA256 == "" || a.BuffersSHA256 != b.BuffersSHA256 {
+		t.Fatalf("rank 1 ends with params %s buffers %s, rank 0 with %s and %s", b.ParamsSHA256, b.BuffersSHA256, a.ParamsSHA256, a.BuffersSHA256)
+	}
+	if a.Steps != 2 {
+		t.Errorf("%d steps, want 2", a.Steps)
+	}
+	if !strings.Contains(ck.Config, `"sync_batchnorm"`) {
+		t.Errorf("the checkpoint's settings %s do not record sync_batchnorm", ck.Config)
+	}
+
+	one := job
+	one.BatchSize = 2 * batch
+	_, whole := runCheckpointed(t, []Job{one})
+	plain := job
+	plain.SyncBatchNorm = false
+	_, apart := runCheckpointed(t, same(2, plain))
+	if strings.Contains(apart.Config, "sync_batchnorm") {
+		t.Errorf("a default run's checkpoint records sync_batchnorm: %s", apart.Config)
+	}
+	worst := func(p []float32) float64 {
+		w := 0.0
+		for i, v := range whole.Params {
+			w = max(w, math.Abs(float64(p[i]-v))/math.Max(1, math.Abs(float64(v))))
+		}
+		return w
+	}
+	synced, unsynced := worst(ck.Params), worst(apart.Params)
+	t.Logf("largest relative difference from one replica on the whole batch: synchronized %.3g, not %.3g", synced, unsynced)
+	if synced > 1e-4 {
+		t.Errorf("synchronized: %.3g from one replica on the whole batch, want ≤ 1e-4", synced)
+	}
+	if unsynced < 10*synced || unsynced < 1e-4 {
+		t.Errorf("unsynchronized: %.3g from one replica on the whole batch, synchronized %.3g: the test cannot tell them apart", unsynced, synced)
+	}
+}
+
+// TestSyncBatchNormMismatchNamed: a replica started without
+// --sync-batchnorm beside one with it is refused at start-up, naming the
+// setting and who holds which value.
+func TestSyncBatchNormMismatchNamed(t *testing.T) {
+	job := kerasJob(t, "batchnorm_tfkeras2.json", synthMNIST(64, 16, 5), 8)
+	jobs := same(2, job)
+	jobs[1].SyncBatchNorm = true
+	_, errs := runGroup(t, jobs)
+	const want = "sync_batchnorm is false on rank 0 but true on rank 1"
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("rank %d: %v, want %q", r, err, want)
+		}
+	}
+}
