@@ -26,7 +26,8 @@ import (
 // without SyncBatchNorm, and the moving statistics are updated once per
 // step from the whole batch's mean and variance, combined from the parts'
 // in part order, so they are those of the whole batch whatever the
-// split and GOMAXPROCS.
+// split and GOMAXPROCS. Synchronized (BatchNormSyncer, syncbn.go), every
+// part, and every replica's, is normalised with the global batch's.
 type BatchNormalization struct {
 	// Momentum and Epsilon are Keras's; 0 stands for Keras's defaults,
 	// 0.99 and 1e-3.
