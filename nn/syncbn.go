@@ -97,10 +97,12 @@ func (s *bufferSet) syncBatchNorm(name string, r StatsReducer) (*statsync.Point,
 }
 
 // syncTrain is a synchronized training pass's Forward: the shard's count,
-// and per channel Σ(x−K) and Σ(x−K)² about the moving mean K (the same on
-// every shard and replica, and near the batch's mean, so the float64
-// sums lose little to cancellation), summed over the shards and replicas;
-// then the global mean and biased variance normalise.
+// and per channel Σ(x−K) and Σ(x−K)² about the moving mean K, summed
+// over the shards and replicas; then the global mean and biased variance
+// normalise. K is the same on every shard (one buffer) and replica (whose
+// buffers are the same bits, which the replicas compare), and near the
+// batch's mean, so the float64 sums lose little to cancellation; one
+// meeting, where a mean first would take two.
 func (l *batchNorm) syncTrain(y, x []float32, n int) {
 	sy, C := l.sy, l.C
 	buf := sy.buf
