@@ -9,20 +9,28 @@ import (
 	"time"
 )
 
+// together runs f(i) for i in [0, n) on goroutines of their own and
+// waits for all.
+func together(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
 // meet runs part j's Meet of vs[j] for every part on its own goroutine
 // and returns each part's result.
 func meet(p *Point, vs [][]float64) ([][]float64, []error) {
 	out, errs := make([][]float64, len(vs)), make([]error, len(vs))
-	var wg sync.WaitGroup
-	for j := range vs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := p.Meet(j, vs[j], "layer 1")
-			out[j], errs[j] = slices.Clone(s), err
-		}()
-	}
-	wg.Wait()
+	together(len(vs), func(j int) {
+		s, err := p.Meet(j, vs[j], "layer 1")
+		out[j], errs[j] = slices.Clone(s), err
+	})
 	return out, errs
 }
 
@@ -64,15 +72,9 @@ func TestPoint(t *testing.T) {
 	rs := InMemory(2, 5*time.Second)
 	points := []*Point{New(2, rs[0]), New(2, rs[1])}
 	var got [2][][]float64
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got[r], _ = meet(points[r], [][]float64{{1 + float64(r)}, {10 * (1 + float64(r))}})
-		}()
-	}
-	wg.Wait()
+	together(2, func(r int) {
+		got[r], _ = meet(points[r], [][]float64{{1 + float64(r)}, {10 * (1 + float64(r))}})
+	})
 	for r := range 2 {
 		for j := range 2 {
 			if !slices.Equal(got[r][j], []float64{33}) {
@@ -109,16 +111,8 @@ func TestPoint(t *testing.T) {
 // vectors of different lengths are told their models differ.
 func TestInMemoryFailures(t *testing.T) {
 	rs := InMemory(3, 20*time.Millisecond)
-	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = rs[r].SumStats([]float64{1})
-		}()
-	}
-	wg.Wait()
+	together(2, func(r int) { errs[r] = rs[r].SumStats([]float64{1}) })
 	for r, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "replicas [2]") {
 			t.Errorf("replica %d: %v, want the wait to name replica 2", r, err)
@@ -129,13 +123,7 @@ func TestInMemoryFailures(t *testing.T) {
 	}
 
 	rs = InMemory(2, 5*time.Second)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		errs[0] = rs[0].SumStats([]float64{1, 2})
-	}()
-	errs[1] = rs[1].SumStats([]float64{1})
-	wg.Wait()
+	together(2, func(r int) { errs[r] = rs[r].SumStats(make([]float64, 1+r)) })
 	for r, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "models differ") {
 			t.Errorf("replica %d: %v, want the lengths' mismatch", r, err)
