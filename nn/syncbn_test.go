@@ -7,25 +7,22 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshtrain/meshtrain/nn/statsync"
 )
 
-// onReplicas runs f(r) for each of n replicas on its own goroutine and
-// waits for all: the replicas of a synchronized pass meet inside it.
-func onReplicas(n int, f func(r int)) {
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(r)
-		}()
-	}
-	wg.Wait()
+// bothReplicas runs f(1) on a goroutine and f(0) on the caller's and
+// waits for both: the replicas of a synchronized pass meet inside it.
+func bothReplicas(f func(r int)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(1)
+	}()
+	f(0)
+	<-done
 }
 
 // TestSyncBatchNormGradient: a BatchNormalization synchronized over two
@@ -84,7 +81,7 @@ func TestSyncBatchNormGradient(t *testing.T) {
 			}
 			off := [2]int{0, tc.parts[0]}
 			ys, dxs := make([]float32, n*out), make([]float32, n*in)
-			onReplicas(2, func(r int) {
+			bothReplicas(func(r int) {
 				lo, m := off[r], tc.parts[r]
 				reps[r].Forward(ys[lo*out:(lo+m)*out], x[lo*in:(lo+m)*in], m)
 				reps[r].Backward(dxs[lo*in:(lo+m)*in], w[lo*out:(lo+m)*out], x[lo*in:(lo+m)*in], nil, m)
@@ -209,7 +206,7 @@ func TestSyncBatchNormReplicasEqualWhole(t *testing.T) {
 					}
 				}
 				errs := make([]error, 2)
-				onReplicas(2, func(r int) {
+				bothReplicas(func(r int) {
 					lo, hi := parts[r][0], parts[r][1]
 					losses[r], errs[r] = reps[r].ForwardBackward(x[lo*dim:hi*dim], labels[lo:hi], hi-lo)
 				})
@@ -323,7 +320,7 @@ func TestSyncBatchNormIdle(t *testing.T) {
 			}
 			var losses [2]float64
 			errs := make([]error, 2)
-			onReplicas(2, func(r int) {
+			bothReplicas(func(r int) {
 				if r == 0 {
 					losses[r], errs[r] = reps[r].ForwardBackward(nil, nil, 0)
 					return

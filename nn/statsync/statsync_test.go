@@ -14,11 +14,7 @@ import (
 func together(n int, f func(i int)) {
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(i)
-		}()
+		wg.Go(func() { f(i) })
 	}
 	wg.Wait()
 }
