@@ -116,3 +116,26 @@ func TestSyncBatchNormMismatchNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncBatchNormResumeNamed: a checkpoint written with synchronized
+// batch normalization is not resumed without it, nor one written without
+// it with it; the error names the setting.
+func TestSyncBatchNormResumeNamed(t *testing.T) {
+	for _, tc := range []struct {
+		wrote, resumes bool
+		want           string
+	}{
+		{true, false, "sync_batchnorm is true on the checkpoint but false on this run"},
+		{false, true, `sync_batchnorm is (not set) on the checkpoint but true on this run`},
+	} {
+		job := kerasJob(t, "batchnorm_tfkeras2.json", synthMNIST(32, 8, 6), 16)
+		job.SyncBatchNorm, job.CheckpointDir = tc.wrote, t.TempDir()
+		if _, errs := runGroup(t, []Job{job}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		job.SyncBatchNorm = tc.resumes
+		if _, errs := runGroup(t, []Job{job}); errs[0] == nil || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("written with sync %v, resumed with %v: %v, want %q", tc.wrote, tc.resumes, errs[0], tc.want)
+		}
+	}
+}
