@@ -1,12 +1,15 @@
 package mirrored
 
 import (
+	"context"
 	"errors"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn/keras"
@@ -137,5 +140,53 @@ func TestSyncBatchNormResumeNamed(t *testing.T) {
 		if _, errs := runGroup(t, []Job{job}); errs[0] == nil || !strings.Contains(errs[0].Error(), tc.want) {
 			t.Errorf("written with sync %v, resumed with %v: %v, want %q", tc.wrote, tc.resumes, errs[0], tc.want)
 		}
+	}
+}
+
+// killOnStats is a Group that kills its rank (kill) as it starts the
+// at-th all-gather of batch-normalization statistics, stats bytes long:
+// a peer lost inside a synchronized forward pass.
+type killOnStats struct {
+	Group
+	stats, at, n int
+	kill         func()
+}
+
+func (k *killOnStats) AllGather(ctx context.Context, local []byte) ([][]byte, error) {
+	if len(local) == k.stats {
+		if k.n++; k.n == k.at {
+			k.kill()
+		}
+	}
+	return k.Group.AllGather(ctx, local)
+}
+
+// TestSyncBatchNormPeerLost: a peer lost inside a synchronized forward
+// pass fails the step of the other, at once (not after the collective's
+// timeout), with an error naming the statistics it was summing; the
+// moving statistics do not move.
+func TestSyncBatchNormPeerLost(t *testing.T) {
+	job := kerasJob(t, "batchnorm_tfkeras2.json", synthMNIST(64, 8, 7), 8)
+	job.SyncBatchNorm = true
+	var net *collective.MemNetwork
+	start := time.Now()
+	_, errs := runGroupOn(t, same(2, job), func(n *collective.MemNetwork, _ []Job) { net = n }, func(r int, g Group) Group {
+		if r != 1 {
+			return g
+		}
+		// The forward pass's count, Σ(x−K) and Σ(x−K)² of 32 channels.
+		return &killOnStats{Group: g, stats: 8 * (1 + 2*32), at: 3, kill: func() { net.Kill(1) }}
+	})
+	took := time.Since(start)
+	t.Logf("rank 0 after %v: %v", took, errs[0])
+	const want = "summing the statistics of batch normalization 1 across the replicas"
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), want) {
+		t.Errorf("rank 0: %v, want %q", errs[0], want)
+	}
+	if errs[1] == nil {
+		t.Error("rank 1, killed: no error")
+	}
+	if took > 20*time.Second {
+		t.Errorf("the replicas took %v to fail: they waited out a timeout", took)
 	}
 }
