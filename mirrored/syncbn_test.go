@@ -190,3 +190,25 @@ func TestSyncBatchNormPeerLost(t *testing.T) {
 		t.Errorf("the replicas took %v to fail: they waited out a timeout", took)
 	}
 }
+
+// TestSyncBatchNormElastic: under the elastic ring, synchronized batch
+// normalization follows the group a generation forms: of 3 replicas, peer
+// 1 dies at its 4th step, and the two others, rolled back to the last
+// commit, go on summing their statistics between themselves and end with
+// the same parameters and moving statistics, bit for bit.
+func TestSyncBatchNormElastic(t *testing.T) {
+	job := kerasJob(t, "batchnorm_tfkeras2.json", synthMNIST(144, 8, 8), 8)
+	job.SyncBatchNorm, job.HashEvery = true, 0
+	jobs := same(3, job)
+	for i := range jobs {
+		jobs[i].Faults.KillRank, jobs[i].Faults.KillAfter = 1, 4
+	}
+	sums, errs := runElasticGroup(t, jobs, Elastic{CommitEvery: 3})
+	if !errors.Is(errs[1], ErrInjectedKill) || errs[0] != nil || errs[2] != nil {
+		t.Fatalf("%v: want peer 1's injected kill and the others done", errs)
+	}
+	a, b := sums[0].Run, sums[2].Run
+	if a.Replicas != 2 || a.ParamsSHA256 != b.ParamsSHA256 || a.BuffersSHA256 == "" || a.BuffersSHA256 != b.BuffersSHA256 {
+		t.Errorf("survivors on %d replicas: params %s and %s, buffers %s and %s", a.Replicas, a.ParamsSHA256, b.ParamsSHA256, a.BuffersSHA256, b.BuffersSHA256)
+	}
+}
