@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // AllReduceFloat32 reduces buf element-wise across all ranks, in place: on
@@ -109,7 +110,12 @@ func allReduceRange[T number](ctx context.Context, c *Comm, buf []T, lo, hi int,
 // (cut into frames of at most chunk elements).
 func (o *op) runRecDoubling(ctx context.Context, steps []rdStep, raw []byte, length, chunk, esize int, fn foldFunc) error {
 	fr := frames{o: o, cs: chunks(span{0, length}, chunk), raw: raw, esize: esize, fn: fn}
+	hook := o.c.opts.Phases
 	for _, st := range steps {
+		var start time.Time
+		if hook != nil {
+			start = time.Now()
+		}
 		var err error
 		switch st.move {
 		case rdSend:
@@ -129,6 +135,9 @@ func (o *op) runRecDoubling(ctx context.Context, steps []rdStep, raw []byte, len
 		}
 		if err != nil {
 			return err
+		}
+		if hook != nil {
+			hook(Phase{Name: rdPhase(st), Start: start, End: time.Now()})
 		}
 	}
 	return nil

@@ -67,6 +67,7 @@ func (c *Comm) AllReduceFloat32Half(ctx context.Context, buf []float32, lo, hi i
 func (o *op) runHalf(ctx context.Context, p linearPlan, buf []float32, f half.Format, n int) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	clock := o.ringClock(p)
 	// held[i] is all-gather receive i's frame while a send still has to
 	// forward it.
 	held := make([]Frame, len(p.recvs))
@@ -137,6 +138,7 @@ func (o *op) runHalf(ctx context.Context, p linearPlan, buf []float32, f half.Fo
 			break
 		}
 		recvd.advance()
+		clock.received(i)
 	}
 	wg.Wait()
 	if sendErr != nil && recvErr != nil {
@@ -146,7 +148,9 @@ func (o *op) runHalf(ctx context.Context, p linearPlan, buf []float32, f half.Fo
 			sendErr = nil
 		}
 	}
-	return errors.Join(recvErr, sendErr)
+	err := errors.Join(recvErr, sendErr)
+	clock.done(err)
+	return err
 }
 
 // recvHalf receives the frame of r.span from rank from and adds it to buf

@@ -83,6 +83,10 @@ type Options struct {
 	// frames: fault injection for experiments and tests (see DelayLinks).
 	// Ranks may differ (one slow host).
 	LinkFaults LinkFaults
+	// Phases, if set, receives each all-reduce's phases as it ends (see
+	// Phase), on the collective's goroutine: it must be quick (a
+	// timeline's append). Nil reads no clock.
+	Phases func(Phase)
 }
 
 func (o *Options) fill() {

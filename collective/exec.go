@@ -59,6 +59,7 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	clock := o.ringClock(p)
 	recvd, sent := newProgress(), newProgress()
 	var wg sync.WaitGroup
 	var sendErr error
@@ -83,7 +84,7 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 		}()
 	}
 	var recvErr error
-	for _, r := range p.recvs {
+	for i, r := range p.recvs {
 		if r.dep >= 0 {
 			if err := sent.waitFor(ctx, r.dep); err != nil {
 				recvErr = o.wrapPeer(ctx, "finishing sending to", p.to, err)
@@ -101,6 +102,7 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 			break
 		}
 		recvd.advance()
+		clock.received(i)
 	}
 	wg.Wait()
 	// Drop the side that only stopped because the other side cancelled.
@@ -111,7 +113,9 @@ func (o *op) runLinear(ctx context.Context, p linearPlan, buf []byte, esize int,
 			sendErr = nil
 		}
 	}
-	return errors.Join(recvErr, sendErr)
+	err := errors.Join(recvErr, sendErr)
+	clock.done(err)
+	return err
 }
 
 // send writes one chunk described by sp to rank to.

@@ -191,3 +191,66 @@ func TestLaunchTimelineFourPeers(t *testing.T) {
 	}
 	checkTrace(t, tl, 4)
 }
+
+// TestTimelineCombinePhases: a ring run's timeline splits every combine
+// into the all-reduce's phases, reduce-scatter then all-gather, each
+// nested in its combine span (the same peer and track, within its time).
+func TestTimelineCombinePhases(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tl := filepath.Join(t.TempDir(), "timeline.json")
+	r := meshtrain(ctx, nil, "launch", "-n", "2", "--model", "softmax", "--epochs", "1", "--train-examples", "1280", "--test-examples", "200",
+		"--allreduce-algo", "ring", "--gradient-bucket", "off", "--timeline", tl)
+	if r.err != nil {
+		t.Fatal(r)
+	}
+	checkTrace(t, tl, 2)
+	b, err := os.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type event struct {
+		Name     string  `json:"name"`
+		Cat      string  `json:"cat"`
+		Ph       string  `json:"ph"`
+		Ts, Dur  float64 // microseconds
+		Pid, Tid int
+		Args     struct{ Step int }
+	}
+	var tr struct{ TraceEvents []event }
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ rank, step int }
+	combines, phases := map[key]event{}, map[key][]event{}
+	for _, e := range tr.TraceEvents {
+		if e.Ph != "X" || e.Cat != "combine" {
+			continue
+		}
+		k := key{e.Pid, e.Args.Step}
+		if e.Name == "combine" {
+			combines[k] = e
+		} else {
+			phases[k] = append(phases[k], e)
+		}
+	}
+	if len(combines) != 2*10 { // 1280 examples, 2 peers × 64
+		t.Fatalf("%d combine spans, want 10 steps on 2 peers", len(combines))
+	}
+	const slack = 0.002 // µs: the trace's float rounding
+	for k, c := range combines {
+		ps := phases[k]
+		if len(ps) != 2 || ps[0].Name != "ring reduce-scatter" || ps[1].Name != "ring all-gather" {
+			t.Errorf("rank %d step %d: phases %+v, want reduce-scatter then all-gather", k.rank, k.step, ps)
+			continue
+		}
+		for _, p := range ps {
+			if p.Tid != c.Tid || p.Ts < c.Ts-slack || p.Ts+p.Dur > c.Ts+c.Dur+slack {
+				t.Errorf("rank %d step %d: %s at %.3f+%.3f µs is not within its combine at %.3f+%.3f", k.rank, k.step, p.Name, p.Ts, p.Dur, c.Ts, c.Dur)
+			}
+		}
+		if ps[1].Ts < ps[0].Ts+ps[0].Dur-slack {
+			t.Errorf("rank %d step %d: the all-gather starts before the reduce-scatter ends: %+v", k.rank, k.step, ps)
+		}
+	}
+}

@@ -262,3 +262,55 @@ func TestLongCheckpointLoadsIntoPyTorch(t *testing.T) {
 		})
 	}
 }
+
+// TestKerasCompileSettings: a model file's recorded compile settings
+// (TF.js's model.save with includeOptimizer: Adam 0.002, categorical
+// cross-entropy) train the model through train, said in one line and
+// recorded in the summary; --lr given wins over the file's; a loss
+// meshtrain cannot honour (mean squared error) exits 2 naming it, before
+// any work.
+func TestKerasCompileSettings(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adam := kerasFile(t, "compile_adam_tfjs_model.json")
+	for _, tc := range []struct {
+		flags []string
+		line  string
+		lr    float64
+	}{
+		{nil, "optimizer: adam lr 0.002, constant schedule; loss categorical_crossentropy (the model file's compile settings (trainingConfig): Adam lr 0.002; --optimizer, --lr, --momentum and --lr-schedule override)\n", 0.002},
+		{[]string{"--lr", "0.001"}, "optimizer: adam lr 0.001, constant schedule; loss categorical_crossentropy (--lr given; the rest from the model file's compile settings (trainingConfig): Adam lr 0.002)\n", 0.001},
+	} {
+		sum := filepath.Join(t.TempDir(), "summary.json")
+		r := meshtrain(ctx, nil, append([]string{"train", "--model-file", adam, "--epochs", "1", "--batch", "32",
+			"--train-examples", "640", "--test-examples", "200", "--summary", sum}, tc.flags...)...)
+		if r.err != nil {
+			t.Fatal(r)
+		}
+		if !strings.Contains(r.stdout, tc.line) {
+			t.Errorf("train's output lacks %q\n%s", tc.line, r)
+		}
+		b, err := os.ReadFile(sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Optimizer    string
+			Schedule     string `json:"lr_schedule"`
+			LR           float64
+			WarmupEpochs float64                `json:"warmup_epochs"`
+			PerEpoch     []struct{ LR float64 } `json:"per_epoch"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Optimizer != "adam" || s.LR != tc.lr || s.Schedule != "constant" || s.WarmupEpochs != 0 || len(s.PerEpoch) != 1 || s.PerEpoch[0].LR != tc.lr {
+			t.Errorf("summary: %+v, want adam at a constant %v without warm-up", s, tc.lr)
+		}
+	}
+	r := meshtrain(ctx, nil, "train", "--model-file", kerasFile(t, "compile_rmsprop_mse_tfjs_model.json"), "--epochs", "1", "--data-dir", filepath.Join(t.TempDir(), "none"))
+	want := `its compile settings: "trainingConfig": loss: mean_squared_error: meshtrain trains classifiers with cross-entropy`
+	if exitCode(r.err) != 2 || !strings.Contains(r.stderr, want) || strings.Contains(r.stdout, "epoch") {
+		t.Errorf("a file compiled with mean squared error: exit %d, want 2 naming the loss before any work\n%s", exitCode(r.err), r)
+	}
+}

@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/measure/sweep"
 )
 
@@ -170,5 +172,94 @@ func TestSweepInterrupt(t *testing.T) {
 	}
 	if res, err := sweep.Load(filepath.Join(out, "results.json")); err != nil || len(res.Points) != 4 {
 		t.Errorf("after the re-run: %v", err)
+	}
+}
+
+// TestSweepPassesFlags: a sweep given a model file (with its compile
+// settings), a data set, a link delay and --elastic runs every point on
+// them, and records them in results.json and the report; an elastic
+// setting that does not fit every point, or a sweep with no ring point
+// to make elastic, exits 2.
+func TestSweepPassesFlags(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	mnist, err := data.LoadMNIST(ctx, data.MNISTOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	set := filepath.Join(dir, "sliver.npz")
+	if err := data.WriteNPZ(set, &data.ImageSet{Train: mnist.Train.Head(1200), Test: mnist.Test.Head(300)}); err != nil {
+		t.Fatal(err)
+	}
+	const delay = 20 * time.Millisecond
+	model := kerasFile(t, "compile_adam_tfjs_model.json")
+	out := filepath.Join(dir, "out")
+	args := []string{"--log-level", "warn", "sweep", "--model-file", model, "--data", set, "--link-delay", delay.String(), "--elastic",
+		"--workers", "1,2", "--batch", "100", "--epochs", "1", "--out", out}
+	r := meshtrain(ctx, nil, args...)
+	if r.err != nil {
+		t.Fatal(r)
+	}
+	if !strings.Contains(r.stdout, "optimizer: adam lr 0.002, constant schedule; loss categorical_crossentropy (the model file's compile settings") {
+		t.Errorf("the sweep does not say the model file's settings:\n%s", r.stdout)
+	}
+	res, err := sweep.Load(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"model-file": model, "data": set, "link-delay": delay.String(), "elastic": "true", "model": "keras", "optimizer": "adam", "lr": "0.002"} {
+		if res.Settings[k] != v {
+			t.Errorf("results.json's setting %s is %q, want %q", k, res.Settings[k], v)
+		}
+	}
+	if len(res.Settings["architecture"]) != 16 {
+		t.Errorf("results.json's architecture %q, want the model's digest", res.Settings["architecture"])
+	}
+	if len(res.Points) != 2 {
+		t.Fatalf("%d points, want 2", len(res.Points))
+	}
+	for _, p := range res.Points {
+		if p.Row.Errors != "" || len(p.Peers) != p.Workers {
+			t.Fatalf("point %s: %+v", p.Point, p.Row)
+		}
+		for _, peer := range p.Peers {
+			run := peer.Summary.Run
+			if run.Model != "keras" || run.Params != 7850 || run.TrainExamples != 1200 || run.TestExamples != 300 || run.Optimizer != "adam" || run.LR != 0.002 {
+				t.Errorf("point %s rank %d ran %s (%d parameters) on %d/%d examples with %s at %v; want the file's model, optimizer and rate on the sliver",
+					p.Point, peer.Rank, run.Model, run.Params, run.TrainExamples, run.TestExamples, run.Optimizer, run.LR)
+			}
+			// Every step waits for frames over a link that delays each by
+			// 20 ms (the gradient's all-reduce overlaps the backward
+			// pass: the step, not its combine, takes the delay).
+			ps := peer.Summary.Peer
+			step := ps.ComputeSeconds + ps.CommSeconds + ps.WaitSeconds
+			t.Logf("point %s rank %d: %d steps in %.3f s", p.Point, peer.Rank, ps.Steps, step)
+			if min := time.Duration(ps.Steps) * delay; p.Workers == 2 && time.Duration(step*1e9) < min {
+				t.Errorf("point %s rank %d: %d steps in %.3f s, under the %v the link delay adds", p.Point, peer.Rank, ps.Steps, step, min)
+			}
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Every point trains the model of `" + model + "` (architecture " + res.Settings["architecture"] + "); the data set `" + set + "`; " +
+		"over links with injected faults (--link-delay " + delay.String() + ": each peer's outgoing frames); the ring's points elastic. "
+	if !strings.Contains(string(md), want) {
+		t.Errorf("report.md does not say what every point was given:\n%s\nwant %q", md, want)
+	}
+
+	for _, tc := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--min-workers", "2"}, "--min-workers 2: want 1 to the cluster's 1 workers"},
+		{[]string{"--strategies", "gossip", "--workers", "2,3"}, "--elastic with --strategies gossip: the elastic mode is the ring's"},
+	} {
+		r := meshtrain(ctx, nil, append(slices.Clone(args[:len(args)-2]), append(tc.extra, "--out", t.TempDir())...)...)
+		if exitCode(r.err) != 2 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stdout, "point 1/") {
+			t.Errorf("sweep %v: exit %d, want 2 naming %q before any point\n%s", tc.extra, exitCode(r.err), tc.want, r)
+		}
 	}
 }

@@ -36,7 +36,7 @@ const modelKeras = "keras"
 func modelFileFlag(eval bool) cli.Flag {
 	usage := "train the model a Keras file defines instead of --model: model.to_json() of tf.keras 2.x or Keras 3, or a TensorFlow.js model.json " +
 		"(layers InputLayer, Conv2D, MaxPooling2D, AveragePooling2D, Flatten, Reshape, Dense, Dropout, Activation, ReLU, Softmax; the loss follows the last activation); " +
-		"lenet's recipe unless the flags say otherwise; the peers compare its architecture; " +
+		"the optimizer, learning rate and loss its compile settings record (compile_config, training_config, trainingConfig), else lenet's recipe, unless the flags say otherwise; the peers compare its architecture; " +
 		"a TF.js model.json whose weightsManifest lists weight files starts training from those weights (see --ignore-weights)"
 	if eval {
 		usage = "the Keras file (as train's --model-file) the checkpoint must hold the model of (the checkpoint records its architecture, so eval needs no file); " +
@@ -116,6 +116,17 @@ func modelFromFile(c *cli.Context, job *mirrored.Job) (*keras.Model, error) {
 	log := logger(c, c.Command.Name)
 	log.Info("model file", zap.String("path", c.String("model-file")), zap.String("form", m.Form),
 		zap.String("class", m.Class), zap.String("name", m.Arch.Name), zap.Int("params", m.Params))
+	line, notes, err := applyCompile(c, &job.Config, m)
+	if err != nil {
+		return nil, err
+	}
+	for _, msg := range append([]string{line}, notes...) {
+		if c.Command.Name == "worker" {
+			log.Info(msg)
+		} else {
+			fmt.Fprintln(screen.Stdout(), msg)
+		}
+	}
 	if !c.Bool("ignore-weights") {
 		w, err := modelWeights(c.String("model-file"), m, true)
 		if err != nil {

@@ -22,11 +22,24 @@ import (
 // sweepDropped are the training and cluster flags a sweep does not take:
 // its own --batch is a list, and a sweep point keeps no checkpoints,
 // timeline or cost-model line.
-var sweepDropped = []string{"batch", "checkpoint-dir", "checkpoint-every", "keep-checkpoints", "restore", "timeline", "timeline-steps", "cost-params"}
+// A recorded membership (--membership-schedule) fits one cluster size,
+// and a sweep varies it.
+var sweepDropped = []string{"batch", "checkpoint-dir", "checkpoint-every", "keep-checkpoints", "restore", "timeline", "timeline-steps", "cost-params",
+	"membership-schedule"}
+
+// sweepPassed are the flags a sweep passes to every point's workers
+// unchanged and records in its settings (a resumed sweep must share
+// them) and report: the model file, the data, the link faults and the
+// elastic mode (the ring points': gossip goes on without a lost peer
+// anyway).
+func sweepPassed() []string {
+	return append(append(append([]string{"model-file", "ignore-weights"}, flagNames(dataFlags())...), flagNames(linkFaultFlags())...),
+		append(flagNames(elasticFlags()), "max-restarts")...)
+}
 
 func init() {
 	var shared []cli.Flag
-	for _, f := range append(withoutRingOnly(jobFlags()), gossipFlags()...) {
+	for _, f := range append(append(withModelFile(withoutRingOnly(jobFlags())), gossipFlags()...), linkFaultFlags()...) {
 		if !slices.Contains(sweepDropped, f.Names()[0]) {
 			shared = append(shared, f)
 		}
@@ -39,6 +52,7 @@ func init() {
 		&cli.StringFlag{Name: "out", Usage: "report directory: report.md, results.json (each point as it finishes) and PNG plots (required)"},
 		&cli.Float64Flag{Name: "target", Usage: "test accuracy whose time-to is reported (default: --target-accuracy, else 0.97 for lenet and 0.90 for softmax)"},
 		&cli.BoolFlag{Name: "fresh", Usage: "discard the results already in --out and start over (default: continue them, skipping the points there, and refuse other settings)"},
+		inCategory(catCluster, &cli.IntFlag{Name: "max-restarts", Usage: "elastic: restart a point's worker that dies up to this many times, as launch does"})[0],
 	}, shared...)
 	register(&cli.Command{
 		Name:  "sweep",
@@ -49,7 +63,9 @@ func init() {
 			"peer, final test loss and accuracy, training time, time to --target, examples/s, the bottleneck) as\n" +
 			"report.md and results.json, with plots. results.json is rewritten as each point finishes: after\n" +
 			"Ctrl-C, the same command continues at the next point (--fresh starts over). Combinations that make\n" +
-			"no sense (one worker under gossip or with a straggler) are skipped and listed.",
+			"no sense (one worker under gossip or with a straggler) are skipped and listed. --model-file, --data,\n" +
+			"the link faults (--link-delay, --link-rate) and --elastic (the ring's points) go to every point's\n" +
+			"workers, and the report records them.",
 		CustomHelpTemplate: withExample("meshtrain sweep --workers 1,2,3 --batch 50,100,200 --model lenet --epochs 1 --out sweep/"),
 		Flags:              flags,
 		Action: func(c *cli.Context) error {
@@ -73,6 +89,15 @@ func init() {
 			// Find or fetch MNIST once, showing the fetch's bytes, before
 			// the workers look for it (they then find it): it is the image
 			// set when none is named.
+			if cfg.Job.Data != "" {
+				// Read it here as the largest point's worker 0 will, so
+				// that a bad set fails once, with exit 2, before any point.
+				opts := cfg.Job.ImageOptions(logger(c, "data"))
+				opts.Read.Shard = data.Shard{Rank: 0, World: slices.Max(cfg.Grid.Workers)}
+				if _, err := data.OpenImages(c.Context, cfg.Job.Data, opts); err != nil {
+					return usageError{fmt.Errorf("sweep: --data: %w", err)}
+				}
+			}
 			if cfg.Job.Data == "" {
 				if _, err := data.EnsureMNIST(c.Context, data.MNISTOptions{Dir: cfg.Job.DataDir, AllowUnverified: cfg.Job.AllowUnverified,
 					Logger: logger(c, "data"), Progress: screen.Stdout()}); err != nil {
@@ -83,10 +108,15 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("sweep: finding this binary to start the workers: %w", err)
 			}
+			if err := errors.Join(absModelFile(c), absData(c)); err != nil { // the workers' directory is not ours
+				return fmt.Errorf("sweep: %w", err)
+			}
+			faults, _ := linkFaultsFromFlags(c) // checked by sweepFromFlags
 			run := &sweep.Processes{Executable: exe, QUIC: cfg.Security == p2p.SecurityQUIC,
 				StopGrace: c.Duration("collective-timeout") + 5*time.Second, LogEvery: c.Int("log-every"),
 				Stdout: screen.Stdout(), Stderr: screen.Stderr(), Logger: logger(c, "launch"),
-				Info: report.RunInfo{Security: string(cfg.Security), AllReduceAlgo: cfg.Settings["allreduce-algo"]}}
+				Elastic: c.Bool("elastic"), MaxRestarts: c.Int("max-restarts"),
+				Info: report.RunInfo{Security: string(cfg.Security), AllReduceAlgo: cfg.Settings["allreduce-algo"], LinkFaults: faults.String()}}
 			// The workers log warnings and errors unless asked for more.
 			run.GlobalArgs = []string{"--log-level=warn"}
 			for _, name := range []string{"log-format", "log-level"} {
@@ -94,16 +124,19 @@ func init() {
 					run.GlobalArgs = append(run.GlobalArgs, fmt.Sprintf("--%s=%v", name, c.String(name)))
 				}
 			}
-			gossipNames := flagNames(gossipFlags())
+			gossipNames, elasticNames := flagNames(gossipFlags()), flagNames(elasticFlags())
 			for _, f := range shared {
 				name := f.Names()[0]
 				if !c.IsSet(name) || name == "logdir" { // each point gets its own --logdir
 					continue
 				}
 				arg := fmt.Sprintf("--%s=%v", name, c.Value(name))
-				if slices.Contains(gossipNames, name) {
+				switch {
+				case slices.Contains(gossipNames, name):
 					run.GossipArgs = append(run.GossipArgs, arg)
-				} else {
+				case slices.Contains(elasticNames, name):
+					run.RingArgs = append(run.RingArgs, arg)
+				default:
 					run.WorkerArgs = append(run.WorkerArgs, arg)
 				}
 			}
@@ -193,6 +226,20 @@ func sweepFromFlags(c *cli.Context) (sweep.Config, error) {
 		return cfg, err
 	}
 	cfg.Job = mirrored.Job{Config: tc, HashEvery: c.Int("hash-every"), MeasureWait: c.Bool("measure-wait")}
+	file, err := modelFromFile(c, &cfg.Job)
+	if err != nil {
+		return cfg, err
+	}
+	if _, err := linkFaultsFromFlags(c); err != nil {
+		return cfg, err
+	}
+	el, err := elasticFromFlags(c, slices.Min(g.Workers)) // --min-workers fits every point
+	if err != nil {
+		return cfg, err
+	}
+	if el != nil && !slices.Contains(g.Strategies, mirrored.StrategyRing) {
+		return cfg, fmt.Errorf("--elastic with --strategies %s: the elastic mode is the ring's (gossip goes on without a lost peer anyway); add ring to --strategies", c.String("strategies"))
+	}
 	cfg.Gossip = gossipFromFlags(c)
 	if err := cfg.Job.Validate(); err != nil {
 		return cfg, err
@@ -218,5 +265,15 @@ func sweepFromFlags(c *cli.Context) (sweep.Config, error) {
 	// What changes a run beyond the job's settings, which a resumed sweep
 	// must share too.
 	cfg.Settings = map[string]string{"allreduce-algo": algo.String(), "allow-unverified": fmt.Sprint(cfg.Job.AllowUnverified)}
+	for _, name := range sweepPassed() { // only those given: older results have none
+		if c.IsSet(name) {
+			cfg.Settings[name] = fmt.Sprint(c.Value(name))
+		}
+	}
+	if file != nil {
+		if cfg.Settings["architecture"], err = file.Arch.Digest(); err != nil {
+			return cfg, fmt.Errorf("--model-file: %w", err)
+		}
+	}
 	return cfg, nil
 }

@@ -185,9 +185,6 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if err != nil {
 		return job, "", err
 	}
-	if c.Bool("scale-lr") {
-		cfg.LR *= float64(workers)
-	}
 	job = mirrored.Job{
 		Config:          cfg,
 		CheckpointDir:   c.String("checkpoint-dir"),
@@ -209,6 +206,9 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	file, err := modelFromFile(c, &job)
 	if err != nil {
 		return job, "", err
+	}
+	if c.Bool("scale-lr") { // after the model file's rate, if it gives one
+		job.LR *= float64(workers)
 	}
 	if job.Strategy, job.Faults, err = strategyFromFlags(c, workers); err != nil {
 		return job, "", err

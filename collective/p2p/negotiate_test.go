@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/internal/longtest"
 )
 
 // TestStreamsNegotiatedAtConnect: every rank's inbound streams are
@@ -34,12 +35,10 @@ func TestStreamsNegotiatedAtConnect(t *testing.T) {
 	}
 }
 
-// TestSlowFirstFrame: a cluster whose first collective comes 11 s after
+// TestLongSlowFirstFrame: a cluster whose first collective comes 11 s after
 // connecting (past libp2p's 10 s negotiation timeout) still runs it.
-func TestSlowFirstFrame(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits 11 s")
-	}
+func TestLongSlowFirstFrame(t *testing.T) {
+	longtest.Require(t, "waits 11 s")
 	comms, _ := startCluster(t, 2, SecurityTLS, zaptest.NewLogger(t), collective.Options{Timeout: 20 * time.Second})
 	time.Sleep(11 * time.Second) // the symptom needs the real time to pass: a start-up this slow
 	errs := onAll(comms, func(c *collective.Comm) error {

@@ -184,22 +184,24 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	if _, ok := cfg.Job.Strategy.(*mirrored.Elastic); ok {
 		return cfg.runElastic(ctx, start, log)
 	}
+	job := cfg.Job
+	opts := collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")}
+	if cfg.Timeline != "" {
+		job.Timeline = timeline.NewRecorder(cfg.TimelineSteps)
+		opts.Phases = job.Timeline.Phase // each combine's all-reduce phases, nested in it
+	}
 	m, t, err := p2p.Join(ctx, p2p.Config{
 		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
 		OnListening: cfg.OnListening, ListenHint: cfg.Cluster.ListenHint,
-	}, collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")})
+	}, opts)
 	if err != nil {
 		return nil, err
 	}
-	job := cfg.Job
 	if f := &job.Faults; f.KillAfter > 0 && f.KillRank == rank {
 		f.Kill = func() { _ = t.Host().Close() } // the peers see the links reset, not a goodbye
 	}
 	gossip := mirrored.IsGossip(job.Strategy)
-	if cfg.Timeline != "" {
-		job.Timeline = timeline.NewRecorder(cfg.TimelineSteps)
-	}
 	sum, err = mirrored.Run(ctx, job, mirrored.NewGroup(m.Comm))
 	var all []*mirrored.Summary
 	if err == nil {

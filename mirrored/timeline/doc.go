@@ -8,7 +8,9 @@
 // are dropped, so a long run's timeline stays bounded: about 100 bytes a
 // span in memory, 6 spans a step); the training loops feed it the times
 // they already take for their own accounting, so recording adds an append
-// under a mutex per span. At the end every peer's spans are gathered on
+// under a mutex per span. The collective reports each all-reduce's phases
+// (collective.Options.Phases: Recorder.Phase), which the combine or
+// gradient-bucket span containing them takes onto its track, nested. At the end every peer's spans are gathered on
 // the chief, shifted by that peer's clock offset (MeasureOffset, taken at
 // start-up: the median of several round trips to rank 0, NTP's estimate),
 // and Write marks, at every synchronous combine, the rank that arrived

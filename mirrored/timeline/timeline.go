@@ -38,10 +38,21 @@ var tracks = []string{Input, Compute, Wait, Combine, Update, Evaluate, Checkpoin
 const DefaultSteps = 2000
 
 // spansPerStep is the room a step has in a Recorder's buffer (input,
-// compute, wait, combine, update, two gradient buckets, and an epoch's
-// evaluation and checkpoint): the buffer's hard bound; Spans returns the
-// last Steps steps of it.
-const spansPerStep = 10
+// compute, wait, combine, update, two gradient buckets, an epoch's
+// evaluation and checkpoint, and maxPhases of the collective's phases):
+// the buffer's hard bound; Spans returns the last Steps steps of it.
+const spansPerStep = 10 + maxPhases
+
+// maxPhases is how many of the collective's phases a step keeps: a ring
+// all-reduce has two, recursive doubling one per round (four to six up to
+// 16 ranks); a gradient all-reduced in many buckets has two per bucket,
+// of which the first maxPhases are kept. maxPending bounds the phases
+// waiting for the span that takes them (those of collectives outside a
+// step's combine, such as an evaluation's, are dropped at the next step).
+const (
+	maxPhases  = 8
+	maxPending = 64
+)
 
 // Span is one piece of a peer's work: on Track, from Start for Dur
 // nanoseconds (Start in Unix nanoseconds of the peer's own clock), during
@@ -63,6 +74,10 @@ type Recorder struct {
 	full  bool // buf has wrapped
 	steps int
 	last  int // the highest step recorded
+	// pending are the collective's phases not yet taken by a span;
+	// phaseStep the step whose phases were taken last, phases how many.
+	pending           []collective.Phase
+	phaseStep, phases int
 }
 
 // NewRecorder keeps the spans of about the last steps steps (≤ 0:
@@ -77,20 +92,72 @@ func NewRecorder(steps int) *Recorder {
 // Steps is how many steps r keeps.
 func (r *Recorder) Steps() int { return r.steps }
 
-// Add records a span of track from start to end at step.
+// Add records a span of track from start to end at step. A combine or
+// gradient-bucket span takes the collective's phases recorded within it
+// (Phase) onto its track and step, where a trace viewer nests them.
 func (r *Recorder) Add(track, name string, step int, start, end time.Time) {
 	if r == nil {
 		return
 	}
 	s := Span{Track: track, Name: name, Step: step, Start: start.UnixNano(), Dur: end.Sub(start).Nanoseconds()}
 	r.mu.Lock()
-	r.last = max(r.last, step)
+	r.put(s)
+	switch track {
+	case Input: // a step's first span: older phases belong to no step
+		r.pending = slices.DeleteFunc(r.pending, func(p collective.Phase) bool { return p.End.Before(start) })
+	case Combine, Buckets:
+		r.claim(s, start, end)
+	}
+	r.mu.Unlock()
+}
+
+func (r *Recorder) put(s Span) {
+	r.last = max(r.last, s.Step)
 	r.buf[r.next] = s
 	r.next++
 	if r.next == len(r.buf) {
 		r.next, r.full = 0, true
 	}
+}
+
+// Phase records a phase of an all-reduce (collective.Options.Phases), to
+// be taken by the combine or bucket span that contains it when the
+// training loop adds that span, at the step's end. It reads no clock:
+// the collective took the times.
+func (r *Recorder) Phase(p collective.Phase) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if len(r.pending) == maxPending {
+		r.pending = append(r.pending[:0], r.pending[1:]...)
+	}
+	r.pending = append(r.pending, p)
 	r.mu.Unlock()
+}
+
+// claim moves the pending phases within span (from start to end) onto
+// its track and step, up to maxPhases a step. Times are compared, and a
+// phase placed, on the monotonic clock that spans' durations are
+// measured on, so that it nests in its span to the nanosecond (the wall
+// clock's Unix times may drift from it by tens of nanoseconds a
+// millisecond).
+func (r *Recorder) claim(span Span, start, end time.Time) {
+	kept := r.pending[:0]
+	for _, p := range r.pending {
+		if p.Start.Before(start) || p.End.After(end) {
+			kept = append(kept, p)
+			continue
+		}
+		if r.phaseStep != span.Step {
+			r.phaseStep, r.phases = span.Step, 0
+		}
+		if r.phases < maxPhases {
+			r.put(Span{Track: span.Track, Name: p.Name, Step: span.Step, Start: span.Start + p.Start.Sub(start).Nanoseconds(), Dur: p.End.Sub(p.Start).Nanoseconds()})
+			r.phases++
+		}
+	}
+	r.pending = kept
 }
 
 // Spans returns the spans of the last Steps steps, oldest first.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -154,12 +155,91 @@ func TestMeasureOffset(t *testing.T) {
 	}
 }
 
+// TestPhasesNestInTheirSpan: the collective's phases recorded during a
+// step are taken by the combine or bucket span that contains them, onto
+// its track and step, in order; a phase outside any (an evaluation's
+// all-reduce) is dropped when the next step starts; a step keeps at most
+// maxPhases.
+func TestPhasesNestInTheirSpan(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	ms := func(x float64) time.Time { return t0.Add(time.Duration(x * float64(time.Millisecond))) }
+	phase := func(name string, from, to float64) collective.Phase {
+		return collective.Phase{Name: name, Start: ms(from), End: ms(to)}
+	}
+	r := NewRecorder(10)
+	r.Phase(phase("ring reduce-scatter", 0.5, 0.8)) // before step 1: an earlier collective's
+	// Step 1: a bucket all-reduced during the backward pass (2-4 ms),
+	// the rest after it, in the combine (6-9 ms).
+	for _, p := range []collective.Phase{phase(collective.PhaseReduceScatter, 2, 3), phase(collective.PhaseAllGather, 3, 4),
+		phase(collective.PhaseReduceScatter, 6.5, 8), phase(collective.PhaseAllGather, 8, 8.5)} {
+		r.Phase(p)
+	}
+	r.Add(Input, "", 1, ms(1), ms(1.5))
+	r.Add(Compute, "gradient", 1, ms(1.5), ms(6))
+	r.Add(Combine, "", 1, ms(6), ms(9))
+	r.Add(Update, "", 1, ms(9), ms(10))
+	r.Add(Buckets, "all-reduce of gradient [10,20) during the backward pass", 1, ms(2), ms(4))
+	type nested struct {
+		track, name string
+		step        int
+	}
+	var got []nested
+	for _, s := range r.Spans() {
+		got = append(got, nested{s.Track, s.Name, s.Step})
+	}
+	want := []nested{{Input, "", 1}, {Compute, "gradient", 1}, {Combine, "", 1},
+		{Combine, collective.PhaseReduceScatter, 1}, {Combine, collective.PhaseAllGather, 1},
+		{Update, "", 1}, {Buckets, "all-reduce of gradient [10,20) during the backward pass", 1},
+		{Buckets, collective.PhaseReduceScatter, 1}, {Buckets, collective.PhaseAllGather, 1}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("spans\n%v\nwant\n%v", got, want)
+	}
+	if len(r.pending) != 0 {
+		t.Fatalf("%d phases left pending, want the one before the step dropped", len(r.pending))
+	}
+	// Step 2: more phases than a step keeps.
+	for i := range maxPhases + 3 {
+		r.Phase(phase(fmt.Sprintf("tree: round %d", i), 21+float64(i)/10, 21.05+float64(i)/10))
+	}
+	r.Add(Input, "", 2, ms(20), ms(20.5))
+	r.Add(Combine, "", 2, ms(21), ms(23))
+	n := 0
+	for _, s := range r.Spans() {
+		if s.Step == 2 && s.Name != "" {
+			n++
+		}
+	}
+	if n != maxPhases {
+		t.Errorf("step 2 kept %d phases, want %d", n, maxPhases)
+	}
+	var nilRec *Recorder
+	nilRec.Phase(phase("x", 1, 2)) // records nothing
+}
+
 // BenchmarkStep is what recording one synchronous step costs: its five
 // spans.
 func BenchmarkStep(b *testing.B) {
 	r := NewRecorder(DefaultSteps)
 	t0 := time.Now()
 	for i := range b.N {
+		r.Add(Input, "", i, t0, t0)
+		r.Add(Compute, "gradient", i, t0, t0)
+		r.Add(Wait, "barrier", i, t0, t0)
+		r.Add(Combine, "", i, t0, t0)
+		r.Add(Update, "", i, t0, t0)
+	}
+}
+
+// BenchmarkStepWithPhases is BenchmarkStep with a ring all-reduce's two
+// phases taken by the combine: what --timeline costs a step now.
+func BenchmarkStepWithPhases(b *testing.B) {
+	r := NewRecorder(DefaultSteps)
+	t0 := time.Now()
+	rs := collective.Phase{Name: collective.PhaseReduceScatter, Start: t0, End: t0}
+	ag := collective.Phase{Name: collective.PhaseAllGather, Start: t0, End: t0}
+	for i := range b.N {
+		r.Phase(rs)
+		r.Phase(ag)
 		r.Add(Input, "", i, t0, t0)
 		r.Add(Compute, "gradient", i, t0, t0)
 		r.Add(Wait, "barrier", i, t0, t0)

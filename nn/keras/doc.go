@@ -71,6 +71,18 @@
 // supported. An option this package does not know is refused unless it
 // has its off value (null, false, 0, empty).
 //
+// Model.Training reads the training settings a file records, as Keras's
+// compile(optimizer, loss) left them: Keras 3's "compile_config"
+// (optimizer and loss each a name or a serialised object), tf.keras 2's
+// "training_config" (an HDF5 model's attribute beside "model_config";
+// tensorflowjs_converter puts it in "modelTopology"), TF.js's
+// "trainingConfig" (model.save with includeOptimizer: camelCase
+// optimizer keys, snake_case losses). SGD (with momentum and nesterov),
+// TF.js's Momentum and Adam map to nn's optimizers; other adaptive
+// optimizers (RMSprop, Adagrad, …) to Adam at their rate, noted; a
+// learning-rate schedule to its initial rate, noted. The loss must be one
+// of the cross-entropies, fitting the last activation.
+//
 // A Keras layer becomes one nn layer, two when it has an activation (a
 // Conv2D with activation relu is nn's Conv2D then Activation relu), none
 // for an InputLayer; Model.Layers records which, and the nn layers'

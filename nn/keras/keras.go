@@ -30,6 +30,9 @@ type Model struct {
 	// Classes and Params are the model's class count (2 for one output
 	// and a sigmoid) and parameter count.
 	Classes, Params int
+	// top is the file's object, topology its TF.js modelTopology: where
+	// Training finds the compile settings.
+	top, topology map[string]any
 }
 
 // Layer is one of the file's layers.
@@ -107,7 +110,7 @@ func Parse(b []byte) (*Model, error) {
 	if !ok {
 		return nil, fmt.Errorf("a %s, not a JSON object: want a Keras model's to_json() or a TensorFlow.js model.json", kindOf(top))
 	}
-	m := &Model{}
+	m := &Model{top: obj}
 	cfg := obj
 	switch {
 	case obj["modelTopology"] != nil:
@@ -116,7 +119,7 @@ func Parse(b []byte) (*Model, error) {
 		if !ok {
 			return nil, errors.New(`"modelTopology" is not an object`)
 		}
-		cfg = topo
+		cfg, m.topology = topo, topo
 		if mc, ok := topo["model_config"]; ok {
 			if cfg, ok = mc.(map[string]any); !ok {
 				return nil, errors.New(`"modelTopology"."model_config" is not an object`)

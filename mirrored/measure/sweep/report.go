@@ -195,6 +195,7 @@ func intro(res *Results) string {
 		fmt.Fprintf(&b, "A point's replicas run in one process, each with its own libp2p host on 127.0.0.1 (%s), sharing that process and this machine's %d cores. ",
 			res.Security, res.Cores)
 	}
+	b.WriteString(passedText(s))
 	if slices.Contains(g.Strategies, mirrored.StrategyGossip) {
 		st := res.gossip
 		fmt.Fprintf(&b, "Gossip: %s peer schedule, one pairwise average every %d step(s)%s, staleness bound %d. ",
@@ -222,6 +223,46 @@ func intro(res *Results) string {
 		fmt.Fprintf(&b, "**%d of %d points are done**; running the same command again with the same --out runs the rest.\n\n", len(res.Points), res.Total)
 	}
 	return b.String()
+}
+
+// passedText says what every point's workers were given beyond the
+// grid and the recipe, from the settings of those flags (the caller's
+// Settings): the model file, the data, the link faults, the elastic mode.
+func passedText(s map[string]string) string {
+	flags := func(names ...string) string {
+		var out []string
+		for _, n := range names {
+			if v, ok := s[n]; ok {
+				out = append(out, fmt.Sprintf("--%s %s", n, v))
+			}
+		}
+		return strings.Join(out, ", ")
+	}
+	var parts []string
+	if f := s["model-file"]; f != "" {
+		parts = append(parts, fmt.Sprintf("the model of `%s` (architecture %s%s)", f, s["architecture"], ifAny(", ", flags("ignore-weights"))))
+	}
+	if d := s["data"]; d != "" {
+		parts = append(parts, fmt.Sprintf("the data set `%s`%s", d, ifAny(" (", flags("data-format", "image-size", "color-mode", "validation-split", "label-column"), ")")))
+	}
+	if l := flags("link-delay", "link-rate"); l != "" {
+		parts = append(parts, "over links with injected faults ("+l+": each peer's outgoing frames)")
+	}
+	if s["elastic"] == "true" {
+		parts = append(parts, "the ring's points elastic"+ifAny(" (", flags("min-workers", "commit-every", "max-restarts"), ")"))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Every point trains " + strings.Join(parts, "; ") + ". "
+}
+
+// ifAny is s between before and after (after optional), or "" if s is.
+func ifAny(before, s string, after ...string) string {
+	if s == "" {
+		return ""
+	}
+	return before + s + strings.Join(after, "")
 }
 
 func examplesText(job mirrored.Job) string {

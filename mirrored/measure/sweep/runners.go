@@ -135,9 +135,14 @@ type Processes struct {
 	// Executable is the meshtrain binary.
 	Executable string
 	// GlobalArgs go before "worker"; WorkerArgs after it, for every point
-	// (the training flags); GossipArgs too, for gossip points. Each point
-	// adds its own (PointArgs).
-	GlobalArgs, WorkerArgs, GossipArgs []string
+	// (the training flags); GossipArgs too, for gossip points, and
+	// RingArgs for the ring's (the elastic flags). Each point adds its own
+	// (PointArgs).
+	GlobalArgs, WorkerArgs, GossipArgs, RingArgs []string
+	// Elastic says the ring points' workers run the elastic mode (in
+	// RingArgs): launch restarts one that dies, up to MaxRestarts times.
+	Elastic     bool
+	MaxRestarts int
 	// QUIC picks UDP ports; StopGrace is how long a worker may take to
 	// stop when asked; LogEvery the workers' --log-every.
 	QUIC      bool
@@ -155,12 +160,15 @@ type Processes struct {
 func (*Processes) Kind() string { return KindProcesses }
 
 // PointArgs are the worker flags of point p beyond WorkerArgs: --batch,
-// --strategy, the gossip flags for a gossip point, --slow-peer for a
-// straggler and --logdir when the point has one.
+// --strategy, the gossip flags for a gossip point and RingArgs for a
+// ring point, --slow-peer for a straggler and --logdir when the point
+// has one.
 func (r *Processes) PointArgs(p Point, logdir string) []string {
 	args := []string{"--batch=" + strconv.Itoa(p.Batch), "--strategy=" + p.Strategy}
 	if p.Strategy == mirrored.StrategyGossip {
 		args = append(args, r.GossipArgs...)
+	} else {
+		args = append(args, r.RingArgs...)
 	}
 	if !p.Straggler.None() {
 		args = append(args, "--slow-peer="+p.Straggler.String())
@@ -180,6 +188,7 @@ func (r *Processes) Run(ctx context.Context, p Point, job mirrored.Job, logdir s
 		N: p.Workers, Executable: r.Executable, GlobalArgs: r.GlobalArgs,
 		WorkerArgs: append(append([]string(nil), r.WorkerArgs...), r.PointArgs(p, logdir)...),
 		QUIC:       r.QUIC, StopGrace: r.StopGrace, Gossip: p.Strategy == mirrored.StrategyGossip, TolerateLoss: true,
+		Elastic: r.Elastic && p.Strategy != mirrored.StrategyGossip, MaxRestarts: r.MaxRestarts,
 		Stdout: out, Stderr: r.Stderr, LogEvery: r.LogEvery, Logger: r.Logger, Info: info,
 	})
 	out.flush()
