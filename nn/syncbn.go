@@ -75,7 +75,6 @@ func (s *bufferSet) syncBatchNorm(name string, r StatsReducer) (*statsync.Point,
 		return nil, errors.New("nn: " + name + ": synchronized batch normalization without a reducer")
 	}
 	var p *statsync.Point
-	found := false
 	for i, group := range s.groups {
 		if _, ok := group[0].(*batchNorm); !ok {
 			continue
@@ -88,10 +87,9 @@ func (s *bufferSet) syncBatchNorm(name string, r StatsReducer) (*statsync.Point,
 			l := b.(*batchNorm)
 			l.sy = &bnSync{point: p, part: j, what: what, buf: make([]float64, 1+2*l.C)}
 		}
-		found = true
 	}
-	if !found {
-		return nil, errors.New("nn: " + name + ": --sync-batchnorm on a model with no BatchNormalization: there are no statistics to synchronize; drop the flag")
+	if p == nil {
+		return nil, errors.New("nn: " + name + ": synchronized batch normalization on a model with no BatchNormalization: there are no statistics to synchronize")
 	}
 	return p, nil
 }
