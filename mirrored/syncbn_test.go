@@ -13,6 +13,7 @@ import (
 	"github.com/meshtrain/meshtrain/data"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/nn/keras"
+	"github.com/meshtrain/meshtrain/sparse"
 )
 
 // kerasJob is a job training the Keras file name (nn/keras/testdata) on
@@ -210,5 +211,28 @@ func TestSyncBatchNormElastic(t *testing.T) {
 	a, b := sums[0].Run, sums[2].Run
 	if a.Replicas != 2 || a.ParamsSHA256 != b.ParamsSHA256 || a.BuffersSHA256 == "" || a.BuffersSHA256 != b.BuffersSHA256 {
 		t.Errorf("survivors on %d replicas: params %s and %s, buffers %s and %s", a.Replicas, a.ParamsSHA256, b.ParamsSHA256, a.BuffersSHA256, b.BuffersSHA256)
+	}
+}
+
+// TestSyncBatchNormValidate: a job asking for synchronized batch
+// normalization under gossip or for sparse logistic regression is
+// refused before any work, saying why.
+func TestSyncBatchNormValidate(t *testing.T) {
+	job := kerasJob(t, "batchnorm_tfkeras2.json", synthMNIST(32, 8, 9), 8)
+	job.SyncBatchNorm = true
+	if err := job.Validate(); err != nil {
+		t.Fatalf("the ring: %v", err)
+	}
+	gossip := job
+	gossip.Strategy = Gossip{}
+	sparseJob := sparseTestJob(sparseSet(t, 1, 40, 50, 4), nil, 50, 8, 1, "adagrad", sparse.ExchangeDense)
+	if err := sparseJob.Validate(); err != nil {
+		t.Fatalf("sparse-lr: %v", err)
+	}
+	sparseJob.SyncBatchNorm = true
+	for name, j := range map[string]Job{"gossip": gossip, "sparse-lr": sparseJob} {
+		if err := j.Validate(); err == nil || !strings.Contains(err.Error(), "--sync-batchnorm") {
+			t.Errorf("%s: %v, want --sync-batchnorm refused", name, err)
+		}
 	}
 }
