@@ -14,5 +14,7 @@ func (j *Job) combiner() Combiner {
 }
 
 // combinerSettings is the Combiner the replicas must share (see
-// replica.CombinerSettings).
-func (j *Job) combinerSettings() []setting { return replica.CombinerSettings(j.combiner()) }
+// replica.CombinerSettings), and whether the passes sum statistics too.
+func (j *Job) combinerSettings() []setting {
+	return append(replica.CombinerSettings(j.combiner()), replica.SyncBatchNormSettings(j.SyncBatchNorm)...)
+}

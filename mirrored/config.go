@@ -71,6 +71,8 @@ type Config struct {
 	// It applies to nn models that announce their gradient
 	// (nn.GradNotifier, as every nn.Sequential does) under the ring.
 	GradientBucket int
+	// SyncBatchNorm normalises over the global batch (replica.DenseConfig's).
+	SyncBatchNorm bool
 
 	// Progress, if set, receives the data's fetch meter (MNIST fetched on
 	// first use); the run's own progress is an observer's

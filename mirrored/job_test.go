@@ -161,22 +161,7 @@ func TestReplicasMatchOneBigBatch(t *testing.T) {
 // from the checkpoint the chief writes at the end.
 func finalParams(t *testing.T, jobs []Job) []float32 {
 	t.Helper()
-	dir := t.TempDir()
-	for i := range jobs {
-		jobs[i].CheckpointDir = dir
-	}
-	_, errs := runGroup(t, jobs)
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	path, err := checkpoint.Latest(dir)
-	if err != nil || path == "" {
-		t.Fatalf("no final checkpoint: %v", err)
-	}
-	ck, err := checkpoint.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ck := runCheckpointed(t, jobs)
 	return ck.Params
 }
 

@@ -18,8 +18,8 @@ func newDenseReplica(cfg *Config, newModel func(nn.Spec, int64, int) (nn.Model, 
 		Norm: test.Norm.Resolve(), ClassNames: set.ClassNames, Features: set.Features,
 		Seed: cfg.Seed, Shards: cfg.Shards,
 		Optimizer: cfg.Optimizer, LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay,
-		GradientBucket: cfg.GradientBucket,
-		TestX:          testX, TestY: testY, TestN: test.N,
+		GradientBucket: cfg.GradientBucket, SyncBatchNorm: cfg.SyncBatchNorm,
+		TestX: testX, TestY: testY, TestN: test.N,
 		Rank: rank, World: world,
 	})
 }

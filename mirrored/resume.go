@@ -102,13 +102,14 @@ func (j *Job) extends(ck *checkpoint.Checkpoint, path string, settings []setting
 
 // otherConfig is the error for a checkpoint written under another
 // configuration fingerprint: the settings that differ when its saved
-// configuration says.
+// configuration says (those this run records, and those it leaves out at
+// their default but the checkpoint has: a 16-bit wire, sync_batchnorm).
 func otherConfig(ck *checkpoint.Checkpoint, path string, settings []setting, fp string) error {
 	var saved map[string]string
 	if err := json.Unmarshal([]byte(ck.Config), &saved); err == nil {
 		var theirs, mine []setting
 		for _, s := range settings {
-			if s.Resume {
+			if _, ok := saved[s.Name]; s.Resume || ok {
 				mine = append(mine, s)
 				if v, ok := saved[s.Name]; ok {
 					theirs = append(theirs, setting{Name: s.Name, Value: v})

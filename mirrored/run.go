@@ -188,6 +188,8 @@ func (j *Job) validateJob() error {
 		return errors.New("--early-stop-patience, --reduce-lr-on-plateau and --save-best act at the epochs every replica of the ring ends together: gossip's replicas end theirs apart (--strategy gossip is not supported); train with the ring")
 	case j.Combiner != nil && j.Sparse != nil:
 		return fmt.Errorf("combiner %s: it combines a dense model's gradients; sparse logistic regression exchanges its own (--exchange): leave it unset", j.Combiner.Name())
+	case j.SyncBatchNorm && (j.Sparse != nil || !j.strategy().Lockstep()):
+		return errors.New("--sync-batchnorm sums the statistics of a dense model's batch normalizations inside the ring's steps, taken together: sparse-lr has none, gossip's replicas step apart; drop it or train with the ring")
 	}
 	return j.Callbacks.Validate()
 }

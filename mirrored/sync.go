@@ -236,6 +236,7 @@ func syncStep(ctx context.Context, rep replica.Replica, g Group, b *data.Batch, 
 	if ov, ok := rep.(replica.Overlapper); ok && !barrier && ov.StartOverlap(ctx, g) {
 		defer ov.AbortOverlap() // a step that ends before Combine: wait for what it started
 	}
+	replica.UseStepGroup(rep, ctx, g)
 	loss, err := rep.Gradient(b)
 	if err != nil {
 		return 0, err

@@ -26,7 +26,8 @@ import (
 // without SyncBatchNorm, and the moving statistics are updated once per
 // step from the whole batch's mean and variance, combined from the parts'
 // in part order, so they are those of the whole batch whatever the
-// split and GOMAXPROCS.
+// split and GOMAXPROCS. Synchronized (BatchNormSyncer, syncbn.go), every
+// part, and every replica's, is normalised with the global batch's.
 type BatchNormalization struct {
 	// Momentum and Epsilon are Keras's; 0 stands for Keras's defaults,
 	// 0.99 and 1e-3.
@@ -112,6 +113,10 @@ type batchNorm struct {
 	bmean, bvar []float64
 	// The last pass's 1/√(σ²+ε) per channel, and its mean in bmean.
 	invstd []float64
+	// sy, when set, normalises training passes over the global batch
+	// (synchronized: see BatchNormSyncer); cnt and the statistics are
+	// then the global batch's.
+	sy *bnSync
 }
 
 func (l *batchNorm) InSize() int  { return l.C * l.Plane }
@@ -206,6 +211,10 @@ func (l *batchNorm) b(c int) float64 {
 }
 
 func (l *batchNorm) Forward(y, x []float32, n int) {
+	if l.train && l.sy != nil {
+		l.syncTrain(y, x, n)
+		return
+	}
 	if n == 0 {
 		return
 	}
@@ -247,6 +256,10 @@ func (l *batchNorm) Forward(y, x []float32, n int) {
 // dx = γ·inv·(dy − (Σdy + x̂·Σdy·x̂)/m) is one affine map of dy and x−μ per
 // channel, which bnBwdDx applies in float32; the sums are float64.
 func (l *batchNorm) Backward(dx, dy, x, _ []float32, n int) {
+	if l.train && l.sy != nil {
+		l.syncBackward(dx, dy, x, n)
+		return
+	}
 	if n == 0 {
 		return
 	}
@@ -355,8 +368,15 @@ func bnBwdDx(dx, dy, x []float32, mean, a, b, c float32) {
 // commit sets the moving statistics from the parts' (see
 // BatchNormalization): the whole batch's mean is the parts' weighted by
 // their sizes, and its variance their variances plus their means'
-// spread about it, summed in part order.
+// spread about it, summed in part order. Synchronized, every part holds
+// the global batch's.
 func (l *batchNorm) commit(parts []buffered) {
+	if q := parts[0].(*batchNorm); q.sy != nil {
+		for c := 0; c < l.C && q.cnt > 0; c++ {
+			l.move(c, q.bmean[c], q.bvar[c])
+		}
+		return
+	}
 	total := 0
 	for _, p := range parts {
 		total += p.(*batchNorm).cnt
@@ -380,8 +400,13 @@ func (l *batchNorm) commit(parts []buffered) {
 			d := q.bmean[c] - mean
 			vr += float64(q.cnt) * (q.bvar[c] + d*d)
 		}
-		vr /= float64(total)
-		l.mean[c] = float32(l.Momentum*float64(l.mean[c]) + (1-l.Momentum)*mean)
-		l.vr[c] = float32(l.Momentum*float64(l.vr[c]) + (1-l.Momentum)*vr)
+		l.move(c, mean, vr/float64(total))
 	}
+}
+
+// move folds a batch's mean and variance of channel c into the moving
+// statistics.
+func (l *batchNorm) move(c int, mean, vr float64) {
+	l.mean[c] = float32(l.Momentum*float64(l.mean[c]) + (1-l.Momentum)*mean)
+	l.vr[c] = float32(l.Momentum*float64(l.vr[c]) + (1-l.Momentum)*vr)
 }

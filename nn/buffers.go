@@ -49,6 +49,8 @@ type bufferSet struct {
 	buf     []float32
 	tensors []ParamTensor
 	groups  [][]buffered
+	// prefixes are the groups' tensor prefixes ("3."), for errors.
+	prefixes []string
 }
 
 // bind binds group (one layer's copies, shard by shard) to the next
@@ -66,7 +68,7 @@ func (s *bufferSet) bind(group []buffered, off int, prefix string) int {
 		s.tensors = append(s.tensors, t)
 		o += t.Size()
 	}
-	s.groups = append(s.groups, group)
+	s.groups, s.prefixes = append(s.groups, group), append(s.prefixes, prefix)
 	return off + nb
 }
 

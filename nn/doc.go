@@ -116,6 +116,12 @@
 //     is normalised with its own statistics, as each replica's is under
 //     DDP without SyncBatchNorm), so GOMAXPROCS does not change them
 //     either. Every shard's copy of a layer reads the one buffer vector.
+//   - Synchronized batch normalization (BatchNormSyncer, as PyTorch's
+//     SyncBatchNorm) normalises over the global batch: the shards meet
+//     at each BatchNormalization, forward and backward (nn/statsync), so
+//     they then always run on goroutines, and their float64 sums, in
+//     shard order, go to a StatsReducer that sums them over the replicas
+//     in rank order: every shard of every replica gets the same bits.
 //
 // Compute: the matrix products are this package's own AVX2+FMA assembly
 // kernels (gemm_amd64.s: a 4×16 register-tiled A·B and a 3×4 tile of dot

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+
+	"github.com/meshtrain/meshtrain/nn/statsync"
 )
 
 // Node is one node of a Graph: a layer and the nodes whose outputs it
@@ -50,6 +52,7 @@ type Graph struct {
 	tensors       []ParamTensor
 	shards        []*graphShard
 	workers       bool
+	sync          *statsync.Point // synchronized batch normalization's (BatchNormSyncer)
 
 	rank, epoch, step int
 }
@@ -340,7 +343,8 @@ func (g *Graph) dispatch(x []float32, labels []int32, n int, train bool, scale f
 		}
 		off += c
 	}
-	parallel := g.workers && runtime.GOMAXPROCS(0) > 1
+	// Synchronized shards meet inside the pass: each needs its goroutine.
+	parallel := g.workers && (runtime.GOMAXPROCS(0) > 1 || g.sync != nil)
 	if parallel {
 		for _, s := range g.shards[1:] {
 			s.start <- struct{}{}
@@ -366,18 +370,24 @@ func (g *Graph) checkBatch(x []float32, labels []int32, n int) error {
 }
 
 func (g *Graph) ForwardBackward(x []float32, labels []int32, n int) (float64, error) {
-	if err := g.checkBatch(x, labels, n); err != nil {
-		return 0, err
+	if n > 0 || g.sync == nil {
+		if err := g.checkBatch(x, labels, n); err != nil {
+			return 0, err
+		}
 	}
-	g.dispatch(x, labels, n, true, 1/float32(n))
+	g.sync.Reset()
+	g.dispatch(x, labels, n, true, 1/float32(max(n, 1)))
 	g.step++
+	if err := g.sync.Err(); err != nil {
+		return 0, fmt.Errorf("nn: %s: %w", g.name, err)
+	}
 	g.bufs.commit()
 	loss := g.shards[0].lossSum
 	for _, s := range g.shards[1:] {
 		loss += s.lossSum
 		addRows(g.grads, 0, s.grads, 0, 1, len(g.grads))
 	}
-	return loss / float64(n), nil
+	return loss / float64(max(n, 1)), nil
 }
 
 // TrainCorrect is as Sequential's.

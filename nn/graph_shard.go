@@ -132,6 +132,9 @@ func (s *graphShard) run() {
 		t.setTrain(s.train)
 	}
 	if s.n == 0 {
+		if s.train && g.sync != nil {
+			syncIdle(s.layers, nil, 0)
+		}
 		return
 	}
 	s.reserve(s.n)

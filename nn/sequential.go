@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/meshtrain/meshtrain/nn/statsync"
 )
 
 // Sequential is a classifier whose layers run one after the other, built
@@ -38,7 +40,8 @@ type Sequential struct {
 	tensors       []ParamTensor
 	tensorSpec    []int // the spec each tensor belongs to
 	shards        []*shard
-	workers       bool // shards 1.. have goroutines
+	workers       bool            // shards 1.. have goroutines
+	sync          *statsync.Point // synchronized batch normalization's (BatchNormSyncer)
 
 	// Where the next training pass is in a run (SetStep); step advances
 	// after each ForwardBackward.
@@ -512,7 +515,8 @@ func (m *Sequential) dispatch(x []float32, labels []int32, n int, train bool, sc
 		off += c
 	}
 	m.armNotify(train)
-	parallel := m.workers && runtime.GOMAXPROCS(0) > 1
+	// Synchronized shards meet inside the pass: each needs its goroutine.
+	parallel := m.workers && (runtime.GOMAXPROCS(0) > 1 || m.sync != nil)
 	if parallel {
 		for _, s := range m.shards[1:] {
 			s.start <- struct{}{}
@@ -556,11 +560,17 @@ func checkBatch(name string, dim, classes int, x []float32, labels []int32, n in
 }
 
 func (m *Sequential) ForwardBackward(x []float32, labels []int32, n int) (float64, error) {
-	if err := m.check(x, labels, n); err != nil {
-		return 0, err
+	if n > 0 || m.sync == nil {
+		if err := m.check(x, labels, n); err != nil {
+			return 0, err
+		}
 	}
-	m.dispatch(x, labels, n, true, 1/float32(n))
+	m.sync.Reset()
+	m.dispatch(x, labels, n, true, 1/float32(max(n, 1)))
 	m.step++
+	if err := m.sync.Err(); err != nil {
+		return 0, fmt.Errorf("nn: %s: %w", m.name, err)
+	}
 	m.bufs.commit()
 	loss := m.shards[0].lossSum
 	for _, s := range m.shards[1:] {
@@ -572,7 +582,7 @@ func (m *Sequential) ForwardBackward(x []float32, labels []int32, n int) (float6
 		}
 		addRows(m.grads, 0, s.grads, 0, 1, m.summedFrom)
 	}
-	return loss / float64(n), nil
+	return loss / float64(max(n, 1)), nil
 }
 
 // NotifyGrads implements GradNotifier: after each layer's backward pass

@@ -30,6 +30,7 @@ type shard struct {
 	keep    []float32 // if set, where the scores go (Predict)
 
 	start, done chan struct{}
+	syncing     bool // its batch normalizations are synchronized
 
 	// While the model notifies (NotifyGrads): onLayer(i) is called once
 	// layer i's backward is done (i ≥ the chunked layers), then onLayer(-1)
@@ -142,6 +143,9 @@ func (s *shard) run() {
 		t.setTrain(s.train)
 	}
 	if s.n == 0 {
+		if s.train && s.syncing {
+			syncIdle(s.layers, s.onLayer, len(s.chunkers))
+		}
 		return
 	}
 	s.reserve(s.n)

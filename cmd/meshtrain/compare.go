@@ -98,7 +98,7 @@ func init() {
 		&cli.StringFlag{Name: "out", Usage: "report directory (report.md, results.json, PNG plots)", Required: true},
 		&cli.Float64Flag{Name: "target", Usage: "test accuracy whose time-to is compared (default: --target-accuracy, else 0.97 for lenet and 0.90 for softmax, which its recipe reaches)"},
 		&cli.StringFlag{Name: "slow-peer", Value: "1:3", Usage: "RANK:FACTOR of the straggler scenario (none: skip it)"},
-	}, append(withModelFile(withoutWire(jobFlags())), gossipFlags()...)...)
+	}, append(withModelFile(withoutRingOnly(jobFlags())), gossipFlags()...)...)
 	register(&cli.Command{
 		Name:  "compare",
 		Usage: "run the ring and gossip strategies side by side and write a report with plots",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -42,12 +41,6 @@ func wireFromFlags(c *cli.Context, job *mirrored.Job) error {
 	}
 	job.Combiner = replica.Half{Format: f}
 	return nil
-}
-
-// withoutWire is flags less --wire, for the commands that run gossip
-// beside the ring from one set of flags (compare, sweep).
-func withoutWire(flags []cli.Flag) []cli.Flag {
-	return slices.DeleteFunc(flags, func(f cli.Flag) bool { return f.Names()[0] == "wire" })
 }
 
 // wireInfo is the summary's RunInfo.Wire: the 16-bit format, or "" for fp32.

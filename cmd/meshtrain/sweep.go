@@ -39,7 +39,7 @@ func sweepPassed() []string {
 
 func init() {
 	var shared []cli.Flag
-	for _, f := range append(append(withModelFile(withoutWire(jobFlags())), gossipFlags()...), linkFaultFlags()...) {
+	for _, f := range append(append(withModelFile(withoutRingOnly(jobFlags())), gossipFlags()...), linkFaultFlags()...) {
 		if !slices.Contains(sweepDropped, f.Names()[0]) {
 			shared = append(shared, f)
 		}

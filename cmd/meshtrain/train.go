@@ -74,6 +74,9 @@ func init() {
 			if err := wireFromFlags(c, &job); err != nil { // alone, it rounds as the wire would
 				return usageError{fmt.Errorf("train: %w", err)}
 			}
+			if err := syncBatchNormFromFlags(c, &job, file); err != nil { // alone, its shards meet as peers would
+				return usageError{fmt.Errorf("train: %w", err)}
+			}
 			if err := job.Validate(); err != nil {
 				return usageError{fmt.Errorf("train: %w", err)}
 			}

@@ -52,6 +52,7 @@ func trainingFlags(batchUsage string) []cli.Flag {
 		&cli.Float64Flag{Name: "min-lr", Value: d.MinLR, Usage: "cosine schedule: final learning rate"},
 		&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed for initialisation and shuffling"},
 		wireFlag(),
+		syncBatchNormFlag(),
 		&cli.StringFlag{Name: "data-dir", Usage: "directory holding (or to fetch) the MNIST IDX files"},
 		allowUnverifiedFlag(),
 	), inCategory(catTraining, dataFlags()...)...), inCategory(catTraining,
@@ -218,6 +219,9 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 		return job, "", err
 	}
 	if err := wireFromFlags(c, &job); err != nil {
+		return job, "", err
+	}
+	if err := syncBatchNormFromFlags(c, &job, file); err != nil {
 		return job, "", err
 	}
 	if el != nil && mirrored.IsGossip(job.Strategy) {

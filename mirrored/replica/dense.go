@@ -28,6 +28,13 @@ type DenseConfig struct {
 	GradientBucket int
 	// Combiner combines the gradient across the group (nil: Mean).
 	Combiner Combiner
+	// SyncBatchNorm normalises the model's batch normalizations over the
+	// global batch, their statistics summed across the group inside the
+	// forward and backward passes (nn.BatchNormSyncer; the synchronous
+	// step hands the replica its group: StepGrouper). The gradient is
+	// then exchanged after the backward pass, and the moving statistics,
+	// the same bits on every replica, are not broadcast.
+	SyncBatchNorm bool
 	// Norm is the inputs' normalisation, recorded in checkpoints.
 	Norm data.Normalization
 	// ClassNames and Features are the data set's class names and a
@@ -58,7 +65,8 @@ type Dense struct {
 	// travel with the optimizer's state (OptState: checkpoints, resumes,
 	// elastic commits) and with the parameters in the hash comparisons,
 	// and every step the chief's overwrite the others' (DDP's
-	// broadcast_buffers), so the replicas keep the same bits.
+	// broadcast_buffers), so the replicas keep the same bits (synchronized
+	// batch normalization computes the same bits on each: no broadcast).
 	buffers     []float32
 	bufT        []nn.ParamTensor
 	checked     []float32 // params then buffers, for Checked
@@ -79,6 +87,9 @@ type Dense struct {
 	// ov exchanges the gradient in buckets during the backward pass; nil
 	// when the model cannot (see newOverlap).
 	ov *overlap
+	// stats sums synchronized batch normalization's statistics across
+	// the group (DenseConfig.SyncBatchNorm); nil when off.
+	stats *groupStats
 }
 
 // UseCombiner makes the replica combine its gradient with c (nil: Mean),
@@ -167,7 +178,12 @@ func NewDense(cfg DenseConfig) (*Dense, error) {
 		Params: len(r.params), LR: cfg.LR, Momentum: cfg.Momentum, WeightDecay: cfg.WeightDecay}); err != nil {
 		return nil, err
 	}
-	if cfg.World > 1 {
+	switch {
+	case cfg.SyncBatchNorm:
+		if err := r.syncBatchNorm(); err != nil {
+			return nil, data.BadData(err) // the user's to fix, before any step
+		}
+	case cfg.World > 1:
 		r.ov = newOverlap(model, cfg.GradientBucket)
 	}
 	return r, nil
@@ -191,6 +207,11 @@ func (r *Dense) OptState() [][]float32 {
 func (r *Dense) Gradient(b *data.Batch) (float64, error) {
 	if b.Size == 0 {
 		clear(r.grads) // an empty batch still takes part in the all-reduce
+		if r.stats != nil {
+			// and in the passes' sums of statistics.
+			_, err := r.model.ForwardBackward(nil, nil, 0)
+			return 0, err
+		}
 		return 0, nil
 	}
 	r.labels = b.IntLabels(r.labels)
@@ -222,7 +243,7 @@ func (r *Dense) Combine(ctx context.Context, g Group, _ int) error {
 		}
 		err = r.combiner().CombineRange(ctx, g, r.grads, 0, len(r.grads))
 	}
-	if err != nil || len(r.buffers) == 0 || g.Size() < 2 {
+	if err != nil || len(r.buffers) == 0 || g.Size() < 2 || r.stats != nil {
 		return err
 	}
 	if err := g.Broadcast(ctx, r.buffers, 0); err != nil {

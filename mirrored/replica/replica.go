@@ -3,7 +3,8 @@
 // LocalGroup alone), the Combiner that turns every replica's gradient
 // into the one they all apply (Mean by default), and the replicas
 // themselves: Dense for the nn models, with its gradient buckets sent
-// during the backward pass (overlap.go), and Sparse for sparse logistic
+// during the backward pass (overlap.go) or, under synchronized batch
+// normalization, its statistics summed inside the passes (syncbn.go), and Sparse for sparse logistic
 // regression, with its sparse-or-dense exchange (exchange.go) and the
 // undo log of elastic commits. mirrored's loops drive a Replica; nothing
 // here loads data, touches disk, prints or keeps time beyond the spans it
