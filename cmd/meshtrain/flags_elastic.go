@@ -20,6 +20,7 @@ func elasticFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "elastic", Usage: "ring: survive lost peers (the survivors agree on who is left, roll back to the last in-memory commit, re-shard the data and go on) and admit a restarted worker at the next commit"},
 		&cli.IntFlag{Name: "min-workers", Value: 1, Usage: "elastic: the fewest peers the run goes on with; below it the run stops with a checkpoint, naming who was lost"},
 		&cli.IntFlag{Name: "commit-every", Value: mirrored.DefaultCommitEvery, Usage: "elastic: steps between in-memory commits (a loss costs the steps since the last one; epoch ends commit too)"},
+		&cli.StringFlag{Name: "elastic-lr", Value: membership.LRScale, Usage: "elastic: how the learning rate follows the peers as they leave and join: scale (times peers ÷ the cluster's workers, as the global batch: the linear scaling rule Horovod's docs advise) or keep (as given)"},
 		&cli.StringFlag{Name: "membership-schedule", Usage: "elastic: replay a recorded membership (a summary's or report's JSON with \"membership\"), changing members at those commits (every peer it names must be there): the run then ends with the recorded run's parameters, bit for bit"},
 	)
 }
@@ -29,14 +30,17 @@ func elasticFlags() []cli.Flag {
 // its first life.
 func elasticFromFlags(c *cli.Context, workers int) (*mirrored.Elastic, error) {
 	if !c.Bool("elastic") {
-		for _, name := range []string{"min-workers", "commit-every", "membership-schedule", "max-restarts"} {
+		for _, name := range []string{"min-workers", "commit-every", "elastic-lr", "membership-schedule", "max-restarts"} {
 			if c.IsSet(name) {
 				return nil, fmt.Errorf("--%s without --elastic: it configures the elastic mode", name)
 			}
 		}
 		return nil, nil
 	}
-	el := &mirrored.Elastic{MinWorkers: c.Int("min-workers"), CommitEvery: c.Int("commit-every")}
+	el := &mirrored.Elastic{MinWorkers: c.Int("min-workers"), CommitEvery: c.Int("commit-every"), LR: c.String("elastic-lr")}
+	if err := membership.CheckLRPolicy(el.LR); err != nil {
+		return nil, err
+	}
 	switch {
 	case el.MinWorkers < 1 || el.MinWorkers > workers:
 		return nil, fmt.Errorf("--min-workers %d: want 1 to the cluster's %d workers", el.MinWorkers, workers)

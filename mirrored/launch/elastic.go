@@ -169,7 +169,11 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 	}
 	defer h.Close()
 	n := &elasticNet{h: h, log: log.Named("elastic"),
-		opts: collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")}}
+		opts: collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults,
+			// A generation's collective names ranks of the generation, and
+			// its failure is the elastic driver's to log, once, with the
+			// cluster's indices: only its errors are logged here.
+			Logger: log.Named("collective").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))}}
 	job := cfg.Job
 	el := *job.Strategy.(*mirrored.Elastic) // RunWorker's caller made it elastic
 	el.Membership, el.Timeout, el.Logger = n, cfg.Timeout, log.Named("elastic")

@@ -119,6 +119,25 @@ type StepProgress struct {
 		timed   bool
 	}
 	start time.Time
+	// perEpoch, if set (ByEpoch), shows the position as an epoch and the
+	// share of it done instead of step/steps.
+	perEpoch int
+}
+
+// ByEpoch shows the position from now on as an epoch and the share of it
+// done, at stepsPerEpoch steps of replicas replicas' batches: an elastic
+// run's generations number their steps anew at every change of
+// membership, the epochs they do not.
+func (p *StepProgress) ByEpoch(stepsPerEpoch, replicas int) {
+	p.perEpoch, p.replicas = stepsPerEpoch, replicas
+}
+
+// where is the position of step of steps: "step s/S", or by epoch.
+func (p *StepProgress) where(step, steps int) string {
+	if p.perEpoch <= 0 {
+		return fmt.Sprintf("step %d/%d", step, steps)
+	}
+	return fmt.Sprintf("epoch %d  %3.0f%%", step/p.perEpoch+1, 100*float64(step%p.perEpoch)/float64(p.perEpoch))
 }
 
 // NewStepProgress writes to w, as a bar if tty, else a line (after
@@ -159,7 +178,7 @@ func (p *StepProgress) Step(e mirrored.Event) {
 	if e.Step > 0 && e.Steps >= e.Step {
 		eta = (time.Duration(float64(elapsed) * float64(e.Steps-e.Step) / float64(e.Step))).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "%sstep %d/%d  loss %.4f  %.0f examples/s  elapsed %s  ETA %s\n", p.prefix, e.Step, e.Steps,
+	fmt.Fprintf(p.w, "%s%s  loss %.4f  %.0f examples/s  elapsed %s  ETA %s\n", p.prefix, p.where(e.Step, e.Steps),
 		w.loss/float64(w.steps), p.rate(now), elapsed.Round(time.Second), eta)
 	p.resetWindow(now)
 }
@@ -186,12 +205,20 @@ func (p *StepProgress) rate(now time.Time) float64 {
 // drawBar redraws the bar (progressbar throttles the redraws); the loss
 // and rate it shows are over the steps since the last description update.
 func (p *StepProgress) drawBar(e mirrored.Event) {
+	total, at := e.Steps, e.Step
+	if p.perEpoch > 0 { // a share of the run, which no generation renumbers
+		total, at = 1000, 1000*e.Step/max(e.Steps, 1)
+	}
 	if p.bar == nil {
-		p.bar = progressbar.NewOptions(e.Steps,
+		count := progressbar.OptionShowCount()
+		if p.perEpoch > 0 {
+			count = func(*progressbar.ProgressBar) {}
+		}
+		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(p.w),
 			progressbar.OptionSetTheme(progressbar.Theme{Saucer: "=", SaucerHead: ">", SaucerPadding: ".", BarStart: "[", BarEnd: "]"}),
 			progressbar.OptionSetWidth(30),
-			progressbar.OptionShowCount(),
+			count,
 			progressbar.OptionSetElapsedTime(true),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionShowDescriptionAtLineEnd(),
@@ -199,10 +226,14 @@ func (p *StepProgress) drawBar(e mirrored.Event) {
 		)
 	}
 	if now := time.Now(); now.Sub(p.win.since) >= 200*time.Millisecond {
-		p.bar.Describe(fmt.Sprintf("loss %.4f  %.0f examples/s", p.win.loss/float64(p.win.steps), p.rate(now)))
+		desc := fmt.Sprintf("loss %.4f  %.0f examples/s", p.win.loss/float64(p.win.steps), p.rate(now))
+		if p.perEpoch > 0 {
+			desc = p.where(e.Step, e.Steps) + "  " + desc
+		}
+		p.bar.Describe(desc)
 		p.resetWindow(now)
 	}
-	_ = p.bar.Set(e.Step) // writes to p.w; a failed write is not the run's failure
+	_ = p.bar.Set(at) // writes to p.w; a failed write is not the run's failure
 }
 
 // Clear wipes the bar's line so that a full line can be printed; the

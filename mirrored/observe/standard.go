@@ -55,7 +55,11 @@ func Standard(o Options) ([]mirrored.Observer, error) {
 		if progress != nil && o.QuietProgressLog {
 			quiet = progress.Shows
 		}
-		obs = append(obs, NewLog(o.Logger, quiet))
+		log := NewLog(o.Logger, quiet)
+		if o.Elastic != nil {
+			log.AsPeer(o.Rank) // the cluster index, as every line of the peer's
+		}
+		obs = append(obs, log)
 	}
 	if progress != nil {
 		obs = append(obs, progress)
