@@ -1,9 +1,11 @@
 package launch
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/membership"
 )
 
 // TestStatusCallbackLine: a callback's line is printed once, the chief's
@@ -15,5 +17,54 @@ func TestStatusCallbackLine(t *testing.T) {
 		if got := s.update(Message{Event: mirrored.Event{Kind: mirrored.EventCallback, Rank: rank, Info: line}}); got != want {
 			t.Errorf("rank %d: %q, want %q", rank, got, want)
 		}
+	}
+}
+
+// TestStatusElastic: under elastic, the first start's header only, no
+// resume line for a later generation (its change says where), one line
+// per change naming in the launcher's words a worker it saw die (before
+// or after the change: told once), epochs counted without the steps a
+// change renumbers, and a death no change told is told at the end.
+func TestStatusElastic(t *testing.T) {
+	s := newStatus(3, true)
+	chief := func(e mirrored.Event) string { e.Rank = 0; return s.update(Message{Event: e}) }
+	loss := membership.Change{Step: 40, Generation: 1, Members: []int{0, 1}, Left: []int{2}, Reason: "lost peer(s) [2]: its connection closed"}
+	rejoin := membership.Change{Step: 60, Generation: 2, Members: []int{0, 1, 2}, Joined: []int{2}, Reason: "admitting peer(s) [2]"}
+	sh := membership.NewShift(loss, 60, 93, 16, 0.02, membership.LRScale)
+	if got := chief(mirrored.Event{Kind: "start", Info: "lenet: 3 replicas", StepsPerEpoch: 62, Steps: 124}); got != "[launch] lenet: 3 replicas" {
+		t.Errorf("first start: %q", got)
+	}
+	s.diedWorker(2, "died: killed (signal: killed)")
+	for _, e := range []mirrored.Event{{Kind: "resumed", Path: "the in-memory commit of step 40", Step: 60}, {Kind: "start", Info: "lenet: 2 replicas", StepsPerEpoch: 93, Steps: 186}} {
+		if got := chief(e); got != "" {
+			t.Errorf("a later generation's %s: %q, want nothing", e.Kind, got)
+		}
+	}
+	got := chief(mirrored.Event{Kind: mirrored.EventMembership, Change: &loss, Shift: &sh})
+	if !strings.HasPrefix(got, "[launch] rank 2 died: killed (signal: killed): 2 peer(s) [0 1] go on from epoch 1 (65% done)") || !strings.Contains(got, "global batch 48 → 32") {
+		t.Errorf("the loss: %q", got)
+	}
+	// A hang: the change comes first, in the survivors' words; the exit
+	// after it is not told again.
+	hang := membership.Change{Step: 70, Generation: 3, Members: []int{0}, Left: []int{1}, Reason: "lost peer(s) [1]: no answer within the collective timeout (4s)"}
+	sh3 := membership.NewShift(hang, 70, 186, 16, 0.01, membership.LRScale)
+	if got := chief(mirrored.Event{Kind: mirrored.EventMembership, Change: &hang, Shift: &sh3}); !strings.HasPrefix(got, "[launch] rank 1 lost: no answer within") {
+		t.Errorf("the hang: %q", got)
+	}
+	s.diedWorker(1, "died: killed (signal: killed)")
+	sh2 := membership.NewShift(rejoin, 80, 62, 16, 0.03, membership.LRScale)
+	if got := chief(mirrored.Event{Kind: mirrored.EventMembership, Change: &rejoin, Shift: &sh2}); !strings.HasPrefix(got, "[launch] rank 2 rejoined: 3 peer(s) [0 1 2] go on from epoch 2 (29% done)") {
+		t.Errorf("the rejoin: %q", got)
+	}
+	ep := chief(mirrored.Event{Kind: "epoch", Step: 124, Steps: 124, Epoch: &mirrored.Epoch{Epoch: 2, LR: 0.03}})
+	if !strings.HasPrefix(ep, "[launch] epoch 2 of 2  loss") || strings.Contains(ep, "step") || !strings.Contains(ep, "lr 0.03") {
+		t.Errorf("epoch line %q: want the epoch of 2 and the rate, no steps", ep)
+	}
+	if u := s.untold(); len(u) != 0 {
+		t.Errorf("untold %q: every death was told", u)
+	}
+	s.diedWorker(0, "exited: out of memory")
+	if u := s.untold(); len(u) != 1 || u[0] != "[launch] rank 0 exited: out of memory" {
+		t.Errorf("untold %q", u)
 	}
 }
