@@ -66,6 +66,9 @@ type Elastic struct {
 	// LR is how the learning rate follows the peers: membership.LRScale
 	// (the default: times members/cluster size) or membership.LRKeep.
 	LR string
+	// Initial, if set, is how many of the cluster's peers (the first)
+	// start the run; the others are slots for workers that join later.
+	Initial int
 	// Logger receives the membership's changes.
 	Logger *zap.Logger
 }
@@ -350,7 +353,7 @@ func runElastic(ctx context.Context, job *Job, cfg *Elastic) (*Summary, error) {
 	m := cfg.Membership
 	e := &elastic{job: job, cfg: cfg, m: m, self: m.Self(), n: m.Size(), wake: make(chan struct{}, 1),
 		log: cfg.Logger.With(zap.Int("rank", m.Self()))}
-	e.mach = membership.New(membership.Config{Self: e.self, Size: e.n, MinWorkers: cfg.MinWorkers, CommitEvery: cfg.CommitEvery, Schedule: cfg.Schedule}, e.log)
+	e.mach = membership.New(membership.Config{Self: e.self, Size: e.n, Initial: cfg.Initial, MinWorkers: cfg.MinWorkers, CommitEvery: cfg.CommitEvery, Schedule: cfg.Schedule}, e.log)
 	m.Serve(e.answer)
 	defer e.locked(func() membership.Effects { e.mach.End(); return membership.Effects{} })
 	d, err := e.drive(ctx, e.locked(e.mach.Start))

@@ -382,6 +382,9 @@ func init() {
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 				Cost: costParams, LogEvery: c.Int("log-every"),
 			}
+			if wc.Grow, err = growFromFlags(c, len(cl.Peers)); err != nil {
+				return usageError{fmt.Errorf("worker: %w", err)}
+			}
 			if (cl.Rank == 0 || mirrored.ElasticOf(job.Strategy) != nil) && !c.Bool("events") {
 				// The chief prints the cluster's table, as launch does
 				// (elastic: the last generation's chief); under launch

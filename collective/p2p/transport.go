@@ -361,6 +361,12 @@ func resolvePeers(cfg Config) ([]ma.Multiaddr, []peer.ID, error) {
 	for r, s := range cfg.Peers {
 		var a ma.Multiaddr
 		var err error
+		if s == "" && r != cfg.Rank { // a slot of a cluster that may grow (Host.SetAddr): its identity, no address yet
+			if ids[r], err = DerivePeerID(cfg.ClusterSecret, r); err != nil {
+				return nil, nil, fmt.Errorf("p2p: peer %d has no address yet, and %w", r, err)
+			}
+			continue
+		}
 		if strings.HasPrefix(s, "/") {
 			a, err = ma.NewMultiaddr(s)
 		} else {
