@@ -208,19 +208,23 @@ func runDiscover(ctx context.Context, cmd string, deadline time.Duration) ([]byt
 	return out.Bytes(), nil
 }
 
-// limitedBuffer keeps the first max bytes written to it.
+// limitedBuffer keeps the first max bytes written to it. It embeds no
+// bytes.Buffer: io.Copy would use the buffer's ReadFrom, without limit.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int
 	over bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
 	n := len(p)
-	if room := b.max - b.Len(); n > room {
+	if room := b.max - b.buf.Len(); n > room {
 		b.over = true
 		p = p[:max(room, 0)]
 	}
-	b.Buffer.Write(p)
+	b.buf.Write(p)
 	return n, nil // the rest is dropped, not an error that stops the command
 }
+
+func (b *limitedBuffer) Bytes() []byte  { return b.buf.Bytes() }
+func (b *limitedBuffer) String() string { return b.buf.String() }
