@@ -135,3 +135,33 @@ func TestElasticGrows(t *testing.T) {
 		t.Errorf("the replay ended with %s, the run with %s", r.Run.ParamsSHA256, s.Run.ParamsSHA256)
 	}
 }
+
+// TestElasticIndexedJobScaledUp: the pods of a Kubernetes Indexed Job
+// (JOB_COMPLETION_INDEX, MESHTRAIN_PEER_PATTERN, MESHTRAIN_NUM_WORKERS=3
+// and MESHTRAIN_MAX_WORKERS=4, emulated as processes on loopback
+// addresses) run elastic; the Job scaled up starts pod 3, which joins the
+// running run with no discovery command (the pattern gives the next
+// pods' addresses); the four end identical, and the record says pod 3
+// joined.
+func TestElasticIndexedJobScaledUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	port := strings.Split(freePorts(t, 1)[0], ":")[1]
+	pattern := "127.0.2{index}.1:" + port
+	c := newElasticCluster(t, ctx, 4, elasticRun("--epochs", "3"))
+	c.noSpec = true
+	pod := func(i int) *elasticPeer {
+		return c.start(i, []string{"JOB_COMPLETION_INDEX=" + fmt.Sprint(i), "MESHTRAIN_PEER_PATTERN=" + pattern, "MESHTRAIN_NUM_WORKERS=3", "MESHTRAIN_MAX_WORKERS=4"})
+	}
+	ps := []*elasticPeer{pod(0), pod(1), pod(2)}
+	c.waitStep(ps[0], 10)
+	ps = append(ps, pod(3))
+	s := finished(t, c, ps...)
+	ms := s.Run.Membership
+	if len(ms) != 1 || !slices.Equal(ms[0].Joined, []int{3}) || s.Run.Replicas != 4 {
+		t.Fatalf("record %+v on %d replicas: want pod 3 to join, 4 replicas at the end", ms, s.Run.Replicas)
+	}
+	if log := ps[0].stderrText(); !strings.Contains(log, "rank 3 joined: 4 peer(s) [0 1 2 3]") {
+		t.Errorf("pod 0's log has no line for the join:\n%s", log)
+	}
+}

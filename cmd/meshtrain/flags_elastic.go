@@ -11,6 +11,7 @@ import (
 	"github.com/meshtrain/meshtrain/internal/inputfile"
 	"github.com/meshtrain/meshtrain/mirrored"
 	"github.com/meshtrain/meshtrain/mirrored/launch"
+	"github.com/meshtrain/meshtrain/mirrored/launch/cluster"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
 )
 
@@ -66,14 +67,19 @@ func elasticFromFlags(c *cli.Context, workers int) (*mirrored.Elastic, error) {
 	return el, nil
 }
 
-// growFromFlags reads --max-workers and --discover-cmd for a cluster that
-// lists workers.
-func growFromFlags(c *cli.Context, workers int) (launch.Grow, error) {
-	g := launch.Grow{Max: c.Int("max-workers"), Cmd: c.String("discover-cmd"), Every: c.Duration("discover-every"), Join: c.Bool("join")}
+// growFromFlags reads --max-workers, --discover-cmd and --join for
+// cluster cl (a scaled-up Indexed Job's pod joins on its own, and its
+// next pods' addresses are known: no command is needed).
+func growFromFlags(c *cli.Context, cl *cluster.Cluster) (launch.Grow, error) {
+	g := launch.Grow{Max: c.Int("max-workers"), Cmd: c.String("discover-cmd"), Every: c.Duration("discover-every"),
+		Join: c.Bool("join") || cl.Joining, Slots: cl.Slots}
+	if len(cl.Slots) > 0 || cl.Joining { // MESHTRAIN_MAX_WORKERS said how far
+		g.Max = max(g.Max, len(cl.Peers)+len(cl.Slots))
+	}
 	if g.Max == 0 && g.Cmd != "" {
 		return g, fmt.Errorf("--discover-cmd without --max-workers: say how many workers the run may grow to")
 	}
-	return g, g.Check(workers)
+	return g, g.Check(len(cl.Peers))
 }
 
 // restarted says how many times launch restarted this worker.

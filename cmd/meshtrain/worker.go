@@ -317,7 +317,7 @@ func init() {
 				return nil
 			}
 			cl, err := cluster.Discover(cluster.DiscoverOptions{File: c.String("tf-config"), SlurmBasePort: c.Int("slurm-base-port"),
-				PeerPattern: c.String("peer-pattern"), NumWorkers: c.Int("num-workers")})
+				PeerPattern: c.String("peer-pattern"), NumWorkers: c.Int("num-workers"), MaxWorkers: c.Int("max-workers")})
 			if err != nil {
 				// A cluster spec, environment or flag that describes no
 				// cluster: a usage error, before any work.
@@ -382,7 +382,7 @@ func init() {
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 				Cost: costParams, LogEvery: c.Int("log-every"),
 			}
-			if wc.Grow, err = growFromFlags(c, len(cl.Peers)); err != nil {
+			if wc.Grow, err = growFromFlags(c, cl); err != nil {
 				return usageError{fmt.Errorf("worker: %w", err)}
 			}
 			if (cl.Rank == 0 || mirrored.ElasticOf(job.Strategy) != nil) && !c.Bool("events") {

@@ -40,6 +40,10 @@ type Grow struct {
 	// Join says this worker is a newcomer (--join): it joins the running
 	// run at its slot, and never starts one of its own.
 	Join bool
+	// Slots, if set, are the addresses of the slots after the listed
+	// workers, known up front (a Kubernetes Indexed Job's next pods): no
+	// command is needed for them.
+	Slots []string
 }
 
 // DefaultDiscoverEvery is Grow.Every's default.
@@ -58,7 +62,7 @@ func (g Grow) Check(listed int) error {
 		return nil
 	case g.Max < listed:
 		return fmt.Errorf("--max-workers %d is fewer than the %d workers listed: give at least %d", g.Max, listed, listed)
-	case g.Cmd == "":
+	case g.Cmd == "" && listed+len(g.Slots) < g.Max:
 		return fmt.Errorf("--max-workers %d without --discover-cmd: the running peers would never learn the new workers' addresses: give a command that prints them, host:port a line", g.Max)
 	case g.Every < 0:
 		return fmt.Errorf("--discover-every %v: want a positive interval", g.Every)

@@ -188,9 +188,9 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 	if err := cfg.Grow.Check(len(cfg.Cluster.Peers)); err != nil {
 		return nil, err
 	}
-	peers := cfg.Cluster.Peers
+	peers := slices.Concat(cfg.Cluster.Peers, cfg.Grow.Slots)
 	if cfg.Grow.Max > len(peers) { // the slots of the workers to come, without an address yet
-		peers = append(slices.Clone(peers), make([]string, cfg.Grow.Max-len(peers))...)
+		peers = append(peers, make([]string, cfg.Grow.Max-len(peers))...)
 	}
 	h, err := p2p.Listen(p2p.Config{
 		Rank: self, Peers: peers, Security: cfg.Security,
@@ -221,10 +221,12 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 		if cfg.Grow.Every <= 0 {
 			cfg.Grow.Every = DefaultDiscoverEvery
 		}
-		n.disc = newDiscovery(cfg.Grow, h, peers, log.Named("discover"))
-		dctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go n.disc.run(dctx)
+		if cfg.Grow.Cmd != "" {
+			n.disc = newDiscovery(cfg.Grow, h, peers, log.Named("discover"))
+			dctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go n.disc.run(dctx)
+		}
 	}
 	if el.Timeout <= 0 {
 		el.Timeout = collective.DefaultTimeout
