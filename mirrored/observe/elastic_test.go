@@ -53,3 +53,32 @@ func TestStepProgressByEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressElastic: a worker's own progress under elastic tells the
+// first start only, no resume of a later generation (its change's line
+// says where), each change's line, and counts by epoch across them.
+func TestProgressElastic(t *testing.T) {
+	var b bytes.Buffer
+	obs, err := Standard(Options{Progress: &b, LogEvery: 1, Elastic: &mirrored.Elastic{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(s, steps int) mirrored.Event {
+		return mirrored.Event{Kind: mirrored.EventStep, Step: s, Steps: steps, Train: &mirrored.StepStats{Loss: 1, Examples: 16, Seconds: 0.01}}
+	}
+	for _, e := range []mirrored.Event{
+		{Kind: mirrored.EventStart, Info: "lenet: 3 replicas", StepsPerEpoch: 62, Steps: 124, Replicas: 3}, step(31, 124),
+		{Kind: mirrored.EventResumed, Path: "the in-memory commit of step 30", Step: 45},
+		{Kind: mirrored.EventStart, Info: "lenet: 2 replicas", StepsPerEpoch: 93, Steps: 186, Replicas: 2},
+		{Kind: mirrored.EventMembership, Info: "rank 2 lost: …"}, step(47, 186),
+	} {
+		if err := obs[0].Observe(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "lenet: 3 replicas\nepoch 1   50%"
+	if got := b.String(); !strings.HasPrefix(got, want) || strings.Contains(got, "resumed") || strings.Contains(got, "2 replicas") ||
+		!strings.Contains(got, "rank 2 lost: …\nepoch 1   51%") || strings.Contains(got, "step") {
+		t.Errorf("progress:\n%s\nwant it to start %q, then the change and epoch 1 51%%, no resume, no second header, no steps", got, want)
+	}
+}

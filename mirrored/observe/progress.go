@@ -24,6 +24,17 @@ type Progress struct {
 	every     int
 	everyRank bool
 	steps     *StepProgress // for the run since its start event
+	// elastic (ByEpoch): a run of generations, each starting (and
+	// resuming) anew: the lines count epochs, the clock runs on, and only
+	// the first start and resume are told (a change's line says the rest).
+	elastic, started bool
+}
+
+// ByEpoch shows an elastic run's progress: by epoch and the share of it
+// done, which its changes of membership do not renumber.
+func (p *Progress) ByEpoch() *Progress {
+	p.elastic = true
+	return p
 }
 
 // NewProgress writes to w; inside an epoch a line every `every` steps (0:
@@ -59,18 +70,28 @@ func (p *Progress) Observe(e mirrored.Event) error {
 	if !p.Shows(e.Rank) {
 		return nil
 	}
-	if p.steps == nil || e.Kind == mirrored.EventStart {
-		// A new bar for every start: an elastic run starts again with
-		// every generation, with its own number of replicas.
+	later := p.elastic && p.started // a later generation of an elastic run
+	switch {
+	case p.steps == nil || e.Kind == mirrored.EventStart && !p.elastic:
+		// A new bar for every start of a plain run.
 		p.steps = NewStepProgress(p.w, IsTerminal(p.w) && !p.everyRank, p.every, max(e.Replicas, 1), p.prefix(e.Rank))
+	}
+	if p.elastic && e.Kind == mirrored.EventStart {
+		p.steps.ByEpoch(e.StepsPerEpoch, max(e.Replicas, 1)) // each generation its own steps and replicas, one clock
 	}
 	if e.Kind != mirrored.EventEpoch && e.Kind != mirrored.EventStep && e.Rank != 0 {
 		return nil // the run's header, resume and end are the chief's
 	}
 	switch e.Kind {
 	case mirrored.EventStart:
-		fmt.Fprintln(p.w, e.Info)
+		p.started = true
+		if !later {
+			fmt.Fprintln(p.w, e.Info)
+		}
 	case mirrored.EventResumed:
+		if later {
+			break
+		}
 		fmt.Fprintf(p.w, "resumed from %s: step %d\n", e.Path, e.Step)
 		for _, w := range strings.Split(e.Info, "\n") {
 			if w != "" {

@@ -49,6 +49,9 @@ func Standard(o Options) ([]mirrored.Observer, error) {
 	var progress *Progress
 	if o.Progress != nil {
 		progress = NewProgress(o.Progress, o.LogEvery, o.EveryRank)
+		if o.Elastic != nil {
+			progress.ByEpoch()
+		}
 	}
 	if o.Logger != nil {
 		var quiet func(int) bool
