@@ -2,10 +2,12 @@ package tests
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,5 +130,38 @@ func TestElasticOutputReadable(t *testing.T) {
 	}
 	if rs := readSummary(t, replay); !rs.ParamsIdentical || rs.Run.ParamsSHA256 != s.Run.ParamsSHA256 {
 		t.Errorf("the replay ended with %s (identical %v), the run with %s\n%v", rs.Run.ParamsSHA256, rs.ParamsIdentical, s.Run.ParamsSHA256, rr)
+	}
+}
+
+// TestElasticOutputSIGKILL: a worker killed from outside (SIGKILL, no
+// word of its own) is named as the launcher saw it die: the change's
+// line waits for its exit (HoldChange at most) and says "rank 1 died:
+// killed"; its restart rejoins.
+func TestElasticOutputSIGKILL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum := filepath.Join(t.TempDir(), "summary.json")
+	killed := false
+	r, _ := launchWatched(t, ctx, elasticLaunch(sum, "--epochs", "3", "--train-examples", "6000"), func(line string, _ *os.Process, pids map[int]int) {
+		if m := progressRE.FindStringSubmatch(line); m != nil && !killed && m[1] == "1" {
+			if p, _ := strconv.Atoi(m[2]); p >= 20 {
+				killed = syscall.Kill(pids[1], syscall.SIGKILL) == nil
+			}
+		}
+	})
+	if r.err != nil || !killed {
+		t.Fatalf("killed %v: %v", killed, r)
+	}
+	var changes []string
+	for line := range strings.Lines(r.stdout) {
+		if changeRE.MatchString(line) {
+			changes = append(changes, strings.TrimRight(line, "\n"))
+		}
+	}
+	if len(changes) != 2 || !strings.HasPrefix(changes[0], "[launch] rank 1 died: killed: 2 peer(s) [0 2] go on") || !strings.HasPrefix(changes[1], "[launch] rank 1 rejoined") {
+		t.Errorf("changes %q: want rank 1 died: killed, then rejoined\n%s", changes, r.stdout)
+	}
+	if s := readSummary(t, sum); !s.ParamsIdentical {
+		t.Errorf("the replicas differ at the end")
 	}
 }

@@ -143,7 +143,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	con := newConsole(cfg.Stdout, cfg.LogEvery, cfg.N)
 	c := &localCluster{cfg: cfg, console: con, out: con.writer(cfg.Stdout), errOut: con.writer(cfg.Stderr),
 		msgs: make(chan Message, 64), status: newStatus(cfg.N, cfg.Elastic), exits: make(chan exit, cfg.N), workers: make([]*worker, cfg.N)}
-	c.status.reported = c.reported
+	c.status.reported, c.status.running = c.reported, c.running
 	if err := c.startAll(runDir); err != nil {
 		c.stopAll(os.Kill)
 		c.reap()
@@ -344,10 +344,16 @@ type outcome struct {
 // hung) is killed and named.
 func (c *localCluster) supervise(ctx context.Context) outcome {
 	var o outcome
-	var deadline, spareEnds <-chan time.Time
+	var deadline, spareEnds, holdEnds <-chan time.Time
 	status := c.status
 	for running := c.cfg.N; running > 0; {
+		if status.held != nil && holdEnds == nil {
+			holdEnds = time.After(HoldChange)
+		}
 		select {
+		case <-holdEnds: // the lost worker's process did not exit: the survivors' words
+			c.tell(status.release())
+			holdEnds = nil
 		case m := <-c.msgs:
 			c.relay(status, m)
 		case e := <-c.exits:
@@ -390,6 +396,7 @@ func (c *localCluster) supervise(ctx context.Context) outcome {
 		}
 	}
 	c.console.clear()
+	c.tell(status.release())
 	for _, line := range status.untold() {
 		fmt.Fprintln(c.out, line)
 	}
@@ -411,6 +418,13 @@ func (c *localCluster) relay(status *status, m Message) {
 	}
 }
 
+// tell prints lines, if any.
+func (c *localCluster) tell(lines string) {
+	if lines != "" {
+		fmt.Fprintln(c.out, lines)
+	}
+}
+
 // exited records a worker's exit: under gossip a failed worker is lost
 // and the others carry on; an elastic one is restarted (it says so) while
 // it has restarts left, else lost; otherwise the first failure stops the
@@ -423,7 +437,7 @@ func (c *localCluster) exited(o *outcome, e exit, running int) (restarted bool) 
 	case c.cfg.Elastic && running > 0 && c.restarts[e.w.rank] < c.cfg.MaxRestarts && !e.w.stoppedRun && c.finished == 0:
 		r := e.w.rank
 		c.restarts[r]++
-		c.status.diedWorker(r, e.w.deathWords())
+		c.tell(c.status.diedWorker(r, e.w.deathWords()))
 		if err := c.start(c.runDir, r, c.addrs, c.secret); err != nil {
 			fmt.Fprintf(c.out, "[launch] restarting rank %d: %v\n", r, err)
 			o.lost = append(o.lost, e.w)
@@ -432,7 +446,7 @@ func (c *localCluster) exited(o *outcome, e exit, running int) (restarted bool) 
 		return true
 	case c.cfg.Elastic:
 		if running > 0 {
-			c.status.diedWorker(e.w.rank, e.w.deathWords())
+			c.tell(c.status.diedWorker(e.w.rank, e.w.deathWords()))
 			fmt.Fprintf(c.out, "[launch] rank %d is not restarted (--max-restarts %d used): the other elastic peers carry on without it\n", e.w.rank, c.cfg.MaxRestarts)
 		}
 		o.lost = append(o.lost, e.w)

@@ -37,15 +37,50 @@ type status struct {
 	// seen after the change, is not told again.
 	told map[int]bool
 	// reported, if set, says what a worker that has not exited yet said
-	// of its own end (its last error: the fault injection killed it).
+	// of its own end (its last error: the fault injection killed it);
+	// running, whether its process is still running.
 	reported func(rank int) (string, bool)
+	running  func(rank int) bool
+	// held is a change whose lost workers' processes are still running:
+	// told when they exit (in the launcher's words: "died: killed") or at
+	// HoldChange, whichever comes first; queued, the lines after it.
+	held   *Message
+	queued []string
 }
+
+// HoldChange bounds how long a change's line waits for the process of a
+// worker it lost to exit (a SIGKILLed worker's is reaped in
+// milliseconds), so that the line can say how it died.
+const HoldChange = 500 * time.Millisecond
 
 func newStatus(n int, elastic bool) *status {
 	return &status{n: n, start: time.Now(), epochs: map[int]int{}, elasticRun: elastic, died: map[int]string{}, told: map[int]bool{}}
 }
 
+// update is the line m makes, if any: "" while a change is held (the
+// lines after it wait with it: release).
 func (s *status) update(m Message) string {
+	line := s.line(m)
+	if s.held != nil && line != "" {
+		s.queued = append(s.queued, line)
+		return ""
+	}
+	return line
+}
+
+// release is the held change's line and the lines queued after it.
+func (s *status) release() string {
+	if s.held == nil {
+		return ""
+	}
+	m := *s.held
+	s.held = nil
+	lines := append([]string{s.change(m)}, s.queued...)
+	s.queued = nil
+	return strings.Join(lines, "\n")
+}
+
+func (s *status) line(m Message) string {
 	switch m.Kind {
 	case "start":
 		if m.Rank != 0 {
@@ -70,6 +105,10 @@ func (s *status) update(m Message) string {
 	case mirrored.EventMembership:
 		if m.Rank == 0 {
 			s.elastic = true // the members change: the chief's epochs are the cluster's
+			if s.unexplained(m) && s.held == nil {
+				s.held = &m
+				return ""
+			}
 			return s.change(m)
 		}
 	case "epoch":
@@ -105,14 +144,38 @@ func (s *status) change(m Message) string {
 	return "[launch] " + line
 }
 
+// unexplained says whether change m lost a worker whose process still
+// runs and has not said why it ends: its exit may be a moment away.
+func (s *status) unexplained(m Message) bool {
+	if m.Change == nil || m.Shift == nil || s.running == nil {
+		return false
+	}
+	for _, p := range m.Change.Left {
+		_, seen := s.died[p]
+		said := false
+		if s.reported != nil {
+			_, said = s.reported(p)
+		}
+		if !seen && !said && s.running(p) {
+			return true
+		}
+	}
+	return false
+}
+
 // diedWorker records that an elastic worker died (words), to be told
-// with the change that drops it, unless a change already told it.
-func (s *status) diedWorker(rank int, words string) {
+// with the change that drops it, unless a change already told it; it
+// returns the held change's lines once this exit explains it.
+func (s *status) diedWorker(rank int, words string) string {
 	if s.told[rank] {
 		delete(s.told, rank)
-		return
+		return ""
 	}
 	s.died[rank] = words
+	if s.held != nil && !s.unexplained(*s.held) {
+		return s.release()
+	}
+	return ""
 }
 
 // untold is the deaths no change has told (the run ended first), one
@@ -158,8 +221,8 @@ func (w *worker) deathWords() string {
 	switch {
 	case w.killed:
 		return "died: killed by fault injection (--kill-rank/--kill-after)"
-	case w.waitErr != nil && diedOfSignal(w.waitErr):
-		return "died: killed (" + w.waitErr.Error() + ")"
+	case w.waitErr != nil && diedOfSignal(w.waitErr): // "signal: killed"
+		return "died: " + strings.TrimPrefix(w.waitErr.Error(), "signal: ")
 	case w.lastErr != "":
 		parts := strings.Split(w.lastErr, ": ")
 		return "exited: " + strings.Join(parts[max(0, len(parts)-2):], ": ")
@@ -183,4 +246,15 @@ func (c *localCluster) reported(rank int) (string, bool) {
 		return "", false
 	}
 	return w.deathWords(), true
+}
+
+// running says whether worker rank's process is still running.
+func (c *localCluster) running(rank int) bool {
+	if rank < 0 || rank >= len(c.workers) || c.workers[rank] == nil {
+		return false
+	}
+	w := c.workers[rank]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.exited
 }

@@ -68,3 +68,42 @@ func TestStatusElastic(t *testing.T) {
 		t.Errorf("untold %q", u)
 	}
 }
+
+// TestStatusHoldsAChange: a change that lost a worker whose process still
+// runs waits for its exit, to say how it died; the lines after it wait
+// with it; without the exit, release tells it in the survivors' words.
+func TestStatusHoldsAChange(t *testing.T) {
+	loss := membership.Change{Step: 40, Generation: 1, Members: []int{0, 1}, Left: []int{2}, Reason: "lost peer(s) [2]: its connection closed"}
+	sh := membership.NewShift(loss, 60, 93, 16, 0.02, membership.LRScale)
+	for _, exits := range []bool{true, false} {
+		s := newStatus(3, true)
+		alive := true
+		s.running = func(int) bool { return alive }
+		chief := func(e mirrored.Event) string { return s.update(Message{Event: e}) }
+		chief(mirrored.Event{Kind: "start", Info: "lenet", StepsPerEpoch: 62, Steps: 124})
+		if got := chief(mirrored.Event{Kind: mirrored.EventMembership, Change: &loss, Shift: &sh}); got != "" {
+			t.Fatalf("the change was told at once: %q", got)
+		}
+		if got := chief(mirrored.Event{Kind: "checkpoint", Step: 61, Path: "ck"}); got != "" {
+			t.Fatalf("a line after the held change was told first: %q", got)
+		}
+		var got string
+		if exits {
+			alive = false
+			got = s.diedWorker(2, "died: killed")
+		} else {
+			got = s.release()
+		}
+		want := "[launch] rank 2 died: killed: 2 peer(s)"
+		if !exits {
+			want = "[launch] rank 2 lost: its connection closed: 2 peer(s)"
+		}
+		lines := strings.Split(got, "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], want) || lines[1] != "[launch] checkpoint at step 61: ck" {
+			t.Errorf("exits %v: %q, want %q then the checkpoint's line", exits, got, want)
+		}
+		if s.release() != "" || len(s.untold()) != 0 {
+			t.Errorf("exits %v: something told twice", exits)
+		}
+	}
+}
