@@ -110,6 +110,8 @@ type discovery struct {
 	h   *p2p.Host
 	log *zap.Logger
 
+	// mu serialises the runs (the ticker's, and Form's when a member is
+	// not known here yet) and guards what they keep.
 	mu    sync.Mutex
 	slots map[string]int  // address → slot
 	full  map[string]bool // told there was no slot for it
@@ -144,6 +146,8 @@ func (d *discovery) run(ctx context.Context) {
 // logged (once while it stays the same), never fatal: the run goes on
 // with the workers it has.
 func (d *discovery) once(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	out, err := runDiscover(ctx, d.g.Cmd, d.g.Every)
 	addrs, problems := ParseDiscovered(out)
 	if err != nil {
@@ -155,8 +159,6 @@ func (d *discovery) once(ctx context.Context) {
 			d.log.Warn("--discover-cmd: "+msg, zap.String("command", d.g.Cmd))
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	for _, a := range addrs {
 		if _, ok := d.slots[a]; ok || d.full[a] {
 			continue
