@@ -1,6 +1,7 @@
 package mirrored
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/mirrored/checkpoint"
 	"github.com/meshtrain/meshtrain/mirrored/membership"
+	"github.com/meshtrain/meshtrain/nn"
 )
 
 // Elastic makes a synchronous (ring) run survive the loss of peers and
@@ -61,6 +63,12 @@ type Elastic struct {
 	// which also bounds each wait of the membership protocol (default
 	// collective.DefaultTimeout).
 	Timeout time.Duration
+	// LR is how the learning rate follows the peers: membership.LRScale
+	// (the default: times members/cluster size) or membership.LRKeep.
+	LR string
+	// Initial, if set, is how many of the cluster's peers (the first)
+	// start the run; the others are slots for workers that join later.
+	Initial int
 	// Logger receives the membership's changes.
 	Logger *zap.Logger
 }
@@ -128,6 +136,7 @@ func (e *Elastic) fill() {
 	if e.Timeout <= 0 {
 		e.Timeout = collective.DefaultTimeout
 	}
+	e.LR = cmp.Or(e.LR, membership.LRScale)
 }
 
 // elastic is one replica's elastic run: the driver of its membership
@@ -149,6 +158,7 @@ type elastic struct {
 
 	commit     commitState
 	localSteps int // this process's steps so far (the faults count them)
+	ran        int // and those that completed
 	lastStep   int // the global step this replica last completed
 	failedAt   time.Time
 	lock       *checkpoint.Lock
@@ -270,11 +280,11 @@ func (e *elastic) state() membership.State {
 // drive carries out the machine's effects, from eff on, until it decides
 // on a generation to form (or that this peer is not in the schedule).
 func (e *elastic) drive(ctx context.Context, eff membership.Effects) (*membership.Decision, error) {
-	var t timers
-	defer t.stop()
+	var t membership.Timers
+	defer t.Stop()
 	for {
 		state := e.state()
-		t.enter(state, e.cfg.Timeout+probeTimeout)
+		t.Enter(state, e.cfg.Timeout+probeTimeout, probeTimeout)
 		switch {
 		case eff.Decision != nil:
 			return e.decision(eff.Decision, state, &t)
@@ -285,43 +295,14 @@ func (e *elastic) drive(ctx context.Context, eff membership.Effects) (*membershi
 		if err := e.wait(ctx, eff, state, &t); err != nil {
 			return nil, err
 		}
-		late := t.late(state, e.cfg.Timeout)
+		late := t.Late(state, e.cfg.Timeout)
 		eff = e.locked(func() membership.Effects { return e.mach.Tick(late) })
-	}
-}
-
-// timers are a drive's clocks: the deadline of an agreement, and, while
-// joining, the last answer from a running peer and the probe's ticker.
-type timers struct {
-	agreeBy, heard time.Time
-	tick           *time.Ticker
-}
-
-// enter starts the clocks of state, once.
-func (t *timers) enter(state membership.State, agreeWithin time.Duration) {
-	switch {
-	case state == membership.Reforming && t.agreeBy.IsZero():
-		t.agreeBy = time.Now().Add(agreeWithin)
-	case state == membership.Joining && t.tick == nil:
-		t.heard, t.tick = time.Now(), time.NewTicker(probeTimeout)
-	}
-}
-
-// late says whether state's deadline passed.
-func (t *timers) late(state membership.State, timeout time.Duration) bool {
-	return state == membership.Reforming && time.Now().After(t.agreeBy) ||
-		state == membership.Joining && time.Since(t.heard) > timeout
-}
-
-func (t *timers) stop() {
-	if t.tick != nil {
-		t.tick.Stop()
 	}
 }
 
 // decision returns d for the caller to carry out, or the error with which
 // the run stops here.
-func (e *elastic) decision(d *membership.Decision, state membership.State, t *timers) (*membership.Decision, error) {
+func (e *elastic) decision(d *membership.Decision, state membership.State, t *membership.Timers) (*membership.Decision, error) {
 	switch d.Kind {
 	case membership.Halt:
 		if d.Coordinator {
@@ -330,7 +311,7 @@ func (e *elastic) decision(d *membership.Decision, state membership.State, t *ti
 		return nil, stopError{d.Reason}
 	case membership.GaveUp:
 		if state == membership.Joining {
-			return nil, fmt.Errorf("elastic: waited %v to be admitted into the running cluster, and no peer has answered for %v: is the run over, or its peers unreachable?", time.Since(t.heard).Round(time.Second), e.cfg.Timeout)
+			return nil, fmt.Errorf("elastic: waited %v to be admitted into the running cluster, and no peer has answered for %v: is the run over, or its peers unreachable?", time.Since(t.Heard).Round(time.Second), e.cfg.Timeout)
 		}
 		return nil, fmt.Errorf("elastic: no agreement on the membership after generation %d within %v: the peers of %v did not settle on who is left (check the others' logs)", d.Gen, e.cfg.Timeout+probeTimeout, d.Members)
 	}
@@ -338,7 +319,7 @@ func (e *elastic) decision(d *membership.Decision, state membership.State, t *ti
 }
 
 // wait waits as eff says before the machine's next tick.
-func (e *elastic) wait(ctx context.Context, eff membership.Effects, state membership.State, t *timers) error {
+func (e *elastic) wait(ctx context.Context, eff membership.Effects, state membership.State, t *membership.Timers) error {
 	switch eff.Wait {
 	case membership.WaitRetry: // what the peers answer may change: not in a tight loop
 		time.Sleep(probeTimeout / 10)
@@ -351,7 +332,7 @@ func (e *elastic) wait(ctx context.Context, eff membership.Effects, state member
 		}
 	case membership.WaitAdmission:
 		if eff.Heard {
-			t.heard = time.Now()
+			t.Heard = time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -359,7 +340,7 @@ func (e *elastic) wait(ctx context.Context, eff membership.Effects, state member
 		case <-e.job.Stop: // asked to stop before it was admitted: nothing to leave
 			return errLeftByStop
 		case <-e.wake:
-		case <-t.tick.C:
+		case <-t.Tick.C:
 		}
 	default:
 		return fmt.Errorf("elastic: the membership protocol waits for nothing in state %s", state)
@@ -371,8 +352,8 @@ func (e *elastic) wait(ctx context.Context, eff membership.Effects, state member
 func runElastic(ctx context.Context, job *Job, cfg *Elastic) (*Summary, error) {
 	m := cfg.Membership
 	e := &elastic{job: job, cfg: cfg, m: m, self: m.Self(), n: m.Size(), wake: make(chan struct{}, 1),
-		log: cfg.Logger.With(zap.Int("peer", m.Self()))}
-	e.mach = membership.New(membership.Config{Self: e.self, Size: e.n, MinWorkers: cfg.MinWorkers, CommitEvery: cfg.CommitEvery, Schedule: cfg.Schedule}, e.log)
+		log: cfg.Logger.With(zap.Int("rank", m.Self()))}
+	e.mach = membership.New(membership.Config{Self: e.self, Size: e.n, Initial: cfg.Initial, MinWorkers: cfg.MinWorkers, CommitEvery: cfg.CommitEvery, Schedule: cfg.Schedule}, e.log)
 	m.Serve(e.answer)
 	defer e.locked(func() membership.Effects { e.mach.End(); return membership.Effects{} })
 	d, err := e.drive(ctx, e.locked(e.mach.Start))
@@ -407,7 +388,7 @@ func runElastic(ctx context.Context, job *Job, cfg *Elastic) (*Summary, error) {
 			e.failedAt = time.Now()
 			e.commit.restore()
 			e.log.Warn("a peer was lost: agreeing on who is left", zap.Uint64("generation", gen), zap.Error(gerr))
-			d, err = e.drive(ctx, e.reform(membership.Why{Reason: gerr.Error()}))
+			d, err = e.drive(ctx, e.reform(membership.Why{Reason: membership.LossWords(gerr, e.cfg.Timeout)}))
 		default:
 			return nil, gerr
 		}
@@ -553,13 +534,18 @@ func (e *elastic) generation(ctx context.Context, gen uint64, members []int) (*S
 	// A restarted worker drops the kill that ended its first life
 	// (launch's RestartEnv): the faults are each process's own here.
 	p.settings = slices.DeleteFunc(p.settings, func(s setting) bool { return s.Name == "kill" })
-	p.settings = append(p.settings, setting{Name: "elastic", Value: fmt.Sprintf("min workers %d, commit every %d steps, schedule of %d changes", e.cfg.MinWorkers, e.cfg.CommitEvery, len(e.cfg.Schedule))})
+	p.settings = append(p.settings, setting{Name: "elastic", Value: fmt.Sprintf("min workers %d, commit every %d steps, schedule of %d changes, learning rate %s", e.cfg.MinWorkers, e.cfg.CommitEvery, len(e.cfg.Schedule), e.cfg.LR)})
+	if f := membership.LRFactor(e.cfg.LR, len(members), e.n); f != 1 {
+		sched := p.schedule
+		p.schedule = func(steps int) (nn.Schedule, error) { s, err := sched(steps); return s.Scaled(f), err }
+	}
 	p.hook = e
 	sum, err := runSync(ctx, e.job, g, p)
 	if err != nil {
 		// Its errors name ranks of this generation: say whose they are.
 		return nil, fmt.Errorf("generation %d (ranks 0-%d are peers %v): %w", gen, len(members)-1, members, err)
 	}
+	sum.Peer.ElasticSteps, sum.Peer.ElasticExamples = e.ran, e.ran*e.job.BatchSize
 	if e.cfg.Final != nil {
 		if err := e.cfg.Final(ctx, sum, members); err != nil {
 			return nil, err

@@ -117,15 +117,9 @@ func (e *elastic) started(l *syncLoop, pos *resumePos) error {
 		return e.decided(l, d, record) // the change recorded at this commit (a loss before the next)
 	}
 	if c := announce; c != nil {
-		info := fmt.Sprintf("generation %d: peers %v from step %d", c.Generation, c.Members, c.Step)
-		if len(c.Left) > 0 {
-			info += fmt.Sprintf(", lost %v (%s)", c.Left, c.Reason)
-		}
-		if len(c.Joined) > 0 {
-			info += fmt.Sprintf(", admitted %v", c.Joined)
-		}
-		info += fmt.Sprintf("; the cluster paused %.2fs", c.PauseSeconds)
-		return l.obs.emit(Event{Kind: EventMembership, Step: l.global, Steps: l.total, Info: info, Change: c})
+		sh := membership.NewShift(*c, l.global, l.steps, l.job.BatchSize, l.rate(l.global), e.cfg.LR)
+		info := membership.Line(*c, record[:max(0, len(record)-1)], sh, nil)
+		return l.obs.emit(Event{Kind: EventMembership, Step: l.global, Steps: l.total, Info: info, Change: c, Shift: &sh})
 	}
 	return nil
 }
@@ -142,7 +136,7 @@ func (e *elastic) atStep(info *StepInfo) {
 	e.localSteps++
 }
 
-func (e *elastic) stepped(global int) { e.lastStep = global }
+func (e *elastic) stepped(global int) { e.lastStep, e.ran = global, e.ran+1 }
 
 // atCommit, every CommitEvery steps within an epoch and at its end,
 // commits l's state at (epoch, stepInEpoch) and learns, with one small

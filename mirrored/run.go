@@ -248,6 +248,9 @@ func (el *Elastic) check(*Job) error {
 	if el.MinWorkers < 0 || el.CommitEvery < 0 {
 		return fmt.Errorf("elastic: --min-workers %d and --commit-every %d: want ≥ 0", el.MinWorkers, el.CommitEvery)
 	}
+	if el.LR != "" {
+		return membership.CheckLRPolicy(el.LR)
+	}
 	return nil
 }
 

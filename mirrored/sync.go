@@ -120,7 +120,7 @@ func (l *syncLoop) start(ctx context.Context) error {
 		return err
 	}
 	header := run.header(l.steps, cl.total)
-	if err := l.obs.emit(Event{Kind: EventStart, Step: l.global, Steps: l.total, Replicas: l.world, Info: header}); err != nil {
+	if err := l.obs.emit(Event{Kind: EventStart, Step: l.global, Steps: l.total, Replicas: l.world, StepsPerEpoch: l.steps, Info: header}); err != nil {
 		l.obs.close()
 		return err
 	}
@@ -412,7 +412,7 @@ func (l *syncLoop) due(ctx context.Context, epoch, step int) error {
 func (l *syncLoop) fault(ctx context.Context, p Point, s StepInfo) error {
 	err := l.job.Faults.At(ctx, p, s)
 	if errors.Is(err, ErrInjectedKill) {
-		l.job.logger().Warn("injected fault: this rank dies now", zap.Int("rank", l.rank), zap.Int("local_step", s.Step+1))
+		l.job.logger().Warn("injected fault: this rank dies now", zap.Int("rank", s.Rank), zap.Int("local_step", s.Step+1))
 	}
 	return err
 }

@@ -63,6 +63,9 @@ func NewSchedule(c ScheduleConfig) (Schedule, error) {
 	return Schedule{c}, nil
 }
 
+// Scaled is s with every rate times f (an elastic run's follows its peers).
+func (s Schedule) Scaled(f float64) Schedule { s.c.Base *= f; s.c.MinLR *= f; return s }
+
 // At returns the learning rate for step (0-based).
 func (s Schedule) At(step int) float64 {
 	c := s.c

@@ -64,6 +64,8 @@ type elasticCluster struct {
 	peers [][]*elasticPeer // by index: every life
 	// command makes peer i's process (default: the binary on this host).
 	command func(i int, args []string) *exec.Cmd
+	// noSpec: the peers find their cluster in env alone (no TF_CONFIG).
+	noSpec bool
 }
 
 func newElasticCluster(t *testing.T, ctx context.Context, n int, args []string) *elasticCluster {
@@ -90,7 +92,11 @@ func (c *elasticCluster) start(i int, env []string, extra ...string) *elasticPee
 	p := &elasticPeer{index: i, report: filepath.Join(c.dir, fmt.Sprintf("report-%d-%d.json", i, life)), done: make(chan struct{})}
 	args := append(slices.Clone(c.args), "--report", p.report)
 	p.cmd = c.command(i, append(args, extra...))
-	p.cmd.Env = append(append(os.Environ(), c.env...), append(env, "TF_CONFIG="+tfConfig(c.addrs, i))...)
+	spec := "TF_CONFIG=" + tfConfig(c.addrs, i)
+	if c.noSpec {
+		spec = "TF_CONFIG="
+	}
+	p.cmd.Env = append(append(os.Environ(), c.env...), append(env, spec)...)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)

@@ -322,7 +322,7 @@ func init() {
 				return nil
 			}
 			cl, err := cluster.Discover(cluster.DiscoverOptions{File: c.String("tf-config"), SlurmBasePort: c.Int("slurm-base-port"),
-				PeerPattern: c.String("peer-pattern"), NumWorkers: c.Int("num-workers")})
+				PeerPattern: c.String("peer-pattern"), NumWorkers: c.Int("num-workers"), MaxWorkers: c.Int("max-workers")})
 			if err != nil {
 				// A cluster spec, environment or flag that describes no
 				// cluster: a usage error, before any work.
@@ -390,6 +390,9 @@ func init() {
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Host: host, Report: c.String("report"), Logger: log,
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 				Cost: costParams, LogEvery: c.Int("log-every"),
+			}
+			if wc.Grow, err = growFromFlags(c, cl); err != nil {
+				return usageError{fmt.Errorf("worker: %w", err)}
 			}
 			if (cl.Rank == 0 || mirrored.ElasticOf(job.Strategy) != nil) && !c.Bool("events") {
 				// The chief prints the cluster's table, as launch does

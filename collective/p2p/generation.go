@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -25,7 +26,10 @@ import (
 // generations; streams do not. A peer the cluster lists may dial in at
 // any time (a restarted worker); nobody else gets a connection.
 type Host struct {
-	base  *Transport // the whole cluster's: identities, gater, addresses
+	base *Transport // the whole cluster's: identities, gater, addresses
+	// mu guards addrs: a slot listed without an address ("" in
+	// Config.Peers: a cluster that may grow) gets one with SetAddr.
+	mu    sync.Mutex
 	addrs []ma.Multiaddr
 }
 
@@ -40,10 +44,44 @@ func Listen(cfg Config) (*Host, error) {
 	for r, id := range t.ids {
 		if r != t.cfg.Rank {
 			t.host.ConnManager().Protect(id, protectTag)
-			t.host.Peerstore().AddAddr(id, addrs[r], peerAddrTTL)
+			if addrs[r] != nil {
+				t.host.Peerstore().AddAddr(id, addrs[r], peerAddrTTL)
+			}
 		}
 	}
 	return &Host{base: t, addrs: addrs}, nil
+}
+
+// SetAddr gives slot i, listed without an address, the address addr
+// (host:port or a multiaddr, as Config.Peers): a worker discovered while
+// the run goes on. Its identity is the slot's, derived from the cluster
+// secret, so only a worker holding the secret can answer there.
+func (h *Host) SetAddr(i int, addr string) error {
+	if i < 0 || i >= len(h.base.ids) || i == h.base.cfg.Rank {
+		return fmt.Errorf("p2p: no slot %d for %s in a cluster of %d (this peer is %d)", i, addr, len(h.base.ids), h.base.cfg.Rank)
+	}
+	addrs, _, err := resolvePeers(Config{Peers: []string{addr}, Security: h.base.cfg.Security, ClusterSecret: h.base.cfg.ClusterSecret})
+	if err != nil {
+		return fmt.Errorf("p2p: slot %d: %w", i, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old := h.addrs[i]; old != nil {
+		if old.Equal(addrs[0]) {
+			return nil
+		}
+		return fmt.Errorf("p2p: slot %d is at %s already, not %s", i, old, addrs[0])
+	}
+	h.addrs[i] = addrs[0]
+	h.base.host.Peerstore().AddAddr(h.base.ids[i], addrs[0], peerAddrTTL)
+	return nil
+}
+
+// Known says whether slot i has an address.
+func (h *Host) Known(i int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return i >= 0 && i < len(h.addrs) && h.addrs[i] != nil
 }
 
 // peerAddrTTL keeps the cluster's addresses for the life of the host.
@@ -92,7 +130,20 @@ func (h *Host) Form(ctx context.Context, gen uint64, members []int) (*Transport,
 		viewProto: protocol.ID(string(ClusterProtocolID) + "/gen/" + strconv.FormatUint(gen, 10)),
 		protect:   protectTag + "-gen-" + strconv.FormatUint(gen, 10),
 	}
+	addrs, err := h.memberAddrs(gen, members, t)
+	if err != nil {
+		return nil, err
+	}
+	return t.start(ctx, b.host, addrs)
+}
+
+// memberAddrs fills in t's identities and returns the addresses of
+// members, in rank order.
+func (h *Host) memberAddrs(gen uint64, members []int, t *Transport) ([]ma.Multiaddr, error) {
+	b := h.base
 	addrs := make([]ma.Multiaddr, len(members))
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for r, i := range members {
 		if i < 0 || i >= len(b.ids) {
 			return nil, fmt.Errorf("p2p: generation %d lists peer %d, outside the cluster's %d", gen, i, len(b.ids))
@@ -100,10 +151,13 @@ func (h *Host) Form(ctx context.Context, gen uint64, members []int) (*Transport,
 		if _, dup := t.ranks[b.ids[i]]; dup {
 			return nil, fmt.Errorf("p2p: generation %d lists peer %d twice", gen, i)
 		}
+		if h.addrs[i] == nil {
+			return nil, fmt.Errorf("p2p: generation %d lists peer %d, whose address nobody gave (no discovery listed it)", gen, i)
+		}
 		t.ids[r], addrs[r] = b.ids[i], h.addrs[i]
 		t.ranks[b.ids[i]] = r
 	}
-	return t.start(ctx, b.host, addrs)
+	return addrs, nil
 }
 
 // Close closes the host (after the generations' Transports).

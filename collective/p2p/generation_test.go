@@ -106,3 +106,61 @@ func TestGenerations(t *testing.T) {
 	}
 	_ = errs
 }
+
+// TestHostGrows: a cluster listed with an empty slot forms without it; a
+// generation naming the slot before it has an address fails naming it;
+// once SetAddr gives it one (a worker discovered), the newcomer, whose
+// identity is the slot's, forms generation 2 with the others. SetAddr
+// refuses this peer's own slot, one outside the cluster, and a second
+// address for a slot.
+func TestHostGrows(t *testing.T) {
+	all := freeAddrs(t, 3, false)
+	listed := []string{all[0], all[1], ""}
+	hosts := make([]*Host, 3)
+	for i := range 3 {
+		peers := listed
+		if i == 2 {
+			peers = all // the newcomer knows the cluster and itself
+		}
+		h, err := Listen(Config{Rank: i, Peers: peers, ClusterSecret: testSecret, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close() })
+		hosts[i] = h
+	}
+	if hosts[0].Known(2) || !hosts[0].Known(1) {
+		t.Fatalf("known: slot 2 %v, slot 1 %v; want the empty slot unknown", hosts[0].Known(2), hosts[0].Known(1))
+	}
+	if _, _, errs := formAll(t, hosts, 1, []int{0, 1}); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("the listed peers: %v", errs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := hosts[0].Form(ctx, 2, []int{0, 1, 2}); err == nil || !strings.Contains(err.Error(), "peer 2, whose address nobody gave") {
+		t.Fatalf("forming with the unknown slot: %v, want it named", err)
+	}
+	for _, tc := range []struct {
+		slot int
+		addr string
+		want string
+	}{{0, all[2], "no slot 0"}, {3, all[2], "no slot 3"}, {2, "no-port", "slot 2"}} {
+		if err := hosts[0].SetAddr(tc.slot, tc.addr); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("SetAddr(%d, %q): %v, want %q", tc.slot, tc.addr, err, tc.want)
+		}
+	}
+	for _, h := range hosts[:2] {
+		if err := h.SetAddr(2, all[2]); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.SetAddr(2, all[2]); err != nil {
+			t.Errorf("the same address again: %v", err)
+		}
+	}
+	if err := hosts[0].SetAddr(2, all[1]); err == nil || !strings.Contains(err.Error(), "is at") {
+		t.Errorf("another address for slot 2: %v, want it refused", err)
+	}
+	if _, _, errs := formAll(t, hosts, 3, []int{0, 1, 2}); errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("with the newcomer: %v", errs)
+	}
+}

@@ -15,8 +15,9 @@ import (
 // line: any other line first clears it, and the next progress event draws
 // it again.
 type console struct {
-	mu       sync.Mutex
-	progress *observe.StepProgress
+	mu             sync.Mutex
+	progress       *observe.StepProgress
+	elasticStarted bool
 }
 
 // newConsole draws the progress on stdout: a bar if it is a terminal,
@@ -48,11 +49,21 @@ func (c *console) step(e mirrored.Event) {
 	c.progress.Step(e)
 }
 
-// restart starts the progress clock (rank 0 started training).
-func (c *console) restart() {
+// started: rank 0 started training (e, its start event). The progress
+// clock starts, except at an elastic run's later generations, whose
+// progress goes on counting epochs (their steps are numbered anew).
+func (c *console) started(e mirrored.Event, elastic bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.progress.Restart()
+	if !elastic {
+		c.progress.Restart()
+		return
+	}
+	if !c.elasticStarted {
+		c.progress.Restart()
+	}
+	c.elasticStarted = true
+	c.progress.ByEpoch(e.StepsPerEpoch, max(e.Replicas, 1))
 }
 
 // clear wipes the bar at the end.

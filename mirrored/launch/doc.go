@@ -29,4 +29,12 @@
 // blamed over the workers that failed because they lost it. Ctrl-C is
 // forwarded the same way (the workers run in their own process group, and
 // die with the launcher on Linux).
+//
+// Under elastic, the launcher's lines (status.go) count epochs, which a
+// change of membership does not renumber, and tell each change once,
+// naming in its own words a worker it saw die (a change waits up to
+// HoldChange for the lost worker's exit). A worker's cluster may grow
+// (Grow, discover.go): slots past the listed workers, whose identities
+// come from the cluster secret, get addresses from --discover-cmd (or a
+// Kubernetes Indexed Job's pattern), and a newcomer there joins.
 package launch

@@ -3,9 +3,11 @@ package launch
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/p2p"
 	"github.com/meshtrain/meshtrain/mirrored"
+	"github.com/meshtrain/meshtrain/mirrored/membership"
 	"github.com/meshtrain/meshtrain/mirrored/timeline"
 )
 
@@ -40,6 +43,10 @@ type elasticNet struct {
 
 	mu     sync.Mutex
 	member *collective.Member // the current generation's
+	// disc, if set, gives new workers their slots (Grow): a generation
+	// with a member whose address this peer has not seen yet asks it
+	// again before it fails.
+	disc *discovery
 }
 
 var _ mirrored.Membership = (*elasticNet)(nil)
@@ -49,6 +56,9 @@ func (n *elasticNet) Size() int { return n.h.Size() }
 
 // Form implements mirrored.Membership.
 func (n *elasticNet) Form(ctx context.Context, gen uint64, members []int) (mirrored.Group, func(bool) error, error) {
+	if n.disc != nil && slices.ContainsFunc(members, func(p int) bool { return p != n.h.Self() && !n.h.Known(p) }) {
+		n.disc.once(ctx) // the others saw a new worker that this peer has not yet
+	}
 	t, err := n.h.Form(ctx, gen, members)
 	if err != nil {
 		return nil, nil, err
@@ -120,10 +130,26 @@ func (n *elasticNet) Serve(answer func(from int, msg []byte) []byte) {
 			_ = s.Reset()
 			return
 		}
+		if !n.h.Known(from) && !statusQuestion(msg) {
+			// A new worker, with the secret, that --discover-cmd has not
+			// listed yet: it learns that a run is on, and is admitted
+			// once listed (every member must be able to reach it).
+			n.log.Debug("a worker asks to join before --discover-cmd listed it", zap.Int("slot", from))
+			_ = s.Reset()
+			return
+		}
 		if err := writeMessage(s, answer(from, msg)); err != nil {
 			_ = s.Reset()
 		}
 	})
+}
+
+// statusQuestion says whether msg asks for this peer's status only.
+func statusQuestion(msg []byte) bool {
+	var m struct {
+		Kind membership.Kind `json:"kind"`
+	}
+	return json.Unmarshal(msg, &m) == nil && m.Kind == membership.Status
 }
 
 // writeMessage writes b with its length.
@@ -159,8 +185,15 @@ func readMessage(r io.Reader) ([]byte, error) {
 // cluster index.
 func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *zap.Logger) (*mirrored.Summary, error) {
 	self := cfg.Cluster.Rank
+	if err := cfg.Grow.Check(len(cfg.Cluster.Peers)); err != nil {
+		return nil, err
+	}
+	peers := slices.Concat(cfg.Cluster.Peers, cfg.Grow.Slots)
+	if cfg.Grow.Max > len(peers) { // the slots of the workers to come, without an address yet
+		peers = append(peers, make([]string, cfg.Grow.Max-len(peers))...)
+	}
 	h, err := p2p.Listen(p2p.Config{
-		Rank: self, Peers: cfg.Cluster.Peers, Security: cfg.Security,
+		Rank: self, Peers: peers, Security: cfg.Security,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
 		OnListening: cfg.OnListening, ListenHint: cfg.Cluster.ListenHint,
 	})
@@ -169,10 +202,32 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 	}
 	defer h.Close()
 	n := &elasticNet{h: h, log: log.Named("elastic"),
-		opts: collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults, Logger: log.Named("collective")}}
+		opts: collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults,
+			// A generation's collective names ranks of the generation, and
+			// its failure is the elastic driver's to log, once, with the
+			// cluster's indices: only its errors are logged here.
+			Logger: log.Named("collective").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))}}
 	job := cfg.Job
 	el := *job.Strategy.(*mirrored.Elastic) // RunWorker's caller made it elastic
 	el.Membership, el.Timeout, el.Logger = n, cfg.Timeout, log.Named("elastic")
+	if cfg.Grow.Max > 0 {
+		// The listed workers start the run; a newcomer's list is longer
+		// (itself at the end), so the cluster is compared by its size.
+		el.Initial = len(cfg.Cluster.Peers)
+		if cfg.Grow.Join { // the slots before its own may start the run; it joins
+			el.Initial = self
+		}
+		job.Cluster = fmt.Sprintf("elastic, up to %d workers (--max-workers)", cfg.Grow.Max)
+		if cfg.Grow.Every <= 0 {
+			cfg.Grow.Every = DefaultDiscoverEvery
+		}
+		if cfg.Grow.Cmd != "" {
+			n.disc = newDiscovery(cfg.Grow, h, peers, log.Named("discover"))
+			dctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go n.disc.run(dctx)
+		}
+	}
 	if el.Timeout <= 0 {
 		el.Timeout = collective.DefaultTimeout
 	}

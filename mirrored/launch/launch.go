@@ -142,7 +142,8 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 	defer cleanup()
 	con := newConsole(cfg.Stdout, cfg.LogEvery, cfg.N)
 	c := &localCluster{cfg: cfg, console: con, out: con.writer(cfg.Stdout), errOut: con.writer(cfg.Stderr),
-		msgs: make(chan Message, 64), exits: make(chan exit, cfg.N), workers: make([]*worker, cfg.N)}
+		msgs: make(chan Message, 64), status: newStatus(cfg.N, cfg.Elastic), exits: make(chan exit, cfg.N), workers: make([]*worker, cfg.N)}
+	c.status.reported, c.status.running = c.reported, c.running
 	if err := c.startAll(runDir); err != nil {
 		c.stopAll(os.Kill)
 		c.reap()
@@ -198,6 +199,7 @@ type localCluster struct {
 	console     *console
 	out, errOut io.Writer
 	msgs        chan Message
+	status      *status
 	exits       chan exit
 	workers     []*worker
 	started     int
@@ -266,7 +268,11 @@ func (c *localCluster) start(runDir string, r int, addrs []string, secret []byte
 	w.cmd = cmd
 	c.workers[r] = w
 	c.started++
-	fmt.Fprintf(c.out, "[launch] rank %d: pid %d, %s\n", r, cmd.Process.Pid, w.addr)
+	restart := ""
+	if c.restarts != nil && c.restarts[r] > 0 {
+		restart = fmt.Sprintf(" (restart %d of --max-restarts %d: it rejoins at the next commit)", c.restarts[r], c.cfg.MaxRestarts)
+	}
+	fmt.Fprintf(c.out, "[launch] rank %d: pid %d, %s%s\n", r, cmd.Process.Pid, w.addr, restart)
 	w.ioDone.Add(2)
 	go w.pumpStdout(stdout, c.out, c.msgs)
 	go w.pumpStderr(stderr, c.errOut, &c.quiet)
@@ -338,10 +344,16 @@ type outcome struct {
 // hung) is killed and named.
 func (c *localCluster) supervise(ctx context.Context) outcome {
 	var o outcome
-	var deadline, spareEnds <-chan time.Time
-	status := newStatus(c.cfg.N)
+	var deadline, spareEnds, holdEnds <-chan time.Time
+	status := c.status
 	for running := c.cfg.N; running > 0; {
+		if status.held != nil && holdEnds == nil {
+			holdEnds = time.After(HoldChange)
+		}
 		select {
+		case <-holdEnds: // the lost worker's process did not exit: the survivors' words
+			c.tell(status.release())
+			holdEnds = nil
 		case m := <-c.msgs:
 			c.relay(status, m)
 		case e := <-c.exits:
@@ -384,6 +396,10 @@ func (c *localCluster) supervise(ctx context.Context) outcome {
 		}
 	}
 	c.console.clear()
+	c.tell(status.release())
+	for _, line := range status.untold() {
+		fmt.Fprintln(c.out, line)
+	}
 	return o
 }
 
@@ -395,10 +411,17 @@ func (c *localCluster) relay(status *status, m Message) {
 		c.console.step(m.Event)
 		return
 	case m.Kind == mirrored.EventStart && m.Rank == 0:
-		c.console.restart()
+		c.console.started(m.Event, c.cfg.Elastic)
 	}
 	if line := status.update(m); line != "" {
 		fmt.Fprintln(c.out, line)
+	}
+}
+
+// tell prints lines, if any.
+func (c *localCluster) tell(lines string) {
+	if lines != "" {
+		fmt.Fprintln(c.out, lines)
 	}
 }
 
@@ -414,7 +437,7 @@ func (c *localCluster) exited(o *outcome, e exit, running int) (restarted bool) 
 	case c.cfg.Elastic && running > 0 && c.restarts[e.w.rank] < c.cfg.MaxRestarts && !e.w.stoppedRun && c.finished == 0:
 		r := e.w.rank
 		c.restarts[r]++
-		fmt.Fprintf(c.out, "[launch] rank %d was lost (%s); restarting it (%d of --max-restarts %d): it rejoins at the next commit\n", r, e.w.describe(), c.restarts[r], c.cfg.MaxRestarts)
+		c.tell(c.status.diedWorker(r, e.w.deathWords()))
 		if err := c.start(c.runDir, r, c.addrs, c.secret); err != nil {
 			fmt.Fprintf(c.out, "[launch] restarting rank %d: %v\n", r, err)
 			o.lost = append(o.lost, e.w)
@@ -423,7 +446,8 @@ func (c *localCluster) exited(o *outcome, e exit, running int) (restarted bool) 
 		return true
 	case c.cfg.Elastic:
 		if running > 0 {
-			fmt.Fprintf(c.out, "[launch] rank %d was lost (%s); the other elastic peers carry on without it\n", e.w.rank, e.w.describe())
+			c.tell(c.status.diedWorker(e.w.rank, e.w.deathWords()))
+			fmt.Fprintf(c.out, "[launch] rank %d is not restarted (--max-restarts %d used): the other elastic peers carry on without it\n", e.w.rank, c.cfg.MaxRestarts)
 		}
 		o.lost = append(o.lost, e.w)
 	case c.cfg.Gossip:
@@ -737,56 +761,4 @@ func readReport(path string) (*mirrored.Summary, error) {
 		return nil, fmt.Errorf("report %s has no run: the worker stopped before it finished", path)
 	}
 	return &s, nil
-}
-
-// status turns the workers' events into one line per epoch, printed when
-// every worker has finished that epoch.
-type status struct {
-	n      int
-	start  time.Time
-	epochs map[int]int // epoch -> workers done with it
-	// elastic: the membership changed, so the chief's epoch line is shown
-	// (the number of workers is not n any more)
-	elastic bool
-}
-
-func newStatus(n int) *status { return &status{n: n, start: time.Now(), epochs: map[int]int{}} }
-
-func (s *status) update(m Message) string {
-	switch m.Kind {
-	case "start":
-		if m.Rank == 0 {
-			return "[launch] " + m.Info
-		}
-	case "resumed":
-		if m.Rank == 0 {
-			return fmt.Sprintf("[launch] resumed from %s at step %d of %d", m.Path, m.Step, m.Steps)
-		}
-	case "checkpoint":
-		return fmt.Sprintf("[launch] checkpoint at step %d: %s", m.Step, m.Path)
-	case mirrored.EventCallback: // every replica decided the same: the chief says it
-		if m.Rank == 0 {
-			return "[launch] " + m.Info
-		}
-	case mirrored.EventMembership:
-		if m.Rank == 0 {
-			s.elastic = true // the members change: the chief's epochs are the cluster's
-			return "[launch] " + m.Info
-		}
-	case "epoch":
-		if m.Epoch == nil {
-			return ""
-		}
-		s.epochs[m.Epoch.Epoch]++
-		if s.elastic && m.Rank == 0 || !s.elastic && s.epochs[m.Epoch.Epoch] == s.n {
-			e := m.Epoch
-			auc := ""
-			if e.TestAUC > 0 { // sparse-lr
-				auc = fmt.Sprintf("  AUC %.4f", e.TestAUC)
-			}
-			return fmt.Sprintf("[launch] epoch %d  step %d/%d  loss %.4f  test accuracy %6.2f%%%s  %8.0f examples/s  train %.1fs  elapsed %.1fs",
-				e.Epoch, m.Step, m.Steps, e.Loss, 100*e.TestAccuracy, auc, e.ExamplesPerSec, e.TrainSeconds, time.Since(s.start).Seconds())
-		}
-	}
-	return ""
 }

@@ -453,7 +453,7 @@ func TestRunElasticRestarts(t *testing.T) {
 				N: 3, Executable: os.Args[0], WorkerArgs: []string{"--model", "softmax"}, RunDir: t.TempDir(),
 				StopGrace: 5 * time.Second, Elastic: true, MaxRestarts: 2, Stdout: &out, Stderr: &errOut,
 			})
-			restarted := strings.Contains(out.String(), "restarting it (1 of --max-restarts 2)")
+			restarted := strings.Contains(out.String(), "(restart 1 of --max-restarts 2: it rejoins at the next commit)")
 			switch {
 			case err != nil:
 				t.Fatalf("%v\n%s", err, out.String())

@@ -109,6 +109,9 @@ type WorkerConfig struct {
 	// OnListening, if set, is called once this peer listens, before it
 	// connects to the others (a pod's readiness, see Health).
 	OnListening func()
+	// Grow lets workers outside Cluster join an elastic run (--max-workers,
+	// --discover-cmd).
+	Grow Grow
 }
 
 // learnHosts tells c every peer's host (host, or hostid.Self), so that

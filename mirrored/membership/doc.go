@@ -31,6 +31,11 @@
 //     makes the same changes at the same steps (AtCommit, Started), so a
 //     replayed run ends with the recorded run's parameters, bit for bit.
 //
+// A change is told to people as one line (Line, line.go), with where the
+// new generation starts and its global batch and learning rate (Shift,
+// the learning-rate policy: LRScale, LRKeep); LossWords says in words why
+// a generation lost a peer. Timers are the driver's clocks.
+//
 // The transcripts in testdata/ run the protocol's sequences (the chief
 // lost, two losses, a loss during a change, partitions, a join, a
 // replayed schedule, SIGTERM) through machines wired by hand, every

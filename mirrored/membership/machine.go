@@ -124,7 +124,10 @@ type Why struct {
 
 // Config is the run's elastic settings the protocol needs.
 type Config struct {
-	Self, Size  int // this peer's cluster index; the cluster's peers
+	Self, Size int // this peer's cluster index; the cluster's peers
+	// Initial, if set, is how many of them (the first) start the run: the
+	// others are slots for workers that join later (--max-workers).
+	Initial     int
 	MinWorkers  int
 	CommitEvery int
 	Schedule    []Change
@@ -417,7 +420,11 @@ func (m *Machine) initialMembers() []int {
 	if s := m.cfg.Schedule; len(s) > 0 && s[0].Step == 0 {
 		return slices.Clone(s[0].Members)
 	}
-	all := make([]int, m.cfg.Size)
+	n := m.cfg.Size
+	if m.cfg.Initial > 0 {
+		n = min(n, m.cfg.Initial)
+	}
+	all := make([]int, n)
 	for i := range all {
 		all[i] = i
 	}

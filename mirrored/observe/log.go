@@ -12,10 +12,20 @@ import (
 // (at debug on the replicas for which quiet says so: those whose progress
 // lines show them on the same terminal), a resume with warnings and a
 // change of membership at warn. Every line names the replica's rank (the
-// event's: under elastic it changes with the generations).
+// event's, or the cluster index: AsPeer).
 type Log struct {
 	log   *zap.Logger
 	quiet func(rank int) bool
+	peer  *int // AsPeer's label
+}
+
+// AsPeer labels every line with the cluster index peer instead of the
+// event's rank: an elastic run's ranks change with its generations, its
+// cluster index does not, and it is the one launch's "[rank N]" prefix
+// and every other line of the peer's log give.
+func (l *Log) AsPeer(peer int) *Log {
+	l.peer = &peer
+	return l
 }
 
 // NewLog logs to log; quiet, if not nil, lowers the start, epoch and done
@@ -34,6 +44,9 @@ func (l *Log) Observe(e mirrored.Event) error {
 		shown = zapcore.DebugLevel
 	}
 	rank := zap.Int("rank", e.Rank)
+	if l.peer != nil {
+		rank = zap.Int("rank", *l.peer)
+	}
 	switch e.Kind {
 	case mirrored.EventStart:
 		l.log.Log(shown, "start", rank, zap.String("run", e.Info), zap.Int("steps", e.Steps))

@@ -24,6 +24,17 @@ type Progress struct {
 	every     int
 	everyRank bool
 	steps     *StepProgress // for the run since its start event
+	// elastic (ByEpoch): a run of generations, each starting (and
+	// resuming) anew: the lines count epochs, the clock runs on, and only
+	// the first start and resume are told (a change's line says the rest).
+	elastic, started bool
+}
+
+// ByEpoch shows an elastic run's progress: by epoch and the share of it
+// done, which its changes of membership do not renumber.
+func (p *Progress) ByEpoch() *Progress {
+	p.elastic = true
+	return p
 }
 
 // NewProgress writes to w; inside an epoch a line every `every` steps (0:
@@ -59,18 +70,28 @@ func (p *Progress) Observe(e mirrored.Event) error {
 	if !p.Shows(e.Rank) {
 		return nil
 	}
-	if p.steps == nil || e.Kind == mirrored.EventStart {
-		// A new bar for every start: an elastic run starts again with
-		// every generation, with its own number of replicas.
+	later := p.elastic && p.started // a later generation of an elastic run
+	switch {
+	case p.steps == nil || e.Kind == mirrored.EventStart && !p.elastic:
+		// A new bar for every start of a plain run.
 		p.steps = NewStepProgress(p.w, IsTerminal(p.w) && !p.everyRank, p.every, max(e.Replicas, 1), p.prefix(e.Rank))
+	}
+	if p.elastic && e.Kind == mirrored.EventStart {
+		p.steps.ByEpoch(e.StepsPerEpoch, max(e.Replicas, 1)) // each generation its own steps and replicas, one clock
 	}
 	if e.Kind != mirrored.EventEpoch && e.Kind != mirrored.EventStep && e.Rank != 0 {
 		return nil // the run's header, resume and end are the chief's
 	}
 	switch e.Kind {
 	case mirrored.EventStart:
-		fmt.Fprintln(p.w, e.Info)
+		p.started = true
+		if !later {
+			fmt.Fprintln(p.w, e.Info)
+		}
 	case mirrored.EventResumed:
+		if later {
+			break
+		}
 		fmt.Fprintf(p.w, "resumed from %s: step %d\n", e.Path, e.Step)
 		for _, w := range strings.Split(e.Info, "\n") {
 			if w != "" {
@@ -119,6 +140,25 @@ type StepProgress struct {
 		timed   bool
 	}
 	start time.Time
+	// perEpoch, if set (ByEpoch), shows the position as an epoch and the
+	// share of it done instead of step/steps.
+	perEpoch int
+}
+
+// ByEpoch shows the position from now on as an epoch and the share of it
+// done, at stepsPerEpoch steps of replicas replicas' batches: an elastic
+// run's generations number their steps anew at every change of
+// membership, the epochs they do not.
+func (p *StepProgress) ByEpoch(stepsPerEpoch, replicas int) {
+	p.perEpoch, p.replicas = stepsPerEpoch, replicas
+}
+
+// where is the position of step of steps: "step s/S", or by epoch.
+func (p *StepProgress) where(step, steps int) string {
+	if p.perEpoch <= 0 {
+		return fmt.Sprintf("step %d/%d", step, steps)
+	}
+	return fmt.Sprintf("epoch %d  %3.0f%%", step/p.perEpoch+1, 100*float64(step%p.perEpoch)/float64(p.perEpoch))
 }
 
 // NewStepProgress writes to w, as a bar if tty, else a line (after
@@ -159,7 +199,7 @@ func (p *StepProgress) Step(e mirrored.Event) {
 	if e.Step > 0 && e.Steps >= e.Step {
 		eta = (time.Duration(float64(elapsed) * float64(e.Steps-e.Step) / float64(e.Step))).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "%sstep %d/%d  loss %.4f  %.0f examples/s  elapsed %s  ETA %s\n", p.prefix, e.Step, e.Steps,
+	fmt.Fprintf(p.w, "%s%s  loss %.4f  %.0f examples/s  elapsed %s  ETA %s\n", p.prefix, p.where(e.Step, e.Steps),
 		w.loss/float64(w.steps), p.rate(now), elapsed.Round(time.Second), eta)
 	p.resetWindow(now)
 }
@@ -186,12 +226,20 @@ func (p *StepProgress) rate(now time.Time) float64 {
 // drawBar redraws the bar (progressbar throttles the redraws); the loss
 // and rate it shows are over the steps since the last description update.
 func (p *StepProgress) drawBar(e mirrored.Event) {
+	total, at := e.Steps, e.Step
+	if p.perEpoch > 0 { // a share of the run, which no generation renumbers
+		total, at = 1000, 1000*e.Step/max(e.Steps, 1)
+	}
 	if p.bar == nil {
-		p.bar = progressbar.NewOptions(e.Steps,
+		count := progressbar.OptionShowCount()
+		if p.perEpoch > 0 {
+			count = func(*progressbar.ProgressBar) {}
+		}
+		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(p.w),
 			progressbar.OptionSetTheme(progressbar.Theme{Saucer: "=", SaucerHead: ">", SaucerPadding: ".", BarStart: "[", BarEnd: "]"}),
 			progressbar.OptionSetWidth(30),
-			progressbar.OptionShowCount(),
+			count,
 			progressbar.OptionSetElapsedTime(true),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionShowDescriptionAtLineEnd(),
@@ -199,10 +247,14 @@ func (p *StepProgress) drawBar(e mirrored.Event) {
 		)
 	}
 	if now := time.Now(); now.Sub(p.win.since) >= 200*time.Millisecond {
-		p.bar.Describe(fmt.Sprintf("loss %.4f  %.0f examples/s", p.win.loss/float64(p.win.steps), p.rate(now)))
+		desc := fmt.Sprintf("loss %.4f  %.0f examples/s", p.win.loss/float64(p.win.steps), p.rate(now))
+		if p.perEpoch > 0 {
+			desc = p.where(e.Step, e.Steps) + "  " + desc
+		}
+		p.bar.Describe(desc)
 		p.resetWindow(now)
 	}
-	_ = p.bar.Set(e.Step) // writes to p.w; a failed write is not the run's failure
+	_ = p.bar.Set(at) // writes to p.w; a failed write is not the run's failure
 }
 
 // Clear wipes the bar's line so that a full line can be printed; the

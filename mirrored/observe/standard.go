@@ -49,13 +49,20 @@ func Standard(o Options) ([]mirrored.Observer, error) {
 	var progress *Progress
 	if o.Progress != nil {
 		progress = NewProgress(o.Progress, o.LogEvery, o.EveryRank)
+		if o.Elastic != nil {
+			progress.ByEpoch()
+		}
 	}
 	if o.Logger != nil {
 		var quiet func(int) bool
 		if progress != nil && o.QuietProgressLog {
 			quiet = progress.Shows
 		}
-		obs = append(obs, NewLog(o.Logger, quiet))
+		log := NewLog(o.Logger, quiet)
+		if o.Elastic != nil {
+			log.AsPeer(o.Rank) // the cluster index, as every line of the peer's
+		}
+		obs = append(obs, log)
 	}
 	if progress != nil {
 		obs = append(obs, progress)

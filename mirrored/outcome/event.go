@@ -39,10 +39,15 @@ type Event struct {
 	// Replicas is, in the start event, how many replicas' examples a
 	// step's figures stand for: the group's size under the ring, 1 under
 	// gossip, where every replica's curve is its own.
-	Replicas int    `json:"replicas,omitempty"`
-	Epoch    *Epoch `json:"epoch,omitempty"`
-	Path     string `json:"path,omitempty"` // checkpoint file
-	Info     string `json:"info,omitempty"` // start: the run in one line; epoch: what is particular to the mode; resumed: warnings, one a line
+	Replicas int `json:"replicas,omitempty"`
+	// StepsPerEpoch is, in the start event, the steps of one epoch at
+	// this run's (generation's) global batch: with it, progress is shown
+	// as an epoch and the share of it done, which an elastic run's
+	// changes of membership do not renumber.
+	StepsPerEpoch int    `json:"steps_per_epoch,omitempty"`
+	Epoch         *Epoch `json:"epoch,omitempty"`
+	Path          string `json:"path,omitempty"` // checkpoint file
+	Info          string `json:"info,omitempty"` // start: the run in one line; epoch: what is particular to the mode; resumed: warnings, one a line
 	// Train is a step's figures (kind step only). In the step events a
 	// sampled hook receives (observe.Sampled), it sums up the steps since
 	// the previous one.
@@ -53,6 +58,9 @@ type Event struct {
 	Resources *ResourceSample `json:"-"`
 	// Change is an elastic run's change of membership (kind membership).
 	Change *membership.Change `json:"change,omitempty"`
+	// Shift is, with Change, where the new generation starts and its
+	// global batch and learning rate before and after.
+	Shift *membership.Shift `json:"shift,omitempty"`
 }
 
 // StepStats are one training step's figures, on this replica; or, with

@@ -132,6 +132,11 @@ type PeerStats struct {
 	Rank     int `json:"rank"`
 	Steps    int `json:"steps"`    // steps this process ran (after any resume)
 	Examples int `json:"examples"` // training examples this process computed on
+	// ElasticSteps and ElasticExamples are what this process ran over
+	// every generation of an elastic run (steps rolled back and redone
+	// included), where Steps and Examples are the last generation's.
+	ElasticSteps    int `json:"elastic_steps,omitempty"`
+	ElasticExamples int `json:"elastic_examples,omitempty"`
 	// ExamplesPerSec is Examples over this process's training time.
 	ExamplesPerSec float64 `json:"peer_examples_per_sec"`
 	TestAccuracy   float64 `json:"test_accuracy"`

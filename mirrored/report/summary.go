@@ -62,8 +62,15 @@ func WriteTable(w io.Writer, rep *Report) {
 		if n := len(run.EpochResults); n > 0 && run.EpochResults[n-1].TestAUC > 0 { // sparse-lr
 			fmt.Fprintf(w, "final test AUC %.4f, log-loss %.4f\n", run.EpochResults[n-1].TestAUC, run.EpochResults[n-1].TestLoss)
 		}
-		fmt.Fprintf(w, "final test accuracy %.2f%% after %d steps (global batch %d), %.1fs training, %.1fs wall; parameters %s (sha256 %.16s…)\n",
-			100*run.FinalAccuracy, run.Steps, run.BatchSize*run.Replicas, run.TrainSeconds, rep.WallSeconds, verdict, run.ParamsSHA256)
+		after := fmt.Sprintf("%d steps (global batch %d)", run.Steps, run.BatchSize*run.Replicas)
+		if len(run.Membership) > 0 { // its steps are numbered anew at each change
+			after = fmt.Sprintf("%d epoch(s) (the last global batch %d, over %d peers)", len(run.EpochResults), run.BatchSize*run.Replicas, run.Replicas)
+		}
+		fmt.Fprintf(w, "final test accuracy %.2f%% after %s, %.1fs training, %.1fs wall; parameters %s (sha256 %.16s…)\n",
+			100*run.FinalAccuracy, after, run.TrainSeconds, rep.WallSeconds, verdict, run.ParamsSHA256)
+		if len(run.Membership) > 0 {
+			writeElasticRan(w, rep)
+		}
 		if run.Stopped != nil {
 			fmt.Fprintf(w, "stopped early: %s\n", run.Stopped)
 		}
@@ -304,6 +311,20 @@ func writeMembership(w io.Writer, changes []mirrored.MembershipChange) {
 			reason = reason[:160] + "…"
 		}
 		fmt.Fprintf(w, "  from step %d: peers %s%s; paused %.2fs, %d step(s) rolled back (%s)\n", c.Step, joinInts(c.Members), what, c.PauseSeconds, c.RolledBack, reason)
+	}
+}
+
+// writeElasticRan says what each peer of an elastic run ran, over every
+// generation of its process (the steps redone after a loss included).
+func writeElasticRan(w io.Writer, rep *Report) {
+	var each []string
+	for _, p := range rep.Peers {
+		if s := p.Summary; s != nil && s.Peer.ElasticSteps > 0 {
+			each = append(each, fmt.Sprintf("rank %d %d steps (%d examples)", p.Rank, s.Peer.ElasticSteps, s.Peer.ElasticExamples))
+		}
+	}
+	if len(each) > 0 {
+		fmt.Fprintf(w, "each peer ran, over every generation of its process (steps redone after a loss included): %s\n", strings.Join(each, ", "))
 	}
 }
 

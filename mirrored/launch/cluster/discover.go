@@ -21,6 +21,9 @@ type DiscoverOptions struct {
 	// PeerPatternEnv and NumWorkersEnv.
 	PeerPattern string
 	NumWorkers  int
+	// MaxWorkers (--max-workers), if set, is MaxWorkersEnv for an Indexed
+	// Job: the pods past NumWorkers join a growing elastic run.
+	MaxWorkers int
 	// Lookup reads the environment: os.LookupEnv when nil (tests pass a
 	// map's).
 	Lookup func(string) (string, bool)
@@ -55,6 +58,8 @@ func Discover(opts DiscoverOptions) (*Cluster, error) {
 			return opts.PeerPattern, true
 		case key == NumWorkersEnv && opts.NumWorkers != 0:
 			return strconv.Itoa(opts.NumWorkers), true
+		case key == MaxWorkersEnv && opts.MaxWorkers != 0:
+			return strconv.Itoa(opts.MaxWorkers), true
 		}
 		return lookup(key)
 	})

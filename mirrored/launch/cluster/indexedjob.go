@@ -15,6 +15,10 @@ const (
 	JobIndexEnv    = "JOB_COMPLETION_INDEX"
 	PeerPatternEnv = "MESHTRAIN_PEER_PATTERN"
 	NumWorkersEnv  = "MESHTRAIN_NUM_WORKERS"
+	// MaxWorkersEnv (or worker's --max-workers) lets an elastic run grow
+	// to that many pods: the Job scaled up (completions and parallelism
+	// raised) starts pods past MESHTRAIN_NUM_WORKERS, which join it.
+	MaxWorkersEnv = "MESHTRAIN_MAX_WORKERS"
 )
 
 // IndexPlaceholder is what a peer pattern holds in place of each pod's
@@ -63,10 +67,20 @@ func fromIndexedJob(lookup func(string) (string, bool), idxText string) (*Cluste
 	if err != nil || idx < 0 {
 		return nil, errors.New("want a number ≥ 0 (the Job controller sets it in every pod of a Job with completionMode: Indexed)")
 	}
-	if idx >= n {
-		return nil, fmt.Errorf("index %d out of range: %s=%d (indices 0 to %d); set it to the Job's completions", idx, NumWorkersEnv, n, n-1)
+	most := n
+	if mText, _ := lookup(MaxWorkersEnv); strings.TrimSpace(mText) != "" {
+		if most, err = strconv.Atoi(strings.TrimSpace(mText)); err != nil || most < n || most > MaxPeers {
+			return nil, fmt.Errorf("%s=%q: want a number from %s (%d) to %d, the most pods the Job may be scaled up to", MaxWorkersEnv, mText, NumWorkersEnv, n, MaxPeers)
+		}
 	}
-	workers := make([]string, n)
+	if idx >= most {
+		return nil, fmt.Errorf("index %d out of range: %s=%d (indices 0 to %d); set it to the Job's completions (or %s to the most the Job is scaled up to)", idx, NumWorkersEnv, most, most-1, MaxWorkersEnv)
+	}
+	// A pod past the first n is a newcomer of a scaled-up Job: it lists
+	// the pods before it and itself, and joins; the slots after the list
+	// are the pods the Job may still start.
+	listed := max(n, idx+1)
+	workers := make([]string, most)
 	for i := range workers {
 		workers[i] = strings.ReplaceAll(pattern, IndexPlaceholder, strconv.Itoa(i))
 	}
@@ -74,5 +88,5 @@ func fromIndexedJob(lookup func(string) (string, bool), idxText string) (*Cluste
 	if err != nil {
 		return nil, fmt.Errorf("peer pattern %q: %w", pattern, err)
 	}
-	return &Cluster{Peers: peers, Rank: idx, TaskType: TaskWorker, TaskIndex: idx}, nil
+	return &Cluster{Peers: peers[:listed], Slots: peers[listed:], Joining: idx >= n, Rank: idx, TaskType: TaskWorker, TaskIndex: idx}, nil
 }

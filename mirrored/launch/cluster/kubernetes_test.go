@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -93,5 +94,47 @@ func TestFromIndexedJob(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestFromIndexedJobGrows: with MESHTRAIN_MAX_WORKERS, a pod of the
+// first NUM_WORKERS lists them and knows the next pods' addresses as
+// slots; a pod past them (the Job scaled up) is a newcomer listing the
+// pods before it and itself; a maximum below the count, or an index
+// past the maximum, is refused naming both.
+func TestFromIndexedJobGrows(t *testing.T) {
+	pat := "train-{index}.train:7000"
+	addr := func(i int) string { return strings.ReplaceAll(pat, IndexPlaceholder, strconv.Itoa(i)) }
+	for _, tc := range []struct {
+		index, max string
+		peers      int
+		slots      []int
+		joining    bool
+		err        string
+	}{
+		{"1", "5", 3, []int{3, 4}, false, ""},
+		{"3", "5", 4, []int{4}, true, ""},
+		{"4", "5", 5, nil, true, ""},
+		{"2", "", 3, nil, false, ""},
+		{"5", "5", 0, nil, false, "index 5 out of range: MESHTRAIN_NUM_WORKERS=5"},
+		{"0", "2", 0, nil, false, `MESHTRAIN_MAX_WORKERS="2": want a number from MESHTRAIN_NUM_WORKERS (3)`},
+	} {
+		c, _, err := FromIndexedJob(envOf(JobIndexEnv, tc.index, PeerPatternEnv, pat, NumWorkersEnv, "3", MaxWorkersEnv, tc.max))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("index %s of max %s: %v, want %q", tc.index, tc.max, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("index %s of max %s: %v", tc.index, tc.max, err)
+		}
+		var slots []string
+		for _, i := range tc.slots {
+			slots = append(slots, addr(i))
+		}
+		if len(c.Peers) != tc.peers || c.Peers[len(c.Peers)-1] != addr(tc.peers-1) || !slices.Equal(c.Slots, slots) || c.Joining != tc.joining {
+			t.Errorf("index %s of max %s: peers %q, slots %q, joining %v; want %d peers, slots %q, joining %v", tc.index, tc.max, c.Peers, c.Slots, c.Joining, tc.peers, slots, tc.joining)
+		}
 	}
 }

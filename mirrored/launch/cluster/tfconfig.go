@@ -69,6 +69,12 @@ type Cluster struct {
 	// choose another), instead of the default guess that the same task
 	// was started twice (see p2p.Config.ListenHint).
 	ListenHint string
+	// Slots are the addresses of the workers a growing elastic run may
+	// still admit after Peers (a Kubernetes Indexed Job's next pods:
+	// MaxWorkersEnv); Joining says this worker is one of those, listed
+	// last in Peers: it joins the running run.
+	Slots   []string
+	Joining bool
 }
 
 // IsEvaluator says whether this process is the cluster's evaluator, which
