@@ -40,6 +40,7 @@ type elasticNet struct {
 	h    *p2p.Host
 	opts collective.Options
 	log  *zap.Logger
+	host string // --host-id: every generation learns its members' hosts (the hierarchical all-reduce's choice)
 
 	mu     sync.Mutex
 	member *collective.Member // the current generation's
@@ -66,6 +67,12 @@ func (n *elasticNet) Form(ctx context.Context, gen uint64, members []int) (mirro
 	m, err := collective.Join(t, n.opts)
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := learnHosts(ctx, m.Comm, n.host); err != nil {
+		t.SkipLinger()
+		lctx, cancel := context.WithTimeout(context.Background(), n.opts.Timeout)
+		defer cancel()
+		return nil, nil, m.Leave(lctx, err, false) // err, joined with any error closing
 	}
 	n.mu.Lock()
 	n.member = m
@@ -201,7 +208,7 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 		return nil, fmt.Errorf("peer %d: %w", self, err)
 	}
 	defer h.Close()
-	n := &elasticNet{h: h, log: log.Named("elastic"),
+	n := &elasticNet{h: h, log: log.Named("elastic"), host: cfg.Host,
 		opts: collective.Options{Timeout: cfg.Timeout, Algo: cfg.Algo, LinkFaults: cfg.LinkFaults,
 			// A generation's collective names ranks of the generation, and
 			// its failure is the elastic driver's to log, once, with the
@@ -236,6 +243,7 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 	}
 	if cfg.Timeline != "" {
 		job.Timeline = timeline.NewRecorder(cfg.TimelineSteps)
+		n.opts.Phases = job.Timeline.Phase // every generation's all-reduce phases, nested in its combines
 	}
 	el.Final = func(ctx context.Context, sum *mirrored.Summary, members []int) error {
 		m := n.current()
