@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -27,6 +28,8 @@ import (
 type Host struct {
 	base  *Transport // the whole cluster's: identities, gater, addresses
 	addrs []ma.Multiaddr
+	mu    sync.Mutex
+	gens  []*Transport // formed, for Close to cut their same-host links
 }
 
 // Listen starts this peer's host for cfg's cluster (cfg.Rank is its index
@@ -103,11 +106,25 @@ func (h *Host) Form(ctx context.Context, gen uint64, members []int) (*Transport,
 		t.ids[r], addrs[r] = b.ids[i], h.addrs[i]
 		t.ranks[b.ids[i]] = r
 	}
-	return t.start(ctx, b.host, addrs)
+	if _, err := t.start(ctx, b.host, addrs); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.gens = append(slices.DeleteFunc(h.gens, (*Transport).isClosed), t)
+	h.mu.Unlock()
+	return t, nil
 }
 
-// Close closes the host (after the generations' Transports).
+// Close closes the host (after the generations' Transports): a
+// generation still open loses its links with no goodbye, the same-host
+// ones too, as in a crash.
 func (h *Host) Close() error {
+	h.mu.Lock()
+	for _, t := range h.gens {
+		t.cutLocal()
+	}
+	h.gens = nil
+	h.mu.Unlock()
 	h.base.stop()
 	err := h.base.host.Close()
 	if errors.Is(err, context.Canceled) {

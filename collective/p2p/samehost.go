@@ -322,6 +322,19 @@ func (t *Transport) closeLocal() {
 // does (fault injection): the same-host links are cut and the libp2p host
 // closes. Close still releases the rest.
 func (t *Transport) Crash() error {
+	t.cutLocal()
+	return t.host.Close()
+}
+
+// isClosed says whether Close began.
+func (t *Transport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// cutLocal cuts the same-host links with no goodbye (a crash).
+func (t *Transport) cutLocal() {
 	if lo := t.local; lo != nil {
 		_ = lo.ln.Close()
 		t.mu.Lock()
@@ -337,7 +350,6 @@ func (t *Transport) Crash() error {
 			}
 		}
 	}
-	return t.host.Close()
 }
 
 // frameSource is one inbound link as its reader sees it: a libp2p stream

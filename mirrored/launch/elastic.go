@@ -160,7 +160,7 @@ func readMessage(r io.Reader) ([]byte, error) {
 func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *zap.Logger) (*mirrored.Summary, error) {
 	self := cfg.Cluster.Rank
 	h, err := p2p.Listen(p2p.Config{
-		Rank: self, Peers: cfg.Cluster.Peers, Security: cfg.Security,
+		Rank: self, Peers: cfg.Cluster.Peers, Security: cfg.Security, IntraHost: cfg.IntraHost,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
 		OnListening: cfg.OnListening, ListenHint: cfg.Cluster.ListenHint,
 	})

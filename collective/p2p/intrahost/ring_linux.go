@@ -55,7 +55,7 @@ type Receiver struct {
 	ring   []byte // read-only
 	at     uint64 // ring cursor
 	next   uint64 // the cursor once the frame Next returned is done
-	r      bytes.Reader
+	r      bytes.Buffer
 	credit [8]byte
 	once   sync.Once
 }
@@ -98,7 +98,9 @@ func (r *Receiver) Next(maxFrame uint32) (collective.Header, io.Reader, error) {
 	}
 	off, next := place(r.at, int(h.Len), len(r.ring))
 	r.next = next
-	r.r.Reset(r.ring[off : off+int(h.Len)])
+	// A bytes.Buffer over the ring is a collective.Mapped: a fold reads
+	// the payload in place.
+	r.r = *bytes.NewBuffer(r.ring[off : off+int(h.Len) : off+int(h.Len)])
 	return h, &r.r, nil
 }
 
