@@ -60,11 +60,11 @@ const (
 // ParseIntraHost parses auto or tls ("" means tls, the library's
 // default; the commands default to auto).
 func ParseIntraHost(s string) (IntraHost, error) {
-	switch IntraHost(s) {
-	case "", IntraHostTLS:
+	if s == "" {
 		return IntraHostTLS, nil
-	case IntraHostAuto:
-		return IntraHostAuto, nil
+	}
+	if h := IntraHost(s); h == IntraHostTLS || h == IntraHostAuto {
+		return h, nil
 	}
 	return "", fmt.Errorf("p2p: unknown --intra-host %q: want auto (peers on one host, as one user, link over shared memory) or tls (every link over --security)", s)
 }
@@ -295,28 +295,7 @@ func (t *Transport) sendLocal(ctx context.Context, to int, s *intrahost.Sender, 
 // closeLocal ends the same-host side: no more connections, the inbound
 // links' readers stop (and unmap their rings), the outbound links' rings
 // are unmapped once no Send is under way.
-func (t *Transport) closeLocal() {
-	lo := t.local
-	if lo == nil {
-		return
-	}
-	_ = lo.ln.Close()
-	t.mu.Lock()
-	for c := range lo.pending {
-		_ = c.Close()
-	}
-	for _, rc := range lo.in {
-		if rc != nil {
-			rc.Reset()
-		}
-	}
-	t.mu.Unlock()
-	for _, l := range t.out {
-		if l != nil && l.local != nil {
-			l.local.Close()
-		}
-	}
-}
+func (t *Transport) closeLocal() { t.endLocal((*intrahost.Sender).Close) }
 
 // Crash ends every link at once, with no goodbye, as a process that dies
 // does (fault injection): the same-host links are cut and the libp2p host
@@ -334,20 +313,29 @@ func (t *Transport) isClosed() bool {
 }
 
 // cutLocal cuts the same-host links with no goodbye (a crash).
-func (t *Transport) cutLocal() {
-	if lo := t.local; lo != nil {
-		_ = lo.ln.Close()
-		t.mu.Lock()
-		for _, rc := range lo.in {
-			if rc != nil {
-				rc.Reset()
-			}
+func (t *Transport) cutLocal() { t.endLocal((*intrahost.Sender).Reset) }
+
+// endLocal closes the listener, the handshakes under way and the inbound
+// links, and ends each outbound one with end.
+func (t *Transport) endLocal(end func(*intrahost.Sender)) {
+	lo := t.local
+	if lo == nil {
+		return
+	}
+	_ = lo.ln.Close()
+	t.mu.Lock()
+	for c := range lo.pending {
+		_ = c.Close()
+	}
+	for _, rc := range lo.in {
+		if rc != nil {
+			rc.Reset()
 		}
-		t.mu.Unlock()
-		for _, l := range t.out {
-			if l != nil && l.local != nil {
-				l.local.Reset()
-			}
+	}
+	t.mu.Unlock()
+	for _, l := range t.out {
+		if l != nil && l.local != nil {
+			end(l.local)
 		}
 	}
 }
