@@ -157,29 +157,68 @@ func TestSameHostWithoutSecretRefused(t *testing.T) {
 // dialAs dials a same-host listener as rank claimed, proving with key,
 // and takes the ring (which it then closes).
 func dialAs(name string, key []byte, tr *Transport, claimed int) error {
+	s, err := linkAs(name, key, tr, claimed)
+	if err == nil {
+		s.Close()
+	}
+	return err
+}
+
+// linkAs is dialAs returning the link.
+func linkAs(name string, key []byte, tr *Transport, claimed int) (*intrahost.Sender, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := intrahost.Dial(ctx, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer c.Close()
 	var hello [localHello]byte
 	binary.BigEndian.PutUint32(hello[0:], localMagic)
 	binary.BigEndian.PutUint32(hello[4:], uint32(claimed))
 	binary.BigEndian.PutUint32(hello[8:], uint32(os.Getpid()))
-	if _, err := c.Write(hello[:]); err != nil {
-		return err
+	if _, err := c.Write(hello[:]); err == nil {
+		err = mutualChallenge(ctx, c, key, tr.ids[claimed], tr.ids[tr.cfg.Rank], [2]string{localDialer, localListener}, true)
 	}
-	if err := mutualChallenge(ctx, c, key, tr.ids[claimed], tr.ids[tr.cfg.Rank], [2]string{localDialer, localListener}, true); err != nil {
-		return err
+	if err != nil {
+		c.Close()
+		return nil, err
 	}
 	s, err := intrahost.Take(c)
 	if err != nil {
-		return err
+		c.Close()
 	}
-	s.Close()
-	return nil
+	return s, err
+}
+
+// TestSameHostOversizeFrame: a member on the same host, admitted, that
+// sends a frame past the bound loses its link at the header, before any
+// of the payload is read, and the rank names it.
+func TestSameHostOversizeFrame(t *testing.T) {
+	skipWithoutSameHost(t)
+	tr, _, err := newTransport(Config{Rank: 0, Peers: freeAddrs(t, 2, false), ClusterSecret: testSecret, IntraHost: IntraHostAuto, MaxFrame: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.ctx, tr.stop = context.WithCancel(context.Background())
+	defer tr.stop()
+	tr.listenLocal()
+	defer tr.closeLocal()
+	s, err := linkAs(tr.local.ln.Name(), tr.local.key, tr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	go func() {
+		_ = s.Send(context.Background(), collective.Header{Kind: collective.KindP2P, DType: collective.Bytes}, make([]byte, 4<<20))
+	}()
+	select {
+	case <-tr.Failed().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the oversize frame did not take the link down within 10 s")
+	}
+	if err := tr.Failure(); !strings.Contains(fmt.Sprint(err), "rank 1") || !strings.Contains(fmt.Sprint(err), "exceeds") {
+		t.Fatalf("failure %v, want rank 1's frame past the bound", err)
+	}
 }
 
 func waitLog(t *testing.T, logs *observer.ObservedLogs, msg, errPart string) {
