@@ -292,6 +292,16 @@ func (t *Transport) sendLocal(ctx context.Context, to int, s *intrahost.Sender, 
 	return &collective.PeerError{Rank: to, Reason: "link down", Err: err}
 }
 
+// closeWrite ends the link's sending side after the goodbye, so that the
+// peer's reader sees the link end at once (its Close waits for that).
+func (l *outLink) closeWrite() {
+	if l.local != nil {
+		l.local.CloseWrite()
+		return
+	}
+	_ = l.s.Close()
+}
+
 // closeLocal ends the same-host side: no more connections, the inbound
 // links' readers stop (and unmap their rings), the outbound links' rings
 // are unmapped once no Send is under way.

@@ -740,8 +740,8 @@ func (t *Transport) Close() error {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			if err := t.Send(ctx, r, collective.Header{Kind: collective.KindBye}, nil); err == nil && l.s != nil {
-				_ = l.s.Close()
+			if err := t.Send(ctx, r, collective.Header{Kind: collective.KindBye}, nil); err == nil {
+				l.closeWrite()
 			}
 		}()
 	}

@@ -63,5 +63,6 @@ func Take(*net.UnixConn) (*Sender, error) { return nil, errUnsupported }
 func (s *Sender) Send(context.Context, collective.Header, []byte) error {
 	return errUnsupported
 }
-func (s *Sender) Reset() {}
-func (s *Sender) Close() {}
+func (s *Sender) Reset()      {}
+func (s *Sender) CloseWrite() {}
+func (s *Sender) Close()      {}

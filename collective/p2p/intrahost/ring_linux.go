@@ -245,6 +245,11 @@ func (s *Sender) Send(ctx context.Context, h collective.Header, payload []byte) 
 // Reset ends the link without a goodbye: a Send under way fails.
 func (s *Sender) Reset() { s.end(ErrClosed) }
 
+// CloseWrite ends the sending direction after the last frame (the
+// goodbye): the receiver reads the end of the link at once. The ring stays
+// mapped until Close.
+func (s *Sender) CloseWrite() { _ = s.c.CloseWrite() }
+
 // Close ends the link and, once no Send is under way, releases the ring.
 func (s *Sender) Close() {
 	s.end(ErrClosed)
