@@ -389,7 +389,8 @@ func TestSameHostKilledPeer(t *testing.T) {
 	peers := freeAddrs(t, 3, false)
 	cmd, out := helperCmd(t, helperJob{Mode: "rank", Rank: 2, Peers: peers}, nil)
 	pr, pw := io.Pipe()
-	cmd.Stdout = io.MultiWriter(out, pw)
+	w := io.MultiWriter(out, pw) // one writer for both: exec then copies with one goroutine
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -413,12 +414,12 @@ func TestSameHostKilledPeer(t *testing.T) {
 			t.Fatalf("rank %d's link to the helper is not a same-host link", r)
 		}
 	}
-	var killed time.Time
+	killedAt := make(chan time.Time, 1)
 	steady := make(chan struct{})
 	go func() {
 		<-ready
 		<-steady
-		killed = time.Now()
+		killedAt <- time.Now()
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 	}()
 	errs := onAll(comms, func(c *collective.Comm) error {
@@ -432,7 +433,13 @@ func TestSameHostKilledPeer(t *testing.T) {
 			}
 		}
 	})
-	took := time.Since(killed)
+	var took time.Duration
+	select {
+	case k := <-killedAt:
+		took = time.Since(k)
+	default:
+		t.Fatalf("the survivors failed before the helper was killed: %v (helper: %s)", errors.Join(errs...), out)
+	}
 	for r, err := range errs {
 		if !strings.Contains(fmt.Sprint(err), "rank 2") {
 			t.Fatalf("rank %d: %v, want an error naming rank 2 (helper: %s)", r, err, out)
