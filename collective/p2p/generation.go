@@ -121,7 +121,7 @@ func (h *Host) Form(ctx context.Context, gen uint64, members []int) (*Transport,
 func (h *Host) Close() error {
 	h.mu.Lock()
 	for _, t := range h.gens {
-		t.cutLocal()
+		t.closeLocal()
 	}
 	h.gens = nil
 	h.mu.Unlock()

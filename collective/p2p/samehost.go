@@ -193,16 +193,11 @@ func (t *Transport) acceptLocal(lo *localSide) {
 			_ = c.Close()
 			continue
 		}
-		t.mu.Lock()
-		if t.stopped {
-			t.mu.Unlock()
+		if !t.whileOpen(func() { lo.pending[c] = true; t.readers.Add(1) }) {
 			_ = c.Close()
 			<-lo.slots
 			continue
 		}
-		lo.pending[c] = true
-		t.readers.Add(1)
-		t.mu.Unlock()
 		go func() {
 			defer t.readers.Done()
 			r, rc, err := t.admitLocal(lo, c)
@@ -216,6 +211,18 @@ func (t *Transport) acceptLocal(lo *localSide) {
 			t.readLoop(r, rc)
 		}()
 	}
+}
+
+// whileOpen runs f under the Transport's lock unless Close is tearing
+// down, and says whether it ran.
+func (t *Transport) whileOpen(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	f()
+	return true
 }
 
 // admitLocal is the listener's side of a handshake: the caller's
@@ -302,32 +309,13 @@ func (l *outLink) closeWrite() {
 	_ = l.s.Close()
 }
 
-// closeLocal ends the same-host side: no more connections, the inbound
-// links' readers stop (and unmap their rings), the outbound links' rings
-// are unmapped once no Send is under way.
-func (t *Transport) closeLocal() { t.endLocal((*intrahost.Sender).Close) }
-
-// Crash ends every link at once, with no goodbye, as a process that dies
-// does (fault injection): the same-host links are cut and the libp2p host
-// closes. Close still releases the rest.
-func (t *Transport) Crash() error {
-	t.cutLocal()
-	return t.host.Close()
-}
-
-// isClosed says whether Close began.
-func (t *Transport) isClosed() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.closed
-}
-
-// cutLocal cuts the same-host links with no goodbye (a crash).
-func (t *Transport) cutLocal() { t.endLocal((*intrahost.Sender).Reset) }
-
-// endLocal closes the listener, the handshakes under way and the inbound
-// links, and ends each outbound one with end.
-func (t *Transport) endLocal(end func(*intrahost.Sender)) {
+// closeLocal ends the same-host side, with no goodbye: no more
+// connections, the inbound links' readers stop (and unmap their rings),
+// the outbound links end and their rings are unmapped once no Send is
+// under way. Close calls it after the goodbyes; Crash and Host.Close
+// without them, as a process that dies ends its links (and the kernel
+// unmaps its rings).
+func (t *Transport) closeLocal() {
 	lo := t.local
 	if lo == nil {
 		return
@@ -345,9 +333,24 @@ func (t *Transport) endLocal(end func(*intrahost.Sender)) {
 	t.mu.Unlock()
 	for _, l := range t.out {
 		if l != nil && l.local != nil {
-			end(l.local)
+			l.local.Close()
 		}
 	}
+}
+
+// Crash ends every link at once, with no goodbye, as a process that dies
+// does (fault injection): the same-host links are cut and the libp2p host
+// closes. Close still releases the rest.
+func (t *Transport) Crash() error {
+	t.closeLocal()
+	return t.host.Close()
+}
+
+// isClosed says whether Close began.
+func (t *Transport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
 }
 
 // frameSource is one inbound link as its reader sees it: a libp2p stream
