@@ -68,9 +68,29 @@ func (l *Landing) Fill(r io.Reader, interrupt func()) (f Frame, deliver bool, er
 	return Frame{Header: l.want, Landed: true}, l.ctx.Err() == nil, nil
 }
 
+// Mapped is a payload reader whose bytes are already in this process's
+// memory (a same-host link's shared ring): Next returns the next n bytes
+// without copying them, as bytes.Buffer's does, so that a fold reads them
+// in place instead of through a piece buffer.
+type Mapped interface {
+	io.Reader
+	Next(n int) []byte
+}
+
 // read reads the payload into the destination, or folds it in piece by
 // piece.
 func (l *Landing) read(r io.Reader) error {
+	if m, ok := r.(Mapped); ok && l.fn != nil {
+		src := m.Next(len(l.dst))
+		if len(src) != len(l.dst) {
+			return l.readError(io.ErrUnexpectedEOF)
+		}
+		for off := 0; off < len(src); off += landPiece {
+			end := min(off+landPiece, len(src))
+			l.fn(l.dst[off:end], src[off:end], l.srcFirst)
+		}
+		return nil
+	}
 	if l.fn == nil {
 		if _, err := io.ReadFull(r, l.dst); err != nil {
 			return l.readError(err)

@@ -21,6 +21,7 @@ func benchClusterFlags(defaultN int) []cli.Flag {
 		&cli.StringFlag{Name: "identity", Usage: "with --tf-config: this peer's libp2p key file, for a TF_CONFIG of /p2p/ multiaddrs"},
 		&cli.StringFlag{Name: "secret-file", EnvVars: []string{launch.SecretFileEnv}, Usage: "with --tf-config: read the cluster secret from this file (mode 600) instead of " + launch.SecretEnv + ", as worker does"},
 		&cli.StringFlag{Name: "security", Value: "tls", Usage: "link security: tls, noise, quic or plaintext"},
+		&cli.StringFlag{Name: "intra-host", Value: string(p2p.IntraHostAuto), Usage: "links between peers on one host, as one user: auto (shared memory, authenticated by the kernel's peer credentials and the cluster secret; no cipher) or tls (over --security, as between hosts)"},
 		&cli.StringFlag{Name: "muxer", Value: string(p2p.MuxerMesh), Usage: "stream multiplexer of TCP links: mesh (copy-free) or yamux (go-yamux, for comparison); every peer must use the same"},
 		&cli.BoolFlag{Name: "in-process", Usage: "run the peers as goroutines of this process instead of separate processes"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: collective.DefaultTimeout, Usage: "deadline of every collective and of connecting"},
@@ -42,7 +43,11 @@ func benchCluster(c *cli.Context) (bench.Cluster, error) {
 	if err != nil {
 		return bench.Cluster{}, err
 	}
-	cl := bench.Cluster{N: c.Int("n"), Security: sec, Muxer: muxer, InProcess: c.Bool("in-process"), GoMaxProcs: c.Int("gomaxprocs"),
+	intra, err := p2p.ParseIntraHost(c.String("intra-host"))
+	if err != nil {
+		return bench.Cluster{}, err
+	}
+	cl := bench.Cluster{N: c.Int("n"), Security: sec, Muxer: muxer, IntraHost: intra, InProcess: c.Bool("in-process"), GoMaxProcs: c.Int("gomaxprocs"),
 		Timeout: c.Duration("collective-timeout"), LinkFaults: faults, Logger: logger(c, "bench")}
 	file := c.String("tf-config")
 	if file == "" {

@@ -170,6 +170,7 @@ func jobFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "measure-wait", Value: true, Usage: "barrier before each gradient all-reduce, to tell waiting for slower peers from communicating"},
 		&cli.StringFlag{Name: "gradient-bucket", Value: "1M", Usage: "all-reduce the gradient in buckets of at least this size (K, M suffixes) while the backward pass computes the rest, as DDP's bucket_cap_mb; 0 or off: the whole gradient after the pass (the bits are the same)"},
 		&cli.StringFlag{Name: "security", Value: string(p2p.SecurityTLS), Usage: "link security: tls | noise | quic | plaintext (plaintext only on trusted networks)"},
+		&cli.StringFlag{Name: "intra-host", Value: string(p2p.IntraHostAuto), Usage: "links between peers on one host, as one user: auto (shared memory, admitted by the kernel's peer credentials and the cluster secret; no cipher) | tls (over --security, as between hosts); every peer must use the same"},
 		&cli.StringFlag{Name: "allreduce-algo", Value: "auto", Usage: "gradient all-reduce: auto (by size, and hierarchical where some host runs several peers) | ring | tree (recursive doubling) | star (rank 0 reduces; small buffers at 3-8 ranks) | hierarchical (reduce in each host, ring over one leader per host, broadcast back)"},
 		&cli.StringFlag{Name: "host-id", Usage: "the host this peer counts as for the hierarchical all-reduce (default: this machine, boot and network namespace); peers given the same are one host"},
 		&cli.DurationFlag{Name: "collective-timeout", Value: 60 * time.Second, Usage: "longest wait for a peer in any collective (and for connecting)"},
@@ -246,10 +247,22 @@ func jobFromFlags(c *cli.Context, workers int) (job mirrored.Job, sec p2p.Securi
 	if sec, err = p2p.ParseSecurity(c.String("security")); err != nil {
 		return job, "", err
 	}
+	if _, err := intraHostFlag(c); err != nil {
+		return job, "", err
+	}
 	if c.Duration("collective-timeout") <= 0 {
 		return job, "", fmt.Errorf("--collective-timeout %v: want > 0", c.Duration("collective-timeout"))
 	}
 	return job, sec, nil
+}
+
+// intraHostFlag is --intra-host.
+func intraHostFlag(c *cli.Context) (p2p.IntraHost, error) {
+	ih, err := p2p.ParseIntraHost(c.String("intra-host"))
+	if err != nil {
+		return "", fmt.Errorf("--intra-host: %w", err)
+	}
+	return ih, nil
 }
 
 // credentials are this peer's: its --identity key, if given, and the
@@ -366,6 +379,10 @@ func init() {
 			if err != nil {
 				return fmt.Errorf("worker: %w", err)
 			}
+			intra, err := intraHostFlag(c)
+			if err != nil {
+				return usageError{fmt.Errorf("worker: %w", err)}
+			}
 			log := logger(c, "worker")
 			if cl.Scheduler == cluster.SchedulerSlurm && cl.Rank != 0 && !c.IsSet("log-level") {
 				// srun gathers every task's output into one file: the
@@ -386,7 +403,7 @@ func init() {
 				return usageError{fmt.Errorf("worker: %w", err)}
 			}
 			wc := launch.WorkerConfig{
-				Job: job, Cluster: cl, Security: sec, Secret: secret, PSK: psk, Identity: identity,
+				Job: job, Cluster: cl, Security: sec, IntraHost: intra, Secret: secret, PSK: psk, Identity: identity,
 				Timeout: c.Duration("collective-timeout"), Algo: algo, Host: host, Report: c.String("report"), Logger: log,
 				LinkFaults: faults, Summary: c.String("summary"), Timeline: c.String("timeline"), TimelineSteps: c.Int("timeline-steps"),
 				Cost: costParams, LogEvery: c.Int("log-every"),

@@ -21,6 +21,8 @@ func TestClusterCommandsBadInput(t *testing.T) {
 		{[]string{"launch", "--checkpoint-every", "-2"}, "checkpoint every -2 steps"},
 		{[]string{"launch", "--hash-every", "-1"}, "hash comparison every -1 steps"},
 		{[]string{"launch", "--security", "ssl"}, `unknown security "ssl"`},
+		{[]string{"launch", "--intra-host", "shm"}, `--intra-host: p2p: unknown --intra-host "shm": want auto`},
+		{[]string{"bench", "allreduce", "--intra-host", "unix"}, `unknown --intra-host "unix"`},
 		{[]string{"launch", "--collective-timeout", "0s"}, "--collective-timeout 0s"},
 		{[]string{"launch", "--target-accuracy", "98"}, "give a fraction"},
 		{[]string{"launch", "-n", "0", "--train-examples", "100"}, "-n 0: want at least 1 worker"},

@@ -68,13 +68,17 @@ var errNoProof = errors.New("it did not prove it holds the cluster secret (a pro
 // DeriveAuthKey returns the key of the plaintext challenge:
 //
 //	k = HKDF-SHA256(ikm = secret, salt = "meshtrain/identity/v1", info = "plaintext-challenge", 32 bytes)
-func DeriveAuthKey(secret []byte) ([]byte, error) {
+func DeriveAuthKey(secret []byte) ([]byte, error) { return deriveKey(secret, authInfo) }
+
+// deriveKey is HKDF-SHA256 of the secret with the identity salt and info:
+// one key per use of the secret.
+func deriveKey(secret []byte, info string) ([]byte, error) {
 	if len(secret) < 16 {
 		return nil, fmt.Errorf("p2p: cluster secret of %d bytes is too short: use at least 16 random bytes", len(secret))
 	}
-	k, err := hkdf.Key(sha256.New, secret, []byte(identitySalt), authInfo, 32)
+	k, err := hkdf.Key(sha256.New, secret, []byte(identitySalt), info, 32)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: deriving the plaintext challenge key: %w", err)
+		return nil, fmt.Errorf("p2p: deriving the %s key: %w", info, err)
 	}
 	return k, nil
 }
@@ -91,16 +95,26 @@ func authMAC(key []byte, label string, dialer, listener peer.ID, nD, nL []byte) 
 // challenge runs this side of the challenge on c, whose peer IDs libp2p's
 // plaintext exchange just gave, within ctx and authTimeout.
 func challenge(ctx context.Context, c sec.SecureConn, key []byte, dialer bool) error {
+	d, l := c.LocalPeer(), c.RemotePeer()
+	if !dialer {
+		d, l = l, d
+	}
+	return mutualChallenge(ctx, c, key, d, l, [2]string{authDialer, authListener}, dialer)
+}
+
+// mutualChallenge runs this side of the challenge between dialer d and
+// listener l on c, with labels (the dialer's, the listener's), within ctx
+// and authTimeout: the plaintext handshake's, and the same-host link's
+// (samehost.go) with labels of its own.
+func mutualChallenge(ctx context.Context, c net.Conn, key []byte, d, l peer.ID, labels [2]string, dialer bool) error {
 	deadline := time.Now().Add(authTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
 	}
 	_ = c.SetDeadline(deadline)
 	defer func() { _ = c.SetDeadline(time.Time{}) }()
-	d, l := c.LocalPeer(), c.RemotePeer()
-	mine, theirs := authDialer, authListener
+	mine, theirs := labels[0], labels[1]
 	if !dialer {
-		d, l = l, d
 		mine, theirs = theirs, mine
 	}
 	own := make([]byte, authNonce)

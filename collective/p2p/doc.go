@@ -44,6 +44,15 @@
 // the peer addresses or, for plain host:port entries (a TF_CONFIG), from the
 // cluster secret (see DeriveIdentity).
 //
+// Same-host links (Config.IntraHost auto, samehost.go): a rank's view of
+// the cluster also says which host it is on (package hostid), its uid and
+// pid, and the abstract Unix socket it listens on; a peer on the same host,
+// as the same user, sends to it through a shared-memory ring (package
+// intrahost) instead of a stream, after the kernel's peer credentials and
+// a challenge keyed by the cluster secret admitted it. It is one more kind
+// of link under the same Inbox, frame bound and failure rules; Crash cuts
+// it as a dying process would.
+//
 // Failure and shutdown: a link is either whole or down for good. An inbound
 // frame longer than Config.MaxFrame is refused from its header, before any
 // of it is buffered, and takes the link down; a write that fails or whose

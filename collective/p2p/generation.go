@@ -27,10 +27,11 @@ import (
 // any time (a restarted worker); nobody else gets a connection.
 type Host struct {
 	base *Transport // the whole cluster's: identities, gater, addresses
-	// mu guards addrs: a slot listed without an address ("" in
+	// mu guards addrs and gens: a slot listed without an address ("" in
 	// Config.Peers: a cluster that may grow) gets one with SetAddr.
 	mu    sync.Mutex
 	addrs []ma.Multiaddr
+	gens  []*Transport // formed, for Close to cut their same-host links
 }
 
 // Listen starts this peer's host for cfg's cluster (cfg.Rank is its index
@@ -134,7 +135,13 @@ func (h *Host) Form(ctx context.Context, gen uint64, members []int) (*Transport,
 	if err != nil {
 		return nil, err
 	}
-	return t.start(ctx, b.host, addrs)
+	if _, err := t.start(ctx, b.host, addrs); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.gens = append(slices.DeleteFunc(h.gens, (*Transport).isClosed), t)
+	h.mu.Unlock()
+	return t, nil
 }
 
 // memberAddrs fills in t's identities and returns the addresses of
@@ -160,8 +167,16 @@ func (h *Host) memberAddrs(gen uint64, members []int, t *Transport) ([]ma.Multia
 	return addrs, nil
 }
 
-// Close closes the host (after the generations' Transports).
+// Close closes the host (after the generations' Transports): a
+// generation still open loses its links with no goodbye, the same-host
+// ones too, as in a crash.
 func (h *Host) Close() error {
+	h.mu.Lock()
+	for _, t := range h.gens {
+		t.closeLocal()
+	}
+	h.gens = nil
+	h.mu.Unlock()
 	h.base.stop()
 	err := h.base.host.Close()
 	if errors.Is(err, context.Canceled) {

@@ -40,11 +40,19 @@ func formAll(t *testing.T, hosts []*Host, gen uint64, members []int) ([]*collect
 // now being cluster peers 1 and 2, and all-reduce again; the dead peer's
 // restart (a new host with its identity) joins them in generation 3.
 func TestGenerations(t *testing.T) {
+	for _, ih := range []IntraHost{IntraHostTLS, IntraHostAuto} {
+		t.Run(string(ih), func(t *testing.T) { testGenerations(t, ih) })
+	}
+}
+
+// testGenerations is TestGenerations with the peers' links to each other
+// over their security (tls) or the same-host link (auto).
+func testGenerations(t *testing.T, ih IntraHost) {
 	peers := freeAddrs(t, 3, false)
 	listenAll := func(idx ...int) []*Host {
 		hosts := make([]*Host, 3)
 		for _, i := range idx {
-			h, err := Listen(Config{Rank: i, Peers: peers, ClusterSecret: testSecret, Timeout: 10 * time.Second})
+			h, err := Listen(Config{Rank: i, Peers: peers, ClusterSecret: testSecret, IntraHost: ih, Timeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,6 +67,11 @@ func TestGenerations(t *testing.T) {
 		for r, err := range errs {
 			if err != nil {
 				t.Fatalf("generation %d, rank %d (peer %d): %v", gen, r, members[r], err)
+			}
+			for q, l := range ts[r].out {
+				if q != r && (l.local != nil) != (ih == IntraHostAuto) {
+					t.Fatalf("generation %d, rank %d's link to rank %d: same-host %v with --intra-host %s", gen, r, q, l.local != nil, ih)
+				}
 			}
 		}
 		errs = onAll(comms, func(c *collective.Comm) error {

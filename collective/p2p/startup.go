@@ -30,13 +30,22 @@ const (
 // in rank order.
 type clusterView struct {
 	Peers []string `json:"peers"`
+	// IntraHost is the rank's --intra-host, compared; Host, UID, PID and
+	// Local say where its same-host link listens, if it has one
+	// (samehost.go): peers on the same host, as the same user, link there.
+	IntraHost IntraHost `json:"intra_host,omitempty"`
+	Host      string    `json:"host,omitempty"`
+	UID       int       `json:"uid,omitempty"`
+	PID       int       `json:"pid,omitempty"`
+	Local     string    `json:"local,omitempty"`
 }
 
 func (t *Transport) view() clusterView {
-	v := clusterView{Peers: make([]string, len(t.ids))}
+	v := clusterView{Peers: make([]string, len(t.ids)), IntraHost: t.cfg.IntraHost}
 	for r, id := range t.ids {
 		v.Peers[r] = id.String()
 	}
+	t.localView(&v)
 	return v
 }
 
@@ -52,21 +61,22 @@ func (t *Transport) handleClusterView(s network.Stream) {
 }
 
 // checkView asks rank r (connected) for its view of the cluster and
-// compares it with this rank's: a difference is a permanent error.
-func (t *Transport) checkView(ctx context.Context, r int) error {
+// compares it with this rank's: a difference is a permanent error. It
+// returns the view.
+func (t *Transport) checkView(ctx context.Context, r int) (clusterView, error) {
+	var theirs clusterView
 	s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], t.viewProto)
 	if err != nil {
-		return err
+		return theirs, err
 	}
 	_ = s.SetDeadline(time.Now().Add(clusterViewTimeout))
-	var theirs clusterView
 	err = json.NewDecoder(io.LimitReader(s, maxClusterView)).Decode(&theirs)
 	if err != nil {
 		_ = s.Reset()
-		return fmt.Errorf("reading rank %d's view of the cluster: %w", r, err)
+		return theirs, fmt.Errorf("reading rank %d's view of the cluster: %w", r, err)
 	}
 	_ = s.Close()
-	return t.compareView(r, theirs)
+	return theirs, t.compareView(r, theirs)
 }
 
 func (t *Transport) compareView(r int, theirs clusterView) error {
@@ -78,6 +88,12 @@ func (t *Transport) compareView(r int, theirs clusterView) error {
 		if theirs.Peers[k] != mine.Peers[k] {
 			return permanent(fmt.Errorf("rank %d's cluster list has peer %s as rank %d, this rank's has %s: start every peer with the same cluster list (TF_CONFIG's \"cluster\") and the same cluster secret", r, theirs.Peers[k], k, mine.Peers[k]))
 		}
+	}
+	if theirs.IntraHost == "" {
+		theirs.IntraHost = IntraHostTLS // a build before the same-host link
+	}
+	if theirs.IntraHost != mine.IntraHost {
+		return permanent(fmt.Errorf("rank %d runs with --intra-host %s, this rank with --intra-host %s: start every peer with the same", r, theirs.IntraHost, mine.IntraHost))
 	}
 	return nil
 }

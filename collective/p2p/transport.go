@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	"github.com/libp2p/go-libp2p/core/control"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -28,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshtrain/meshtrain/collective"
+	"github.com/meshtrain/meshtrain/collective/p2p/intrahost"
 	"github.com/meshtrain/meshtrain/collective/p2p/mux"
 )
 
@@ -115,6 +115,10 @@ type Config struct {
 	// MaxFrame bounds an inbound frame's payload (default
 	// collective.DefaultMaxFrame).
 	MaxFrame int
+	// IntraHost says how links to peers on this host go: IntraHostTLS
+	// (the zero value: over Security, as to any peer) or IntraHostAuto (a
+	// shared-memory link, samehost.go). Compared between peers.
+	IntraHost IntraHost
 	// Logger receives refusals and link failures.
 	Logger *zap.Logger
 	// OnListening, if set, is called once this rank's host listens, before
@@ -162,6 +166,8 @@ type Transport struct {
 	protect          string
 	// noLinger: Close does not wait for the peers' goodbyes (SkipLinger).
 	noLinger atomic.Bool
+	// local is the same-host side (samehost.go); nil: every link is libp2p's.
+	local *localSide
 
 	mu      sync.Mutex
 	inbound map[int]network.Stream
@@ -176,8 +182,9 @@ var (
 )
 
 type outLink struct {
-	sem chan struct{} // one writer at a time, ctx-aware
-	s   network.Stream
+	sem   chan struct{} // one writer at a time, ctx-aware
+	s     network.Stream
+	local *intrahost.Sender // instead of s, to a peer on this host
 }
 
 // New starts this rank's host, connects to every other rank and opens the
@@ -269,6 +276,9 @@ func newTransport(cfg Config) (*Transport, []ma.Multiaddr, error) {
 	if cfg.Muxer, err = ParseMuxer(string(cfg.Muxer)); err != nil {
 		return nil, nil, err
 	}
+	if cfg.IntraHost, err = ParseIntraHost(string(cfg.IntraHost)); err != nil {
+		return nil, nil, err
+	}
 	if cfg.StreamWindow > 0 && cfg.StreamWindow < minStreamWindow {
 		return nil, nil, fmt.Errorf("p2p: StreamWindow of %d bytes is below the %d-byte minimum: raise it, or leave it 0 for the default", cfg.StreamWindow, minStreamWindow)
 	}
@@ -342,6 +352,7 @@ func (t *Transport) start(ctx context.Context, h host.Host, addrs []ma.Multiaddr
 			t.host.Peerstore().AddAddr(id, addrs[r], time.Hour*24*365)
 		}
 	}
+	t.listenLocal() // before anyone can ask for its name in the view
 	t.host.SetStreamHandler(t.viewProto, t.handleClusterView)
 	t.host.SetStreamHandler(t.proto, t.handleStream)
 	if err := t.connectAll(ctx, addrs); err != nil {
@@ -422,7 +433,7 @@ func (t *Transport) connectAll(ctx context.Context, addrs []ma.Multiaddr) error 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := t.openStream(ctx, r, addrs[r])
+			l, err := t.openStream(ctx, r, addrs[r])
 			if err != nil {
 				errs[r] = fmt.Errorf("rank %d (%s at %s): %w", r, t.ids[r], addrs[r], err)
 				if firstPermanent(errs[r:r+1]) != nil {
@@ -430,7 +441,7 @@ func (t *Transport) connectAll(ctx context.Context, addrs []ma.Multiaddr) error 
 				}
 				return
 			}
-			t.out[r] = &outLink{sem: make(chan struct{}, 1), s: s}
+			t.out[r] = l
 		}()
 	}
 	wg.Wait()
@@ -443,12 +454,13 @@ func (t *Transport) connectAll(ctx context.Context, addrs []ma.Multiaddr) error 
 	return nil
 }
 
-func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (network.Stream, error) {
+func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (*outLink, error) {
 	var last error
 	for {
+		var theirs clusterView
 		err := t.host.Connect(ctx, peer.AddrInfo{ID: t.ids[r], Addrs: []ma.Multiaddr{addr}})
 		if err == nil {
-			err = t.checkView(ctx, r)
+			theirs, err = t.checkView(ctx, r)
 		} else {
 			err = t.dialError(r, err)
 		}
@@ -456,6 +468,9 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 			return nil, err
 		}
 		if err == nil {
+			if local := t.dialLocal(ctx, r, theirs); local != nil {
+				return &outLink{local: local}, nil
+			}
 			s, err := t.host.NewStream(network.WithAllowLimitedConn(ctx, "meshtrain"), t.ids[r], t.proto)
 			if err == nil {
 				// Negotiate the protocol now, not lazily on the first frame:
@@ -465,7 +480,7 @@ func (t *Transport) openStream(ctx context.Context, r int, addr ma.Multiaddr) (n
 				// its streams reset whatever the collective timeout says.
 				// An empty write sends the protocol header at once.
 				if _, err = s.Write(nil); err == nil {
-					return s, nil
+					return &outLink{sem: make(chan struct{}, 1), s: s}, nil
 				}
 				_ = s.Reset()
 			}
@@ -519,41 +534,45 @@ func (t *Transport) handleStream(s network.Stream) {
 		t.log.Warn("refused a collective stream: its window would take the peer over its memory budget", zap.Int("from", r), zap.Error(err))
 		_ = s.Reset()
 	}
-	go t.readLoop(r, s)
+	go func() {
+		defer t.readers.Done()
+		t.readLoop(r, streamSource{s: s, holdMax: t.holdMax})
+	}()
 }
 
-func (t *Transport) readLoop(r int, s network.Stream) {
-	defer t.readers.Done()
+// readLoop reads rank r's frames from src into the inbox until the link
+// ends.
+func (t *Transport) readLoop(r int, src frameSource) {
 	maxFrame := uint32(t.cfg.MaxFrame)
-	interrupt := func() { _ = s.Reset() }
 	for {
-		h, err := collective.ReadHeader(s, maxFrame)
+		h, payload, err := src.Next(maxFrame)
 		var f collective.Frame
 		deliver := true
 		if err == nil {
-			if l := t.inbox.Claim(r, h, h.Len <= t.holdMax); l != nil {
+			if l := t.inbox.Claim(r, h, src.Held(h)); l != nil {
 				// The executor waits for this payload in its own buffer:
 				// read it there, with no copy through a pooled buffer.
-				f, deliver, err = l.Fill(s, interrupt)
+				f, deliver, err = l.Fill(payload, src.Reset)
 			} else if err = t.inbox.Reserve(t.ctx, r, h); err == nil {
 				// Read only once the queue has room for it: meanwhile the
 				// peer's sends wait for the stream window.
-				f, err = collective.ReadPayload(s, h)
+				f, err = collective.ReadPayload(payload, h)
 			}
 		}
 		if err != nil {
 			t.inbox.LinkDown(r, err)
 			if t.ctx.Err() == nil && !errors.Is(err, network.ErrReset) {
-				t.log.Debug("collective stream ended", zap.Int("from", r), zap.Error(err))
+				t.log.Debug("collective link ended", zap.Int("from", r), zap.Error(err))
 			}
-			_ = s.Reset()
+			src.Reset()
 			return
 		}
+		src.Done()
 		if !deliver {
 			continue // its collective ended while it arrived
 		}
 		if err := t.inbox.Deliver(t.ctx, r, f); err != nil {
-			_ = s.Reset()
+			src.Reset()
 			return
 		}
 	}
@@ -588,6 +607,9 @@ func (t *Transport) Send(ctx context.Context, to int, h collective.Header, paylo
 		return fmt.Errorf("before writing to rank %d: %w", to, err)
 	}
 	l := t.out[to]
+	if l.local != nil {
+		return t.sendLocal(ctx, to, l.local, h, payload)
+	}
 	select {
 	case l.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -659,7 +681,7 @@ func (t *Transport) Close() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			if err := t.Send(ctx, r, collective.Header{Kind: collective.KindBye}, nil); err == nil {
-				_ = l.s.Close()
+				l.closeWrite()
 			}
 		}()
 	}
@@ -708,31 +730,7 @@ func (t *Transport) Close() error {
 			}
 		}
 	}
+	t.closeLocal()
 	t.readers.Wait()
 	return err
 }
-
-// gater admits connections only to and from the cluster's peer IDs.
-type gater struct{ t *Transport }
-
-func (g *gater) member(p peer.ID) bool {
-	r, ok := g.t.ranks[p]
-	return ok && r != g.t.cfg.Rank
-}
-
-func (g *gater) InterceptPeerDial(p peer.ID) bool { return g.member(p) }
-
-func (g *gater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return g.member(p) }
-
-func (g *gater) InterceptAccept(network.ConnMultiaddrs) bool { return true }
-
-func (g *gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.ConnMultiaddrs) bool {
-	if g.member(p) {
-		return true
-	}
-	g.t.log.Warn("refused a connection from a peer outside the cluster",
-		zap.Stringer("peer", p), zap.Stringer("addr", addrs.RemoteMultiaddr()), zap.Stringer("direction", dir))
-	return false
-}
-
-func (g *gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }

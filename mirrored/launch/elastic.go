@@ -200,7 +200,7 @@ func (cfg *WorkerConfig) runElastic(ctx context.Context, start time.Time, log *z
 		peers = append(peers, make([]string, cfg.Grow.Max-len(peers))...)
 	}
 	h, err := p2p.Listen(p2p.Config{
-		Rank: self, Peers: peers, Security: cfg.Security,
+		Rank: self, Peers: peers, Security: cfg.Security, IntraHost: cfg.IntraHost,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
 		OnListening: cfg.OnListening, ListenHint: cfg.Cluster.ListenHint,
 	})

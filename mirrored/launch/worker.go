@@ -63,6 +63,9 @@ type WorkerConfig struct {
 	Cluster *cluster.Cluster
 	// Security of the links: tls (default), noise, quic or plaintext.
 	Security p2p.Security
+	// IntraHost is how this peer links to peers on its host
+	// (p2p.Config.IntraHost; the same on every peer).
+	IntraHost p2p.IntraHost
 	// Secret derives the peers' identities; PSK (optional) is a libp2p
 	// private-network key.
 	Secret, PSK []byte
@@ -209,7 +212,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		opts.Phases = job.Timeline.Phase // each combine's all-reduce phases, nested in it
 	}
 	m, t, err := p2p.Join(ctx, p2p.Config{
-		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security,
+		Rank: rank, Peers: cfg.Cluster.Peers, Security: cfg.Security, IntraHost: cfg.IntraHost,
 		ClusterSecret: cfg.Secret, Identity: cfg.Identity, PSK: cfg.PSK, Timeout: cfg.Timeout, Logger: log.Named("p2p"),
 		OnListening: cfg.OnListening, ListenHint: cfg.Cluster.ListenHint,
 	}, opts)
@@ -217,7 +220,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 		return nil, err
 	}
 	if f := &job.Faults; f.KillAfter > 0 && f.KillRank == rank {
-		f.Kill = func() { _ = t.Host().Close() } // the peers see the links reset, not a goodbye
+		f.Kill = func() { _ = t.Crash() } // the peers see the links reset, not a goodbye
 	}
 	gossip := mirrored.IsGossip(job.Strategy)
 	if !gossip { // gossip runs no all-reduce

@@ -162,6 +162,9 @@ func (cfg AllReduceConfig) allReduceTable(w io.Writer) (*table, error) {
 	if cfg.Wire.Half() {
 		wire = fmt.Sprintf(", %s on the wire (bytes and GB/s: the float32 buffer's)", cfg.Wire)
 	}
+	if cfg.IntraHost == "auto" {
+		wire += ", a shared-memory link between peers on one host"
+	}
 	_, err := fmt.Fprintf(w, "# meshtrain all-reduce: N=%d, security %s, algo %s, %s, link faults %s%s; time = median of %d reps; GB/s = 10^9 B/s\n",
 		cfg.size(), cfg.Security, cfg.Algo, cfg.mode(), cfg.LinkFaults, wire, Reps)
 	if err != nil {

@@ -19,9 +19,12 @@ import (
 // Cluster is how the peers of a benchmark are run: N local peers, or this
 // process as one peer of a cluster across hosts (Remote).
 type Cluster struct {
-	N         int
-	Security  p2p.Security
-	Muxer     p2p.Muxer     // "" is p2p's default
+	N        int
+	Security p2p.Security
+	Muxer    p2p.Muxer // "" is p2p's default
+	// IntraHost is how peers on one host link (p2p.Config.IntraHost;
+	// "" is tls).
+	IntraHost p2p.IntraHost
 	InProcess bool          // goroutines in this process instead of child processes
 	Timeout   time.Duration // collective timeout and connection deadline
 	// GoMaxProcs is each peer process's GOMAXPROCS; 0 means NumCPU/N (at
@@ -52,6 +55,7 @@ type Header struct {
 	Peers      int      `json:"peers"`
 	Addrs      []string `json:"addrs,omitempty"`
 	Security   string   `json:"security"`
+	IntraHost  string   `json:"intra_host,omitempty"`
 	Muxer      string   `json:"muxer,omitempty"`
 	Mode       string   `json:"mode"`
 	LinkFaults string   `json:"link_faults"`
@@ -60,7 +64,7 @@ type Header struct {
 // header fills a Header for format; addrs are the cluster's addresses.
 func (cl Cluster) header(format string, start time.Time, addrs []string) Header {
 	return Header{Format: format, Version: mirrored.Version(), Started: start.UTC().Format(time.RFC3339),
-		Peers: cl.size(), Addrs: addrs, Security: string(cl.Security), Muxer: string(cl.Muxer), Mode: cl.mode(), LinkFaults: cl.LinkFaults.String()}
+		Peers: cl.size(), Addrs: addrs, Security: string(cl.Security), IntraHost: string(cl.IntraHost), Muxer: string(cl.Muxer), Mode: cl.mode(), LinkFaults: cl.LinkFaults.String()}
 }
 
 // size is the number of peers.
@@ -122,6 +126,7 @@ func (cl Cluster) join(ctx context.Context, ro role, opts collective.Options) (*
 		pc = *cl.Remote
 	}
 	pc.Security, pc.Muxer, pc.Timeout, pc.Logger = cl.Security, cl.Muxer, cl.Timeout, cl.Logger.Named("p2p")
+	pc.IntraHost = cl.IntraHost
 	opts.Timeout, opts.LinkFaults = cl.Timeout, cl.LinkFaults
 	if opts.Logger == nil {
 		opts.Logger = cl.Logger.Named("collective")

@@ -106,7 +106,9 @@ func MeasurePairs(d time.Duration) float64 {
 // runJSON runs `meshtrain bench CMD --json ARGS…` and decodes its output
 // into dst.
 func (cfg Config) runJSON(ctx context.Context, dst any, cmd string, args ...string) error {
-	c := exec.CommandContext(ctx, cfg.Meshtrain, append([]string{"bench", cmd, "--json"}, args...)...)
+	// The model is of peers on hosts of their own: their links have the
+	// security's cost, not the same-host link's (--intra-host).
+	c := exec.CommandContext(ctx, cfg.Meshtrain, append([]string{"bench", cmd, "--json", "--intra-host=tls"}, args...)...)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	out, err := c.Output()
