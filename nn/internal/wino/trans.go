@@ -1,0 +1,116 @@
+package wino
+
+// The tile transforms, 8 tiles at a time on amd64 (trans_amd64.s) and
+// here otherwise; the Go versions take the same operations in the same
+// order, so both give the same bits (the tests compare them). n, the
+// tiles, is a multiple of 8; each kernel reads its n tiles' cells from a
+// phased grid g (4 phases of pplane floats, rows pgw apart) and writes
+// the 16 coordinates' planes ds floats apart, or reads them.
+
+// inputTransform writes Bᵀ·d·B of tiles 0…n−1 of g, coordinate (u, v) of
+// tile t at dst[(4u+v)·ds + t]; Bᵀ = [1 0 −1 0; 0 1 1 0; 0 −1 1 0; 0 1 0
+// −1] and cell (a, b) of tile t is g at phase (a mod 2, b mod 2), t + (a/2)
+// rows + b/2.
+func inputTransform(n int, g []float32, pplane, pgw int, dst []float32, ds int) {
+	_ = g[3*pplane+pgw+n]
+	_ = dst[15*ds+n-1]
+	if useAsm {
+		inputTransformAsm(n, &g[0], pplane, pgw, &dst[0], ds)
+		return
+	}
+	inputTransformGo(n, g, pplane, pgw, dst, ds)
+}
+
+func inputTransformGo(n int, g []float32, pplane, pgw int, dst []float32, ds int) {
+	for t := 0; t < n; t++ {
+		var d, tt [4][4]float32
+		for a := 0; a < 4; a++ {
+			for b := 0; b < 4; b++ {
+				d[a][b] = g[(a%2*2+b%2)*pplane+a/2*pgw+b/2+t]
+			}
+			tt[a] = [4]float32{d[a][0] - d[a][2], d[a][1] + d[a][2], d[a][2] - d[a][1], d[a][1] - d[a][3]}
+		}
+		for v := 0; v < 4; v++ {
+			dst[v*ds+t] = tt[0][v] - tt[2][v]
+			dst[(4+v)*ds+t] = tt[1][v] + tt[2][v]
+			dst[(8+v)*ds+t] = tt[2][v] - tt[1][v]
+			dst[(12+v)*ds+t] = tt[1][v] - tt[3][v]
+		}
+	}
+}
+
+// outputTransform writes Aᵀ·m·A of tiles 0…n−1, coordinate ξ of tile t at
+// m[ξ·ms + t], Aᵀ = [1 1 1 0; 0 1 −1 −1]: tile t's outputs (0, 0) and (0,
+// 1) at even[2t], even[2t+1], (1, 0) and (1, 1) at odd[2t], odd[2t+1].
+func outputTransform(n int, m []float32, ms int, even, odd []float32) {
+	_ = m[15*ms+n-1]
+	_, _ = even[2*n-1], odd[2*n-1]
+	if useAsm {
+		outputTransformAsm(n, &m[0], ms, &even[0], &odd[0])
+		return
+	}
+	outputTransformGo(n, m, ms, even, odd)
+}
+
+func outputTransformGo(n int, m []float32, ms int, even, odd []float32) {
+	for t := 0; t < n; t++ {
+		var s [4][2]float32
+		for a := 0; a < 4; a++ {
+			m0, m1, m2, m3 := m[4*a*ms+t], m[(4*a+1)*ms+t], m[(4*a+2)*ms+t], m[(4*a+3)*ms+t]
+			s[a] = [2]float32{m0 + m1 + m2, m1 - m2 - m3}
+		}
+		for b := 0; b < 2; b++ {
+			even[2*t+b] = s[0][b] + s[1][b] + s[2][b]
+			odd[2*t+b] = s[1][b] - s[2][b] - s[3][b]
+		}
+	}
+}
+
+// gradTransform writes A'·γ·A'ᵀ of tiles 0…n−1 of the phased output
+// gradient g, coordinate (u, v) of tile t at dst[(4u+v)·ds + t]; A' is
+// A = [1 0; 1 1; 1 −1; 0 −1] with its last row's sign turned (gradKernel
+// turns it back), and cell (r, c) of tile t is the output gradient at
+// row 2i+r, column 2j+c: the padded grid's cell (2i+r+1, 2j+c+1).
+func gradTransform(n int, g []float32, pplane, pgw int, dst []float32, ds int) {
+	_ = g[3*pplane+n-1]
+	_ = g[pplane+pgw+n-1]
+	_ = dst[15*ds+n-1]
+	if useAsm {
+		gradTransformAsm(n, &g[0], pplane, pgw, &dst[0], ds)
+		return
+	}
+	gradTransformGo(n, g, pplane, pgw, dst, ds)
+}
+
+func gradTransformGo(n int, g []float32, pplane, pgw int, dst []float32, ds int) {
+	for t := 0; t < n; t++ {
+		g00, g01 := g[3*pplane+t], g[2*pplane+1+t]
+		g10, g11 := g[pplane+pgw+t], g[pgw+1+t]
+		c := [4][2]float32{{g00, g10}, {g00 + g01, g10 + g11}, {g00 - g01, g10 - g11}, {g01, g11}}
+		for v, cv := range c {
+			dst[v*ds+t] = cv[0]
+			dst[(4+v)*ds+t] = cv[0] + cv[1]
+			dst[(8+v)*ds+t] = cv[0] - cv[1]
+			dst[(12+v)*ds+t] = cv[1]
+		}
+	}
+}
+
+// deinterleave writes src's even-indexed floats to even and its odd ones
+// to odd.
+func deinterleave(even, odd, src []float32) {
+	_, _ = even[:(len(src)+1)/2], odd[:len(src)/2]
+	n := 0
+	if useAsm {
+		n = len(src) &^ 7
+		if n > 0 {
+			deinterleaveAsm(n, &even[0], &odd[0], &src[0])
+		}
+	}
+	for i := n; i+1 < len(src); i += 2 {
+		even[i/2], odd[i/2] = src[i], src[i+1]
+	}
+	if len(src)%2 != 0 {
+		even[len(src)/2] = src[len(src)-1]
+	}
+}

@@ -1,0 +1,23 @@
+//go:build !amd64 || purego
+
+package wino
+
+// useAsm is false where there are no assembly kernels; the declarations
+// below only let trans.go compile everywhere.
+var useAsm = false
+
+func inputTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int) {
+	panic("wino: no assembly kernels on this platform")
+}
+func outputTransformAsm(n int, m *float32, ms int, even, odd *float32) {
+	panic("wino: no assembly kernels on this platform")
+}
+func gradTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int) {
+	panic("wino: no assembly kernels on this platform")
+}
+func deinterleaveAsm(n int, even, odd, src *float32) {
+	panic("wino: no assembly kernels on this platform")
+}
+func phaseAsm(ch, h, w int, x, grid *float32, glen, pplane, pgw int) {
+	panic("wino: no assembly kernels on this platform")
+}
