@@ -14,7 +14,7 @@ func (l *conv2D) useWino() bool {
 	if l.KH != 3 || l.KW != 3 || !l.plain() || l.PadT != 1 || l.PadL != 1 || l.OutH != l.InH || l.OutW != l.InW || l.InC < 8 || l.InH%2 != 0 || l.InW%2 != 0 {
 		return false
 	}
-	c, err := wino.New(l.InC, l.OutC, l.InH, l.InW, wino.Kernels{Mul: convNN, MulNT: convNT, Copy: copyRows})
+	c, err := wino.New(l.InC, l.OutC, l.InH, l.InW, wino.Kernels{Mul: convNN, MulNT: convNT})
 	if err != nil {
 		panic("nn: " + err.Error()) // the checks above rule it out
 	}

@@ -39,29 +39,34 @@ func inputTransformGo(n int, g []float32, pplane, pgw int, dst []float32, ds int
 	}
 }
 
-// outputTransform writes Aᵀ·m·A of tiles 0…n−1, coordinate ξ of tile t at
-// m[ξ·ms + t], Aᵀ = [1 1 1 0; 0 1 −1 −1]: tile t's outputs (0, 0) and (0,
-// 1) at even[2t], even[2t+1], (1, 0) and (1, 1) at odd[2t], odd[2t+1].
-func outputTransform(n int, m []float32, ms int, even, odd []float32) {
-	_ = m[15*ms+n-1]
-	_, _ = even[2*n-1], odd[2*n-1]
-	if useAsm {
-		outputTransformAsm(n, &m[0], ms, &even[0], &odd[0])
+// outputRows writes Aᵀ·m·A of the tiles of th tile rows into the image
+// y (2·th rows of w = 2·tw floats), coordinate ξ of tile t at m[ξ·ms + t],
+// Aᵀ = [1 1 1 0; 0 1 −1 −1]: tile (i, j), t = i·pgw + j, gives y's rows
+// 2i and 2i+1 at columns 2j and 2j+1.
+func outputRows(th, tw int, m []float32, ms, pgw int, y []float32, w int) {
+	// The kernel reads whole blocks of 8 tiles.
+	_ = m[15*ms+(th-1)*pgw+(tw+7)&^7-1]
+	_ = y[2*th*w-1]
+	if useAsm && tw%4 == 0 {
+		outputRowsAsm(th, tw, &m[0], ms, pgw, &y[0], w)
 		return
 	}
-	outputTransformGo(n, m, ms, even, odd)
+	outputRowsGo(th, tw, m, ms, pgw, y, w)
 }
 
-func outputTransformGo(n int, m []float32, ms int, even, odd []float32) {
-	for t := 0; t < n; t++ {
-		var s [4][2]float32
-		for a := 0; a < 4; a++ {
-			m0, m1, m2, m3 := m[4*a*ms+t], m[(4*a+1)*ms+t], m[(4*a+2)*ms+t], m[(4*a+3)*ms+t]
-			s[a] = [2]float32{m0 + m1 + m2, m1 - m2 - m3}
-		}
-		for b := 0; b < 2; b++ {
-			even[2*t+b] = s[0][b] + s[1][b] + s[2][b]
-			odd[2*t+b] = s[1][b] - s[2][b] - s[3][b]
+func outputRowsGo(th, tw int, m []float32, ms, pgw int, y []float32, w int) {
+	for i := 0; i < th; i++ {
+		for j := 0; j < tw; j++ {
+			t := i*pgw + j
+			var s [4][2]float32
+			for a := 0; a < 4; a++ {
+				m0, m1, m2, m3 := m[4*a*ms+t], m[(4*a+1)*ms+t], m[(4*a+2)*ms+t], m[(4*a+3)*ms+t]
+				s[a] = [2]float32{m0 + m1 + m2, m1 - m2 - m3}
+			}
+			for b := 0; b < 2; b++ {
+				y[2*i*w+2*j+b] = s[0][b] + s[1][b] + s[2][b]
+				y[(2*i+1)*w+2*j+b] = s[1][b] - s[2][b] - s[3][b]
+			}
 		}
 	}
 }

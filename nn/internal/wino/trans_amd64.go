@@ -11,9 +11,6 @@ var useAsm = cpu.X86.HasAVX2
 func inputTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int)
 
 //go:noescape
-func outputTransformAsm(n int, m *float32, ms int, even, odd *float32)
-
-//go:noescape
 func gradTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int)
 
 //go:noescape
@@ -21,3 +18,6 @@ func deinterleaveAsm(n int, even, odd, src *float32)
 
 //go:noescape
 func phaseAsm(ch, h, w int, x, grid *float32, glen, pplane, pgw int)
+
+//go:noescape
+func outputRowsAsm(th, tw int, m *float32, ms, pgw int, y *float32, w int)

@@ -100,56 +100,6 @@ indone:
 	VSUBPS  Y2, Y1, y1 \
 	VSUBPS  Y3, y1, y1
 
-// func outputTransformAsm(n int, m *float32, ms int, even, odd *float32)
-TEXT ·outputTransformAsm(SB), NOSPLIT, $0-40
-	MOVQ n+0(FP), CX
-	SHLQ $2, CX
-	MOVQ m+8(FP), SI
-	MOVQ ms+16(FP), DX
-	SHLQ $2, DX
-	MOVQ even+24(FP), DI
-	MOVQ odd+32(FP), R8
-	XORQ AX, AX
-
-outloop:
-	CMPQ AX, CX
-	JGE  outdone
-	LEAQ (SI)(AX*1), BX
-	OUTROW(Y4, Y5)
-	OUTROW(Y6, Y7)
-	OUTROW(Y8, Y9)
-	OUTROW(Y10, Y11)
-
-	// Rows: y0b = (s0b+s1b)+s2b, y1b = (s1b−s2b)−s3b.
-	VADDPS Y6, Y4, Y12
-	VADDPS Y8, Y12, Y12
-	VADDPS Y7, Y5, Y13
-	VADDPS Y9, Y13, Y13
-	VSUBPS Y8, Y6, Y14
-	VSUBPS Y10, Y14, Y14
-	VSUBPS Y9, Y7, Y15
-	VSUBPS Y11, Y15, Y15
-
-	// Interleave each row's two columns: tile k's pair at 2k.
-	VUNPCKLPS  Y13, Y12, Y0
-	VUNPCKHPS  Y13, Y12, Y1
-	VPERM2F128 $0x20, Y1, Y0, Y2
-	VPERM2F128 $0x31, Y1, Y0, Y3
-	VMOVUPS    Y2, (DI)(AX*2)
-	VMOVUPS    Y3, 32(DI)(AX*2)
-	VUNPCKLPS  Y15, Y14, Y0
-	VUNPCKHPS  Y15, Y14, Y1
-	VPERM2F128 $0x20, Y1, Y0, Y2
-	VPERM2F128 $0x31, Y1, Y0, Y3
-	VMOVUPS    Y2, (R8)(AX*2)
-	VMOVUPS    Y3, 32(R8)(AX*2)
-	ADDQ       $32, AX
-	JMP        outloop
-
-outdone:
-	VZEROUPPER
-	RET
-
 // GCOL stores column (c0, c1) of the gradient transform as its rows u =
 // 0…3 (c0, c0+c1, c0−c1, c1) at BX + u·R15 (R15: 4 planes) and moves BX
 // on by one plane (DX).
@@ -322,5 +272,81 @@ pnext:
 	JMP  pchan
 
 pdone:
+	VZEROUPPER
+	RET
+
+// OUTCOMB combines the 8 tiles' rows (s0, s1 of rows 0…3 in Y4…Y11)
+// into their outputs: Y12, Y13 the top row's columns 0 and 1, Y14, Y15
+// the bottom row's, and interleaves each row's two columns: the top
+// row's 16 floats in Y2:Y3, the bottom row's in Y4:Y5.
+#define OUTCOMB \
+	VADDPS     Y6, Y4, Y12 \
+	VADDPS     Y8, Y12, Y12 \
+	VADDPS     Y7, Y5, Y13 \
+	VADDPS     Y9, Y13, Y13 \
+	VSUBPS     Y8, Y6, Y14 \
+	VSUBPS     Y10, Y14, Y14 \
+	VSUBPS     Y9, Y7, Y15 \
+	VSUBPS     Y11, Y15, Y15 \
+	VUNPCKLPS  Y13, Y12, Y0 \
+	VUNPCKHPS  Y13, Y12, Y1 \
+	VPERM2F128 $0x20, Y1, Y0, Y2 \
+	VPERM2F128 $0x31, Y1, Y0, Y3 \
+	VUNPCKLPS  Y15, Y14, Y0 \
+	VUNPCKHPS  Y15, Y14, Y1 \
+	VPERM2F128 $0x20, Y1, Y0, Y4 \
+	VPERM2F128 $0x31, Y1, Y0, Y5
+
+// func outputRowsAsm(th, tw int, m *float32, ms, pgw int, y *float32, w int)
+// outputTransform straight into an image of th·2 rows of w = 2·tw floats:
+// tile row i (tiles i·pgw …, tw of them, a multiple of 4) gives image
+// rows 2i and 2i+1. A last block of 4 tiles reads 8 (the next ones are
+// junk or the next row's) and writes 4 tiles' outputs.
+TEXT ·outputRowsAsm(SB), NOSPLIT, $0-56
+	MOVQ th+0(FP), R9
+	MOVQ tw+8(FP), CX
+	SHLQ $2, CX          // a tile row's valid bytes of m
+	MOVQ m+16(FP), SI
+	MOVQ ms+24(FP), DX
+	SHLQ $2, DX
+	MOVQ pgw+32(FP), R10
+	SHLQ $2, R10
+	MOVQ y+40(FP), DI    // image row 2i
+	MOVQ w+48(FP), R11
+	SHLQ $2, R11
+	LEAQ (DI)(R11*1), R8 // image row 2i+1
+
+orrow:
+	TESTQ R9, R9
+	JZ    ordone
+	XORQ  AX, AX
+
+orblock:
+	MOVQ CX, R12
+	SUBQ AX, R12
+	JLE  ornext
+	LEAQ (SI)(AX*1), BX
+	OUTROW(Y4, Y5)
+	OUTROW(Y6, Y7)
+	OUTROW(Y8, Y9)
+	OUTROW(Y10, Y11)
+	OUTCOMB
+	VMOVUPS Y2, (DI)(AX*2)
+	VMOVUPS Y4, (R8)(AX*2)
+	CMPQ    R12, $32
+	JL      ornext
+	VMOVUPS Y3, 32(DI)(AX*2)
+	VMOVUPS Y5, 32(R8)(AX*2)
+	ADDQ    $32, AX
+	JMP     orblock
+
+ornext:
+	ADDQ R10, SI
+	LEAQ (DI)(R11*2), DI
+	LEAQ (R8)(R11*2), R8
+	DECQ R9
+	JMP  orrow
+
+ordone:
 	VZEROUPPER
 	RET

@@ -9,9 +9,6 @@ var useAsm = false
 func inputTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int) {
 	panic("wino: no assembly kernels on this platform")
 }
-func outputTransformAsm(n int, m *float32, ms int, even, odd *float32) {
-	panic("wino: no assembly kernels on this platform")
-}
 func gradTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int) {
 	panic("wino: no assembly kernels on this platform")
 }
@@ -19,5 +16,8 @@ func deinterleaveAsm(n int, even, odd, src *float32) {
 	panic("wino: no assembly kernels on this platform")
 }
 func phaseAsm(ch, h, w int, x, grid *float32, glen, pplane, pgw int) {
+	panic("wino: no assembly kernels on this platform")
+}
+func outputRowsAsm(th, tw int, m *float32, ms, pgw int, y *float32, w int) {
 	panic("wino: no assembly kernels on this platform")
 }

@@ -46,15 +46,10 @@ type Mul func(m, n, k int, a, b []float32, offs []int, c []float32)
 // a multiple of 3, t of 4 and k of 8 (nn's convNT).
 type MulNT func(m, t, k int, a []float32, aoffs []int, b []float32, boffs []int, c []float32, ldc int)
 
-// Copy copies rows rows of w floats from src (rows lds apart) to dst
-// (rows ldd apart) (nn's copyRows).
-type Copy func(dst []float32, ldd int, src []float32, lds, rows, w int)
-
 // Kernels are the caller's kernels the passes run on.
 type Kernels struct {
 	Mul   Mul
 	MulNT MulNT
-	Copy  Copy
 }
 
 // tileTarget is the tiles a matrix product should have at least: the
@@ -78,16 +73,16 @@ type Conv struct {
 
 	fwd, bwd passes // input → output and output gradient → input gradient
 
-	xg      []float32 // the kept phased inputs, n × fwd's glen
-	keptN   int
-	keptX   *float32
-	dyg     []float32 // one group of phased output gradients
-	gy      []float32 // 16 × mpo × nt: the output gradients' tiles for the weight gradient
-	dwt     []float32 // 16 × m3 × t4: the weight gradient in the transform's domain
-	aoffs   []int     // rows of gy by output channel, padded to 3
-	boffs   []int     // rows of the inputs' tiles by input channel, padded to 4
-	m3, t4  int
-	outRows []float32 // even and odd output rows of one channel's tiles
+	xg     []float32 // the kept phased inputs, n × fwd's glen
+	keptN  int
+	keptX  *float32
+	keptW  *float32  // the weights fwd.u holds
+	dyg    []float32 // one group of phased output gradients
+	gy     []float32 // 16 × mpo × nt: the output gradients' tiles for the weight gradient
+	dwt    []float32 // 16 × m3 × t4: the weight gradient in the transform's domain
+	aoffs  []int     // rows of gy by output channel, padded to 3
+	boffs  []int     // rows of the inputs' tiles by input channel, padded to 4
+	m3, t4 int
 }
 
 // passes is one direction's buffers: cin channels in, cout out.
@@ -103,7 +98,7 @@ func newPasses(cin, cout, nt int) passes {
 	p := passes{cin: cin, cout: cout, mp: max(4, (cout+1)&^1)}
 	p.u = make([]float32, 16*p.mp*cin)
 	p.v = make([]float32, 16*cin*nt)
-	p.m = make([]float32, 16*p.mp*nt)
+	p.m = make([]float32, 16*p.mp*nt+8) // outputRows reads blocks of 8 tiles
 	p.offs = make([]int, cin)
 	for i := range p.offs {
 		p.offs[i] = i * nt
@@ -145,7 +140,6 @@ func New(inC, outC, h, w int, k Kernels) (*Conv, error) {
 	for i := range c.boffs {
 		c.boffs[i] = min(i, inC-1) * c.nt
 	}
-	c.outRows = make([]float32, 4*c.tp)
 	return c, nil
 }
 
@@ -180,24 +174,31 @@ func (c *Conv) phase(g, x []float32, ch int) {
 	}
 }
 
-// weights transforms w (cout × cin × 3 × 3, or with flip the kernels of
-// the transposed convolution: w is cin × cout × 3 × 3 and each kernel
-// turned by 180°) into p.u.
-func (p *passes) weights(w []float32, flip bool) {
+// weights transforms w (cout × cin × 3 × 3) into p.u.
+func (p *passes) weights(w []float32) {
 	for co := 0; co < p.cout; co++ {
 		for ci := 0; ci < p.cin; ci++ {
-			var g [9]float32
-			if flip {
-				k := w[(ci*p.cout+co)*9 : (ci*p.cout+co)*9+9]
-				for i := range g {
-					g[i] = k[8-i]
-				}
-			} else {
-				copy(g[:], w[(co*p.cin+ci)*9:(co*p.cin+ci)*9+9])
-			}
-			u := kernelTransform(&g)
+			u := kernelTransform((*[9]float32)(w[(co*p.cin+ci)*9:]))
 			for xi, v := range u {
 				p.u[(xi*p.mp+co)*p.cin+ci] = v
+			}
+		}
+	}
+}
+
+// flipped lays out in p.u the transformed kernels of the transposed
+// convolution, each kernel turned by 180°, from f's (the forward
+// pass's): G·rev(g) is G·g with its rows 0 and 3 swapped, so the
+// turned kernel's transform is f's with coordinates 0 and 3 swapped
+// along both axes.
+func (p *passes) flipped(f *passes) {
+	swap := [4]int{3, 1, 2, 0}
+	for xi := 0; xi < 16; xi++ {
+		fx := 4*swap[xi/4] + swap[xi%4]
+		for co := 0; co < p.cout; co++ { // f's input channels
+			row := p.u[(xi*p.mp+co)*p.cin : (xi*p.mp+co+1)*p.cin]
+			for ci := range row { // f's output channels
+				row[ci] = f.u[(fx*f.mp+ci)*f.cin+co]
 			}
 		}
 	}
@@ -219,15 +220,10 @@ func (c *Conv) run(p *passes, g []float32, ng int, out []float32) {
 		c.k.Mul(p.mp, n, p.cin, p.u[xi*p.mp*p.cin:(xi+1)*p.mp*p.cin], p.v[xi*vs:], p.offs, p.m[xi*ms:xi*ms+p.mp*n])
 	}
 	hw := c.H * c.W
-	even, odd := c.outRows[:2*c.tp], c.outRows[2*c.tp:]
 	for e := 0; e < ng; e++ {
 		for co := 0; co < p.cout; co++ {
 			// The product's rows are n floats apart (Mul's C).
-			outputTransform(c.tp, p.m[co*n+e*c.tp:], ms, even, odd)
-			y := out[(e*p.cout+co)*hw : (e*p.cout+co+1)*hw]
-			// Tile row i's even and odd rows are image rows 2i, 2i+1.
-			c.k.Copy(y, 2*c.W, even, 2*c.pgw, c.th, c.W)
-			c.k.Copy(y[c.W:], 2*c.W, odd, 2*c.pgw, c.th, c.W)
+			outputRows(c.th, c.tw, p.m[co*n+e*c.tp:], ms, c.pgw, out[(e*p.cout+co)*hw:(e*p.cout+co+1)*hw], c.W)
 		}
 	}
 }
@@ -236,7 +232,8 @@ func (c *Conv) run(p *passes, g []float32, ng int, out []float32) {
 // × W) with w (OutC × InC × 3 × 3), plus bias[co] unless bias is nil.
 // With keep it keeps x's grids for Backward.
 func (c *Conv) Forward(y, x, w, bias []float32, n int, keep bool) {
-	c.fwd.weights(w, false)
+	c.fwd.weights(w)
+	c.keptW = &w[0]
 	in, out := c.InC*c.H*c.W, c.OutC*c.H*c.W
 	c.keptN, c.keptX = 0, nil
 	var g []float32
@@ -286,7 +283,10 @@ func (c *Conv) Backward(dx, dy, x, w, dw, db []float32, n int) {
 		}
 	}
 	if dx != nil {
-		c.bwd.weights(w, true)
+		if c.keptW != &w[0] {
+			c.fwd.weights(w) // the forward pass's are another's
+		}
+		c.bwd.flipped(&c.fwd)
 	}
 	clear(c.dwt)
 	gs := c.OutC * c.nt
@@ -341,49 +341,38 @@ func (c *Conv) Backward(dx, dy, x, w, dw, db []float32, n int) {
 }
 
 // kernelTransform is G·g·Gᵀ for the 3×3 kernel g (rows first), G the
-// 4×3 matrix [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1], in float64.
+// 4×3 matrix [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1].
 func kernelTransform(g *[9]float32) [16]float32 {
-	var t [4][3]float64 // G·g
+	var t [12]float32 // G·g, 4 rows of 3
 	for c := 0; c < 3; c++ {
-		g0, g1, g2 := float64(g[c]), float64(g[3+c]), float64(g[6+c])
-		t[0][c], t[1][c], t[2][c], t[3][c] = g0, (g0+g1+g2)/2, (g0-g1+g2)/2, g2
+		g0, g1, g2 := g[c], g[3+c], g[6+c]
+		t[c], t[3+c], t[6+c], t[9+c] = g0, (g0+g1+g2)*0.5, (g0-g1+g2)*0.5, g2
 	}
 	var u [16]float32
 	for r := 0; r < 4; r++ {
-		t0, t1, t2 := t[r][0], t[r][1], t[r][2]
-		u[4*r], u[4*r+1], u[4*r+2], u[4*r+3] = float32(t0), float32((t0+t1+t2)/2), float32((t0-t1+t2)/2), float32(t2)
+		t0, t1, t2 := t[3*r], t[3*r+1], t[3*r+2]
+		u[4*r], u[4*r+1], u[4*r+2], u[4*r+3] = t0, (t0+t1+t2)*0.5, (t0-t1+t2)*0.5, t2
 	}
 	return u
 }
 
 // gradKernel is Gᵀ·(S∘s)·G, the weight gradient of a 3×3 kernel from
-// the sums s of its transformed products, in float64. S negates row 3
-// and column 3 (their product at (3, 3) twice): gradTransform leaves
-// out A's −1 there (see it).
+// the sums s of its transformed products. S negates row 3 and column 3
+// (their product at (3, 3) twice): gradTransform leaves out A's −1
+// there (see it).
 func gradKernel(s *[16]float32) [9]float32 {
-	var q [4][4]float64
-	for u := 0; u < 4; u++ {
-		for v := 0; v < 4; v++ {
-			q[u][v] = float64(s[4*u+v])
-			if u == 3 {
-				q[u][v] = -q[u][v]
-			}
-			if v == 3 {
-				q[u][v] = -q[u][v]
-			}
-		}
-	}
-	var t [3][4]float64 // Gᵀ·q, Gᵀ = [1 ½ ½ 0; 0 ½ −½ 0; 0 ½ ½ 1]
+	var t [12]float32 // Gᵀ·(S∘s), 3 rows of 4; Gᵀ = [1 ½ ½ 0; 0 ½ −½ 0; 0 ½ ½ 1]
 	for v := 0; v < 4; v++ {
-		t[0][v] = q[0][v] + (q[1][v]+q[2][v])/2
-		t[1][v] = (q[1][v] - q[2][v]) / 2
-		t[2][v] = (q[1][v]+q[2][v])/2 + q[3][v]
+		q0, q1, q2, q3 := s[v], s[4+v], s[8+v], -s[12+v]
+		if v == 3 {
+			q0, q1, q2, q3 = -q0, -q1, -q2, -q3
+		}
+		t[v], t[4+v], t[8+v] = q0+(q1+q2)*0.5, (q1-q2)*0.5, (q1+q2)*0.5+q3
 	}
 	var d [9]float32
 	for r := 0; r < 3; r++ {
-		d[3*r] = float32(t[r][0] + (t[r][1]+t[r][2])/2)
-		d[3*r+1] = float32((t[r][1] - t[r][2]) / 2)
-		d[3*r+2] = float32((t[r][1]+t[r][2])/2 + t[r][3])
+		t0, t1, t2, t3 := t[4*r], t[4*r+1], t[4*r+2], t[4*r+3]
+		d[3*r], d[3*r+1], d[3*r+2] = t0+(t1+t2)*0.5, (t1-t2)*0.5, (t1+t2)*0.5+t3
 	}
 	return d
 }

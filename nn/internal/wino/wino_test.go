@@ -20,13 +20,7 @@ func mulRef(m, n, k int, a, b []float32, offs []int, c []float32) {
 	}
 }
 
-func copyRef(dst []float32, ldd int, src []float32, lds, rows, w int) {
-	for r := 0; r < rows; r++ {
-		copy(dst[r*ldd:r*ldd+w], src[r*lds:r*lds+w])
-	}
-}
-
-var refKernels = Kernels{Mul: mulRef, MulNT: mulNTRef, Copy: copyRef}
+var refKernels = Kernels{Mul: mulRef, MulNT: mulNTRef}
 
 func mulNTRef(m, t, k int, a []float32, aoffs []int, b []float32, boffs []int, c []float32, ldc int) {
 	for i := 0; i < m; i++ {
@@ -190,13 +184,12 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
-// TestTransformsAgainstMatrices: each tile transform equals its matrix
-// product (Bᵀ·d·B, Aᵀ·m·A, A·γ·Aᵀ with the last row's sign turned) in
-// float64, and the kernels equal the Go versions bit for bit, for tile
-// counts of 8 to 40 and odd row widths.
+// TestTransformsAgainstMatrices: the input and gradient transforms
+// equal their matrix products (Bᵀ·d·B, A·γ·Aᵀ with the last row's sign
+// turned) in float64, and the kernels equal the Go versions bit for bit,
+// for tile counts of 8 to 40 and odd row widths.
 func TestTransformsAgainstMatrices(t *testing.T) {
 	bt := [4][4]float64{{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}}
-	at := [2][4]float64{{1, 1, 1, 0}, {0, 1, -1, -1}}
 	ap := [4][2]float64{{1, 0}, {1, 1}, {1, -1}, {0, 1}}
 	for _, s := range []struct{ n, pgw int }{{8, 3}, {16, 5}, {24, 17}, {40, 9}} {
 		r := rand.New(rand.NewPCG(uint64(s.n), uint64(s.pgw)))
@@ -211,15 +204,10 @@ func TestTransformsAgainstMatrices(t *testing.T) {
 		gr, grGo := make([]float32, 16*ds), make([]float32, 16*ds)
 		gradTransform(s.n, g, pplane, s.pgw, gr, ds)
 		gradTransformGo(s.n, g, pplane, s.pgw, grGo, ds)
-		m := randSlice(r, 16*ds)
-		even, odd := make([]float32, 2*s.n), make([]float32, 2*s.n)
-		evenGo, oddGo := make([]float32, 2*s.n), make([]float32, 2*s.n)
-		outputTransform(s.n, m, ds, even, odd)
-		outputTransformGo(s.n, m, ds, evenGo, oddGo)
 		for _, p := range []struct {
 			name     string
 			got, ref []float32
-		}{{"input", in, inGo}, {"gradient", gr, grGo}, {"output even", even, evenGo}, {"output odd", odd, oddGo}} {
+		}{{"input", in, inGo}, {"gradient", gr, grGo}} {
 			if !slices.Equal(p.got, p.ref) {
 				t.Errorf("n %d pgw %d: the %s kernel differs from its Go version", s.n, s.pgw, p.name)
 			}
@@ -247,17 +235,46 @@ func TestTransformsAgainstMatrices(t *testing.T) {
 					}
 				}
 			}
-			for i := 0; i < 2; i++ {
-				for j := 0; j < 2; j++ {
-					var want float64
-					for a := 0; a < 4; a++ {
-						for b := 0; b < 4; b++ {
-							want += at[i][a] * float64(m[(4*a+b)*ds+tile]) * at[j][b]
+		}
+	}
+}
+
+// TestOutputRows: the output transform into the image equals Aᵀ·m·A in
+// float64, and the kernel (tile columns a multiple of 4, in blocks of 8
+// and a last 4) equals the Go version bit for bit and writes nothing
+// past the image.
+func TestOutputRows(t *testing.T) {
+	at := [2][4]float64{{1, 1, 1, 0}, {0, 1, -1, -1}}
+	for _, s := range []struct{ th, tw int }{{1, 4}, {4, 4}, {3, 8}, {2, 12}, {5, 16}, {2, 3}, {1, 1}} {
+		r := rand.New(rand.NewPCG(uint64(s.th), uint64(s.tw)))
+		pgw, w := s.tw+1, 2*s.tw
+		ms := s.th*pgw + 8
+		m := randSlice(r, 16*ms)
+		y, yGo := make([]float32, 2*s.th*w+8), make([]float32, 2*s.th*w+8)
+		outputRows(s.th, s.tw, m, ms, pgw, y[:2*s.th*w], w)
+		outputRowsGo(s.th, s.tw, m, ms, pgw, yGo, w)
+		if !slices.Equal(y, yGo) {
+			t.Errorf("%d×%d tiles: the kernel differs from the Go version", s.th, s.tw)
+		}
+		for _, v := range y[2*s.th*w:] {
+			if v != 0 {
+				t.Fatalf("%d×%d tiles: wrote past the image", s.th, s.tw)
+			}
+		}
+		for i := 0; i < s.th; i++ {
+			for j := 0; j < s.tw; j++ {
+				tile := i*pgw + j
+				for a := 0; a < 2; a++ {
+					for b := 0; b < 2; b++ {
+						var want float64
+						for u := 0; u < 4; u++ {
+							for v := 0; v < 4; v++ {
+								want += at[a][u] * float64(m[(4*u+v)*ms+tile]) * at[b][v]
+							}
 						}
-					}
-					got := []float32{evenGo[2*tile+j], oddGo[2*tile+j]}[i]
-					if d := math.Abs(float64(got) - want); d > 1e-5 {
-						t.Errorf("output transform tile %d (%d,%d) = %v, want %v", tile, i, j, got, want)
+						if got := yGo[(2*i+a)*w+2*j+b]; math.Abs(float64(got)-want) > 1e-5 {
+							t.Errorf("%d×%d tiles: tile (%d,%d) output (%d,%d) = %v, want %v", s.th, s.tw, i, j, a, b, got, want)
+						}
 					}
 				}
 			}
