@@ -54,8 +54,14 @@ type Kernels struct {
 
 // tileTarget is the tiles a matrix product should have at least: the
 // small images' tiles of several examples go into one product, so that
-// its 16-column blocks are mostly full and its sums long.
-const tileTarget = 256
+// its 16-column blocks are mostly full and its sums long; but no more
+// examples than keep a group's transformed tiles and products (16 ×
+// (in + out channels) × tiles floats) within groupBytes, a core's L2
+// cache here, where the transforms leave them for the products.
+const (
+	tileTarget = 256
+	groupBytes = 512 << 10
+)
 
 // Conv is one convolution's Winograd passes: InC input channels of H×W to
 // OutC output channels of H×W. Its buffers are sized at New and grow
@@ -69,7 +75,8 @@ type Conv struct {
 	pplane, glen int // floats of a phase and of an example's phased grid (all channels)
 	tiles, tp    int // tiles per example (th·pgw) and that rounded up to 8
 	group        int // examples per matrix product
-	nt           int // tiles per product: group·tp rounded up to 16
+	rows         int // tile rows per product: th, or fewer for a large image (group 1)
+	nt           int // most tiles per product, rounded up to 16
 
 	fwd, bwd passes // input → output and output gradient → input gradient
 
@@ -124,8 +131,18 @@ func New(inC, outC, h, w int, k Kernels) (*Conv, error) {
 	// zero.
 	c.pplane = (c.th+2)*c.pgw + 16
 	c.glen = 4 * c.pplane
-	c.group = max(1, (tileTarget+c.tp-1)/c.tp)
-	c.nt = (c.group*c.tp + 15) &^ 15
+	bytes := func(tiles int) int { return 16 * 4 * (inC + outC + 2) * ((tiles + 15) &^ 15) }
+	c.group, c.rows = 1, c.th
+	for g := 2; (g-1)*c.tp < tileTarget && bytes(g*c.tp) <= groupBytes; g++ {
+		c.group = g
+	}
+	if b := bytes(c.tp); b > groupBytes {
+		// A large image goes in blocks of whole tile rows, as even as
+		// can be.
+		blocks := (b + groupBytes - 1) / groupBytes
+		c.rows = (c.th + blocks - 1) / blocks
+	}
+	c.nt = (c.group*((c.rows*c.pgw+7)&^7) + 15) &^ 15
 	c.fwd = newPasses(inC, outC, c.nt)
 	c.bwd = newPasses(outC, inC, c.nt)
 	c.dyg = make([]float32, c.group*outC*c.glen)
@@ -204,15 +221,16 @@ func (p *passes) flipped(f *passes) {
 	}
 }
 
-// run computes the convolution of one group of ng examples whose phased
-// grids (cin channels each, glen floats a channel) are g, into out (ng ×
-// cout × H × W).
-func (c *Conv) run(p *passes, g []float32, ng int, out []float32) {
-	n := (ng*c.tp + 15) &^ 15
+// run computes tile rows r0 to r1 of the convolution of one group of ng
+// examples whose phased grids (cin channels each, glen floats a channel)
+// are g, into out (ng × cout × H × W); ng is 1 unless the rows are all.
+func (c *Conv) run(p *passes, g []float32, ng, r0, r1 int, out []float32) {
+	n8 := ((r1-r0)*c.pgw + 7) &^ 7 // tiles per example
+	n := (ng*n8 + 15) &^ 15
 	vs := p.cin * c.nt
 	for e := 0; e < ng; e++ {
 		for ci := 0; ci < p.cin; ci++ {
-			inputTransform(c.tp, g[(e*p.cin+ci)*c.glen:], c.pplane, c.pgw, p.v[ci*c.nt+e*c.tp:], vs)
+			inputTransform(n8, g[(e*p.cin+ci)*c.glen+r0*c.pgw:], c.pplane, c.pgw, p.v[ci*c.nt+e*n8:], vs)
 		}
 	}
 	ms := p.mp * c.nt
@@ -223,7 +241,8 @@ func (c *Conv) run(p *passes, g []float32, ng int, out []float32) {
 	for e := 0; e < ng; e++ {
 		for co := 0; co < p.cout; co++ {
 			// The product's rows are n floats apart (Mul's C).
-			outputRows(c.th, c.tw, p.m[co*n+e*c.tp:], ms, c.pgw, out[(e*p.cout+co)*hw:(e*p.cout+co+1)*hw], c.W)
+			y := out[(e*p.cout+co)*hw : (e*p.cout+co+1)*hw]
+			outputRows(r1-r0, c.tw, p.m[co*n+e*n8:], ms, c.pgw, y[2*r0*c.W:2*r1*c.W], c.W)
 		}
 	}
 }
@@ -252,7 +271,9 @@ func (c *Conv) Forward(y, x, w, bias []float32, n int, keep bool) {
 		for e := 0; e < ng; e++ {
 			c.phase(ge[e*c.InC*c.glen:], x[(e0+e)*in:(e0+e+1)*in], c.InC)
 		}
-		c.run(&c.fwd, ge, ng, y[e0*out:(e0+ng)*out])
+		for r0 := 0; r0 < c.th; r0 += c.rows {
+			c.run(&c.fwd, ge, ng, r0, min(r0+c.rows, c.th), y[e0*out:(e0+ng)*out])
+		}
 	}
 	if bias != nil {
 		hw := c.H * c.W
@@ -289,29 +310,18 @@ func (c *Conv) Backward(dx, dy, x, w, dw, db []float32, n int) {
 		c.bwd.flipped(&c.fwd)
 	}
 	clear(c.dwt)
-	gs := c.OutC * c.nt
 	for e0 := 0; e0 < n; e0 += c.group {
 		ng := min(c.group, n-e0)
 		dyg := c.dyg[:ng*c.OutC*c.glen]
 		for e := 0; e < ng; e++ {
 			c.phase(dyg[e*c.OutC*c.glen:], dy[(e0+e)*out:(e0+e+1)*out], c.OutC)
-			for co := 0; co < c.OutC; co++ {
-				gradTransform(c.tp, dyg[(e*c.OutC+co)*c.glen:], c.pplane, c.pgw, c.gy[co*c.nt+e*c.tp:], gs)
+		}
+		for r0 := 0; r0 < c.th; r0 += c.rows {
+			r1 := min(r0+c.rows, c.th)
+			c.weightGrad(g[e0*xs:], dyg, ng, r0, r1)
+			if dx != nil {
+				c.run(&c.bwd, dyg, ng, r0, r1, dx[e0*in:(e0+ng)*in])
 			}
-		}
-		// The inputs' tiles, as the forward pass had them.
-		vs := c.InC * c.nt
-		for e := 0; e < ng; e++ {
-			for ci := 0; ci < c.InC; ci++ {
-				inputTransform(c.tp, g[((e0+e)*c.InC+ci)*c.glen:], c.pplane, c.pgw, c.fwd.v[ci*c.nt+e*c.tp:], vs)
-			}
-		}
-		k := ng * c.tp
-		for xi := 0; xi < 16; xi++ {
-			c.k.MulNT(c.m3, c.t4, k, c.gy[xi*gs:], c.aoffs, c.fwd.v[xi*vs:], c.boffs, c.dwt[xi*c.m3*c.t4:], c.t4)
-		}
-		if dx != nil {
-			c.run(&c.bwd, dyg, ng, dx[e0*in:(e0+ng)*in])
 		}
 	}
 	for co := 0; co < c.OutC; co++ {
@@ -337,6 +347,33 @@ func (c *Conv) Backward(dx, dy, x, w, dw, db []float32, n int) {
 				db[co] += s
 			}
 		}
+	}
+}
+
+// weightGrad adds to dwt the weight gradient of tile rows r0 to r1 of a
+// group of ng examples, whose phased inputs are g and output gradients
+// dyg.
+func (c *Conv) weightGrad(g, dyg []float32, ng, r0, r1 int) {
+	bt := (r1 - r0) * c.pgw
+	n8 := (bt + 7) &^ 7
+	gs, vs := c.OutC*c.nt, c.InC*c.nt
+	for e := 0; e < ng; e++ {
+		for co := 0; co < c.OutC; co++ {
+			gradTransform(n8, dyg[(e*c.OutC+co)*c.glen+r0*c.pgw:], c.pplane, c.pgw, c.gy[co*c.nt+e*n8:], gs)
+			if r1 < c.th {
+				// Tiles past the block are the next block's: not here.
+				for xi := 0; xi < 16; xi++ {
+					clear(c.gy[xi*gs+co*c.nt+e*n8+bt : xi*gs+co*c.nt+e*n8+n8])
+				}
+			}
+		}
+		// The inputs' tiles, as the forward pass had them.
+		for ci := 0; ci < c.InC; ci++ {
+			inputTransform(n8, g[(e*c.InC+ci)*c.glen+r0*c.pgw:], c.pplane, c.pgw, c.fwd.v[ci*c.nt+e*n8:], vs)
+		}
+	}
+	for xi := 0; xi < 16; xi++ {
+		c.k.MulNT(c.m3, c.t4, ng*n8, c.gy[xi*gs:], c.aoffs, c.fwd.v[xi*vs:], c.boffs, c.dwt[xi*c.m3*c.t4:], c.t4)
 	}
 }
 

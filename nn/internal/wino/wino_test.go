@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -98,8 +99,9 @@ func near(got []float32, want []float64, tol float64) (int, float64) {
 // gradients equal the direct convolution's (in float64) to float32's
 // rounding, for sides that the phasing kernel takes (multiples of 8) and
 // that it leaves to Go, odd channel counts, groups of examples that do
-// not divide the batch, kept and rebuilt grids; and a second step on the
-// same buffers gives the same bits.
+// not divide the batch, large images in blocks of tile rows (the last
+// of 28 tiles, not a multiple of 8), kept and rebuilt grids; and a
+// second step on the same buffers gives the same bits.
 func TestConvAgainstDirect(t *testing.T) {
 	cases := []struct {
 		name                 string
@@ -111,7 +113,8 @@ func TestConvAgainstDirect(t *testing.T) {
 		{"tall", 2, 3, 18, 2, 2, false, true, true},
 		{"ResNet 8×8 in groups", 8, 10, 8, 8, 13, false, true, true},
 		{"16×16 many channels", 17, 16, 16, 16, 5, true, false, true},
-		{"32×32", 16, 16, 32, 32, 2, false, true, false},
+		{"32×32 in blocks of 8 tile rows", 16, 16, 32, 32, 2, false, true, true},
+		{"blocks of 28 tiles", 64, 64, 16, 12, 2, true, true, true},
 		{"wide", 4, 6, 4, 24, 4, true, true, true},
 		{"wide, not kept", 5, 7, 2, 40, 3, true, false, true},
 	}
@@ -130,6 +133,12 @@ func TestConvAgainstDirect(t *testing.T) {
 			c, err := New(tc.inC, tc.outC, tc.h, tc.w, refKernels)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if blocks := strings.Contains(tc.name, "blocks"); blocks != (c.rows < c.th) || blocks && c.group != 1 {
+				t.Fatalf("%d examples of %d tile rows of %d: want blocks %v", c.group, c.rows, c.th, blocks)
+			}
+			if tc.name == "blocks of 28 tiles" && c.rows*c.pgw != 28 {
+				t.Fatalf("blocks of %d tiles, want 28", c.rows*c.pgw)
 			}
 			var first [][]float32
 			for step := 0; step < 2; step++ {
