@@ -12,13 +12,22 @@ package wino
 // −1] and cell (a, b) of tile t is g at phase (a mod 2, b mod 2), t + (a/2)
 // rows + b/2.
 func inputTransform(n int, g []float32, pplane, pgw int, dst []float32, ds int) {
+	gridTransform(n, g, pplane, pgw, dst, ds, inputTransformAsm, inputTransformGo)
+}
+
+// gridTransform checks the operands of a transform from a phased grid
+// (its reads reach at most one row and column past tile n−1, in phase
+// 3) and runs the kernel, or the Go version without one.
+func gridTransform(n int, g []float32, pplane, pgw int, dst []float32, ds int,
+	kernel func(n int, grid *float32, pplane, pgw int, dst *float32, ds int),
+	fallback func(n int, g []float32, pplane, pgw int, dst []float32, ds int)) {
 	_ = g[3*pplane+pgw+n]
 	_ = dst[15*ds+n-1]
 	if useAsm {
-		inputTransformAsm(n, &g[0], pplane, pgw, &dst[0], ds)
+		kernel(n, &g[0], pplane, pgw, &dst[0], ds)
 		return
 	}
-	inputTransformGo(n, g, pplane, pgw, dst, ds)
+	fallback(n, g, pplane, pgw, dst, ds)
 }
 
 func inputTransformGo(n int, g []float32, pplane, pgw int, dst []float32, ds int) {
@@ -77,14 +86,7 @@ func outputRowsGo(th, tw int, m []float32, ms, pgw int, y []float32, w int) {
 // turns it back), and cell (r, c) of tile t is the output gradient at
 // row 2i+r, column 2j+c: the padded grid's cell (2i+r+1, 2j+c+1).
 func gradTransform(n int, g []float32, pplane, pgw int, dst []float32, ds int) {
-	_ = g[3*pplane+n-1]
-	_ = g[pplane+pgw+n-1]
-	_ = dst[15*ds+n-1]
-	if useAsm {
-		gradTransformAsm(n, &g[0], pplane, pgw, &dst[0], ds)
-		return
-	}
-	gradTransformGo(n, g, pplane, pgw, dst, ds)
+	gridTransform(n, g, pplane, pgw, dst, ds, gradTransformAsm, gradTransformGo)
 }
 
 func gradTransformGo(n int, g []float32, pplane, pgw int, dst []float32, ds int) {
@@ -102,17 +104,10 @@ func gradTransformGo(n int, g []float32, pplane, pgw int, dst []float32, ds int)
 }
 
 // deinterleave writes src's even-indexed floats to even and its odd ones
-// to odd.
+// to odd (phase's rows where phaseAsm does not go).
 func deinterleave(even, odd, src []float32) {
 	_, _ = even[:(len(src)+1)/2], odd[:len(src)/2]
-	n := 0
-	if useAsm {
-		n = len(src) &^ 7
-		if n > 0 {
-			deinterleaveAsm(n, &even[0], &odd[0], &src[0])
-		}
-	}
-	for i := n; i+1 < len(src); i += 2 {
+	for i := 0; i+1 < len(src); i += 2 {
 		even[i/2], odd[i/2] = src[i], src[i+1]
 	}
 	if len(src)%2 != 0 {

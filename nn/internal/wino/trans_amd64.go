@@ -14,9 +14,6 @@ func inputTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds i
 func gradTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int)
 
 //go:noescape
-func deinterleaveAsm(n int, even, odd, src *float32)
-
-//go:noescape
 func phaseAsm(ch, h, w int, x, grid *float32, glen, pplane, pgw int)
 
 //go:noescape

@@ -6,6 +6,35 @@
 // versions say what each computes, in the same order of operations, so
 // that both give the same bits). Counts and strides are in floats.
 
+// STORE4 stores rows u = 0…3 of a column of 8 tiles' coordinates at BX
+// + u·R15 (R15: 4 planes) and moves BX on by one plane (DX).
+#define STORE4(y0, y1, y2, y3) \
+	VMOVUPS y0, (BX) \
+	VMOVUPS y1, (BX)(R15*1) \
+	VMOVUPS y2, (BX)(R15*2) \
+	ADDQ    R15, BX \
+	VMOVUPS y3, (BX)(R15*2) \
+	SUBQ    R15, BX \
+	ADDQ    DX, BX
+
+// GRIDARGS loads the arguments of a transform from a phased grid: CX =
+// n bytes, SI = grid, BX = pplane bytes, DI = dst, DX = ds bytes, R15 =
+// 4·DX, AX = 0; R9 = pgw bytes.
+#define GRIDARGS \
+	MOVQ n+0(FP), CX \
+	SHLQ $2, CX \
+	MOVQ grid+8(FP), SI \
+	MOVQ pplane+16(FP), BX \
+	SHLQ $2, BX \
+	MOVQ pgw+24(FP), R9 \
+	SHLQ $2, R9 \
+	MOVQ dst+32(FP), DI \
+	MOVQ ds+40(FP), DX \
+	SHLQ $2, DX \
+	MOVQ DX, R15 \
+	SHLQ $2, R15 \
+	XORQ AX, AX
+
 // Column v of the input transform for the rows a = 0…3 of 8 tiles, into
 // Y0…Y3: T0 is d0−d2, T1 d1+d2, T2 d2−d1, T3 d1−d3, where row a's cells
 // d0, d2 are r0[i], r0[i+1] and d1, d3 are r1[i], r1[i+1].
@@ -26,8 +55,7 @@
 	VSUBPS  4(r1)(AX*1), y, y
 
 // INCOL computes column v (by T) of the transform of 8 tiles and stores
-// its rows u = 0…3 at BX + u·R15 (R15: 4 planes), then moves BX on by one
-// plane (DX).
+// it (STORE4).
 #define INCOL(T) \
 	T(SI, R8, Y0) \
 	T(R9, R10, Y1) \
@@ -37,36 +65,22 @@
 	VADDPS  Y2, Y1, Y5 \
 	VSUBPS  Y1, Y2, Y6 \
 	VSUBPS  Y3, Y1, Y7 \
-	VMOVUPS Y4, (BX) \
-	VMOVUPS Y5, (BX)(R15*1) \
-	VMOVUPS Y6, (BX)(R15*2) \
-	ADDQ    R15, BX \
-	VMOVUPS Y7, (BX)(R15*2) \
-	SUBQ    R15, BX \
-	ADDQ    DX, BX
+	STORE4(Y4, Y5, Y6, Y7)
 
 // func inputTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int)
+// Phases 0…3 in SI, R8, R9, R10; each one row on in R11…R14.
 TEXT ·inputTransformAsm(SB), NOSPLIT, $0-48
-	MOVQ n+0(FP), CX
-	SHLQ $2, CX
-	MOVQ grid+8(FP), SI
-	MOVQ pplane+16(FP), BX
-	SHLQ $2, BX
+	GRIDARGS
+	LEAQ (SI)(R9*1), R11
 	LEAQ (SI)(BX*1), R8
-	LEAQ (R8)(BX*1), R9
-	LEAQ (R9)(BX*1), R10
-	MOVQ pgw+24(FP), BX
-	SHLQ $2, BX
-	LEAQ (SI)(BX*1), R11
-	LEAQ (R8)(BX*1), R12
-	LEAQ (R9)(BX*1), R13
+	LEAQ (R8)(R9*1), R12
+	LEAQ (R8)(BX*1), R10
+	LEAQ (R10)(R9*1), R13
 	LEAQ (R10)(BX*1), R14
-	MOVQ dst+32(FP), DI
-	MOVQ ds+40(FP), DX
-	SHLQ $2, DX
-	MOVQ DX, R15
-	SHLQ $2, R15
-	XORQ AX, AX
+	MOVQ R9, BX
+	MOVQ R10, R9
+	MOVQ R14, R10
+	LEAQ (R10)(BX*1), R14
 
 inloop:
 	CMPQ AX, CX
@@ -100,41 +114,22 @@ indone:
 	VSUBPS  Y2, Y1, y1 \
 	VSUBPS  Y3, y1, y1
 
-// GCOL stores column (c0, c1) of the gradient transform as its rows u =
-// 0…3 (c0, c0+c1, c0−c1, c1) at BX + u·R15 (R15: 4 planes) and moves BX
-// on by one plane (DX).
+// GCOL stores column (c0, c1) of the gradient transform, its rows u =
+// 0…3 being c0, c0+c1, c0−c1, c1 (STORE4).
 #define GCOL(c0, c1) \
 	VADDPS  c1, c0, Y8 \
 	VSUBPS  c1, c0, Y9 \
-	VMOVUPS c0, (BX) \
-	VMOVUPS Y8, (BX)(R15*1) \
-	VMOVUPS Y9, (BX)(R15*2) \
-	ADDQ    R15, BX \
-	VMOVUPS c1, (BX)(R15*2) \
-	SUBQ    R15, BX \
-	ADDQ    DX, BX
+	STORE4(c0, Y8, Y9, c1)
 
 // func gradTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int)
 TEXT ·gradTransformAsm(SB), NOSPLIT, $0-48
-	MOVQ n+0(FP), CX
-	SHLQ $2, CX
-	MOVQ grid+8(FP), SI
-	MOVQ pplane+16(FP), BX
-	SHLQ $2, BX
-	MOVQ pgw+24(FP), R9
-	SHLQ $2, R9
+	GRIDARGS
 	LEAQ (SI)(BX*2), R10  // phase 2
 	LEAQ (R10)(BX*1), R11 // phase 3: g00
 	ADDQ $4, R10          // g01: phase 2, one column on
 	LEAQ (SI)(BX*1), R12
 	ADDQ R9, R12          // g10: phase 1, one row on
 	LEAQ 4(SI)(R9*1), R13 // g11: phase 0, one row and column on
-	MOVQ dst+32(FP), DI
-	MOVQ ds+40(FP), DX
-	SHLQ $2, DX
-	MOVQ DX, R15
-	SHLQ $2, R15
-	XORQ AX, AX
 
 gloop:
 	CMPQ    AX, CX
@@ -161,33 +156,18 @@ gdone:
 	VZEROUPPER
 	RET
 
-// func deinterleaveAsm(n int, even, odd, src *float32)
-// n, src's floats, is a multiple of 8; n/2 go to each of even and odd.
-TEXT ·deinterleaveAsm(SB), NOSPLIT, $0-32
-	MOVQ n+0(FP), CX
-	SHLQ $2, CX
-	MOVQ even+8(FP), DI
-	MOVQ odd+16(FP), R8
-	MOVQ src+24(FP), SI
-	XORQ AX, AX
-	XORQ BX, BX
-
-dloop:
-	CMPQ         AX, CX
-	JGE          ddone
-	VMOVUPS      (SI)(AX*1), Y0
-	VEXTRACTF128 $1, Y0, X1
-	VSHUFPS      $0x88, X1, X0, X2
-	VSHUFPS      $0xDD, X1, X0, X3
-	VMOVUPS      X2, (DI)(BX*1)
-	VMOVUPS      X3, (R8)(BX*1)
-	ADDQ         $32, AX
-	ADDQ         $16, BX
-	JMP          dloop
-
-ddone:
-	VZEROUPPER
-	RET
+// SPLIT8 splits the 8 floats at (src)(i) into the 4 at even indices,
+// stored at (even)(j), and the 4 at odd ones, at (odd)(j), and moves i
+// on by 32 bytes and j by 16.
+#define SPLIT8(src, i, even, odd, j) \
+	VMOVUPS      (src)(i*1), Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VSHUFPS      $0x88, X1, X0, X2 \
+	VSHUFPS      $0xDD, X1, X0, X3 \
+	VMOVUPS      X2, (even)(j*1) \
+	VMOVUPS      X3, (odd)(j*1) \
+	ADDQ         $32, i \
+	ADDQ         $16, j
 
 // func phaseAsm(ch, h, w int, x, grid *float32, glen, pplane, pgw int)
 // Lays out ch channels of h×w (x, channel after channel) on their phased
@@ -227,17 +207,10 @@ prow:
 	XORQ  R15, R15
 
 pcol0:
-	CMPQ         R14, R10
-	JGE          prow1
-	VMOVUPS      (SI)(R14*1), Y0
-	VEXTRACTF128 $1, Y0, X1
-	VSHUFPS      $0x88, X1, X0, X2
-	VSHUFPS      $0xDD, X1, X0, X3
-	VMOVUPS      X2, (AX)(R15*1)
-	VMOVUPS      X3, (BX)(R15*1)
-	ADDQ         $32, R14
-	ADDQ         $16, R15
-	JMP          pcol0
+	CMPQ R14, R10
+	JGE  prow1
+	SPLIT8(SI, R14, AX, BX, R15)
+	JMP  pcol0
 
 prow1:
 	ADDQ R10, SI
@@ -245,17 +218,10 @@ prow1:
 	XORQ R15, R15
 
 pcol1:
-	CMPQ         R14, R10
-	JGE          prowend
-	VMOVUPS      (SI)(R14*1), Y0
-	VEXTRACTF128 $1, Y0, X1
-	VSHUFPS      $0x88, X1, X0, X2
-	VSHUFPS      $0xDD, X1, X0, X3
-	VMOVUPS      X2, (CX)(R15*1)
-	VMOVUPS      X3, (DX)(R15*1)
-	ADDQ         $32, R14
-	ADDQ         $16, R15
-	JMP          pcol1
+	CMPQ R14, R10
+	JGE  prowend
+	SPLIT8(SI, R14, CX, DX, R15)
+	JMP  pcol1
 
 prowend:
 	ADDQ R10, SI

@@ -12,9 +12,6 @@ func inputTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds i
 func gradTransformAsm(n int, grid *float32, pplane, pgw int, dst *float32, ds int) {
 	panic("wino: no assembly kernels on this platform")
 }
-func deinterleaveAsm(n int, even, odd, src *float32) {
-	panic("wino: no assembly kernels on this platform")
-}
 func phaseAsm(ch, h, w int, x, grid *float32, glen, pplane, pgw int) {
 	panic("wino: no assembly kernels on this platform")
 }
