@@ -315,3 +315,38 @@ func TestDeinterleave(t *testing.T) {
 		}
 	}
 }
+
+// TestBackwardWithoutItsForward: a Backward whose weights or inputs are
+// not the last Forward's (another slice, or no Forward at all) lays out
+// and transforms them anew, and its gradients are the direct ones.
+func TestBackwardWithoutItsForward(t *testing.T) {
+	const inC, outC, h, w, n = 9, 8, 8, 16, 3
+	r := rand.New(rand.NewPCG(5, 6))
+	hw := h * w
+	x, wt := randSlice(r, n*inC*hw), randSlice(r, outC*inC*9)
+	dy := randSlice(r, n*outC*hw)
+	_, wdx, wdw, _ := direct(x, wt, make([]float32, outC), dy, n, inC, outC, h, w)
+	for _, tc := range []struct {
+		name    string
+		forward bool
+	}{{"no forward", false}, {"another slice", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(inC, outC, h, w, refKernels)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.forward {
+				// A Forward on other inputs and weights, kept.
+				c.Forward(make([]float32, n*outC*hw), randSlice(r, len(x)), randSlice(r, len(wt)), nil, n, true)
+			}
+			dx, dw := make([]float32, len(x)), make([]float32, len(wt))
+			c.Backward(dx, dy, slices.Clone(x), slices.Clone(wt), dw, nil, n)
+			if i, d := near(dx, wdx, 1e-5); i >= 0 {
+				t.Fatalf("dx[%d] = %v, want %v (off by %g)", i, dx[i], wdx[i], d)
+			}
+			if i, d := near(dw, wdw, 1e-5); i >= 0 {
+				t.Fatalf("dw[%d] = %v, want %v (off by %g)", i, dw[i], wdw[i], d)
+			}
+		})
+	}
+}
