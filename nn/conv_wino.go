@@ -19,6 +19,9 @@ func (l *conv2D) useWino() bool {
 		panic("nn: " + err.Error()) // the checks above rule it out
 	}
 	l.wino = c
+	// The direct passes' grids (the input gradient's product alone
+	// 627 KB at 16 channels of 32×32) are never read now.
+	l.dcolg, l.yg, l.dyg, l.dxg, l.xg = nil, nil, nil, nil, nil
 	return true
 }
 
