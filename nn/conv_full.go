@@ -8,8 +8,8 @@ package nn
 // shiftSum) that conv2D computes otherwise: the same products without
 // that intermediate, which for 16 channels on a 34×34 grid outgrows L2.
 // Graph turns it on for the convolutions that only batch normalizations
-// take (useFull); the Sequential chains keep the product, so their
-// results keep every bit.
+// take (useFull) and that Winograd's passes do not (useWino); the
+// Sequential chains keep the product, so their results keep every bit.
 //
 // The output gradient is placed shifted by KH−1 rows and KW−1 columns in
 // a plane of its own per channel (dyStride floats), zeros around it, so

@@ -265,7 +265,9 @@ func (g *Graph) compile() (*graphShard, error) {
 	for i, l := range s.layers {
 		if c, ok := l.(*conv2D); ok && normed[i] && used[i] {
 			c.sparse = false
-			c.useFull()
+			if !c.useWino() {
+				c.useFull()
+			}
 		}
 	}
 	for i, l := range s.layers {

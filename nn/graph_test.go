@@ -39,6 +39,8 @@ func TestGraphGradients(t *testing.T) {
 		nodes []Node
 	}{
 		{"residual_block", Shape{H: 5, W: 6, C: 3}, residualNodes(3, 4)},
+		// 8 channels on an even image: both convolutions by Winograd.
+		{"residual_block_winograd", Shape{H: 4, W: 6, C: 8}, residualNodes(8, 3)},
 		{"shared_output", Shape{C: 7}, []Node{
 			{Dense{Units: 6}, []int{-1}},      // 0
 			{Activation{"tanh"}, []int{0}},    // 1
@@ -54,6 +56,9 @@ func TestGraphGradients(t *testing.T) {
 			g, err := NewGraph(tc.name, tc.input, 5, 2, tc.nodes...)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if wino, want := winoConvs(g), strings.HasSuffix(tc.name, "winograd"); (wino > 0) != want {
+				t.Fatalf("%d convolutions by Winograd", wino)
 			}
 			const n = 6
 			x, labels := testBatch(9, n, g.InputDim(), g.Classes())
@@ -245,4 +250,16 @@ func TestGraphAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(10, step); a != 0 {
 		t.Errorf("%v allocations per step", a)
 	}
+}
+
+// winoConvs counts the convolutions of g's first shard that run on
+// Winograd's passes.
+func winoConvs(g *Graph) int {
+	n := 0
+	for _, l := range g.shards[0].layers {
+		if c, ok := l.(*conv2D); ok && c.wino != nil {
+			n++
+		}
+	}
+	return n
 }
