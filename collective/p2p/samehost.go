@@ -383,3 +383,16 @@ func (s streamSource) Next(maxFrame uint32) (collective.Header, io.Reader, error
 func (s streamSource) Held(h collective.Header) bool { return h.Len <= s.holdMax }
 func (s streamSource) Done()                         {}
 func (s streamSource) Reset()                        { _ = s.s.Reset() }
+
+// SameHostLinks is how many of this rank's links to the others go through
+// shared memory (no cipher); the rest are on Config.Security. A summary
+// that named only the security would blame a cipher nothing ran.
+func (t *Transport) SameHostLinks() int {
+	n := 0
+	for _, l := range t.out {
+		if l != nil && l.local != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -238,7 +238,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	}
 	if err == nil {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
-		sum.Peer.Links = m.Links()
+		sum.Peer.Links, sum.Peer.SameHostLinks = m.Links(), t.SameHostLinks()
 		if !gossip { // a lost gossip replica could not take part
 			all, err = gatherSummaries(ctx, m.Comm, sum)
 		}
@@ -253,7 +253,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) (sum *mirrored.Summary, er
 	}
 	if gossip {
 		sum.Peer.BytesSent, sum.Peer.BytesReceived = m.Traffic()
-		sum.Peer.Links = m.Links()
+		sum.Peer.Links, sum.Peer.SameHostLinks = m.Links(), t.SameHostLinks()
 		all = []*mirrored.Summary{sum}
 	}
 	if rank == 0 {

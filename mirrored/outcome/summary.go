@@ -146,6 +146,9 @@ type PeerStats struct {
 	BytesReceived int64 `json:"bytes_received"`
 	// Links splits them per link (peer rank), where known.
 	Links []collective.LinkTraffic `json:"links,omitempty"`
+	// SameHostLinks is how many of those went through shared memory, with
+	// no cipher (--intra-host auto); the others are on the run's security.
+	SameHostLinks int `json:"same_host_links,omitempty"`
 	// Left says that this peer left an elastic run before its end (the
 	// membership schedule), and when.
 	Left string `json:"left,omitempty"`

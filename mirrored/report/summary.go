@@ -113,7 +113,7 @@ func (rep *Report) Verdict() (Verdict, bool) {
 			peers[i] = &s.Peer
 		}
 	}
-	run := FromPeers(peers, rep.Info.Security)
+	run := FromPeers(peers, rep.security())
 	for _, p := range rep.Peers {
 		// The ring's dense exchange of an nn model's gradient is what the
 		// cost model prices here.
@@ -125,6 +125,27 @@ func (rep *Report) Verdict() (Verdict, bool) {
 	v, ok := VerdictOf(run)
 	v.Topology = rep.topology()
 	return v, ok
+}
+
+// security is the run's link security as the workers found it: with
+// --intra-host auto, peers on one host link through shared memory, so a
+// run whose every link did says so (no cipher to blame), and a run where
+// some did names how many.
+func (rep *Report) security() string {
+	local, links := 0, 0
+	for _, p := range rep.Peers {
+		if s := p.Summary; s != nil {
+			local += s.Peer.SameHostLinks
+			links += len(s.Peer.Links)
+		}
+	}
+	switch {
+	case local == 0:
+		return rep.Info.Security
+	case local == links:
+		return SameHostSecurity
+	}
+	return fmt.Sprintf("%s (%d of the peers' %d links on a host: shared memory, no cipher)", rep.Info.Security, local, links)
 }
 
 // topology is the peers' hosts and all-reduce as the first peer with a
@@ -224,6 +245,7 @@ type PeerJSON struct {
 func WriteSummary(path string, rep *Report) error {
 	out := SummaryJSON{Format: SummaryFormat, Version: mirrored.Version(), Started: rep.Started.UTC().Format(time.RFC3339), RunInfo: rep.Info,
 		Workers: len(rep.Peers), ParamsIdentical: rep.Identical, LaunchWallSeconds: rep.WallSeconds}
+	out.Security = rep.security()
 	for _, p := range rep.Peers {
 		out.Cluster = append(out.Cluster, p.Addr)
 		pj := PeerJSON{Addr: p.Addr, Error: p.Err}

@@ -278,7 +278,7 @@ func othersEvidence(share, load float64, cores int) string {
 // cipher, latency or bandwidth. sent and comm are per peer per step.
 func (v *Verdict) comm(run Figures, ps []peer, share, busy, sent, comm float64) {
 	rate := sent / math.Max(comm, 1e-12)
-	encrypted := run.Security != "" && run.Security != "plaintext"
+	encrypted := run.Security != "" && run.Security != "plaintext" && run.Security != SameHostSecurity
 	switch {
 	case encrypted && busy >= Rules.BusyShare && (run.LinkBytesPerSec == 0 || rate < 0.8*run.LinkBytesPerSec):
 		v.Resource = Cipher
@@ -445,6 +445,10 @@ func bytesStr(b float64) string {
 }
 
 func rateStr(r float64) string { return bytesStr(r) + "/s" }
+
+// SameHostSecurity is a run's security when every link of the chief's
+// went through shared memory (--intra-host auto on one host): no cipher.
+const SameHostSecurity = "shared memory (one host, no cipher)"
 
 // FromPeers is the Figures of the peers' figures, with the cores and peers per
 // host they recorded (PeerStats.Host, Cores).

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshtrain/meshtrain/collective"
 	"github.com/meshtrain/meshtrain/collective/cost"
 	"github.com/meshtrain/meshtrain/mirrored"
 )
@@ -51,6 +52,9 @@ func TestVerdicts(t *testing.T) {
 		{"TLS with busy cores", Figures{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
 			Security: "tls", WallSeconds: 10.6, Cores: 1, PeersPerHost: 1, LinkBytesPerSec: 1e9},
 			Cipher, -1, []string{"over tls links"}},
+		{"shared memory with busy cores is not the cipher", Figures{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
+			Security: SameHostSecurity, WallSeconds: 10.6, Cores: 1, PeersPerHost: 1, LinkBytesPerSec: 1e9},
+			Bandwidth, -1, nil},
 		{"TLS at the link's rate is bandwidth", Figures{Peers: []*mirrored.PeerStats{stats(0.005, 0.100, 0, 0.001, 12e6, 10), stats(0.005, 0.100, 0, 0.001, 12e6, 10)},
 			Security: "tls", WallSeconds: 10.6, Cores: 1, PeersPerHost: 1, LinkBytesPerSec: 125e6},
 			Bandwidth, -1, nil},
@@ -201,5 +205,34 @@ func TestBusyFromSamples(t *testing.T) {
 	busy.WallSeconds = 3.2
 	if v, _ := VerdictOf(busy); v.Resource != Shared {
 		t.Fatalf("2.1 of 2 cores busy: %s", v)
+	}
+}
+
+// TestSecurityAsTheWorkersFoundIt: a run whose every link went through
+// shared memory is summarised as such, one with some as the security with
+// a count, one with none as the security given.
+func TestSecurityAsTheWorkersFoundIt(t *testing.T) {
+	peer := func(local, links int) Peer {
+		s := &mirrored.Summary{}
+		s.Peer.SameHostLinks = local
+		for r := range links {
+			s.Peer.Links = append(s.Peer.Links, collective.LinkTraffic{Peer: r})
+		}
+		return Peer{Summary: s}
+	}
+	for _, tc := range []struct {
+		name  string
+		peers []Peer
+		want  string
+	}{
+		{"all on one host", []Peer{peer(2, 2), peer(2, 2), peer(2, 2)}, SameHostSecurity},
+		{"two hosts", []Peer{peer(1, 3), peer(1, 3), peer(1, 3), peer(1, 3)}, "tls (4 of the peers' 12 links on a host: shared memory, no cipher)"},
+		{"none", []Peer{peer(0, 1), peer(0, 1)}, "tls"},
+		{"no summaries", []Peer{{}, {}}, "tls"},
+	} {
+		rep := &Report{Info: RunInfo{Security: "tls"}, Peers: tc.peers}
+		if got := rep.security(); got != tc.want {
+			t.Errorf("%s: security %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
