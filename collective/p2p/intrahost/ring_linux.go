@@ -157,16 +157,8 @@ func Take(c *net.UnixConn) (*Sender, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("intrahost: the ring passed: %w", err)
-	}
-	if size != RingBytes || st.Size != RingBytes {
-		return nil, fmt.Errorf("intrahost: the peer's ring is %d bytes (announced %d), want %d: is it another build of meshtrain?", st.Size, size, RingBytes)
-	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
-		return nil, fmt.Errorf("intrahost: the peer's ring is not sealed against resizing (seals %#x, %v): refusing to map it", seals, err)
+	if err := checkRing(fd, size); err != nil {
+		return nil, err
 	}
 	mem, err := unix.Mmap(fd, 0, RingBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -175,6 +167,32 @@ func Take(c *net.UnixConn) (*Sender, error) {
 	s := &Sender{c: c, ring: mem, sem: make(chan struct{}, 1), credit: make(chan struct{}, 1), gone: make(chan struct{})}
 	go s.credits()
 	return s, nil
+}
+
+// betweenChecks, when set (tests), runs between checkRing's two checks:
+// what a hostile peer that still holds the descriptor could do there.
+var betweenChecks func(fd int)
+
+// checkRing refuses a ring that is not a memfd sealed against resizing,
+// of exactly RingBytes. The seals are checked first: until they are
+// there, the peer can still shrink the file after its size was read, and
+// this side would map pages past its end (SIGBUS on the first write).
+func checkRing(fd, announced int) error {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+		return fmt.Errorf("intrahost: the peer's ring is not sealed against resizing (seals %#x, %v): refusing to map it", seals, err)
+	}
+	if betweenChecks != nil {
+		betweenChecks(fd)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("intrahost: the ring passed: %w", err)
+	}
+	if announced != RingBytes || st.Size != RingBytes {
+		return fmt.Errorf("intrahost: the peer's ring is %d bytes (announced %d), want %d: is it another build of meshtrain?", st.Size, announced, RingBytes)
+	}
+	return nil
 }
 
 // credits reads the receiver's cursor as it advances, until the link ends.
