@@ -16,7 +16,8 @@
 //
 // A frame is its collective header on the socket; a payload of at most
 // half the ring is in the ring, the rest follows the header on the socket.
-// The sender places each ring payload right after the previous one, at
+// The sender places each ring payload right after the previous one (at an
+// 8-byte boundary, for folds that read it in place as float64), at
 // the ring's start when it would not fit before the end, and both sides
 // apply that rule, so a header says all the receiver needs. The receiver
 // gives the space back by writing, after each ring frame, how far it has

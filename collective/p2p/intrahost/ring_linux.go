@@ -35,12 +35,19 @@ var ErrClosed = errors.New("intrahost: link closed")
 // a larger one follows its header on the socket.
 func inRing(n uint32, size int) bool { return n > 0 && int(n) <= size/2 }
 
+// ringAlign is where a ring payload may start: a multiple of 8 bytes, so
+// that a fold viewing it in place as float64 or float32 (unsafe.Slice)
+// never makes a misaligned pointer, whatever the frames before it (a
+// 16-bit gradient of odd length, a control frame).
+const ringAlign = 8
+
 // place returns where a payload of n bytes goes in a ring of size bytes
-// whose cursor (bytes placed so far, wrapped space included) is at, and
-// the cursor after it: right after the previous payload, or at the ring's
-// start when it would not fit before the end. Sender and receiver both
-// follow it.
+// (a multiple of ringAlign) whose cursor (bytes placed so far, wrapped
+// and padding space included) is at, and the cursor after it: right after
+// the previous payload, rounded up to ringAlign, or at the ring's start
+// when it would not fit before the end. Sender and receiver both follow it.
 func place(at uint64, n, size int) (off int, next uint64) {
+	at = (at + ringAlign - 1) &^ (ringAlign - 1)
 	pos := int(at % uint64(size))
 	if pos+n > size {
 		at += uint64(size - pos)
