@@ -11,8 +11,8 @@ import (
 
 // TestPlaceAligned: every ring payload starts 8-byte aligned, whatever the
 // sizes of the frames before it, so that a fold viewing it as float64 or
-// float32 (unsafe.Slice) never makes a misaligned pointer (which checkptr,
-// on under -race, reports as fatal, and some architectures fault on).
+// float32 (unsafe.Slice) never reads misaligned floats (vector loads
+// split across cache lines; a fault on strict-alignment architectures).
 func TestPlaceAligned(t *testing.T) {
 	const size = 64
 	for _, tc := range []struct {
