@@ -3,6 +3,8 @@
 package intrahost
 
 import (
+	"encoding/binary"
+	"os"
 	"strings"
 	"testing"
 
@@ -43,4 +45,92 @@ func TestTakeShrinkThenSeal(t *testing.T) {
 	if !strings.Contains(err.Error(), "not sealed") && !strings.Contains(err.Error(), "want") {
 		t.Fatalf("Take: %v", err)
 	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	return len(ents)
+}
+
+// TestNoDescriptorLeft: a refused ring, a ring passed with extra
+// descriptors, and a link that ends all leave no descriptor and no
+// mapping behind.
+func TestNoDescriptorLeft(t *testing.T) {
+	memfd := func(size, seals int) int {
+		fd, err := unix.MemfdCreate("test", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Ftruncate(fd, int64(size)); err != nil {
+			t.Fatal(err)
+		}
+		if seals != 0 {
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return fd
+	}
+	sealed := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	for _, tc := range []struct {
+		name string
+		fds  func() []int
+	}{
+		{"unsealed", func() []int { return []int{memfd(RingBytes, 0)} }},
+		{"small", func() []int { return []int{memfd(RingBytes/2, sealed)} }},
+		{"three descriptors", func() []int {
+			return []int{memfd(RingBytes, sealed), memfd(RingBytes, sealed), memfd(RingBytes, sealed)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, rc := pair(t)
+			fds := tc.fds()
+			before := openFDs(t) - len(fds)
+			var b [8]byte
+			binary.LittleEndian.PutUint64(b[:], RingBytes)
+			if _, _, err := rc.WriteMsgUnix(b[:], unix.UnixRights(fds...), nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			if s, err := Take(sc); err == nil {
+				s.Close()
+				t.Fatal("Take accepted it")
+			}
+			if got := openFDs(t); got != before {
+				t.Fatalf("%d descriptors open, %d before", got, before)
+			}
+		})
+	}
+	t.Run("link", func(t *testing.T) {
+		before, maps := openFDs(t), ringMaps(t)
+		sc, rc := pair(t)
+		var r *Receiver
+		done := make(chan error, 1)
+		go func() {
+			var err error
+			r, err = Offer(rc)
+			done <- err
+		}()
+		s, err := Take(sc)
+		if rerr := <-done; err != nil || rerr != nil {
+			t.Fatal(err, rerr)
+		}
+		s.Close()
+		r.Unmap()
+		sc.Close()
+		rc.Close()
+		if got := openFDs(t); got != before {
+			t.Fatalf("%d descriptors open, %d before", got, before)
+		}
+		if got := ringMaps(t); got != maps {
+			t.Fatalf("%d rings mapped, %d before", got, maps)
+		}
+	})
 }
