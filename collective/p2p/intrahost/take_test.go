@@ -3,12 +3,17 @@
 package intrahost
 
 import (
+	"context"
 	"encoding/binary"
+	"io"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/meshtrain/meshtrain/collective"
 )
 
 // TestTakeShrinkThenSeal: a peer that passes an unsealed ring of the right
@@ -131,6 +136,34 @@ func TestNoDescriptorLeft(t *testing.T) {
 		}
 		if got := ringMaps(t); got != maps {
 			t.Fatalf("%d rings mapped, %d before", got, maps)
+		}
+	})
+}
+
+// FuzzCredits: whatever a receiver writes back as credits, the sender
+// never panics, never writes past the ring, and every Send returns within
+// its context: a credit outside what was sent ends the link.
+func FuzzCredits(f *testing.F) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], 1<<63)
+	f.Add(b[:], uint16(100))
+	binary.LittleEndian.PutUint64(b[:], 104)
+	f.Add(b[:], uint16(100))
+	f.Add([]byte{1, 2, 3}, uint16(7))
+	f.Fuzz(func(t *testing.T, credits []byte, n uint16) {
+		s, r := link(t)
+		if _, err := r.c.Write(credits); err != nil {
+			t.Fatal(err)
+		}
+		payload := make([]byte, int(n)+1)
+		go func() { _, _ = io.Copy(io.Discard, r.c) }()
+		for range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			err := s.Send(ctx, collective.Header{Kind: collective.KindP2P, DType: collective.Bytes}, payload)
+			cancel()
+			if err != nil {
+				return
+			}
 		}
 	})
 }
