@@ -18,8 +18,11 @@ const Supported = true
 
 // Listener accepts the same-host links of one transport on an abstract
 // Unix socket with a random name, which the peers learn over their
-// authenticated links (a name nobody can guess, and that nobody can take
-// from under a running listener).
+// authenticated links. The name is no secret (/proc/net/unix lists it to
+// every local user, and an abstract socket has no permissions): any local
+// process can connect, and only the peer's credentials and the cluster
+// secret admit it. Random, it cannot be squatted in advance, and nobody
+// can take it from under a running listener.
 type Listener struct {
 	ln   *net.UnixListener
 	name string
