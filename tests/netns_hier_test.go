@@ -33,7 +33,7 @@ func TestLongEmulatedHierarchical(t *testing.T) {
 	bin := netbenchBinary(t, ctx)
 	for _, sec := range []string{"plaintext", "tls"} {
 		meetsTiming(t, func() string {
-			res, err := netns.MeasureAlgoPairs(ctx, h, 2, bin, sec, size, pairs, reps)
+			res, err := netns.MeasureAlgoPairs(ctx, h, 2, bin, sec, size, pairs, reps, "-intra-host", "tls")
 			if err != nil {
 				t.Fatal(err)
 			}
