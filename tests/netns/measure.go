@@ -38,6 +38,9 @@ type AllReduceResult struct {
 	Bytes    int64  `json:"bytes"`
 	Security string `json:"security"`
 	Algo     string `json:"algo,omitempty"`
+	// SameHostLinks is how many links, over all ranks, went through
+	// shared memory (--intra-host auto between peers of one host).
+	SameHostLinks int `json:"same_host_links,omitempty"`
 	// BusBW is each repetition's bus bandwidth in bytes/s (nccl-tests:
 	// size × 2(N−1)/N ÷ the slowest rank's time).
 	BusBW []float64 `json:"busbw_bytes_per_s"`

@@ -22,8 +22,9 @@ type AlgoPair struct {
 
 // MeasureAlgoPairs runs pairs AlgoPairs of a size-byte float32 all-reduce
 // (sec links, reps timed repetitions a run) among perHost peers on every
-// host, alternating which of the two runs first.
-func MeasureAlgoPairs(ctx context.Context, h *Hosts, perHost int, netbench, sec string, size int64, pairs, reps int) ([]AlgoPair, error) {
+// host, alternating which of the two runs first; extra goes to every
+// netbench process (e.g. -intra-host tls).
+func MeasureAlgoPairs(ctx context.Context, h *Hosts, perHost int, netbench, sec string, size int64, pairs, reps int, extra ...string) ([]AlgoPair, error) {
 	out := make([]AlgoPair, pairs)
 	for i := range out {
 		p := &out[i]
@@ -33,7 +34,7 @@ func MeasureAlgoPairs(ctx context.Context, h *Hosts, perHost int, netbench, sec 
 			order = []string{"auto", "ring"}
 		}
 		for _, algo := range order {
-			r, err := MeasureAllReducePerHost(ctx, h, perHost, netbench, sec, []int64{size}, reps, "-algo", algo)
+			r, err := MeasureAllReducePerHost(ctx, h, perHost, netbench, sec, []int64{size}, reps, append([]string{"-algo", algo}, extra...)...)
 			if err != nil {
 				return nil, fmt.Errorf("pair %d, -algo %s: %w", i+1, algo, err)
 			}

@@ -21,6 +21,7 @@ func hier(ctx context.Context, args []string) error {
 	pairs := fs.Int("pairs", 5, "alternating pairs of runs")
 	reps := fs.Int("reps", 3, "timed all-reduces a run (the run reports their median)")
 	sec := fs.String("security", "tls", "link security: tls, noise or plaintext")
+	intra := fs.String("intra-host", "auto", "links between the peers of one host: auto (shared memory, no cipher) or tls (over -security)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,11 +42,11 @@ func hier(ctx context.Context, args []string) error {
 		return err
 	}
 	defer h.Down()
-	res, err := netns.MeasureAlgoPairs(ctx, h, *perHost, bin, *sec, int64(*mib)<<20, *pairs, *reps)
+	res, err := netns.MeasureAlgoPairs(ctx, h, *perHost, bin, *sec, int64(*mib)<<20, *pairs, *reps, "-intra-host", *intra)
 	if err != nil {
 		return err
 	}
-	fmt.Println("pair\torder\talgo\tsize\tbusbw(MB/s)\treps(MB/s)\tCPU s/op (all peers)\tload")
+	fmt.Println("pair\torder\talgo\tsize\tbusbw(MB/s)\treps(MB/s)\tCPU s/op (all peers)\tsame-host links\tload")
 	for i, p := range res {
 		order := "ring first"
 		if !p.RingFirst {
@@ -56,11 +57,11 @@ func hier(ctx context.Context, args []string) error {
 			for _, b := range r.BusBW {
 				each = append(each, fmt.Sprintf("%.1f", b/1e6))
 			}
-			fmt.Printf("%d\t%s\t%s\t%dMiB\t%.1f\t%s\t%.2f\t%s\n", i+1, order, r.Algo, r.Bytes>>20, r.Median()/1e6, strings.Join(each, ","), r.CPUSeconds, p.Load)
+			fmt.Printf("%d\t%s\t%s\t%dMiB\t%.1f\t%s\t%.2f\t%d\t%s\n", i+1, order, r.Algo, r.Bytes>>20, r.Median()/1e6, strings.Join(each, ","), r.CPUSeconds, r.SameHostLinks, p.Load)
 		}
 	}
 	ring, auto, ratio := netns.PairMedians(res)
-	fmt.Printf("%d hosts × %d peers at %s, %d MiB: median busbw ring %.1f MB/s, %s %.1f MB/s: %.2f×\n",
-		*n, *perHost, rate, *mib, ring/1e6, res[0].Auto.Algo, auto/1e6, ratio)
+	fmt.Printf("%d hosts × %d peers at %s, %s, --intra-host %s, %d MiB: median busbw ring %.1f MB/s, %s %.1f MB/s: %.2f×\n",
+		*n, *perHost, rate, *sec, *intra, *mib, ring/1e6, res[0].Auto.Algo, auto/1e6, ratio)
 	return h.Down()
 }

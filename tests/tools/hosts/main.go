@@ -4,7 +4,7 @@
 //	go run ./tests/tools/hosts up N RATE   # e.g. up 3 1gbit: mtncli-h0.. at 10.77.0.1..
 //	go run ./tests/tools/hosts down        # removes them (and clusters left by killed tests)
 //	go run ./tests/tools/hosts bench [-n 2,4] [-rate 1gbit,1.8gbit] [-mib 16,64] [-runs 5]
-//	go run ./tests/tools/hosts hier [-n 2] [-per-host 2] [-rate 1gbit] [-mib 64] [-pairs 5]
+//	go run ./tests/tools/hosts hier [-n 2] [-per-host 2] [-rate 1gbit] [-mib 64] [-pairs 5] [-security tls] [-intra-host auto|tls]
 //	go run ./tests/tools/hosts validate [-n 2,3,4] [-rate 1.8gbit,1gbit,100mbit] [-params meshtrain-cost.json] [-out DIR] [-replot POINTS] [-fits K] [-fit-only]
 //	go run ./tests/tools/hosts course [-n 4] [-rate 1.8gbit] [-params meshtrain-cost.json] [-gamma NS] [-dense-runs 5]
 //

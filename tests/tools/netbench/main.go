@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", time.Second, "tcp: how long to send")
 	useTLS := fs.Bool("tls", false, "tcp: over TLS 1.3 (the raw cipher's rate)")
 	security := fs.String("security", "tls", "allreduce: link security")
+	intraHost := fs.String("intra-host", "auto", "links between processes on one host (-per-host above 1): auto (shared memory, no cipher) or tls (over -security)")
 	sizeList := fs.String("sizes", "16777216", "allreduce: sizes in bytes, comma-separated")
 	reps := fs.Int("reps", 3, "allreduce: timed repetitions per size")
 	window := fs.Int("window", 0, "stream window in bytes (0: p2p's default; for experiments)")
@@ -119,7 +120,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	tr, err := p2p.New(ctx, p2p.Config{Rank: *rank, Peers: addrs, Security: p2p.Security(*security), ClusterSecret: secret, Timeout: timeout, StreamWindow: uint32(*window), Muxer: p2p.Muxer(*muxer)})
+	tr, err := p2p.New(ctx, p2p.Config{Rank: *rank, Peers: addrs, Security: p2p.Security(*security), ClusterSecret: secret, Timeout: timeout, StreamWindow: uint32(*window), Muxer: p2p.Muxer(*muxer), IntraHost: p2p.IntraHost(*intraHost)})
 	if err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func run(ctx context.Context, args []string) error {
 	case "gossip":
 		return gossipRound(ctx, c, sizes, max(*reps, 1), *idle)
 	}
-	return allReduce(ctx, c, p2p.Security(*security), sizes, max(*reps, 1), *idle)
+	return allReduce(ctx, c, tr, p2p.Security(*security), sizes, max(*reps, 1), *idle)
 }
 
 // rawTCP sends to the next rank for d while receiving from the previous
@@ -245,13 +246,19 @@ func receive(conn net.Conn) (netns.TCPResult, error) {
 }
 
 // allReduce times each size; rank 0 prints.
-func allReduce(ctx context.Context, c *collective.Comm, sec p2p.Security, sizes []int64, reps int, idle time.Duration) error {
+func allReduce(ctx context.Context, c *collective.Comm, tr *p2p.Transport, sec p2p.Security, sizes []int64, reps int, idle time.Duration) error {
+	// Every rank's count of links through shared memory, summed: the
+	// report says which path the intra-host bytes took, not which was asked.
+	links := []float32{float32(tr.SameHostLinks())}
+	if err := c.AllReduceFloat32(ctx, links, collective.Sum); err != nil {
+		return fmt.Errorf("counting the same-host links: %w", err)
+	}
 	for _, size := range sizes {
 		r, err := timeAllReduce(ctx, c, size, reps, idle)
 		if err != nil {
 			return fmt.Errorf("all-reduce of %d bytes: %w", size, err)
 		}
-		r.Security, r.Algo = string(sec), c.AlgoFor(int(size)).String()
+		r.Security, r.Algo, r.SameHostLinks = string(sec), c.AlgoFor(int(size)).String(), int(links[0])
 		if c.Rank() == 0 {
 			if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
 				return err
