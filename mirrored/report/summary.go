@@ -245,7 +245,6 @@ type PeerJSON struct {
 func WriteSummary(path string, rep *Report) error {
 	out := SummaryJSON{Format: SummaryFormat, Version: mirrored.Version(), Started: rep.Started.UTC().Format(time.RFC3339), RunInfo: rep.Info,
 		Workers: len(rep.Peers), ParamsIdentical: rep.Identical, LaunchWallSeconds: rep.WallSeconds}
-	out.Security = rep.security()
 	for _, p := range rep.Peers {
 		out.Cluster = append(out.Cluster, p.Addr)
 		pj := PeerJSON{Addr: p.Addr, Error: p.Err}
