@@ -286,7 +286,10 @@ func (m *Machine) answer(from int, msg Msg) (Msg, bool) {
 			out.OK, wake = true, true
 		}
 	case Stop:
-		if m.state == Reforming || m.state == Joining {
+		// A peer still running the generation the coordinator saw end
+		// takes the stop too: it will see the loss in a moment, and by
+		// then the coordinator may have exited and no longer answer.
+		if m.state == Reforming || m.state == Joining || m.state == Running && msg.Gen == m.gen {
 			m.stopMsg = msg.Reason
 			out.OK, wake = true, true
 		}
@@ -582,6 +585,12 @@ func (m *Machine) probedForAdmission(r *round) Effects {
 // answer in a later generation without this peer says the others went on
 // without it (it hung).
 func (m *Machine) probed(r *round) Effects {
+	if m.stopMsg != "" {
+		// The coordinator decided to stop while this probe was out (and
+		// may be gone by now: it no longer answers): its reason is the
+		// run's, not one this peer would reach alone without it.
+		return Effects{Decision: &Decision{Kind: Halt, Reason: m.stopMsg}}
+	}
 	members, self := m.ended, m.cfg.Self
 	alive, joiners, newer := []int{self}, []int(nil), false
 	for i, p := range r.to {
@@ -618,7 +627,7 @@ func (m *Machine) probed(r *round) Effects {
 	next, stop := Decide(m.gen, members, alive, joiners, m.cfg.MinWorkers, m.why)
 	if stop != "" {
 		m.stopReason = stop
-		return m.ask(Stop, m.others(alive), Msg{Kind: Stop, Reason: stop})
+		return m.ask(Stop, m.others(alive), Msg{Kind: Stop, Gen: m.gen, Reason: stop})
 	}
 	return m.propose(members, next)
 }

@@ -175,6 +175,46 @@ func TestProbeSeesItWasDropped(t *testing.T) {
 	}
 }
 
+// TestStopWhileProbing: the coordinator's stop arrives while this peer's
+// own probe is out, and the coordinator has exited by the time the probe
+// asks it: this peer halts with the coordinator's reason instead of
+// deciding alone that it lost the coordinator too.
+func TestStopWhileProbing(t *testing.T) {
+	m := running(t, 2, 4, 0, []int{0, 1, 2, 3})
+	if e := m.Reform(Why{Reason: "a peer was lost"}, 0, 0); len(e.Sends) != 3 {
+		t.Fatalf("the probe sent %+v, want a status to peers 0, 1 and 3", e.Sends)
+	}
+	const reason = "only [0 2] of generation 0's members are left, fewer than --min-workers 3"
+	if e := m.Receive(0, Msg{Kind: Stop, Reason: reason}); len(e.Sends) != 1 || !e.Sends[0].Msg.OK {
+		t.Fatalf("the stop was not taken: %+v", e)
+	}
+	var e Effects
+	for _, p := range []int{1, 3, 0} {
+		e = m.Unanswered(p, "connection refused")
+	}
+	if d := e.Decision; d == nil || d.Kind != Halt || d.Reason != reason || d.Coordinator {
+		t.Errorf("after the probe: %+v, want a halt with the coordinator's reason", e)
+	}
+}
+
+// TestStopWhileRunning: the coordinator's stop reaches a peer that has not
+// yet seen its generation end; it takes it (for that generation only) and
+// halts with the coordinator's reason as soon as it reforms.
+func TestStopWhileRunning(t *testing.T) {
+	const reason = "fewer than --min-workers 3"
+	m := running(t, 2, 4, 5, []int{0, 1, 2, 3})
+	if e := m.Receive(0, Msg{Kind: Stop, Gen: 4, Reason: reason}); e.Sends[0].Msg.OK {
+		t.Errorf("a stop for generation 4 taken while running generation 5: %+v", e)
+	}
+	if e := m.Receive(0, Msg{Kind: Stop, Gen: 5, Reason: reason}); !e.Sends[0].Msg.OK {
+		t.Fatalf("a stop for the running generation refused: %+v", e)
+	}
+	e := m.Reform(Why{Reason: "a peer was lost"}, 0, 0)
+	if d := e.Decision; d == nil || d.Kind != Halt || d.Reason != reason {
+		t.Errorf("reforming after the stop: %+v, want a halt with the coordinator's reason", e)
+	}
+}
+
 // TestFormFailedBounded: a generation that fails to form is agreed again,
 // at most maxFailedForms times in a row; one that forms resets the count.
 func TestFormFailedBounded(t *testing.T) {
