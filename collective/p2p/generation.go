@@ -171,14 +171,17 @@ func (h *Host) memberAddrs(gen uint64, members []int, t *Transport) ([]ma.Multia
 // generation still open loses its links with no goodbye, the same-host
 // ones too, as in a crash.
 func (h *Host) Close() error {
+	// The host first: a peer that sees the same-host links go asks this
+	// one who is left, and a host that still answers "running" would be
+	// counted alive while it dies (an injected kill).
+	h.base.stop()
+	err := h.base.host.Close()
 	h.mu.Lock()
 	for _, t := range h.gens {
 		t.closeLocal()
 	}
 	h.gens = nil
 	h.mu.Unlock()
-	h.base.stop()
-	err := h.base.host.Close()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
